@@ -1,0 +1,41 @@
+"""The case library: every family module contributes a ``CASES`` list."""
+from __future__ import annotations
+
+import fnmatch
+import importlib
+
+from .base import Case, Expect, FeedSpec, RankProgram
+
+FAMILIES = ["column_parallel"]
+
+
+def all_cases() -> dict:
+    """Every case by name, in family order."""
+    out = {}
+    for fam in FAMILIES:
+        mod = importlib.import_module(f"cases.{fam}")
+        for c in mod.CASES:
+            if c.name in out:
+                raise ValueError(f"duplicate case name {c.name} in cases/{fam}.py")
+            out[c.name] = c
+    return out
+
+
+def select(patterns=None) -> list:
+    """Cases whose names match any glob in ``patterns`` (all when empty).
+
+    A pattern that matches nothing raises ``KeyError`` naming it.
+    """
+    cases = all_cases()
+    if not patterns:
+        return list(cases.values())
+    chosen = []
+    for pat in patterns:
+        hit = [c for n, c in cases.items() if fnmatch.fnmatchcase(n, pat)]
+        if not hit:
+            raise KeyError(f"no case matches {pat!r}; known: {', '.join(cases)}")
+        chosen += [c for c in hit if c not in chosen]
+    return chosen
+
+
+__all__ = ["Case", "Expect", "FeedSpec", "RankProgram", "all_cases", "select"]

@@ -1,0 +1,150 @@
+"""Appends ops to a legacy program one by one, with their dist attrs.
+
+Cases spell out every forward, backward and optimizer op themselves (no
+``append_backward``) so that the op sequence is exactly the pattern a pass
+looks for, and every op and var carries the dist attrs the passes read from
+the ``DistributedContext``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from verify.legacy_ir import paddle_module
+
+paddle = paddle_module()
+
+from paddle.base import core  # noqa: E402
+
+from paddle.distributed.auto_parallel.process_mesh import ProcessMesh  # noqa: E402
+from paddle.distributed.auto_parallel.static.dist_context import (  # noqa: E402
+    DistributedContext,
+)
+from paddle.distributed.auto_parallel.static.utils import (  # noqa: E402
+    naive_set_dist_op_attr_for_program_by_mesh,
+    set_var_dist_attr,
+)
+
+from .base import FeedSpec, RankProgram  # noqa: E402
+
+# op_role values of paddle's OpRole enum
+FORWARD, BACKWARD, OPTIMIZE, LOSS = 0, 1, 2, 256
+
+
+class ProgramBuilder:
+    """Builds one rank's main and startup programs and their dist context."""
+
+    def __init__(self, case, rank: int):
+        self.case = case
+        self.rank = rank
+        self.main = paddle.static.Program()
+        self.startup = paddle.static.Program()
+        self.main.random_seed = 1234
+        self.startup.random_seed = 1234
+        self.block = self.main.global_block()
+        self.sblock = self.startup.global_block()
+        arr = np.array(case.mesh)
+        names = ["dp", "mp"][-arr.ndim:] if arr.ndim <= 2 else [f"d{i}" for i in range(arr.ndim)]
+        self.mesh = ProcessMesh(arr.tolist(), dim_names=names)
+        self.ctx = DistributedContext(serial_main_prog=self.main,
+                                      serial_startup_prog=self.startup)
+        self.ctx.add_process_mesh(self.mesh)
+        self.feeds: list[FeedSpec] = []
+        self.params_grads: list = []
+        self.fetches: list[str] = []
+        self.loss: str | None = None
+
+    # -- variables -------------------------------------------------------
+    def _annotate(self, var, mapping):
+        if mapping is None:
+            mapping = [-1] * len(var.shape)
+        set_var_dist_attr(self.ctx, var, list(mapping), self.mesh)
+        return var
+
+    def data(self, name, shape, concrete_shape, dtype="float32", mapping=None):
+        """A fed input; ``shape`` may hold -1, ``concrete_shape`` may not."""
+        var = self.block.create_var(name=name, shape=list(shape), dtype=dtype,
+                                    persistable=False, stop_gradient=True,
+                                    need_check_feed=True)
+        var.is_data = True
+        self.feeds.append(FeedSpec(name, tuple(concrete_shape), dtype))
+        return self._annotate(var, mapping)
+
+    def var(self, name, shape, dtype="float32", mapping=None, persistable=False):
+        var = self.block.create_var(name=name, shape=list(shape), dtype=dtype,
+                                    persistable=persistable, stop_gradient=False)
+        return self._annotate(var, mapping)
+
+    def param(self, name, shape, dtype="float32", mapping=None, init_value=None):
+        """A trainable parameter, initialised by the startup program."""
+        p = self.block.create_parameter(name=name, shape=list(shape), dtype=dtype,
+                                        trainable=True)
+        self._annotate(p, mapping)
+        sp = self.sblock.create_parameter(name=name, shape=list(shape), dtype=dtype,
+                                          trainable=True)
+        if init_value is None:
+            self.sblock.append_op(type="uniform_random", outputs={"Out": [sp]},
+                                  attrs={"shape": list(shape), "dtype": sp.dtype,
+                                         "min": -0.5, "max": 0.5, "seed": 7})
+        else:
+            self.fill_startup(name, shape, dtype, init_value)
+        return p
+
+    def persistable(self, name, shape, dtype="float32", value=0.0):
+        """A persistable non-parameter (lr, optimizer state), filled in startup."""
+        v = self.var(name, shape, dtype, persistable=True)
+        v.stop_gradient = True
+        self.fill_startup(name, shape, dtype, value)
+        return v
+
+    def fill_startup(self, name, shape, dtype, value):
+        if not self.sblock.has_var(name):
+            self.sblock.create_var(name=name, shape=list(shape), dtype=dtype,
+                                   persistable=True)
+        sv = self.sblock.var(name)
+        self.sblock.append_op(type="fill_constant", outputs={"Out": [sv]},
+                              attrs={"shape": list(shape), "dtype": sv.dtype,
+                                     "value": float(value)})
+
+    def grad_of(self, var, name=None):
+        return self.var(name or var.name + "@GRAD", var.shape, var.dtype,
+                        mapping=self.ctx.get_tensor_dist_attr_for_program(var).dims_mapping)
+
+    # -- ops -------------------------------------------------------------
+    def op(self, type, inputs, outputs, attrs=None, role=FORWARD):
+        """Append one op with ``op_role`` and a dist attr on the case's mesh."""
+        attrs = dict(attrs or {})
+        attrs["op_role"] = role
+        op = self.block.append_op(type=type, inputs=inputs, outputs=outputs,
+                                  attrs=attrs)
+        naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
+        return op
+
+    def grad_op(self, fwd_op, inputs=None, outputs=None, role=BACKWARD):
+        """Append the grad op Paddle's own grad maker makes for ``fwd_op``.
+
+        ``inputs``/``outputs`` override slots (slot -> [var names]); every
+        var the grad op writes must already exist in the block.
+        """
+        descs, _ = core.get_grad_op_desc(fwd_op.desc, set(), [])
+        if len(descs) != 1:
+            raise ValueError(f"{fwd_op.type}: expected one grad op, got {len(descs)}")
+        desc = self.block.desc.append_op()
+        desc.copy_from(descs[0])
+        for slot, names in (inputs or {}).items():
+            desc.set_input(slot, [getattr(n, "name", n) for n in names])
+        for slot, names in (outputs or {}).items():
+            desc.set_output(slot, [getattr(n, "name", n) for n in names])
+        desc._set_int32_attr("op_role", role)
+        self.block._sync_with_cpp()
+        op = self.block.ops[-1]
+        naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
+        return op
+
+    def sgd(self, param, grad, lr):
+        self.op("sgd", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
+                {"ParamOut": [param]}, role=OPTIMIZE)
+
+    def finish(self) -> RankProgram:
+        return RankProgram(rank=self.rank, main=self.main, startup=self.startup,
+                           dist_context=self.ctx, params_grads=self.params_grads,
+                           feeds=self.feeds, loss=self.loss, fetches=self.fetches)
