@@ -89,9 +89,9 @@ class ProgramBuilder:
             self.fill_startup(name, shape, dtype, init_value)
         return p
 
-    def persistable(self, name, shape, dtype="float32", value=0.0):
+    def persistable(self, name, shape, dtype="float32", value=0.0, mapping=None):
         """A persistable non-parameter (lr, optimizer state), filled in startup."""
-        v = self.var(name, shape, dtype, persistable=True)
+        v = self.var(name, shape, dtype, mapping=mapping, persistable=True)
         v.stop_gradient = True
         self.fill_startup(name, shape, dtype, value)
         return v
@@ -140,9 +140,84 @@ class ProgramBuilder:
         naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
         return op
 
-    def sgd(self, param, grad, lr):
-        self.op("sgd", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
-                {"ParamOut": [param]}, role=OPTIMIZE)
+    def sgd(self, param, grad, lr, master=None):
+        """SGD step; with ``master`` (an fp32 master weight) it is multi-precision."""
+        ins = {"Param": [param], "Grad": [grad], "LearningRate": [lr]}
+        outs = {"ParamOut": [param]}
+        attrs = {}
+        if master is not None:
+            ins["MasterParam"] = [master]
+            outs["MasterParamOut"] = [master]
+            attrs["multi_precision"] = True
+        self.op("sgd", ins, outs, attrs, role=OPTIMIZE)
+
+    def _mapping_of(self, var):
+        return self.ctx.get_tensor_dist_attr_for_program(var).dims_mapping
+
+    def master_weight(self, param):
+        """The fp32 master copy of a low-precision parameter, as Paddle's
+        optimizers name it; the startup program casts the parameter into it."""
+        name = f"{param.name}_fp32_master_0"
+        m = self.var(name, param.shape, "float32", mapping=self._mapping_of(param),
+                     persistable=True)
+        m.stop_gradient = True
+        sp = self.sblock.var(param.name)
+        sm = self.sblock.create_var(name=name, shape=list(param.shape),
+                                    dtype="float32", persistable=True)
+        self.sblock.append_op(type="cast", inputs={"X": [sp]}, outputs={"Out": [sm]},
+                              attrs={"in_dtype": sp.dtype, "out_dtype": sm.dtype})
+        return m
+
+    def adamw(self, param, grad, lr, master=None, coeff=0.01,
+              beta1=0.9, beta2=0.999, epsilon=1e-8):
+        """AdamW step with its accumulators named as Paddle's AdamW names them
+        (``<param>_moment1_0`` ...), all initialised by the startup program."""
+        mapping = self._mapping_of(param)
+        m1 = self.persistable(f"{param.name}_moment1_0", param.shape, "float32",
+                              0.0, mapping=mapping)
+        m2 = self.persistable(f"{param.name}_moment2_0", param.shape, "float32",
+                              0.0, mapping=mapping)
+        b1 = self.persistable(f"{param.name}_beta1_pow_acc_0", [1], "float32", beta1)
+        b2 = self.persistable(f"{param.name}_beta2_pow_acc_0", [1], "float32", beta2)
+        ins = {"Param": [param], "Grad": [grad], "LearningRate": [lr],
+               "Moment1": [m1], "Moment2": [m2], "Beta1Pow": [b1], "Beta2Pow": [b2]}
+        outs = {"ParamOut": [param], "Moment1Out": [m1], "Moment2Out": [m2],
+                "Beta1PowOut": [b1], "Beta2PowOut": [b2]}
+        if master is not None:
+            ins["MasterParam"] = [master]
+            outs["MasterParamOut"] = [master]
+        self.op("adamw", ins, outs,
+                {"beta1": beta1, "beta2": beta2, "epsilon": epsilon, "lr_ratio": 1.0,
+                 "coeff": coeff, "with_decay": True, "lazy_mode": False,
+                 "min_row_size_to_use_multithread": 1000,
+                 "multi_precision": master is not None,
+                 "use_global_beta_pow": False, "amsgrad": False},
+                role=OPTIMIZE)
+
+    # -- collectives (3.3.1 spellings) ------------------------------------
+    def all_reduce(self, x, out, ring_id, role=FORWARD):
+        """``all_reduce`` with SUM (``out`` may be ``x``: in place)."""
+        return self.op("all_reduce", {"x": [x]}, {"out": [out]},
+                       {"ring_id": ring_id, "reduce_type": 0}, role)
+
+    def all_gather(self, x, out, ring_id, nranks, role=FORWARD):
+        """``all_gather``: concatenates the ranks' ``x`` along dim 0."""
+        return self.op("all_gather", {"x": [x]}, {"out": [out]},
+                       {"ring_id": ring_id, "nranks": nranks}, role)
+
+    def reduce_scatter(self, x, out, ring_id, nranks, role=FORWARD):
+        """``reduce_scatter``: sums the ranks' ``x``, keeps this rank's dim-0 chunk."""
+        return self.op("reduce_scatter", {"x": [x]}, {"out": [out]},
+                       {"ring_id": ring_id, "nranks": nranks}, role)
+
+    def startup_broadcast(self, name, ring_id, root=0):
+        """A startup ``broadcast`` of a parameter, as Paddle's partitioner
+        emits one per mesh axis along which the parameter is replicated."""
+        sv = self.sblock.var(name)
+        self.sblock.append_op(type="broadcast", inputs={"x": [sv]},
+                              outputs={"out": [sv]},
+                              attrs={"ring_id": ring_id, "root": root,
+                                     "op_role": FORWARD})
 
     def finish(self) -> RankProgram:
         return RankProgram(rank=self.rank, main=self.main, startup=self.startup,

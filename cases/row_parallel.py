@@ -1,0 +1,276 @@
+"""Row-parallel linear with bias: the family ``auto_parallel_fused_linear_promotion`` exists for.
+
+One row-parallel layer per rank program, spelled op by op so that the op
+sequence is exactly one of the pass's eight source patterns
+(MP, MP+SP, DP+MP, DP+MP+SP; each for AMP O0/O2 and for O1 with a ``cast``)::
+
+    x   : fed, [B/dp, S, K/tp]           # this rank's K-shard of the input
+    [xt  = transpose2(x)]                # SP only: to Paddle's [S, B, H] layout
+    [x16 = cast(x), W16 = cast(W)]       # AMP: low-precision matmul operands
+    mm  = matmul_v2(x, W)                # W: [K/tp, N], row-sharded; mm partial
+    r   = all_reduce(mm)                 # MP      (ring 0 = tensor parallel)
+    r   = reduce_scatter(mm)             # MP+SP   (dim 0 = sequence)
+    [b16 = cast(b)]                      # O1 only: the bias cast is in the pattern
+    out = elementwise_add(r, b)          # b: [N], replicated
+    [out32 = cast(out)]                  # AMP: the loss runs in fp32
+    loss = reduce_mean(out)
+
+    backward (Paddle's own grad ops), e.g. DP+MP+SP:
+    r@G, b@G = elementwise_add_grad(out@G)
+    b@G = all_reduce(b@G) [ring 1]; b@G = scale(b@G, 1/dp)    # DP sync of the bias
+    b@G = all_reduce(b@G) [ring 0]; b@G = scale(b@G, 1/tp)    # SP: seq is split over tp
+    mm@G = all_gather(r@G)                                      # backward of reduce_scatter
+    W@G  = matmul_v2_grad(x, W, mm@G)
+    W@G  = all_reduce(W@G) [ring 1]; scale(1/dp)                # DP sync of the weight
+    [clip], sgd / adamw per parameter
+
+The startup program initialises every parameter and optimizer state and, as
+Paddle's partitioner does, broadcasts each parameter along every mesh axis
+along which it is replicated (b: TP ring 0 and DP ring 1; W: DP ring 1).
+
+On the first rank of each TP group the pass must add the bias *before* the
+collective; on the other TP ranks it must delete the bias, its grad ops, its
+optimizer (and clip) ops and its startup initialisation.
+
+Rings: 0 = tensor parallel (the last mesh axis), 1 = data parallel (mesh
+axis 0 of a 2-D mesh).  Sizes are tiny so that numeric runs are instant.
+
+Which dtype the AMP cases use: ``float16`` as on GPUs.  The CPU build has no
+float16/bfloat16 kernels for matmul_v2 (or adamw, squared_l2_norm), so the
+O1/O2 cases cannot run numerically on CPU; they are for the symbolic and
+contract checks.  The O0 cases are all float32 and run anywhere.
+"""
+from __future__ import annotations
+
+from .base import Case, Expect
+from .program_builder import BACKWARD, FORWARD, LOSS, OPTIMIZE, ProgramBuilder
+
+PROMOTION = "auto_parallel_fused_linear_promotion"
+B, S, K, N = 4, 4, 8, 6  # global batch, sequence, in (row-split) and out features
+TP_RING, DP_RING = 0, 1
+AMP_DTYPE = "float16"
+
+
+def _cast(b, x, out, role=FORWARD):
+    return b.op("cast", {"X": [x]}, {"Out": [out]},
+                {"in_dtype": x.dtype, "out_dtype": out.dtype}, role)
+
+
+def _scale(b, x, factor):
+    """In-place ``scale`` of a gradient (the planner's 1/group_size)."""
+    b.op("scale", {"X": [x]}, {"Out": [x]},
+         {"scale": float(factor), "bias": 0.0, "bias_after_scale": True}, BACKWARD)
+
+
+def build(case: Case, rank: int):
+    p = case.params
+    b = ProgramBuilder(case, rank)
+    dp, tp = p["dp"], p["tp"]
+    sp, amp = case.enable_sp, case.amp_level
+    mp_axis = 1 if dp > 1 else 0          # mesh axis of tensor parallelism
+    dp_axis = 0 if dp > 1 else -1         # -1: no data-parallel axis
+    low = AMP_DTYPE if amp in ("o1", "o2") else "float32"
+    param_dtype = low if amp == "o2" else "float32"  # O2: low-precision params
+    bl, kl = B // dp, K // tp
+
+    # -- parameters, in the partitioner's order: init, then broadcasts -----
+    w = b.param("linear_0.w_0", [kl, N], dtype=param_dtype, mapping=[mp_axis, -1])
+    bias = b.param("linear_0.b_0", [N], dtype=param_dtype, mapping=[-1])
+    # one broadcast per mesh axis the parameter is replicated along
+    if dp > 1:
+        b.startup_broadcast(w.name, DP_RING)
+        b.startup_broadcast(bias.name, DP_RING)
+    b.startup_broadcast(bias.name, TP_RING)
+    lr = b.persistable("learning_rate_0", [], "float32", 0.1)
+    masters = {}
+    if amp == "o2":  # fp32 master weights, cast from the params in startup
+        masters = {v.name: b.master_weight(v) for v in (w, bias)}
+
+    # -- forward ------------------------------------------------------------
+    x = b.data("x", [bl, S, kl], [bl, S, kl], mapping=[dp_axis, -1, mp_axis])
+    h = x
+    if sp:  # Paddle's sequence-parallel layout is [S, B, H]
+        xt = b.var("x_t", [S, bl, kl], mapping=[-1, dp_axis, mp_axis])
+        xshape = b.var("x_t.xshape", [0, bl, S, kl])
+        xshape.stop_gradient = True
+        b.op("transpose2", {"X": [x]}, {"Out": [xt], "XShape": [xshape]},
+             {"axis": [1, 0, 2]})
+        h = xt
+    lead = [S, bl] if sp else [bl, S]
+    lead_map = [-1, dp_axis] if sp else [dp_axis, -1]
+    w_in, cast_w = w, None
+    if amp != "o0":
+        h16 = b.var(f"{h.name}.cast_{low}", h.shape, low,
+                    mapping=b._mapping_of(h))
+        _cast(b, h, h16)
+        h = h16
+    if amp == "o1":  # O1 keeps fp32 params and casts them where used
+        w_in = b.var(f"{w.name}.cast_{low}", w.shape, low, mapping=[mp_axis, -1])
+        cast_w = _cast(b, w, w_in)
+    mm = b.var("linear_0.tmp_0", lead + [N], low, mapping=lead_map + [-1])
+    mm_op = b.op("matmul_v2", {"X": [h], "Y": [w_in]}, {"Out": [mm]},
+                 {"trans_x": False, "trans_y": False})
+    if sp:  # the sequence dim (0) ends up split over the TP axis
+        r = b.var("linear_0.tmp_1", [S // tp, bl, N], low,
+                  mapping=[mp_axis, dp_axis, -1])
+        b.reduce_scatter(mm, r, TP_RING, tp)
+    else:
+        r = b.var("linear_0.tmp_1", lead + [N], low, mapping=lead_map + [-1])
+        b.all_reduce(mm, r, TP_RING)
+    b_in, cast_b = bias, None
+    if amp == "o1":
+        b_in = b.var(f"{bias.name}.cast_{low}", [N], low, mapping=[-1])
+        cast_b = _cast(b, bias, b_in)
+    out = b.var("linear_0.tmp_2", r.shape, low, mapping=b._mapping_of(r))
+    add_op = b.op("elementwise_add", {"X": [r], "Y": [b_in]}, {"Out": [out]},
+                  {"axis": -1})
+    h, cast_out = out, None
+    if amp != "o0":
+        out32 = b.var(f"{out.name}.cast_fp32", out.shape, "float32",
+                      mapping=b._mapping_of(out))
+        cast_out = _cast(b, out, out32)
+        h = out32
+    loss = b.var("mean_0.tmp_0", [], "float32", mapping=[])
+    mean_op = b.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
+                   {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
+    b.loss = loss.name
+    b.fetches += [out.name, loss.name]
+
+    # -- backward -------------------------------------------------------------
+    loss_g = b.grad_of(loss)
+    b.op("fill_constant", {}, {"Out": [loss_g]},
+         {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
+    b.grad_of(h)
+    b.grad_op(mean_op)
+    if cast_out is not None:
+        b.grad_of(out)
+        b.grad_op(cast_out)
+    out_g = f"{out.name}@GRAD"
+    r_g, b_in_g = b.grad_of(r), b.grad_of(b_in)
+    b.grad_op(add_op)
+    if dp > 1:  # data-parallel sync of the bias grad (sorted mesh dims: dp first)
+        b.all_reduce(b_in_g, b_in_g, DP_RING, BACKWARD)
+        _scale(b, b_in_g, 1.0 / dp)
+    if sp:  # the bias saw only this rank's sequence chunk: sync over TP too
+        b.all_reduce(b_in_g, b_in_g, TP_RING, BACKWARD)
+        _scale(b, b_in_g, 1.0 / tp)
+    if sp:
+        mm_g = b.grad_of(mm)
+        # the O1 SP pattern has a second all_gather before the matmul grad
+        # (and the O0 ones one after it): a gather of the output grad to the
+        # full sequence, for a fetch; it is not the grad path.
+        gathered = b.var(f"{out_g}@full_seq", mm.shape, low, mapping=lead_map + [-1])
+        if amp == "o1" and dp == 1:
+            b.all_gather(out_g, gathered, TP_RING, tp, BACKWARD)
+        b.all_gather(r_g, mm_g, TP_RING, tp, BACKWARD)  # backward of reduce_scatter
+    else:
+        mm_g = r_g  # backward of the row-parallel all_reduce is the identity
+    w_in_g = b.grad_of(w_in)
+    # x is fed data (stop_gradient): Paddle's grad maker leaves X@GRAD empty
+    b.grad_op(mm_op, inputs={"Out@GRAD": [mm_g]}, outputs={"X@GRAD": []})
+    if sp and not (amp == "o1" and dp == 1):
+        b.all_gather(out_g, gathered, TP_RING, tp, BACKWARD)
+    if sp:
+        b.fetches.append(gathered.name)
+    if dp > 1:
+        b.all_reduce(w_in_g, w_in_g, DP_RING, BACKWARD)
+        _scale(b, w_in_g, 1.0 / dp)
+    # O1: the grads of the fp32 params are the grads of their casts, cast back
+    w_g, b_g = w_in_g, b_in_g
+    if amp == "o1":
+        b_g = b.grad_of(bias)
+        b.grad_op(cast_b)
+        w_g = b.grad_of(w)
+        b.grad_op(cast_w)
+    b.params_grads += [(w, w_g), (bias, b_g)]
+    b.fetches += [w_g.name, b_g.name]
+
+    # -- gradient clipping by global norm ---------------------------------
+    clip = p.get("clip")
+    if clip:
+        _clip_by_global_norm(b, rank, case, clip)
+
+    # -- optimizer ------------------------------------------------------------
+    for param, grad in b.params_grads:
+        master = masters.get(param.name)
+        if p["opt"] == "adamw":
+            b.adamw(param, grad, lr, master=master)
+        else:
+            b.sgd(param, grad, lr, master=master)
+    return b.finish()
+
+
+def _clip_by_global_norm(b, rank, case, form, clip_norm=0.05):
+    """``ClipGradByGlobalNorm`` ops as Paddle's static clip appends them.
+
+    ``form="local"``: the program as the promotion pass sees it in Paddle's
+    pipeline (``auto_parallel_grad_clip`` runs *after* it): every rank sums
+    the squared norms of all its local grads, the bias included, with no
+    cross-rank reduction.  ``form="global"``: as ``auto_parallel_grad_clip``
+    leaves it: a replicated grad is counted on the first rank only and the
+    sum is all-reduced over ring 0 (the world group of a 1-D mesh).
+    ``clip_norm`` is small so that the clip is active.
+    """
+    squares = []
+    for i, (param, grad) in enumerate(b.params_grads):
+        replicated = all(m == -1 for m in b._mapping_of(param))
+        if form == "global" and replicated and case.tp_index(rank) != 0:
+            continue
+        sq = b.var(f"squared_l2_norm_{i}.tmp_0", [1], grad.dtype, mapping=[-1])
+        b.op("squared_l2_norm", {"X": [grad]}, {"Out": [sq]}, role=OPTIMIZE)
+        squares.append(sq)
+    stacked = b.var("stack_0.tmp_0", [len(squares), 1], mapping=[-1, -1])
+    b.op("stack", {"X": squares}, {"Y": [stacked]}, {"axis": 0}, OPTIMIZE)
+    total = b.var("sum_0.tmp_0", [], mapping=[])
+    b.op("reduce_sum", {"X": [stacked]}, {"Out": [total]},
+         {"dim": [], "keep_dim": False, "reduce_all": True}, OPTIMIZE)
+    if form == "global":
+        b.all_reduce(total, total, TP_RING, OPTIMIZE)
+    norm = b.var("sqrt_0.tmp_0", [], mapping=[])
+    b.op("sqrt", {"X": [total]}, {"Out": [norm]}, role=OPTIMIZE)
+    max_norm = b.var("fill_constant_0.tmp_0", [], mapping=[])
+    b.op("fill_constant", {}, {"Out": [max_norm]},
+         {"shape": [], "dtype": max_norm.dtype, "value": clip_norm}, OPTIMIZE)
+    biggest = b.var("elementwise_max_0.tmp_0", [], mapping=[])
+    b.op("elementwise_max", {"X": [max_norm], "Y": [norm]}, {"Out": [biggest]},
+         {"axis": -1}, OPTIMIZE)
+    factor = b.var("elementwise_div_0.tmp_0", [], mapping=[])
+    b.op("elementwise_div", {"X": [max_norm], "Y": [biggest]}, {"Out": [factor]},
+         {"axis": -1}, OPTIMIZE)
+    for _, grad in b.params_grads:  # in place, as the static clip does
+        b.op("elementwise_mul", {"X": [grad], "Y": [factor]}, {"Out": [grad]},
+             {"axis": -1}, OPTIMIZE)
+
+
+_GLOO_NO_REDUCE_SCATTER = "reduce_scatter has no CPU (gloo) implementation"
+_GLOO_TWO_RINGS = ("DP+MP uses two rings (TP 0, DP 1); gloo honours only the "
+                   "first communicator a process uses")
+_GLOO_LOW_PRECISION = f"no CPU kernels for {AMP_DTYPE} matmul_v2"
+
+
+def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
+          clip=None):
+    if dp > 1:
+        mesh = [[r * tp + i for i in range(tp)] for r in range(dp)]
+        rings = {TP_RING: [list(row) for row in mesh],
+                 DP_RING: [[row[i] for row in mesh] for i in range(tp)]}
+    else:
+        mesh = list(range(tp))
+        rings = {TP_RING: [list(mesh)]}
+    reasons = []
+    if sp:
+        reasons.append(_GLOO_NO_REDUCE_SCATTER)
+    if dp > 1:
+        reasons.append(_GLOO_TWO_RINGS)
+    if amp != "o0":
+        reasons.append(_GLOO_LOW_PRECISION)
+    return Case(name=name, family="row_parallel", summary=summary, mesh=mesh,
+                builder=build, expect={PROMOTION: expect}, rings=rings,
+                sharded_params=frozenset({"linear_0.w_0"}), enable_sp=sp,
+                amp_level=amp, gloo_unfaithful="; ".join(reasons),
+                params=dict(dp=dp, tp=tp, opt=opt, clip=clip))
+
+
+CASES = [
+    _case("row_mp_o0_sgd_tp2", "MP, TP 2, fp32, SGD", Expect(True, "EQUIVALENT", "TBD")),
+]

@@ -1,0 +1,130 @@
+"""Adapter for Paddle's ``allreduce_matmul_grad_overlapping``.
+
+What the pass exists for: for a column-parallel linear backward
+(``matmul_v2_grad`` whose ``X@GRAD`` is then allreduced) it splits the grad
+into ``matmul_v2(dOut, Y^T) -> allreduce(dX) -> reshape, reshape ->
+matmul_v2(X^T, dOut) -> reshape`` and puts the allreduce on the
+model-parallel stream, so communication overlaps the dY matmul.
+"""
+from __future__ import annotations
+
+from verify.checks.shape_check import check_snapshot
+from verify.snapshot import Op
+
+from .base import PassAdapter, finding, holds
+
+MP_STREAM = "auto_parallel_mp"  # AutoParallelStreamType.MP_STREAM
+ALLREDUCE = "c_allreduce_sum"  # the one type the pass matches
+
+
+def _ar_input(op):
+    return (op.inputs.get("X") or op.inputs.get("x") or [None])[0]
+
+
+def matched_pairs(snap) -> list:
+    """(matmul_v2_grad op, allreduce op) pairs the pass is meant to split."""
+    pairs = []
+    for i, op in enumerate(snap.ops):
+        if op.type != "matmul_v2_grad" or op.attrs.get("trans_x") or op.attrs.get("trans_y"):
+            continue
+        dx = (op.outputs.get("X@GRAD") or [None])[0]
+        for later in snap.ops[i + 1:]:
+            if later.type == ALLREDUCE and _ar_input(later) == dx:
+                pairs.append((op, later))
+    return pairs
+
+
+class OverlapAdapter(PassAdapter):
+    name = "allreduce_matmul_grad_overlapping"
+    short = "overlap"
+
+    def attrs(self, case, rp) -> dict:
+        return {"dist_context": rp.dist_context}
+
+    def contract(self, case, rank, before, after) -> list:
+        results = [self.fired_check(case, rank, before, after)]
+        if not results[0].details.get("fired"):
+            return results
+        left = matched_pairs(after)
+        if left:
+            g, ar = left[0]
+            results.append(finding(
+                "grad split", rank,
+                f"matmul_v2_grad at op {g.idx} still feeds {ar.type} at op {ar.idx}",
+                op_index=g.idx, op_type=g.type, var=g.outputs["X@GRAD"][0]))
+        else:
+            results.append(holds("grad split", rank,
+                                 "no matmul_v2_grad feeding an allreduce remains"))
+        n_before = len(before.ops_of_type(ALLREDUCE, "all_reduce"))
+        n_after = len(after.ops_of_type(ALLREDUCE, "all_reduce"))
+        if n_before != n_after:
+            results.append(finding("collective count", rank,
+                                   f"{n_before} allreduces before the pass, {n_after} after",
+                                   before=n_before, after=n_after))
+        split_dx = {g.outputs["X@GRAD"][0] for g, _ in matched_pairs(before)}
+        for op in after.ops:
+            if op.type != ALLREDUCE or _ar_input(op) not in split_dx:
+                continue
+            prev = after.ops[op.idx - 1] if op.idx else None
+            if prev is None or prev.type != "matmul_v2" or _ar_input(op) not in prev.writes():
+                results.append(finding(
+                    "allreduce follows dX matmul", rank,
+                    f"{op.type} at op {op.idx} does not directly follow the matmul_v2 "
+                    f"that writes {_ar_input(op)}",
+                    op_index=op.idx, op_type=op.type, var=_ar_input(op),
+                    previous=prev.render() if prev else None))
+            if op.stream != MP_STREAM:
+                results.append(finding(
+                    "allreduce on mp stream", rank,
+                    f"{op.type} at op {op.idx} runs on stream {op.stream!r}, "
+                    f"not {MP_STREAM!r}", op_index=op.idx, op_type=op.type,
+                    var=_ar_input(op), stream=op.stream))
+        if len(results) == 2:
+            results.append(holds("allreduce placement", rank,
+                                 "each split allreduce directly follows its dX matmul "
+                                 f"on stream {MP_STREAM}"))
+        return results
+
+
+    def predict(self, case, rank, before) -> list:
+        """Check, before applying, the shapes the pass will build.
+
+        For each pair it will split, the planned ops are the ones the pass
+        inserts, with reshape targets computed as the pass computes them
+        from the *declared* static shapes (``[x0 * x1, *x[2:]]``, so a -1
+        batch gives -S); the shape check then runs over the original up to
+        the grad op followed by that plan.
+        """
+        results = []
+        for g, _ in matched_pairs(before):
+            x, y, dout = g.inputs["X"][0], g.inputs["Y"][0], g.inputs["Out@GRAD"][0]
+            dy = g.outputs["Y@GRAD"][0]
+            xs, os_, ys = before.shape(x), before.shape(dout), before.shape(dy)
+            if xs is None or os_ is None or ys is None or len(xs) < 2 or len(os_) < 2:
+                continue
+            plan = [
+                Op(0, "matmul_v2", {"X": [dout], "Y": [y]}, {"Out": ["plan.dX"]},
+                   {"trans_x": False, "trans_y": True}, 1),
+                Op(0, "reshape2", {"X": [x]}, {"Out": ["plan.X2d"]},
+                   {"shape": [xs[0] * xs[1], *xs[2:]]}, 1),
+                Op(0, "reshape2", {"X": [dout]}, {"Out": ["plan.dOut2d"]},
+                   {"shape": [os_[0] * os_[1], *os_[2:]]}, 1),
+                Op(0, "matmul_v2", {"X": ["plan.X2d"], "Y": ["plan.dOut2d"]},
+                   {"Out": ["plan.dY2d"]}, {"trans_x": True, "trans_y": False}, 1),
+                Op(0, "reshape2", {"X": ["plan.dY2d"]}, {"Out": [dy]},
+                   {"shape": list(ys)}, 1),
+            ]
+            prefix = before.ops[:g.idx]
+            planned = before.with_ops(prefix + plan)
+            inserted = {len(prefix) + k for k in (1, 2, 4)}
+            for r in check_snapshot(planned, rank,
+                                    f"{self.name} plan for op {g.idx} on {case.name} rank {rank}",
+                                    case.symbols, inserted, name="prediction"):
+                if r.counterexample is not None:
+                    r.counterexample["planned_for_op"] = g.idx
+                    r.message += f" [planned from matmul_v2_grad at op {g.idx}]"
+                results.append(r)
+        return results
+
+
+ADAPTER = OverlapAdapter()

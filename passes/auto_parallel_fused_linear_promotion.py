@@ -1,0 +1,159 @@
+"""Adapter for Paddle's ``auto_parallel_fused_linear_promotion``.
+
+What the pass exists for: for a row-parallel linear with bias
+(``matmul_v2 -> all_reduce/reduce_scatter -> [cast] -> elementwise_add``) it
+adds the bias *before* the collective on the first tensor-parallel rank only,
+and on the other ranks deletes the bias, its gradient, its optimizer and clip
+ops and its startup initialisation, so that a later pass can fuse
+matmul + bias into one GEMM epilogue.
+"""
+from __future__ import annotations
+
+from .base import PassAdapter, finding, holds
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "c_allreduce_sum", "mp_allreduce_sum")
+
+
+def _first(op, *slots):
+    for s in slots:
+        if op.inputs.get(s):
+            return op.inputs[s][0]
+    return None
+
+
+def biases(snap) -> dict:
+    """Bias parameters of row-parallel linears: ``{bias: add op index}``.
+
+    A bias is the parameter (or the cast of one, as in AMP O1) added by an
+    ``elementwise_add`` to the output of a collective (or of a cast of it).
+    """
+    writer = {}
+    for op in snap.ops:
+        for n in op.writes():
+            writer.setdefault(n, op)
+    found = {}
+    for op in snap.ops:
+        if op.type != "elementwise_add" or op.role != 0:
+            continue
+        x, y = _first(op, "X"), _first(op, "Y")
+        src = writer.get(x)
+        if src is not None and src.type == "cast":
+            src = writer.get(_first(src, "X"))
+        if src is None or src.type not in COLLECTIVES:
+            continue
+        yw = writer.get(y)
+        if yw is not None and yw.type == "cast":
+            y = _first(yw, "X")
+        v = snap.var(y)
+        if v is not None and v.is_parameter:
+            found[y] = op.idx
+    return found
+
+
+class PromotionAdapter(PassAdapter):
+    name = "auto_parallel_fused_linear_promotion"
+    short = "promotion"
+
+    def attrs(self, case, rp) -> dict:
+        return {"dist_context": rp.dist_context, "global_rank": rp.rank,
+                "enable_sp": case.enable_sp, "amp_level": case.amp_level,
+                "params_grads": rp.params_grads}
+
+    def intended_changes(self, case, rank, before, after) -> dict:
+        return {b: "bias promoted before the collective" for b in biases(before)}
+
+    def contract(self, case, rank, before, after) -> list:
+        results = [self.fired_check(case, rank, before, after)]
+        if not results[0].details.get("fired"):
+            return results
+        first = case.tp_index(rank) == 0
+        bias_names = biases(before)
+        n = len(results)
+        if first:
+            results += self._first_rank(rank, bias_names, after)
+        else:
+            results += self._other_rank(rank, bias_names, after)
+        results += self._startup_kept(rank, bias_names, before, after, first)
+        coll_b = [o.type for o in before.ops if o.type in COLLECTIVES and o.role == 0]
+        coll_a = [o.type for o in after.ops if o.type in COLLECTIVES and o.role == 0]
+        if coll_b != coll_a:
+            results.append(finding("forward collectives kept", rank,
+                                   f"forward collectives changed from {coll_b} to {coll_a}",
+                                   before=coll_b, after=coll_a))
+        if len(results) == n:
+            results.append(holds("promotion", rank,
+                                 "bias promoted on the first TP rank" if first else
+                                 "bias, grad, optimizer and init removed on this rank"))
+        return results
+
+    def _first_rank(self, rank, bias_names, after) -> list:
+        out = []
+        producers = {}
+        for op in after.ops:
+            for name in op.writes():
+                producers.setdefault(name, op)
+        for bias in bias_names:
+            adds = [o for o in after.ops if o.type == "elementwise_add" and o.role == 0
+                    and (bias in o.reads() or any(
+                        producers.get(r) is not None and producers[r].type == "cast"
+                        and bias in producers[r].reads() for r in o.reads()))]
+            if not adds:
+                out.append(finding("bias kept on first rank", rank,
+                                   f"no forward elementwise_add reads bias {bias} on the "
+                                   "first TP rank", var=bias))
+                continue
+            for add in adds:
+                src = producers.get(_first(add, "X"))
+                if src is not None and src.type in COLLECTIVES:
+                    out.append(finding(
+                        "bias before collective", rank,
+                        f"elementwise_add at op {add.idx} still adds bias {bias} after "
+                        f"{src.type} at op {src.idx}", op_index=add.idx,
+                        op_type=add.type, var=bias))
+        return out
+
+    def _other_rank(self, rank, bias_names, after) -> list:
+        out = []
+        for bias in bias_names:
+            for op in after.ops:
+                hit = [n for n in op.reads() + op.writes()
+                       if n == bias or n == bias + "@GRAD"]
+                if hit:
+                    out.append(finding(
+                        "bias removed on other ranks", rank,
+                        f"op {op.idx} ({op.type}) still uses {hit[0]} on a non-first "
+                        "TP rank", op_index=op.idx, op_type=op.type, var=hit[0]))
+                    break
+            for op in after.startup_ops:
+                if bias in op.writes():
+                    out.append(finding(
+                        "bias init removed", rank,
+                        f"startup op {op.idx} ({op.type}) still initialises {bias}",
+                        op_index=op.idx, op_type=op.type, var=bias, program="startup"))
+        return out
+
+    def _startup_kept(self, rank, bias_names, before, after, first) -> list:
+        """Startup ops that write anything other than a removed bias (or its
+        optimizer state) must survive: a DP broadcast of a weight is not the
+        pass's to delete."""
+        def related(name):
+            return any(name == b or name.startswith(b + "_") or name.startswith(b + "@")
+                       for b in bias_names)
+
+        def kept(op):
+            return [n for n in op.writes() if not related(n)]
+
+        before_ops = [o.render() for o in before.startup_ops if kept(o)]
+        after_ops = {o.render() for o in after.startup_ops}
+        out = []
+        for op, line in zip([o for o in before.startup_ops if kept(o)], before_ops):
+            if line not in after_ops:
+                out.append(finding(
+                    "unrelated startup ops kept", rank,
+                    f"startup op {op.idx} ({op.type} of {', '.join(kept(op))}) was "
+                    "deleted though it does not belong to a removed bias",
+                    op_index=op.idx, op_type=op.type, var=kept(op)[0], program="startup"))
+        return out
+
+
+ADAPTER = PromotionAdapter()

@@ -1,0 +1,95 @@
+"""What a pass adapter is: how to run one Paddle pass on a case, and what the
+pass must have done (its contract), judged on snapshots."""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+
+from verify.legacy_ir import paddle_module
+from verify.verdicts import CheckResult, Verdict
+
+
+@dataclass
+class PassRun:
+    """One rank's pass application: live programs, and the exception if any."""
+
+    original: object  # cases.RankProgram, never touched by the pass
+    rewritten: object  # cases.RankProgram the pass was applied to
+    error: str | None = None  # traceback text when the pass raised
+    error_type: str | None = None
+
+
+class PassAdapter:
+    """Base of the adapters in this package; one subclass per pass."""
+
+    name: str = ""  # the Paddle registration name
+    short: str = ""  # short name for test ids and markers
+
+    def attrs(self, case, rp) -> dict:
+        """The pass attrs for ``rp`` (a RankProgram of ``case``)."""
+        raise NotImplementedError
+
+    def apply(self, case, rank: int) -> PassRun:
+        """Apply the registered pass of this name to a fresh build of ``rank``.
+
+        The original is a second, identical build, so the pass cannot touch
+        it.  An exception inside the pass is captured with its traceback;
+        the half-rewritten program stays in ``rewritten``.
+        """
+        paddle_module()
+        from paddle.distributed.passes import PassContext, new_pass
+
+        original = case.build(rank)
+        rewritten = case.build(rank)
+        try:
+            p = new_pass(self.name, self.attrs(case, rewritten))
+            p.apply([rewritten.main], [rewritten.startup], PassContext())
+            for prog in (rewritten.main, rewritten.startup):
+                prog.global_block()._sync_with_cpp()
+        except Exception as exc:  # the pass's own bug: keep everything
+            return PassRun(original, rewritten, traceback.format_exc(), type(exc).__name__)
+        return PassRun(original, rewritten)
+
+    def contract(self, case, rank, before, after) -> list:
+        """Contract checks on snapshots; subclasses extend :meth:`fired_check`."""
+        return [self.fired_check(case, rank, before, after)]
+
+    def intended_changes(self, case, rank, before, after) -> dict:
+        """Reads whose reaching definition the pass changes on purpose:
+        ``{var name: reason}``.  Checks of reaching definitions accept these."""
+        return {}
+
+    def predict(self, case, rank, before) -> list:
+        """Static predictions made from the original alone (e.g. the shapes
+        the pass will build); a list of CheckResults."""
+        return []
+
+    # -- shared contract pieces -----------------------------------------
+    def fired_check(self, case, rank, before, after) -> CheckResult:
+        exp = case.expectation(self.name)
+        fired = [o.render() for o in before.ops] != [o.render() for o in after.ops] or \
+            [o.render() for o in before.startup_ops] != [o.render() for o in after.startup_ops]
+        name = "fired" if exp.fires else "left alone"
+        if exp.fires and not fired:
+            return CheckResult("contract", name, rank, Verdict.NOT_APPLIED,
+                               f"{self.name} did nothing on case {case.name} rank {rank}, "
+                               f"where the case says it must fire ({exp.reason})")
+        if not exp.fires and fired:
+            return CheckResult("contract", name, rank, Verdict.NOT_EQUIVALENT,
+                               f"{self.name} rewrote case {case.name} rank {rank}, "
+                               f"which it must leave alone ({exp.reason})",
+                               counterexample={"rank": rank, "ops_before": len(before.ops),
+                                               "ops_after": len(after.ops)})
+        msg = "the pass fired" if fired else "the pass left the program alone, as it must"
+        return CheckResult("contract", name, rank, Verdict.EQUIVALENT, msg,
+                           details={"fired": fired})
+
+
+def finding(name, rank, message, **cex) -> CheckResult:
+    """A NOT_EQUIVALENT contract result with a counterexample."""
+    return CheckResult("contract", name, rank, Verdict.NOT_EQUIVALENT, message,
+                       counterexample=dict(rank=rank, **cex))
+
+
+def holds(name, rank, message) -> CheckResult:
+    return CheckResult("contract", name, rank, Verdict.EQUIVALENT, message)

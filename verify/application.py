@@ -1,0 +1,144 @@
+"""One application: a pass on a case, on every rank, with all its checks.
+
+Data flows one way here: case -> per-rank programs -> pass adapter ->
+(original, rewritten) -> snapshots -> checks -> verdicts.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from . import snapshot as snap_mod
+from .checks import CheckContext, run_static_checks
+from .verdicts import CheckResult, Verdict, combine
+
+
+@dataclass
+class RankOutcome:
+    rank: int
+    before: snap_mod.ProgramSnapshot | None
+    after: snap_mod.ProgramSnapshot | None
+    fired: bool = False
+    error: str | None = None  # the pass's traceback when it raised
+    build_error: str | None = None  # the case's traceback when it did not build
+    run: object = None  # passes.PassRun (live programs), dropped from reports
+
+    def to_dict(self, with_programs: bool = True) -> dict:
+        d = {"rank": self.rank, "fired": self.fired, "error": self.error,
+             "build_error": self.build_error}
+        if self.before is not None and self.after is not None:
+            d["ops_before"] = len(self.before.ops)
+            d["ops_after"] = len(self.after.ops)
+            d["diff"] = snap_mod.diff(self.before, self.after)
+            if with_programs:
+                d["before"] = self.before.to_dict()
+                d["after"] = self.after.to_dict()
+        return d
+
+
+@dataclass
+class Application:
+    pass_name: str
+    case_name: str
+    ranks: list
+    expected: object  # cases.Expect
+    source: str = "installed"
+    checks: list = field(default_factory=list)
+    outcomes: list = field(default_factory=list)
+    seconds: float = 0.0
+    verdict: Verdict = Verdict.INCONCLUSIVE
+
+    @property
+    def as_expected(self) -> bool:
+        return self.verdict.value == self.expected.verdict
+
+    @property
+    def fired_ranks(self) -> list:
+        return [o.rank for o in self.outcomes if o.fired]
+
+    def op_delta(self) -> str:
+        parts = []
+        for o in self.outcomes:
+            if o.before is not None and o.after is not None:
+                parts.append(f"{len(o.before.ops)}->{len(o.after.ops)}")
+        return ",".join(parts)
+
+    def to_dict(self, with_programs: bool = True) -> dict:
+        return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
+                "source": self.source, "verdict": self.verdict.value,
+                "expected": self.expected.verdict, "expected_fires": self.expected.fires,
+                "expected_reason": self.expected.reason, "as_expected": self.as_expected,
+                "seconds": round(self.seconds, 3),
+                "checks": [c.to_dict() for c in self.checks],
+                "rank_outcomes": [o.to_dict(with_programs) for o in self.outcomes]}
+
+
+def error_line(tb: str) -> str:
+    """The line of a traceback that says what went wrong."""
+    import re
+
+    lines = [ln.strip() for ln in tb.strip().splitlines() if ln.strip()]
+    for ln in lines:
+        if re.match(r"^[\w.]+(Error|Exception)\b", ln) or "(InvalidArgument)" in ln \
+                or "(NotFound)" in ln or "(PreconditionNotMet)" in ln:
+            return ln[:400]
+    return lines[-1][:400] if lines else "unknown error"
+
+
+def _snapshot(rp, case, rank, which):
+    s = snap_mod.from_programs(rp.main, rp.startup,
+                               meta={"case": case.name, "rank": rank, "program": which})
+    s.feeds = sorted(f.name for f in rp.feeds)
+    return s
+
+
+def run_application(adapter, case, source: str = "installed",
+                    numeric=None) -> Application:
+    """Apply ``adapter``'s pass to every rank of ``case`` and check the result.
+
+    ``numeric`` is an optional callable ``(case, adapter, outcomes) ->
+    [CheckResult]`` that runs the programs (the numeric backends).
+    """
+    start = time.perf_counter()
+    app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
+                      source=source)
+    for rank in case.ranks:
+        try:
+            run = adapter.apply(case, rank)
+        except Exception:
+            tb = traceback.format_exc()
+            app.outcomes.append(RankOutcome(rank, None, None, build_error=tb))
+            app.checks.append(CheckResult(
+                "case", "build", rank, Verdict.INCONCLUSIVE,
+                f"case {case.name} failed to build rank {rank}: "
+                f"{tb.strip().splitlines()[-1]}", details={"traceback": tb}))
+            continue
+        before = _snapshot(run.original, case, rank, "original")
+        after = _snapshot(run.rewritten, case, rank, "rewritten")
+        fired = [o.render() for o in before.ops] != [o.render() for o in after.ops] or \
+            [o.render() for o in before.startup_ops] != [o.render() for o in after.startup_ops]
+        outcome = RankOutcome(rank, before, after, fired=fired, error=run.error, run=run)
+        app.outcomes.append(outcome)
+        for p in adapter.predict(case, rank, before):
+            app.checks.append(p)
+        if run.error:
+            last = error_line(run.error)
+            app.checks.append(CheckResult(
+                "pass", "pass ran", rank, Verdict.PASS_CRASHED,
+                f"{adapter.name} raised on case {case.name} rank {rank}: {last}",
+                details={"traceback": run.error}))
+            continue
+        app.checks += adapter.contract(case, rank, before, after)
+        ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
+                           before=before, after=after, symbols=dict(case.symbols),
+                           loaded=frozenset(case.loaded_persistables),
+                           intended=adapter.intended_changes(case, rank, before, after))
+        app.checks += run_static_checks(ctx)
+    if numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
+        app.checks += numeric(case, adapter, app.outcomes)
+    app.verdict = combine(app.checks)
+    app.seconds = time.perf_counter() - start
+    for o in app.outcomes:
+        o.run = None  # release live Paddle objects
+    return app

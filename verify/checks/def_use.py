@@ -1,0 +1,51 @@
+"""Def-before-use: no op reads a tensor before something has written it.
+
+A var is written before op *i* of main when it is fed, written by the
+startup program (parameters and optimizer state), declared by the case as
+loaded from a checkpoint, or written by an op before *i*.  Startup and main
+are checked together, so a bias init deleted from startup while main still
+reads the bias is a finding; the startup program is checked on its own too.
+"""
+from __future__ import annotations
+
+from ..verdicts import CheckResult, Verdict
+
+KIND = "dataflow"
+
+
+def first_undefined_reads(ops, defined) -> list:
+    """``[(op, var)]`` for each var first read before any write, in order."""
+    defined = set(defined)
+    seen = set()
+    out = []
+    for op in ops:
+        for name in op.reads():
+            if name and name not in defined and name not in seen:
+                seen.add(name)
+                out.append((op, name))
+        defined.update(op.writes())
+    return out
+
+
+def run(ctx) -> list:
+    s = ctx.after
+    startup_bad = first_undefined_reads(s.startup_ops, ctx.loaded)
+    main_bad = first_undefined_reads(s.ops, set(s.feeds) | s.startup_writes() | ctx.loaded)
+    before_bad = {v for _, v in first_undefined_reads(
+        ctx.before.ops, set(ctx.before.feeds) | ctx.before.startup_writes() | ctx.loaded)}
+    results = []
+    for program, bad in (("startup", startup_bad), ("main", main_bad)):
+        for op, var in bad:
+            inherited = program == "main" and var in before_bad
+            results.append(CheckResult(
+                KIND, "def before use", ctx.rank, Verdict.NOT_EQUIVALENT,
+                f"{ctx.where()}: {program} op {op.idx} ({op.type}) reads {var} before "
+                "anything writes it" + (" (already so in the original)" if inherited else ""),
+                counterexample={"rank": ctx.rank, "program": program, "op_index": op.idx,
+                                "op_type": op.type, "var": var}))
+    if not results:
+        results.append(CheckResult(
+            KIND, "def before use", ctx.rank, Verdict.EQUIVALENT,
+            f"every read of the {len(s.ops)} main and {len(s.startup_ops)} startup ops "
+            "has a writer before it"))
+    return results

@@ -1,0 +1,325 @@
+"""One shape rule per op type: the table the shape check runs (like XLA's
+HLO verifier).  Adding an op is adding one row to ``RULES``.
+
+A rule gets the op (a snapshot ``Op``) and a :class:`Shapes` view that maps
+its input slots to shapes.  A shape is a list of dims; a dim is a Python int
+when it is static and a Z3 integer expression when it depends on a symbol.
+The rule states preconditions with ``s.need(cond, why)`` and returns the
+output shapes by slot (``{"Out": [shape]}``); a slot it does not return is
+not checked.  Preconditions and outputs are proven for all symbol values by
+the engine in ``shape_check.py``.
+"""
+from __future__ import annotations
+
+from functools import reduce
+
+import z3
+
+
+def is_static(d) -> bool:
+    return isinstance(d, int)
+
+
+def prod(dims):
+    return reduce(lambda a, b: a * b, dims, 1)
+
+
+def eq(a, b):
+    """``a == b``: a Python bool when both are static, else a Z3 formula."""
+    return a == b
+
+
+class Shapes:
+    """An op's input shapes by slot, plus the preconditions a rule states."""
+
+    def __init__(self, op, inputs: dict):
+        self.op = op
+        self.inputs = inputs  # slot -> [shape or None]
+        self.needs = []  # [(cond, why)]
+
+    def __call__(self, slot: str, i: int = 0):
+        shapes = self.inputs.get(slot) or []
+        if i >= len(shapes) or shapes[i] is None:
+            raise RuleError(f"input {slot}[{i}] has no known shape")
+        return shapes[i]
+
+    def has(self, slot: str) -> bool:
+        return bool(self.inputs.get(slot))
+
+    def all(self, slot: str) -> list:
+        return [s for s in self.inputs.get(slot) or [] if s is not None]
+
+    def attr(self, name, default=None):
+        return self.op.attrs.get(name, default)
+
+    def need(self, cond, why: str) -> None:
+        if cond is True:
+            return
+        self.needs.append((cond, why))
+
+
+class RuleError(Exception):
+    """The rule cannot be evaluated (missing input, unsupported attr)."""
+
+
+# -- shared shape algebra ------------------------------------------------
+def broadcast(s: Shapes, a, b, axis=-1):
+    """Paddle elementwise broadcast of ``b`` into ``a`` (``axis`` as in the op)."""
+    if axis == -1 or len(a) == len(b):
+        n = max(len(a), len(b))
+        a2 = [1] * (n - len(a)) + list(a)
+        b2 = [1] * (n - len(b)) + list(b)
+    else:
+        if axis < 0:
+            axis = len(a) - len(b)
+        a2 = list(a)
+        b2 = [1] * axis + list(b) + [1] * (len(a) - axis - len(b))
+        if len(b2) != len(a2):
+            raise RuleError(f"axis {axis} does not fit shapes {a} and {b}")
+    out = []
+    for i, (x, y) in enumerate(zip(a2, b2)):
+        if is_static(x) and is_static(y):
+            s.need(x == y or x == 1 or y == 1,
+                   f"dim {i} of X ({x}) and Y ({y}) do not broadcast")
+            out.append(max(x, y) if 1 in (x, y) else x)
+        else:
+            s.need(z3.Or(x == y, x == 1, y == 1), f"dim {i} of X and Y do not broadcast")
+            out.append(z3.If(x == 1, y, x) if not (is_static(y) and y == 1) else x)
+    return out
+
+
+def matmul_shape(s: Shapes, x, y, tx: bool, ty: bool):
+    x, y = list(x), list(y)
+    xv, yv = len(x) == 1, len(y) == 1
+    if xv:
+        x = [1] + x
+    if yv:
+        y = y + [1]
+    if tx and not xv:
+        x = x[:-2] + [x[-1], x[-2]]
+    if ty and not yv:
+        y = y[:-2] + [y[-1], y[-2]]
+    s.need(eq(x[-1], y[-2]),
+           f"matmul contracts X dim {x[-1]} with Y dim {y[-2]}")
+    batch = broadcast(s, x[:-2], y[:-2]) if (len(x) > 2 or len(y) > 2) else []
+    out = batch + [x[-2], y[-1]]
+    if xv:
+        out.pop(-2)
+    if yv:
+        out.pop(-1)
+    return out
+
+
+def reshape_target(s: Shapes, x, target):
+    """Paddle reshape semantics: 0 copies a dim, one -1 is inferred."""
+    out = []
+    unknown = None
+    for i, t in enumerate(target):
+        if t == 0:
+            if i >= len(x):
+                s.need(False, f"target dim {i} is 0 but X has rank {len(x)}")
+                return list(target)
+            out.append(x[i])
+        elif t == -1:
+            if unknown is not None:
+                s.need(False, f"target {list(target)} holds more than one -1")
+            unknown = i
+            out.append(None)
+        elif t < 0:
+            s.need(False, f"target {list(target)} holds {t} at position {i}: only "
+                          "one -1 may be negative")
+            return list(target)
+        else:
+            out.append(t)
+    n = prod(x)
+    if unknown is not None:
+        known = prod([d for d in out if d is not None])
+        s.need(eq(n % known, 0) if not (is_static(n) and is_static(known)) else n % known == 0,
+               f"element count {n} is not divisible by {known}")
+        out[unknown] = n / known if not (is_static(n) and is_static(known)) else n // known
+    else:
+        s.need(eq(prod(out), n), f"target {list(target)} changes the element count")
+    return out
+
+
+def reduce_shape(s: Shapes, x, dims, keep, reduce_all):
+    r = len(x)
+    if reduce_all or not dims or len(dims) == r:
+        return [1] * r if keep else []
+    axes = {d % r for d in dims}
+    return [(1 if i in axes else d) for i, d in enumerate(x) if keep or i not in axes]
+
+
+# -- rows ----------------------------------------------------------------
+def same_as(slot_in="X", slot_out="Out"):
+    return lambda s: {slot_out: [s(slot_in)]}
+
+
+def each_same(slot_in="X", slot_out="Out"):
+    return lambda s: {slot_out: s.all(slot_in)}
+
+
+def grads_like(**pairs):
+    """Grad ops: each ``GRADSLOT=FWDSLOT`` output has its forward input's shape."""
+    def rule(s):
+        return {g: [s(f)] for g, f in pairs.items() if s.has(f)}
+    return rule
+
+
+def from_attr(name="shape", slot="Out"):
+    return lambda s: {slot: [list(s.attr(name, []))]}
+
+
+def _matmul(s):
+    return {"Out": [matmul_shape(s, s("X"), s("Y"), bool(s.attr("trans_x")),
+                                 bool(s.attr("trans_y")))]}
+
+
+def _matmul_grad(s):
+    out = matmul_shape(s, s("X"), s("Y"), bool(s.attr("trans_x")), bool(s.attr("trans_y")))
+    dout = s("Out@GRAD")
+    s.need(len(dout) == len(out), f"Out@GRAD has rank {len(dout)}, the product {len(out)}")
+    for i, (a, b) in enumerate(zip(dout, out)):
+        s.need(eq(a, b), f"Out@GRAD dim {i} ({a}) is not the product's ({b})")
+    return {"X@GRAD": [s("X")], "Y@GRAD": [s("Y")]}
+
+
+def _reshape(s):
+    target = s.attr("shape", [])
+    return {"Out": [reshape_target(s, s("X"), target)]}
+
+
+def _elementwise(s):
+    return {"Out": [broadcast(s, s("X"), s("Y"), s.attr("axis", -1))]}
+
+
+def _elementwise_grad(s):
+    broadcast(s, s("X"), s("Y"), s.attr("axis", -1))
+    return {"X@GRAD": [s("X")], "Y@GRAD": [s("Y")]}
+
+
+def _reduce(s):
+    return {"Out": [reduce_shape(s, s("X"), s.attr("dim", []), s.attr("keep_dim", False),
+                                 s.attr("reduce_all", False))]}
+
+
+def _nranks(s):
+    n = s.attr("nranks", None)
+    if n is None:
+        raise RuleError("collective without an nranks attr")
+    return int(n)
+
+
+def _reduce_scatter(s):
+    x = s("x") if s.has("x") else s("X")
+    n = _nranks(s)
+    s.need(eq(x[0] % n, 0) if not is_static(x[0]) else x[0] % n == 0,
+           f"dim 0 ({x[0]}) is not divisible by nranks {n}")
+    first = x[0] // n if is_static(x[0]) else x[0] / n
+    return {"out": [[first] + list(x[1:])], "Out": [[first] + list(x[1:])]}
+
+
+def _all_gather(s):
+    x = s("x") if s.has("x") else s("X")
+    return {"out": [[x[0] * _nranks(s)] + list(x[1:])],
+            "Out": [[x[0] * _nranks(s)] + list(x[1:])]}
+
+
+def _stack(s):
+    xs = s.all("X")
+    for i, x in enumerate(xs[1:], 1):
+        s.need(len(x) == len(xs[0]), f"stack input {i} has another rank")
+        for d, (a, b) in enumerate(zip(x, xs[0])):
+            s.need(eq(a, b), f"stack input {i} dim {d} differs")
+    axis = s.attr("axis", 0)
+    base = list(xs[0])
+    axis = axis % (len(base) + 1)
+    return {"Y": [base[:axis] + [len(xs)] + base[axis:]]}
+
+
+def _sum(s):
+    xs = s.all("X")
+    for i, x in enumerate(xs[1:], 1):
+        for d, (a, b) in enumerate(zip(x, xs[0])):
+            s.need(eq(a, b), f"sum input {i} dim {d} differs")
+    return {"Out": [xs[0]]}
+
+
+def _optimizer(*state):
+    """Optimizer ops: outputs have their inputs' shapes; Grad matches Param."""
+    def rule(s):
+        p, g = s("Param"), s("Grad")
+        s.need(len(p) == len(g), "Grad has another rank than Param")
+        for i, (a, b) in enumerate(zip(p, g)):
+            s.need(eq(a, b), f"Grad dim {i} ({b}) differs from Param's ({a})")
+        out = {"ParamOut": [p]}
+        for name in state:
+            if s.has(name):
+                out[name + "Out"] = [s(name)]
+        return out
+    return rule
+
+
+def _scalar(slot="Out"):
+    return lambda s: {slot: [[]]}
+
+
+def _check_finite(s):
+    return {"Out": s.all("X"), "FoundInfinite": [[1]]}
+
+
+def _softmax_ce(s):
+    logits = s("Logits")
+    return {"Softmax": [logits], "Loss": [list(logits[:-1]) + [1]]}
+
+
+RULES = {
+    # linear algebra
+    "matmul_v2": _matmul,
+    "matmul_v2_grad": _matmul_grad,
+    # shape manipulation
+    "reshape2": _reshape,
+    "reshape2_grad": grads_like(**{"X@GRAD": "XShape"}),
+    # elementwise
+    **{f"elementwise_{k}": _elementwise for k in ("add", "sub", "mul", "div", "max", "min", "pow")},
+    **{f"elementwise_{k}_grad": _elementwise_grad for k in ("add", "sub", "mul", "div")},
+    # unary and same-shape ops
+    **{k: same_as() for k in ("cast", "scale", "sqrt", "relu", "gelu", "tanh", "sigmoid",
+                               "c_identity", "assign", "dropout", "softmax", "exp", "square",
+                               "clip_by_norm", "clip", "memcpy", "share_data")},
+    **{f"{k}_grad": grads_like(**{"X@GRAD": "X"}) for k in ("relu", "gelu", "tanh", "sigmoid",
+                                                             "sqrt", "square", "exp")},
+    "reduce_mean_grad": grads_like(**{"X@GRAD": "X"}),
+    "reduce_sum_grad": grads_like(**{"X@GRAD": "X"}),
+    # reductions
+    "reduce_mean": _reduce,
+    "reduce_sum": _reduce,
+    "mean": _scalar(),
+    # squared_l2_norm's output is 0-D or [1] depending on the Paddle
+    # version: its declared shape is kept, only its input is required.
+    "squared_l2_norm": lambda s: (s("X"), {})[1],
+    "sum": _sum,
+    "stack": _stack,
+    # constants and initialisers
+    "fill_constant": from_attr(),
+    "uniform_random": from_attr(),
+    "gaussian_random": from_attr(),
+    # collectives
+    "c_allreduce_sum": same_as("X", "Out"),
+    "mp_allreduce_sum": same_as("X", "Out"),
+    "all_reduce": same_as("x", "out"),
+    "broadcast": same_as("x", "out"),
+    "c_broadcast": same_as("X", "Out"),
+    "reduce_scatter": _reduce_scatter,
+    "all_gather": _all_gather,
+    # optimizers
+    "sgd": _optimizer(),
+    "adam": _optimizer("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
+    "adamw": _optimizer("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
+    "momentum": _optimizer("Velocity"),
+    # AMP
+    "check_finite_and_unscale": _check_finite,
+    "update_loss_scaling": lambda s: {"Out": s.all("X")},
+    # losses
+    "softmax_with_cross_entropy": _softmax_ce,
+}

@@ -1,0 +1,145 @@
+"""Command line: ``python -m verify list|run``.
+
+Exit codes: 0 every verdict is the expected one; 1 some verdict differs;
+2 bad input (unknown pass or case, unreadable pass file, unwritable report
+directory), with one clear line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m verify",
+                                description="Verify Paddle's distributed rewrite passes.")
+    sub = p.add_subparsers(dest="cmd")
+    sub.add_parser("list", help="list passes and cases")
+    run = sub.add_parser("run", help="apply passes to cases and check every application")
+    run.add_argument("--pass", dest="passes", action="append", default=[],
+                     metavar="NAME", help="pass name or short name (repeatable; default all)")
+    run.add_argument("--case", dest="cases", action="append", default=[],
+                     metavar="GLOB", help="case name glob (repeatable; default all)")
+    run.add_argument("--pass-file", metavar="PATH",
+                     help="load the pass from this source file instead of the installed Paddle")
+    run.add_argument("--report-dir", metavar="DIR", default=None,
+                     help="where report.json goes (default reports/run-<time>)")
+    run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],
+                     default=None, help="numeric backend (default: the best available)")
+    run.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
+    run.add_argument("--quiet", action="store_true", help="only the summary")
+    return p
+
+
+def cmd_list(out=sys.stdout) -> int:
+    import cases
+    import passes
+
+    print("passes:", file=out)
+    for name, a in passes.adapters().items():
+        print(f"  {name}  (short: {a.short})", file=out)
+    print("cases:", file=out)
+    for c in cases.all_cases().values():
+        exp = ", ".join(f"{p.split('_')[0] if False else passes.get(p).short}: "
+                        f"{'fires' if e.fires else 'left alone'} -> {e.verdict}"
+                        for p, e in c.expect.items())
+        print(f"  {c.name:32s} {c.family:16s} ranks={c.world_size}  {exp}", file=out)
+    return 0
+
+
+def _resolve(args):
+    import cases
+    import passes
+
+    try:
+        adapters = [passes.get(n) for n in args.passes] if args.passes \
+            else list(passes.adapters().values())
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    try:
+        chosen = cases.select(args.cases)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    return adapters, chosen
+
+
+def cmd_run(args, out=sys.stdout) -> int:
+    from . import report as report_mod
+    from .gate import run_matrix
+
+    adapters, chosen = _resolve(args)
+    loaded = None
+    source = "installed"
+    if args.pass_file:
+        from passes.loader import PassFileError, load_pass_file
+
+        try:
+            loaded = load_pass_file(args.pass_file)
+        except PassFileError as exc:
+            raise UsageError(str(exc)) from None
+        source = loaded.path
+        if not args.passes:
+            adapters = [a for a in adapters if a.name in loaded.registered]
+            if not adapters:
+                raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
+                                 "none of which has an adapter in passes/")
+    report_dir = args.report_dir or os.path.join(
+        "reports", time.strftime("run-%Y%m%d-%H%M%S"))
+    try:
+        os.makedirs(report_dir, exist_ok=True)
+        probe = os.path.join(report_dir, ".write-probe")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise UsageError(f"cannot write report directory {report_dir}: {exc}") from None
+
+    seed = args.seed if args.seed is not None else report_mod.DEFAULT_SEED
+    start = time.perf_counter()
+    try:
+        apps, backend = run_matrix(adapters, chosen, source=source, seed=seed,
+                                   backend=args.backend, out=None if args.quiet else out)
+    finally:
+        if loaded is not None:
+            loaded.restore()
+    rep = report_mod.build_report(apps, seed=seed, backend=backend, source=source)
+    path = report_mod.write_report(rep, report_dir)
+    _summary(apps, path, time.perf_counter() - start, out)
+    return 0 if all(a.as_expected for a in apps) else 1
+
+
+def _summary(apps, path, seconds, out) -> None:
+    from collections import Counter
+
+    by = Counter(a.verdict.value for a in apps)
+    bad = [a for a in apps if not a.as_expected]
+    print("", file=out)
+    print(f"{len(apps)} applications in {seconds:.1f}s: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(by.items())), file=out)
+    for a in bad:
+        first = next((c for c in a.checks if c.verdict.value == a.verdict.value), None)
+        print(f"  UNEXPECTED {a.pass_name} on {a.case_name}: {a.verdict.value} "
+              f"(expected {a.expected.verdict})" +
+              (f": {first.message}" if first else ""), file=out)
+    print(f"report: {path}", file=out)
+    print(f"{len(apps) - len(bad)} as expected, {len(bad)} unexpected", file=out)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "list":
+            return cmd_list()
+        if args.cmd == "run":
+            return cmd_run(args)
+        _parser().print_help()
+        return 2
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

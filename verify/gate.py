@@ -1,0 +1,36 @@
+"""Runs the pass x case matrix, printing one line per application."""
+from __future__ import annotations
+
+import sys
+
+from .application import run_application
+
+
+def line(app) -> str:
+    """pass, case, ranks, fired, op-count change, verdict (and expectation)."""
+    fired = ",".join(map(str, app.fired_ranks)) or "-"
+    mark = "ok " if app.as_expected else "BAD"
+    exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
+    return (f"{mark} {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
+            f"fired={fired:7s} ops={app.op_delta():15s} {app.verdict.value}{exp}")
+
+
+def pick_backend(requested):
+    """The numeric backend to use and the callable running it (or None)."""
+    if requested in (None, "none"):
+        return "none", None
+    raise ValueError(f"numeric backend {requested!r} is not available yet")
+
+
+def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sys.stdout):
+    """Every adapter on every case; returns (applications, backend name)."""
+    name, numeric = pick_backend(backend)
+    apps = []
+    total = len(adapters) * len(cases)
+    for adapter in adapters:
+        for case in cases:
+            app = run_application(adapter, case, source=source, numeric=numeric)
+            apps.append(app)
+            if out is not None:
+                print(f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
+    return apps, name

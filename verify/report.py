@@ -1,0 +1,67 @@
+"""The equivalence report: ``report.json`` (schema below) in a report dir.
+
+Schema ``pass-equivalence-report/1``::
+
+    {schema, created, command, environment: {python, paddle, z3, numpy,
+     platform}, seed, backend, source, summary: {total, as_expected,
+     unexpected, by_verdict}, applications: [{pass, case, ranks, source,
+     verdict, expected, expected_fires, expected_reason, as_expected,
+     seconds, checks: [{kind, name, rank, verdict, message, counterexample,
+     details}], rank_outcomes: [{rank, fired, error, build_error,
+     ops_before, ops_after, diff, before, after}]}], errors: [str]}
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+from collections import Counter
+
+SCHEMA = "pass-equivalence-report/1"
+DEFAULT_SEED = 20261130
+
+
+def environment() -> dict:
+    import numpy
+    import z3
+
+    from verify.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    return {"python": sys.version.split()[0], "paddle": paddle.__version__,
+            "paddle_commit": getattr(paddle.version, "commit", ""),
+            "paddle_cuda": bool(paddle.is_compiled_with_cuda()),
+            "z3": z3.get_version_string(), "numpy": numpy.__version__,
+            "platform": platform.platform()}
+
+
+def summarize(apps) -> dict:
+    by = Counter(a["verdict"] if isinstance(a, dict) else a.verdict.value for a in apps)
+    unexpected = [a for a in apps if not (a["as_expected"] if isinstance(a, dict)
+                                          else a.as_expected)]
+    return {"total": len(apps), "as_expected": len(apps) - len(unexpected),
+            "unexpected": len(unexpected), "by_verdict": dict(sorted(by.items()))}
+
+
+def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
+                 command=None, errors=None, with_programs=True) -> dict:
+    app_dicts = [a if isinstance(a, dict) else a.to_dict(with_programs) for a in apps]
+    return {"schema": SCHEMA,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command or " ".join(sys.argv),
+            "environment": environment(), "seed": seed, "backend": backend,
+            "source": source, "summary": summarize(app_dicts),
+            "applications": app_dicts, "errors": list(errors or [])}
+
+
+def write_report(report: dict, directory: str) -> str:
+    """Write ``report.json`` into ``directory`` (created); returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "report.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, sort_keys=False, default=str)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,192 @@
+"""A plain, framework-neutral record of a legacy program.
+
+Checks work on snapshots only, never on live Paddle objects, so they can be
+tested by writing a snapshot by hand.  ``from_programs`` is the one function
+here that touches Paddle.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+
+SCHEMA = "program-snapshot/1"
+# Attrs that only describe where an op was created; dropped from snapshots.
+_NOISE_ATTRS = {"op_callstack", "op_namescope", "with_quant_attr", "op_device"}
+
+
+@dataclass
+class Op:
+    """One op: type, slots to var names, plain attrs, role and stream."""
+
+    idx: int
+    type: str
+    inputs: dict
+    outputs: dict
+    attrs: dict = field(default_factory=dict)
+    role: int = 0
+    stream: str = "default"
+
+    def reads(self) -> list:
+        return [n for names in self.inputs.values() for n in names]
+
+    def writes(self) -> list:
+        return [n for names in self.outputs.values() for n in names]
+
+    def render(self) -> str:
+        """One readable line, stable across runs (used by diffs)."""
+        ins = ", ".join(f"{k}={','.join(v)}" for k, v in sorted(self.inputs.items()) if v)
+        outs = ", ".join(f"{k}={','.join(v)}" for k, v in sorted(self.outputs.items()) if v)
+        keep = {k: v for k, v in sorted(self.attrs.items())
+                if k not in ("op_role", "op_role_var")}
+        attrs = ", ".join(f"{k}={v}" for k, v in keep.items())
+        stream = "" if self.stream == "default" else f" @{self.stream}"
+        return f"{self.type}({ins}) -> {outs} [{attrs}]{stream}"
+
+
+@dataclass
+class Var:
+    name: str
+    shape: list
+    dtype: str
+    persistable: bool = False
+    is_parameter: bool = False
+    is_data: bool = False
+
+
+@dataclass
+class ProgramSnapshot:
+    """Main program ops and vars, plus what the startup program writes."""
+
+    ops: list
+    vars: dict
+    startup_ops: list = field(default_factory=list)
+    feeds: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    # -- queries ---------------------------------------------------------
+    def var(self, name: str) -> Var | None:
+        return self.vars.get(name)
+
+    def shape(self, name: str):
+        v = self.vars.get(name)
+        return None if v is None else list(v.shape)
+
+    def startup_writes(self) -> set:
+        return {n for op in self.startup_ops for n in op.writes()}
+
+    def ops_of_type(self, *types) -> list:
+        return [op for op in self.ops if op.type in types]
+
+    def op_types(self) -> list:
+        return [op.type for op in self.ops]
+
+    # -- serialisation ---------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "ops": [asdict(o) for o in self.ops],
+                "vars": {k: asdict(v) for k, v in self.vars.items()},
+                "startup_ops": [asdict(o) for o in self.startup_ops],
+                "feeds": list(self.feeds), "meta": dict(self.meta)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProgramSnapshot":
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} snapshot: schema={d.get('schema')!r}")
+        return cls(ops=[Op(**o) for o in d["ops"]],
+                   vars={k: Var(**v) for k, v in d["vars"].items()},
+                   startup_ops=[Op(**o) for o in d.get("startup_ops", [])],
+                   feeds=list(d.get("feeds", [])), meta=dict(d.get("meta", {})))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProgramSnapshot":
+        return cls.from_dict(json.loads(text))
+
+    def with_ops(self, ops: list, startup_ops: list | None = None) -> "ProgramSnapshot":
+        """A copy with other ops (re-indexed); used by tests and mutants."""
+        fixed = [Op(i, o.type, dict(o.inputs), dict(o.outputs), dict(o.attrs), o.role, o.stream)
+                 for i, o in enumerate(ops)]
+        sops = self.startup_ops if startup_ops is None else startup_ops
+        return ProgramSnapshot(fixed, dict(self.vars), list(sops), list(self.feeds), dict(self.meta))
+
+
+def diff(before: ProgramSnapshot, after: ProgramSnapshot, context: int = 2) -> str:
+    """A unified diff of the two programs' op lines (main, then startup)."""
+    a = [o.render() for o in before.ops]
+    b = [o.render() for o in after.ops]
+    out = list(difflib.unified_diff(a, b, "original", "rewritten", n=context, lineterm=""))
+    sa = [o.render() for o in before.startup_ops]
+    sb = [o.render() for o in after.startup_ops]
+    out += list(difflib.unified_diff(sa, sb, "original startup", "rewritten startup",
+                                     n=context, lineterm=""))
+    return "\n".join(out)
+
+
+# -- from Paddle ----------------------------------------------------------
+def _plain(value):
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _dtype_name(dtype) -> str:
+    s = str(dtype)
+    for prefix in ("paddle.", "VarType.", "DataType."):
+        s = s.replace(prefix, "")
+    return s.lower()
+
+
+def _op_record(idx, op) -> Op:
+    desc = op.desc
+    attrs = {}
+    for name in desc.attr_names():
+        if name in _NOISE_ATTRS:
+            continue
+        try:
+            attrs[name] = _plain(desc.attr(name))
+        except Exception:  # block attrs and the like: record their presence
+            attrs[name] = "<unreadable>"
+    stream = "default"
+    try:
+        dist = op.dist_attr
+        if dist is not None and dist.execution_stream:
+            stream = dist.execution_stream
+    except Exception:
+        pass
+    if "execution_stream" in attrs and attrs["execution_stream"]:
+        stream = attrs["execution_stream"]
+    role = int(attrs.get("op_role", 0) or 0)
+    return Op(idx=idx, type=op.type,
+              inputs={k: list(desc.input(k)) for k in desc.input_names()},
+              outputs={k: list(desc.output(k)) for k in desc.output_names()},
+              attrs=attrs, role=role, stream=stream)
+
+
+def from_programs(main, startup=None, meta: dict | None = None) -> ProgramSnapshot:
+    """Snapshot a live legacy ``main`` (and ``startup``) program."""
+    block = main.global_block()
+    ops = [_op_record(i, op) for i, op in enumerate(block.ops)]
+    vars_ = {}
+    feeds = []
+    for name, v in block.vars.items():
+        try:
+            shape = list(v.shape)
+        except Exception:
+            shape = []
+        is_data = bool(getattr(v, "is_data", False)) or bool(
+            getattr(v.desc, "need_check_feed", lambda: False)())
+        vars_[name] = Var(name=name, shape=shape, dtype=_dtype_name(v.dtype),
+                          persistable=bool(v.persistable),
+                          is_parameter=v.__class__.__name__ in ("Parameter", "EagerParamBase"),
+                          is_data=is_data)
+        if is_data:
+            feeds.append(name)
+    sops = []
+    if startup is not None:
+        sops = [_op_record(i, op) for i, op in enumerate(startup.global_block().ops)]
+    return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=sops, feeds=sorted(feeds),
+                           meta=dict(meta or {}))

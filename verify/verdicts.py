@@ -1,0 +1,54 @@
+"""Verdicts and check results, and how an application's verdict is formed."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class Verdict(str, Enum):
+    EQUIVALENT = "EQUIVALENT"
+    NOT_EQUIVALENT = "NOT_EQUIVALENT"  # with a counterexample
+    PASS_CRASHED = "PASS_CRASHED"  # exception inside the pass
+    NOT_APPLIED = "NOT_APPLIED"  # the pass did not fire where it must
+    INCONCLUSIVE = "INCONCLUSIVE"  # Z3 unknown/timeout, unsupported op, ...
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Worst first: the application's verdict is the worst of its checks.
+_SEVERITY = [Verdict.PASS_CRASHED, Verdict.NOT_EQUIVALENT, Verdict.NOT_APPLIED,
+             Verdict.INCONCLUSIVE, Verdict.EQUIVALENT]
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check on one rank (rank None: all ranks at once)."""
+
+    kind: str  # contract | shape | dataflow | numeric | pass
+    name: str
+    rank: int | None
+    verdict: Verdict
+    message: str = ""
+    counterexample: dict | None = None
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return d
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == Verdict.EQUIVALENT
+
+
+def combine(results) -> Verdict:
+    """The worst verdict among ``results`` (CheckResults or Verdicts).
+
+    No checks at all is INCONCLUSIVE: nothing was shown.
+    """
+    verdicts = [r.verdict if isinstance(r, CheckResult) else Verdict(r) for r in results]
+    if not verdicts:
+        return Verdict.INCONCLUSIVE
+    return min(verdicts, key=_SEVERITY.index)
