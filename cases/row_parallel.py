@@ -271,6 +271,22 @@ def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
                 params=dict(dp=dp, tp=tp, opt=opt, clip=clip))
 
 
+T = Expect(True, "EQUIVALENT", "TBD")
 CASES = [
-    _case("row_mp_o0_sgd_tp2", "MP, TP 2, fp32, SGD", Expect(True, "EQUIVALENT", "TBD")),
+    _case("row_mp_o0_sgd_tp2", "MP, TP 2, fp32, SGD", T),
+    _case("row_mp_o0_adamw_tp2", "MP, TP 2, fp32, AdamW", T, opt="adamw"),
+    _case("row_mp_o1_sgd_tp2", "MP, TP 2, AMP O1 (bias cast), SGD", T, amp="o1"),
+    _case("row_mp_o2_adamw_tp2", "MP, TP 2, AMP O2 (fp16 params, fp32 master), AdamW", T, amp="o2", opt="adamw"),
+    _case("row_mp_o0_sgd_tp4", "MP, TP 4, fp32, SGD", T, tp=4),
+    _case("row_mp_o1_adamw_tp4", "MP, TP 4, AMP O1, AdamW", T, tp=4, amp="o1", opt="adamw"),
+    _case("row_mp_o0_sgd_clip_tp2", "MP, TP 2, SGD, global-norm clip as the pass sees it", T, clip="local"),
+    _case("row_mp_o0_adamw_gclip_tp2", "MP, TP 2, AdamW, global-norm clip after auto_parallel_grad_clip", T, opt="adamw", clip="global"),
+    _case("row_mp_sp_o0_sgd_tp2", "MP+SP, TP 2, fp32, SGD", T, sp=True),
+    _case("row_mp_sp_o1_sgd_tp2", "MP+SP, TP 2, AMP O1, SGD", T, sp=True, amp="o1"),
+    _case("row_mp_sp_o1_adamw_tp2", "MP+SP, TP 2, AMP O1, AdamW", T, sp=True, amp="o1", opt="adamw"),
+    _case("row_dp_mp_o0_sgd", "DP 2 x MP 2, fp32, SGD", T, dp=2),
+    _case("row_dp_mp_o0_adamw", "DP 2 x MP 2, fp32, AdamW", T, dp=2, opt="adamw"),
+    _case("row_dp_mp_o1_sgd", "DP 2 x MP 2, AMP O1, SGD", T, dp=2, amp="o1"),
+    _case("row_dp_mp_sp_o0_sgd", "DP 2 x MP 2 + SP, fp32, SGD", T, dp=2, sp=True),
+    _case("row_dp_mp_sp_o1_sgd", "DP 2 x MP 2 + SP, AMP O1, SGD", T, dp=2, sp=True, amp="o1"),
 ]

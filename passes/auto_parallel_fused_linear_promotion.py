@@ -27,13 +27,12 @@ def biases(snap) -> dict:
     A bias is the parameter (or the cast of one, as in AMP O1) added by an
     ``elementwise_add`` to the output of a collective (or of a cast of it).
     """
-    writer = {}
-    for op in snap.ops:
-        for n in op.writes():
-            writer.setdefault(n, op)
+    writer = {}  # var -> its latest writer so far (collectives run in place)
     found = {}
     for op in snap.ops:
         if op.type != "elementwise_add" or op.role != 0:
+            for n in op.writes():
+                writer[n] = op
             continue
         x, y = _first(op, "X"), _first(op, "Y")
         src = writer.get(x)
@@ -47,6 +46,8 @@ def biases(snap) -> dict:
         v = snap.var(y)
         if v is not None and v.is_parameter:
             found[y] = op.idx
+        for n in op.writes():
+            writer[n] = op
     return found
 
 
@@ -88,22 +89,25 @@ class PromotionAdapter(PassAdapter):
 
     def _first_rank(self, rank, bias_names, after) -> list:
         out = []
-        producers = {}
+        producers = {}  # op index -> {var: its latest writer before that op}
+        current = {}
         for op in after.ops:
+            producers[op.idx] = dict(current)
             for name in op.writes():
-                producers.setdefault(name, op)
+                current[name] = op
         for bias in bias_names:
             adds = [o for o in after.ops if o.type == "elementwise_add" and o.role == 0
                     and (bias in o.reads() or any(
-                        producers.get(r) is not None and producers[r].type == "cast"
-                        and bias in producers[r].reads() for r in o.reads()))]
+                        producers[o.idx].get(r) is not None
+                        and producers[o.idx][r].type == "cast"
+                        and bias in producers[o.idx][r].reads() for r in o.reads()))]
             if not adds:
                 out.append(finding("bias kept on first rank", rank,
                                    f"no forward elementwise_add reads bias {bias} on the "
                                    "first TP rank", var=bias))
                 continue
             for add in adds:
-                src = producers.get(_first(add, "X"))
+                src = producers[add.idx].get(_first(add, "X"))
                 if src is not None and src.type in COLLECTIVES:
                     out.append(finding(
                         "bias before collective", rank,

@@ -143,16 +143,18 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
             f"{where}: op {op.idx} ({op.type}): {why}" + (f" when {dims}" if dims else ""),
             counterexample=cex))
 
-    poisoned = set()  # outputs of ops already found broken
+    poisoned = set()  # outputs of ops already found broken, or without a rule
+    skipped = []
     for op in snap.ops:
         if poisoned & set(op.reads()):
-            poisoned.update(op.writes())  # downstream of a finding: not re-reported
+            # downstream of a finding or of an op without a rule: unknown
+            poisoned.update(op.writes())
+            skipped.append(op.idx)
             continue
         rule = RULES.get(op.type)
         if rule is None:
             unknowns.append(f"op {op.idx} ({op.type}) has no shape rule")
-            for v in op.writes():
-                env.pop(v, None)
+            poisoned.update(op.writes())  # their shapes are unknown from here on
             continue
         ins = {slot: [shape_of(v) if v else None for v in names]
                for slot, names in op.inputs.items()}
@@ -217,6 +219,9 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                          input=_show(x, model), target=_show(out, model),
                          expected=_show(want, model))
     results = list(findings)
+    if skipped and not findings:
+        unknowns.append(f"{len(skipped)} op(s) downstream of those not checked: "
+                        f"{skipped[:10]}")
     if unknowns:
         results.append(CheckResult(
             KIND, name, rank, Verdict.INCONCLUSIVE,

@@ -184,11 +184,6 @@ def _matmul_grad(s):
     return {"X@GRAD": [s("X")], "Y@GRAD": [s("Y")]}
 
 
-def _reshape(s):
-    target = s.attr("shape", [])
-    return {"Out": [reshape_target(s, s("X"), target)]}
-
-
 def _elementwise(s):
     return {"Out": [broadcast(s, s("X"), s("Y"), s.attr("axis", -1))]}
 
@@ -268,6 +263,35 @@ def _check_finite(s):
     return {"Out": s.all("X"), "FoundInfinite": [[1]]}
 
 
+def _transpose(s):
+    x = s("X")
+    perm = list(s.attr("axis", []))
+    if sorted(perm) != list(range(len(x))):
+        s.need(False, f"axis {perm} is not a permutation of rank {len(x)}")
+        return {}
+    return {"Out": [[x[p] for p in perm]], "XShape": [[0] + list(x)]}
+
+
+def _layer_norm(s):
+    x = s("X")
+    axis = int(s.attr("begin_norm_axis", 1))
+    inner = prod(x[axis:])
+    for slot in ("Scale", "Bias"):
+        if s.has(slot):
+            p = s(slot)
+            s.need(len(p) == 1, f"{slot} must be 1-D")
+            if len(p) == 1:
+                s.need(p[0] == inner, f"{slot} has {p[0]} elements, the normalised "
+                                      f"dims {inner}")
+    # Mean/Variance keep the leading dims (their declared shapes in 3.x)
+    return {"Y": [x], "Mean": [list(x[:axis])], "Variance": [list(x[:axis])]}
+
+
+def _reshape_like_x(s):
+    x = s("X")
+    return {"Out": [reshape_target(s, x, s.attr("shape", []))], "XShape": [[0] + list(x)]}
+
+
 def _softmax_ce(s):
     logits = s("Logits")
     return {"Softmax": [logits], "Loss": [list(logits[:-1]) + [1]]}
@@ -278,11 +302,17 @@ RULES = {
     "matmul_v2": _matmul,
     "matmul_v2_grad": _matmul_grad,
     # shape manipulation
-    "reshape2": _reshape,
-    "reshape2_grad": grads_like(**{"X@GRAD": "XShape"}),
+    "reshape2": _reshape_like_x,
+    "transpose2": _transpose,
+    "transpose2_grad": lambda s: {"X@GRAD": [list(s("XShape")[1:])]},
+    "layer_norm": _layer_norm,
+    "layer_norm_grad": grads_like(**{"X@GRAD": "X", "Scale@GRAD": "Scale",
+                                     "Bias@GRAD": "Bias"}),
+    "reshape2_grad": lambda s: {"X@GRAD": [list(s("XShape")[1:])]},
     # elementwise
     **{f"elementwise_{k}": _elementwise for k in ("add", "sub", "mul", "div", "max", "min", "pow")},
-    **{f"elementwise_{k}_grad": _elementwise_grad for k in ("add", "sub", "mul", "div")},
+    **{f"elementwise_{k}_grad": _elementwise_grad
+       for k in ("add", "sub", "mul", "div", "max", "min")},
     # unary and same-shape ops
     **{k: same_as() for k in ("cast", "scale", "sqrt", "relu", "gelu", "tanh", "sigmoid",
                                "c_identity", "assign", "dropout", "softmax", "exp", "square",
