@@ -109,6 +109,24 @@ class Case:
                    reason="pattern of this pass is absent from the family"),
         )
 
+    def numeric_twin(self) -> "Case":
+        """The case whose programs numeric runs execute on this platform.
+
+        A case built for AMP (``params["amp_dtype"]`` float16/bfloat16) has
+        no CPU kernels for its half-precision matmuls, so on a CPU build its
+        numeric runs use a twin with the same ops and float32 compute; on a
+        CUDA build the case itself runs.  Returns ``self`` when no twin is
+        needed.
+        """
+        import dataclasses
+
+        from verify.legacy_ir import paddle_module
+
+        low = self.params.get("amp_dtype")
+        if not low or low == "float32" or paddle_module().is_compiled_with_cuda():
+            return self
+        return dataclasses.replace(self, params={**self.params, "amp_dtype": "float32"})
+
     def build(self, rank: int) -> RankProgram:
         """Build ``rank``'s programs afresh; two builds are identical."""
         if rank not in self.ranks:

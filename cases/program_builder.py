@@ -151,14 +151,14 @@ class ProgramBuilder:
             attrs["multi_precision"] = True
         self.op("sgd", ins, outs, attrs, role=OPTIMIZE)
 
-    def _mapping_of(self, var):
+    def mapping_of(self, var):
         return self.ctx.get_tensor_dist_attr_for_program(var).dims_mapping
 
     def master_weight(self, param):
         """The fp32 master copy of a low-precision parameter, as Paddle's
         optimizers name it; the startup program casts the parameter into it."""
         name = f"{param.name}_fp32_master_0"
-        m = self.var(name, param.shape, "float32", mapping=self._mapping_of(param),
+        m = self.var(name, param.shape, "float32", mapping=self.mapping_of(param),
                      persistable=True)
         m.stop_gradient = True
         sp = self.sblock.var(param.name)
@@ -172,7 +172,7 @@ class ProgramBuilder:
               beta1=0.9, beta2=0.999, epsilon=1e-8):
         """AdamW step with its accumulators named as Paddle's AdamW names them
         (``<param>_moment1_0`` ...), all initialised by the startup program."""
-        mapping = self._mapping_of(param)
+        mapping = self.mapping_of(param)
         m1 = self.persistable(f"{param.name}_moment1_0", param.shape, "float32",
                               0.0, mapping=mapping)
         m2 = self.persistable(f"{param.name}_moment2_0", param.shape, "float32",

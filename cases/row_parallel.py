@@ -17,12 +17,18 @@ sequence is exactly one of the pass's eight source patterns
 
     backward (Paddle's own grad ops), e.g. DP+MP+SP:
     r@G, b@G = elementwise_add_grad(out@G)
-    b@G = all_reduce(b@G) [ring 1]; b@G = scale(b@G, 1/dp)    # DP sync of the bias
-    b@G = all_reduce(b@G) [ring 0]; b@G = scale(b@G, 1/tp)    # SP: seq is split over tp
-    mm@G = all_gather(r@G)                                      # backward of reduce_scatter
+    b@G = all_reduce(b@G) [ring 1]; b@G = scale(b@G, 1/dp)   # DP sync of the bias
+    b@G = all_reduce(b@G) [ring 0]; b@G = scale(b@G, 1/tp)   # SP: seq split over tp
+    mm@G = all_gather(r@G)                        # backward of reduce_scatter
     W@G  = matmul_v2_grad(x, W, mm@G)
-    W@G  = all_reduce(W@G) [ring 1]; scale(1/dp)                # DP sync of the weight
-    [clip], sgd / adamw per parameter
+    out@G.full = all_gather(out@G)                # the SP patterns' second gather
+    W@G  = all_reduce(W@G) [ring 1]; scale(1/dp)  # DP sync of the weight
+    [O1: b@G, W@G = cast(b16@G), cast(W16@G)]
+    [global-norm clip], sgd / adamw per parameter
+
+The pass's SP patterns hold a second ``all_gather`` (after matmul_v2_grad for
+O0/O2 and DP+SP, before it for O1 MP+SP); here it gathers the output grad to
+the full sequence for a fetch, off the grad path.
 
 The startup program initialises every parameter and optimizer state and, as
 Paddle's partitioner does, broadcasts each parameter along every mesh axis
@@ -35,10 +41,12 @@ optimizer (and clip) ops and its startup initialisation.
 Rings: 0 = tensor parallel (the last mesh axis), 1 = data parallel (mesh
 axis 0 of a 2-D mesh).  Sizes are tiny so that numeric runs are instant.
 
-Which dtype the AMP cases use: ``float16`` as on GPUs.  The CPU build has no
-float16/bfloat16 kernels for matmul_v2 (or adamw, squared_l2_norm), so the
-O1/O2 cases cannot run numerically on CPU; they are for the symbolic and
-contract checks.  The O0 cases are all float32 and run anywhere.
+Which dtype the AMP cases use: ``float16`` as on GPUs (case param
+``amp_dtype``).  The CPU build has no float16 kernels for matmul_v2 (and
+bfloat16 runs segfaulted here), so the O1/O2 cases cannot run numerically
+on CPU as built; the pass ignores dtypes, so a twin built with ``amp_dtype="float32"``
+(casts become fp32 -> fp32) runs and rewrites the same way.  The O0 cases are
+all float32 and run anywhere.
 """
 from __future__ import annotations
 
@@ -69,7 +77,7 @@ def build(case: Case, rank: int):
     sp, amp = case.enable_sp, case.amp_level
     mp_axis = 1 if dp > 1 else 0          # mesh axis of tensor parallelism
     dp_axis = 0 if dp > 1 else -1         # -1: no data-parallel axis
-    low = AMP_DTYPE if amp in ("o1", "o2") else "float32"
+    low = p.get("amp_dtype", AMP_DTYPE) if amp in ("o1", "o2") else "float32"
     param_dtype = low if amp == "o2" else "float32"  # O2: low-precision params
     bl, kl = B // dp, K // tp
 
@@ -101,7 +109,7 @@ def build(case: Case, rank: int):
     w_in, cast_w = w, None
     if amp != "o0":
         h16 = b.var(f"{h.name}.cast_{low}", h.shape, low,
-                    mapping=b._mapping_of(h))
+                    mapping=b.mapping_of(h))
         _cast(b, h, h16)
         h = h16
     if amp == "o1":  # O1 keeps fp32 params and casts them where used
@@ -121,20 +129,22 @@ def build(case: Case, rank: int):
     if amp == "o1":
         b_in = b.var(f"{bias.name}.cast_{low}", [N], low, mapping=[-1])
         cast_b = _cast(b, bias, b_in)
-    out = b.var("linear_0.tmp_2", r.shape, low, mapping=b._mapping_of(r))
+    out = b.var("linear_0.tmp_2", r.shape, low, mapping=b.mapping_of(r))
     add_op = b.op("elementwise_add", {"X": [r], "Y": [b_in]}, {"Out": [out]},
                   {"axis": -1})
     h, cast_out = out, None
     if amp != "o0":
         out32 = b.var(f"{out.name}.cast_fp32", out.shape, "float32",
-                      mapping=b._mapping_of(out))
+                      mapping=b.mapping_of(out))
         cast_out = _cast(b, out, out32)
         h = out32
     loss = b.var("mean_0.tmp_0", [], "float32", mapping=[])
     mean_op = b.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
                    {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
     b.loss = loss.name
-    b.fetches += [out.name, loss.name]
+    # ``out`` and the bias grad are renamed or deleted by the pass on some
+    # ranks, so only names that survive it are fetched
+    b.fetches.append(loss.name)
 
     # -- backward -------------------------------------------------------------
     loss_g = b.grad_of(loss)
@@ -183,7 +193,7 @@ def build(case: Case, rank: int):
         w_g = b.grad_of(w)
         b.grad_op(cast_w)
     b.params_grads += [(w, w_g), (bias, b_g)]
-    b.fetches += [w_g.name, b_g.name]
+    b.fetches.append(w_g.name)
 
     # -- gradient clipping by global norm ---------------------------------
     clip = p.get("clip")
@@ -213,7 +223,7 @@ def _clip_by_global_norm(b, rank, case, form, clip_norm=0.05):
     """
     squares = []
     for i, (param, grad) in enumerate(b.params_grads):
-        replicated = all(m == -1 for m in b._mapping_of(param))
+        replicated = all(m == -1 for m in b.mapping_of(param))
         if form == "global" and replicated and case.tp_index(rank) != 0:
             continue
         sq = b.var(f"squared_l2_norm_{i}.tmp_0", [1], grad.dtype, mapping=[-1])
@@ -245,11 +255,11 @@ def _clip_by_global_norm(b, rank, case, form, clip_norm=0.05):
 _GLOO_NO_REDUCE_SCATTER = "reduce_scatter has no CPU (gloo) implementation"
 _GLOO_TWO_RINGS = ("DP+MP uses two rings (TP 0, DP 1); gloo honours only the "
                    "first communicator a process uses")
-_GLOO_LOW_PRECISION = f"no CPU kernels for {AMP_DTYPE} matmul_v2"
+_GLOO_LOW_PRECISION = "no CPU kernels for float16 matmul_v2"
 
 
 def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
-          clip=None):
+          clip=None, amp_dtype=AMP_DTYPE):
     if dp > 1:
         mesh = [[r * tp + i for i in range(tp)] for r in range(dp)]
         rings = {TP_RING: [list(row) for row in mesh],
@@ -262,31 +272,104 @@ def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
         reasons.append(_GLOO_NO_REDUCE_SCATTER)
     if dp > 1:
         reasons.append(_GLOO_TWO_RINGS)
-    if amp != "o0":
+    if amp != "o0" and amp_dtype != "float32":
         reasons.append(_GLOO_LOW_PRECISION)
     return Case(name=name, family="row_parallel", summary=summary, mesh=mesh,
                 builder=build, expect={PROMOTION: expect}, rings=rings,
                 sharded_params=frozenset({"linear_0.w_0"}), enable_sp=sp,
                 amp_level=amp, gloo_unfaithful="; ".join(reasons),
-                params=dict(dp=dp, tp=tp, opt=opt, clip=clip))
+                params=dict(dp=dp, tp=tp, opt=opt, clip=clip, amp_dtype=amp_dtype))
 
 
-T = Expect(True, "EQUIVALENT", "TBD")
+# Reasons record what the installed 3.3.1 pass was observed to do; numeric
+# claims come from an in-process SPMD run (collectives done by hand) of the
+# original and rewritten programs of all ranks, 3 steps, fp32 twins for AMP.
+_MP_OK = ("fires on every rank: the first TP rank adds the bias before the "
+          "all_reduce; the others drop elementwise_add(+_grad), the bias's "
+          "optimizer op and its startup init/broadcast; the first rank drops "
+          "its TP broadcast of the bias too (its peers no longer hold it); "
+          "loss and parameters match the original")
+_DP_OK = (_MP_OK + ". Finding: the first TP ranks (0, 2) also delete the bias's "
+          "DP broadcast (ring 1): the pass keeps a broadcast only if its ring_id "
+          "equals the id of the DP group it creates in Paddle's process-group "
+          "registry (new_process_group -> 12/13 here, never 1). Harmless here "
+          "because every replica initialises the bias identically; it would "
+          "not be if init differed across DP replicas")
+_SP_FIRST_RANK = ("on the first TP rank the rewrite is broken: the rename of the "
+                  "reduce_scatter output (r -> r@promote, [S/tp,B,N]) overwrites "
+                  "r -> matmul_out@promote, so the moved elementwise_add_grad "
+                  "reads X [S/tp,B,N] with the all_gathered Out@GRAD [S,B,N]; "
+                  "its X@GRAD feeds matmul_v2_grad, which fails at run time "
+                  "(\"Tensor's dimension is out of bound\"). With X fixed by hand "
+                  "the bias still differs: the pass deletes the bias grad's TP "
+                  "all_reduce *and* its scale(1/tp), so the bias grad is tp times "
+                  "the original. The non-first rank's rewrite is correct")
+_SP_O0_CRASH = ("the O0/O2 SP backward patterns end with all_gather, and the "
+                "matcher indexes input_arg_names[1] of the pattern's last op "
+                "(meant to be matmul_v2_grad): IndexError: list index out of "
+                "range on every rank, before anything is rewritten")
+
 CASES = [
-    _case("row_mp_o0_sgd_tp2", "MP, TP 2, fp32, SGD", T),
-    _case("row_mp_o0_adamw_tp2", "MP, TP 2, fp32, AdamW", T, opt="adamw"),
-    _case("row_mp_o1_sgd_tp2", "MP, TP 2, AMP O1 (bias cast), SGD", T, amp="o1"),
-    _case("row_mp_o2_adamw_tp2", "MP, TP 2, AMP O2 (fp16 params, fp32 master), AdamW", T, amp="o2", opt="adamw"),
-    _case("row_mp_o0_sgd_tp4", "MP, TP 4, fp32, SGD", T, tp=4),
-    _case("row_mp_o1_adamw_tp4", "MP, TP 4, AMP O1, AdamW", T, tp=4, amp="o1", opt="adamw"),
-    _case("row_mp_o0_sgd_clip_tp2", "MP, TP 2, SGD, global-norm clip as the pass sees it", T, clip="local"),
-    _case("row_mp_o0_adamw_gclip_tp2", "MP, TP 2, AdamW, global-norm clip after auto_parallel_grad_clip", T, opt="adamw", clip="global"),
-    _case("row_mp_sp_o0_sgd_tp2", "MP+SP, TP 2, fp32, SGD", T, sp=True),
-    _case("row_mp_sp_o1_sgd_tp2", "MP+SP, TP 2, AMP O1, SGD", T, sp=True, amp="o1"),
-    _case("row_mp_sp_o1_adamw_tp2", "MP+SP, TP 2, AMP O1, AdamW", T, sp=True, amp="o1", opt="adamw"),
-    _case("row_dp_mp_o0_sgd", "DP 2 x MP 2, fp32, SGD", T, dp=2),
-    _case("row_dp_mp_o0_adamw", "DP 2 x MP 2, fp32, AdamW", T, dp=2, opt="adamw"),
-    _case("row_dp_mp_o1_sgd", "DP 2 x MP 2, AMP O1, SGD", T, dp=2, amp="o1"),
-    _case("row_dp_mp_sp_o0_sgd", "DP 2 x MP 2 + SP, fp32, SGD", T, dp=2, sp=True),
-    _case("row_dp_mp_sp_o1_sgd", "DP 2 x MP 2 + SP, AMP O1, SGD", T, dp=2, sp=True, amp="o1"),
+    # -- MP (pattern 0 / 4) ---------------------------------------------------
+    _case("row_mp_o0_sgd_tp2", "MP, TP 2, fp32, SGD", Expect(True, "EQUIVALENT", _MP_OK)),
+    _case("row_mp_o0_adamw_tp2", "MP, TP 2, fp32, AdamW",
+          Expect(True, "EQUIVALENT", _MP_OK + "; the bias's four AdamW "
+                 "accumulator inits leave startup on the non-first rank"),
+          opt="adamw"),
+    _case("row_mp_o1_sgd_tp2", "MP, TP 2, AMP O1 (bias cast in the pattern), SGD",
+          Expect(True, "EQUIVALENT", _MP_OK + "; O1: the bias cast moves with the "
+                 "add on rank 0 and is deleted with its grad cast on rank 1"),
+          amp="o1"),
+    _case("row_mp_o2_adamw_tp2", "MP, TP 2, AMP O2 (fp16 params, fp32 master weights), AdamW",
+          Expect(True, "EQUIVALENT", _MP_OK + "; O2: the bias's fp32 master "
+                 "weight cast leaves startup on the non-first rank"),
+          amp="o2", opt="adamw"),
+    _case("row_mp_o0_sgd_tp4", "MP, TP 4 (mesh [0,1,2,3]), fp32, SGD",
+          Expect(True, "EQUIVALENT", _MP_OK + "; ranks 1-3 all lose the bias"),
+          tp=4),
+    _case("row_mp_o1_adamw_tp4", "MP, TP 4, AMP O1, AdamW",
+          Expect(True, "EQUIVALENT", _MP_OK), tp=4, amp="o1", opt="adamw"),
+    # -- MP with global-norm clipping -----------------------------------------
+    _case("row_mp_o0_sgd_clip_tp2",
+          "MP, TP 2, SGD, global-norm clip as the pass sees it in Paddle's pipeline",
+          Expect(True, "NOT_EQUIVALENT",
+                 "fires; on rank 1 it also deletes squared_l2_norm(b@GRAD) (and "
+                 "drops it from the stack) and the bias's elementwise_mul, so "
+                 "rank 1's norm loses the bias term: its clip factor goes from "
+                 "0.117 to 0.403 and its W update differs (rank 0 then differs "
+                 "through the forward all_reduce). Correct only if "
+                 "auto_parallel_grad_clip rewrites the norm afterwards, as "
+                 "Paddle's pipeline does"),
+          clip="local"),
+    _case("row_mp_o0_adamw_gclip_tp2",
+          "MP, TP 2, AdamW, global-norm clip as auto_parallel_grad_clip leaves it",
+          Expect(True, "EQUIVALENT", _MP_OK + "; the bias's norm is only on rank "
+                 "0 and the norm is all-reduced, so deleting rank 1's clip "
+                 "elementwise_mul of b@GRAD changes nothing"),
+          opt="adamw", clip="global"),
+    # -- MP + SP (pattern 1 / 5) ----------------------------------------------
+    _case("row_mp_sp_o0_sgd_tp2", "MP+SP, TP 2, fp32, SGD",
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), sp=True),
+    _case("row_mp_sp_o1_sgd_tp2", "MP+SP, TP 2, AMP O1, SGD",
+          Expect(True, "NOT_EQUIVALENT", "fires (22 -> 20 ops on rank 0, 22 -> 15 "
+                 "on rank 1); " + _SP_FIRST_RANK),
+          sp=True, amp="o1"),
+    _case("row_mp_sp_o1_adamw_tp2", "MP+SP, TP 2, AMP O1, AdamW",
+          Expect(True, "NOT_EQUIVALENT", "fires; " + _SP_FIRST_RANK),
+          sp=True, amp="o1", opt="adamw"),
+    # -- DP + MP (pattern 2 / 6) ----------------------------------------------
+    _case("row_dp_mp_o0_sgd", "DP 2 x MP 2, fp32, SGD",
+          Expect(True, "EQUIVALENT", _DP_OK), dp=2),
+    _case("row_dp_mp_o0_adamw", "DP 2 x MP 2, fp32, AdamW",
+          Expect(True, "EQUIVALENT", _DP_OK), dp=2, opt="adamw"),
+    _case("row_dp_mp_o1_sgd", "DP 2 x MP 2, AMP O1, SGD",
+          Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o1"),
+    # -- DP + MP + SP (pattern 3 / 7) -----------------------------------------
+    _case("row_dp_mp_sp_o0_sgd", "DP 2 x MP 2 + SP, fp32, SGD",
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), dp=2, sp=True),
+    _case("row_dp_mp_sp_o1_sgd", "DP 2 x MP 2 + SP, AMP O1, SGD",
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH.replace(
+              "the O0/O2 SP backward patterns end", "both DP+MP+SP backward "
+              "patterns (O0/O2 and O1) end")),
+          dp=2, sp=True, amp="o1"),
 ]

@@ -15,16 +15,30 @@ def line(app) -> str:
             f"fired={fired:7s} ops={app.op_delta():15s} {app.verdict.value}{exp}")
 
 
-def pick_backend(requested):
-    """The numeric backend to use and the callable running it (or None)."""
-    if requested in (None, "none"):
-        return "none", None
-    raise ValueError(f"numeric backend {requested!r} is not available yet")
+BACKENDS = {"none": (), "simulated": ("simulated",), "ranks": ("ranks",),
+            "both": ("simulated", "ranks")}
+
+
+def pick_backend(requested, seed=0):
+    """The numeric backend name and the callable running it (or None)."""
+    from .numeric.equivalence import numeric_checks
+
+    name = requested or "simulated"
+    if name not in BACKENDS:
+        raise ValueError(f"unknown numeric backend {name!r}; known: {', '.join(BACKENDS)}")
+    backends = BACKENDS[name]
+    if not backends:
+        return name, None
+
+    def numeric(case, adapter, outcomes):
+        return numeric_checks(case, outcomes, backends=backends, seed=seed, adapter=adapter)
+
+    return name, numeric
 
 
 def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sys.stdout):
     """Every adapter on every case; returns (applications, backend name)."""
-    name, numeric = pick_backend(backend)
+    name, numeric = pick_backend(backend, seed)
     apps = []
     total = len(adapters) * len(cases)
     for adapter in adapters:

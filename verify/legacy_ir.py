@@ -122,9 +122,9 @@ def translate_for_execution(program) -> int:
             for name in ("use_calc_stream", "use_model_parallel"):
                 if desc.has_attr(name):
                     desc.remove_attr(name)
-            desc.set_attr("ring_id", ring_id)
-            desc.set_attr("reduce_type", REDUCE_SUM)
-            desc.set_attr("op_role", role)
+            desc._set_int32_attr("ring_id", int(ring_id))
+            desc._set_int32_attr("reduce_type", REDUCE_SUM)
+            desc._set_int32_attr("op_role", int(role))
             count += 1
     if count:
         for block in program.blocks:

@@ -1,0 +1,209 @@
+"""Numeric equivalence: run original and rewritten on every rank, compare.
+
+For each backend, both programs of every rank run K training steps with the
+same seeded parameters and inputs; outputs, loss, every parameter's gradient
+and every parameter after each step are compared per rank.  Where the pass
+removed a parameter on some ranks (the promoted bias on non-first TP ranks),
+what it stands for is compared instead: the first TP rank's copy in the
+rewritten program against the original's (replicated) value on this rank.
+"""
+from __future__ import annotations
+
+from verify.legacy_ir import paddle_module, translate_for_execution
+from verify.verdicts import CheckResult, Verdict
+
+from .compare import compare
+from .inputs import feed_value, param_value
+from .run_spec import BackendError, RankSpec
+
+KIND = "numeric"
+DEFAULT_STEPS = 3
+
+
+def _serialize(program) -> bytes:
+    clone = program.clone()
+    translate_for_execution(clone)
+    return clone.desc.serialize_to_string()
+
+
+def _params(rp):
+    return {n: v for n, v in rp.main.global_block().vars.items()
+            if v.__class__.__name__ == "Parameter"}
+
+
+def reduction_depth(rp, world: int, steps: int) -> int:
+    k = 1
+    for op in rp.main.global_block().ops:
+        if op.type in ("matmul_v2", "matmul_v2_grad"):
+            shape = rp.main.global_block().var(op.input("X")[0]).shape
+            k = max(k, max([abs(int(d)) for d in shape[-1:]] + [1]))
+    return k * max(world, 1) * steps
+
+
+def make_specs(case, programs: dict, seed: int, steps: int) -> dict:
+    """``{rank: RankSpec}`` for ``programs`` = ``{rank: RankProgram}``."""
+    specs = {}
+    for rank, rp in programs.items():
+        shard = case.tp_index(rank)
+        params = {}
+        for name, p in _params(rp).items():
+            dtype = str(p.dtype).replace("paddle.", "")
+            params[name] = param_value(seed, name, p.shape, dtype,
+                                       shard if name in case.sharded_params else 0)
+        feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
+                                     case.dp_index(rank) if not getattr(f, "per_tp_rank", False)
+                                     else case.dp_index(rank) * 1000 + shard, k)
+                  for f in rp.feeds} for k in range(steps)]
+        watch = list(dict.fromkeys(
+            list(rp.fetches) + ([rp.loss] if rp.loss else []) +
+            [g.name for _, g in rp.params_grads] + list(_params(rp))))
+        specs[rank] = RankSpec(rank, _serialize(rp.main), _serialize(rp.startup),
+                               params, feeds, watch, dict(case.rings))
+    return specs
+
+
+def _run(backend, specs, where):
+    if backend == "simulated":
+        from .simulated_ranks import run_simulated
+
+        return run_simulated(specs, where)
+    if backend == "ranks":
+        from .rank_pool import run_ranks
+
+        results = run_ranks(specs)
+        bad = [r for r in results.values() if r.error]
+        if bad:
+            raise BackendError(f"{where}: rank {bad[0].rank} failed: {bad[0].error}")
+        return results
+    raise ValueError(f"unknown numeric backend {backend!r}")
+
+
+def _first_tp_rank(case, rank):
+    for r in case.ranks:
+        if case.dp_index(r) == case.dp_index(rank) and case.tp_index(r) == 0:
+            return r
+    return None
+
+
+def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed) -> list:
+    """TensorDiffs of one rank over all steps."""
+    diffs = []
+    for k, (ref_step, cand_step) in enumerate(zip(orig.steps, rew.steps)):
+        for name, ref in ref_step.items():
+            if name in cand_step:
+                diffs.append(compare(name, k, ref, cand_step[name], depth))
+            elif name in params_removed:
+                first = _first_tp_rank(case, rank)
+                src = rew_all.get(first)
+                if src is not None and name in src.steps[k]:
+                    diffs.append(compare(name, k, ref, src.steps[k][name], depth,
+                                         note=f"removed on rank {rank}; compared with "
+                                              f"rank {first}'s copy"))
+                else:
+                    d = compare(name, k, ref, ref, depth)
+                    d.ok, d.note = False, "parameter vanished from every rank of its TP group"
+                    d.max_abs = float("inf")
+                    diffs.append(d)
+    return diffs
+
+
+def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
+                   steps: int = DEFAULT_STEPS, adapter=None) -> list:
+    """CheckResults of kind ``numeric`` for one application."""
+    paddle_module()
+    originals = {o.rank: o.run.original for o in outcomes}
+    rewrittens = {o.rank: o.run.rewritten for o in outcomes}
+    twin = case.numeric_twin()
+    twin_note = ""
+    if twin is not case and adapter is not None:
+        # Same ops in float32: this platform has no half-precision kernels.
+        runs = {r: adapter.apply(twin, r) for r in twin.ranks}
+        crashed = [r for r, run in runs.items() if run.error]
+        if crashed:
+            return [CheckResult(KIND, "numeric twin", None, Verdict.INCONCLUSIVE,
+                                f"the pass raised on the float32 twin of {case.name} "
+                                f"(rank {crashed[0]}), so nothing ran",
+                                details={"traceback": runs[crashed[0]].error})]
+        originals = {r: run.original for r, run in runs.items()}
+        rewrittens = {r: run.rewritten for r, run in runs.items()}
+        twin_note = (f" [float32 twin: same ops, float32 compute; this build has no "
+                     f"{case.params.get('amp_dtype')} matmul kernels]")
+    results = []
+    runs = {}
+    for backend in backends:
+        where = f"{backend} run of {case.name}"
+        try:
+            orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
+        except BackendError as exc:
+            results.append(CheckResult(KIND, f"{backend} run", None, Verdict.INCONCLUSIVE,
+                                       f"the ORIGINAL program does not run: {exc}",
+                                       details={"backend": backend}))
+            continue
+        try:
+            rew = _run(backend, make_specs(case, rewrittens, seed, steps), where + " (rewritten)")
+        except BackendError as exc:
+            results.append(CheckResult(KIND, f"{backend} run", None, Verdict.NOT_EQUIVALENT,
+                                       f"the rewritten program fails where the original runs: "
+                                       f"{str(exc).splitlines()[0]}",
+                                       counterexample={"error": str(exc)[:2000]},
+                                       details={"backend": backend}))
+            continue
+        runs[backend] = orig
+        for rank in case.ranks:
+            rp_o, rp_r = originals[rank], rewrittens[rank]
+            removed = set(_params(rp_o)) - set(_params(rp_r))
+            depth = reduction_depth(rp_o, case.world_size, steps)
+            diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed)
+            bad = [d for d in diffs if not d.ok]
+            table = [d.to_dict() for d in diffs]
+            if not diffs:
+                results.append(CheckResult(KIND, f"{backend} run", rank, Verdict.INCONCLUSIVE,
+                                           f"{where} rank {rank}: nothing to compare",
+                                           details={"backend": backend}))
+            elif bad:
+                w = max(bad, key=lambda d: d.max_abs)
+                results.append(CheckResult(
+                    KIND, f"{backend} run", rank, Verdict.NOT_EQUIVALENT,
+                    f"{where} rank {rank}: {len(bad)} of {len(diffs)} tensor comparisons "
+                    f"differ; worst {w.name} at step {w.step} index {w.worst_index}: "
+                    f"{w.candidate:.6g} vs {w.reference:.6g} (abs err {w.max_abs:.3g} > "
+                    f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}",
+                    counterexample={"rank": rank, "backend": backend, "tensor": w.name,
+                                    "step": w.step, "index": w.worst_index,
+                                    "original": w.reference, "rewritten": w.candidate,
+                                    "abs_err": w.max_abs, "tol": w.tol},
+                    details={"backend": backend, "tensors": table}))
+            else:
+                w = max(diffs, key=lambda d: d.max_abs)
+                nbit = sum(d.bitwise for d in diffs)
+                results.append(CheckResult(
+                    KIND, f"{backend} run", rank, Verdict.EQUIVALENT,
+                    f"{where} rank {rank}: {len(diffs)} tensor comparisons over {steps} steps "
+                    f"agree ({nbit} bitwise); largest abs err {w.max_abs:.3g} on {w.name} "
+                    f"(tol {w.tol:.3g})",
+                    details={"backend": backend, "tensors": table}))
+    if "simulated" in runs and "ranks" in runs:
+        results += _agreement(case, runs["simulated"], runs["ranks"], originals, steps)
+    for r in results:
+        r.message += twin_note
+        r.details["twin"] = bool(twin_note)
+    return results
+
+
+def _agreement(case, sim, real, originals, steps) -> list:
+    """The simulator is trusted only where it agrees with real ranks."""
+    out = []
+    for rank in case.ranks:
+        depth = reduction_depth(originals[rank], case.world_size, steps)
+        diffs = compare_runs(case, rank, real[rank], sim[rank], sim, depth, set())
+        bad = [d for d in diffs if not d.ok]
+        verdict = Verdict.INCONCLUSIVE if bad or not diffs else Verdict.EQUIVALENT
+        msg = (f"simulator and real ranks agree on {len(diffs)} tensors of the original"
+               if verdict == Verdict.EQUIVALENT else
+               f"simulator DISAGREES with real ranks on {len(bad)} tensors "
+               f"(e.g. {bad[0].name} step {bad[0].step}): numeric results untrusted"
+               if bad else "nothing to compare between simulator and ranks")
+        out.append(CheckResult(KIND, "simulator vs ranks", rank, verdict, msg,
+                               details={"backend": "both",
+                                        "tensors": [d.to_dict() for d in diffs]}))
+    return out

@@ -1,0 +1,45 @@
+"""What a numeric backend is asked to run, and what it returns.
+
+Both backends (``simulated`` in one process, ``ranks`` as real processes
+through Paddle's launcher) take the same :class:`RankSpec` per rank, so the
+programs travel as serialized ProgramDesc and tensors as numpy arrays.
+
+Per step k (0..steps-1) a backend feeds ``feeds[k]``, runs main once and then
+reads every var in ``watch`` from the rank's scope (a var that does not
+exist is simply absent from the result).
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RankSpec:
+    rank: int
+    main: bytes  # ProgramDesc.serialize_to_string(), c_allreduce_sum translated
+    startup: bytes
+    params: dict  # name -> np.ndarray, set after startup for vars startup made
+    feeds: list  # [ {name: np.ndarray} ] one dict per step
+    watch: list  # var names to read after every step
+    rings: dict = field(default_factory=dict)  # ring_id -> [[ranks]]
+
+    def dumps(self) -> bytes:
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def loads(data: bytes) -> "RankSpec":
+        return pickle.loads(data)
+
+
+@dataclass
+class RankResult:
+    rank: int
+    steps: list = field(default_factory=list)  # [ {name: np.ndarray} ]
+    error: str | None = None  # traceback of the rank when it raised
+    seconds: float = 0.0
+
+
+class BackendError(Exception):
+    """A run that could not complete: a rank raised, hung or the collectives
+    did not match; the message names the rank."""

@@ -1,0 +1,271 @@
+"""The in-process SPMD simulator: every rank in one process.
+
+Each rank's program is cut at its collective ops.  The pieces between run
+with ``Executor(CPUPlace())`` in one scope per rank, and every collective
+is performed here, between pieces, on numpy arrays (sum/max/min/prod/avg
+all-reduce, all-gather, reduce-scatter, broadcast, identity), for whichever
+ring and group the case declares.  Ranks advance in lock step: a rank runs
+until its next collective, and a collective fires when every member of its
+group has reached a collective on that ring.  Ranks that wait for each other
+forever, or meet different collectives, end the run with an error naming
+them.
+
+All vars of the pieces are made persistable so that values live in the
+rank's scope between pieces (the executor drops non-persistable vars after
+a run); feeds are written into the scope directly.
+
+It is only trustworthy where it agrees with real ranks: the suite compares
+the two on every case gloo runs faithfully.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+from verify.legacy_ir import paddle_module
+
+from .run_spec import BackendError, RankResult
+
+# op type -> (input slot, output slot, kind)
+COLLECTIVES = {
+    "all_reduce": ("x", "out", "allreduce"),
+    "c_allreduce_sum": ("X", "Out", "sum"),
+    "c_allreduce_max": ("X", "Out", "max"),
+    "c_allreduce_min": ("X", "Out", "min"),
+    "c_allreduce_prod": ("X", "Out", "prod"),
+    "mp_allreduce_sum": ("X", "Out", "sum"),
+    "reduce_scatter": ("x", "out", "reduce_scatter"),
+    "c_reducescatter": ("X", "Out", "reduce_scatter"),
+    "all_gather": ("x", "out", "all_gather"),
+    "c_allgather": ("X", "Out", "all_gather"),
+    "broadcast": ("x", "out", "broadcast"),
+    "c_broadcast": ("X", "Out", "broadcast"),
+    "c_identity": ("X", "Out", "identity"),
+}
+# all_reduce's reduce_type (phi ReduceType)
+REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
+
+
+class _Coll:
+    def __init__(self, op, index):
+        slot_in, slot_out, kind = COLLECTIVES[op.type]
+        self.type = op.type
+        self.index = index
+        self.x = op.desc.input(slot_in)[0]
+        self.out = op.desc.output(slot_out)[0]
+        self.ring = int(op.desc.attr("ring_id")) if op.desc.has_attr("ring_id") else 0
+        if kind == "allreduce":
+            kind = REDUCE_TYPES.get(int(op.desc.attr("reduce_type")), "unknown")
+        self.kind = kind
+        self.root = int(op.desc.attr("root")) if op.desc.has_attr("root") else 0
+
+
+def _pieces(program):
+    """[("ops", Program) | ("coll", _Coll)] in program order."""
+    ops = program.global_block().ops
+    cuts = [i for i, op in enumerate(ops) if op.type in COLLECTIVES]
+    bounds = []
+    start = 0
+    for c in cuts + [len(ops)]:
+        if c > start:
+            bounds.append(("ops", (start, c)))
+        if c < len(ops):
+            bounds.append(("coll", c))
+        start = c + 1
+    out = []
+    for kind, val in bounds:
+        if kind == "coll":
+            out.append(("coll", _Coll(ops[val], val)))
+            continue
+        lo, hi = val
+        piece = program.clone()
+        blk = piece.global_block()
+        n = len(blk.ops)
+        for i in reversed(range(n)):
+            if not (lo <= i < hi):
+                blk._remove_op(i, sync=False)
+        for v in blk.vars.values():
+            v.desc.set_persistable(True)
+        blk._sync_with_cpp()
+        out.append(("ops", piece))
+    return out
+
+
+def _group(rings, ring, rank, where):
+    for group in rings.get(ring, rings.get(str(ring), [])):
+        if rank in group:
+            return list(group)
+    raise BackendError(f"{where}: rank {rank} runs a collective on ring {ring}, "
+                       f"but the case declares no group of ring {ring} holding it "
+                       f"(rings: {rings})")
+
+
+def _reduce(kind, arrays):
+    if kind == "sum":
+        return np.sum(arrays, axis=0).astype(arrays[0].dtype)
+    if kind == "max":
+        return np.max(arrays, axis=0)
+    if kind == "min":
+        return np.min(arrays, axis=0)
+    if kind == "prod":
+        return np.prod(arrays, axis=0).astype(arrays[0].dtype)
+    if kind == "avg":
+        return (np.sum(arrays, axis=0) / len(arrays)).astype(arrays[0].dtype)
+    raise BackendError(f"unsupported reduction {kind}")
+
+
+class _Rank:
+    def __init__(self, spec, place):
+        paddle = paddle_module()
+        self.spec = spec
+        self.rank = spec.rank
+        self.place = place
+        self.scope = paddle.static.Scope()
+        self.exe = paddle.static.Executor(place)
+        main = paddle.static.Program.parse_from_string(spec.main)
+        startup = paddle.static.Program.parse_from_string(spec.startup)
+        self.startup = _pieces(startup)
+        self.main = _pieces(main)
+        self.items = []
+        self.pos = 0
+
+    def get(self, name):
+        var = self.scope.find_var(name)
+        if var is None or not var.get_tensor()._is_initialized():
+            return None
+        return np.array(var.get_tensor())
+
+    def set(self, name, value):
+        self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
+
+    def start(self, items):
+        self.items, self.pos = items, 0
+
+    def advance(self):
+        """Run pieces until the next collective; return it, or None at the end."""
+        while self.pos < len(self.items):
+            kind, val = self.items[self.pos]
+            if kind == "coll":
+                return val
+            self.exe.run(val, scope=self.scope, use_program_cache=True)
+            self.pos += 1
+        return None
+
+
+def _lockstep(states, rings, where):
+    blocked = {}
+    done = set()
+    while len(done) < len(states):
+        progress = False
+        for r, st in states.items():
+            if r in done or r in blocked:
+                continue
+            try:
+                coll = st.advance()
+            except Exception as exc:
+                raise BackendError(f"{where}: rank {r} raised: {type(exc).__name__}: "
+                                   f"{str(exc).strip().splitlines()[0][:300]}\n"
+                                   + traceback.format_exc()) from exc
+            progress = True
+            if coll is None:
+                done.add(r)
+            else:
+                blocked[r] = coll
+        for r, coll in list(blocked.items()):
+            if r not in blocked:
+                continue
+            group = _group(rings, coll.ring, r, where)
+            if not all(m in blocked and blocked[m].ring == coll.ring for m in group):
+                if any(m in done for m in group):
+                    gone = [m for m in group if m in done]
+                    raise BackendError(
+                        f"{where}: rank {r} waits in {coll.type} (op {coll.index}, ring "
+                        f"{coll.ring}) but rank(s) {gone} finished without it")
+                continue
+            colls = [blocked[m] for m in group]
+            kinds = {(c.type, c.kind) for c in colls}
+            if len(kinds) != 1:
+                desc = ", ".join(f"rank {m}: {blocked[m].type} op {blocked[m].index}"
+                                 for m in group)
+                raise BackendError(f"{where}: ranks meet different collectives on ring "
+                                   f"{coll.ring}: {desc}")
+            _perform(group, colls, states, where)
+            for m in group:
+                states[m].pos += 1
+                del blocked[m]
+            progress = True
+        if not progress:
+            desc = ", ".join(f"rank {r} in {c.type} (op {c.index}, ring {c.ring})"
+                             for r, c in sorted(blocked.items()))
+            raise BackendError(f"{where}: collectives do not match up; waiting: {desc}")
+
+
+def _perform(group, colls, states, where):
+    kind = colls[0].kind
+    xs = []
+    for m, c in zip(group, colls):
+        x = states[m].get(c.x)
+        if x is None:
+            raise BackendError(f"{where}: rank {m} op {c.index} ({c.type}) reads {c.x}, "
+                               "which holds no value")
+        xs.append(x)
+    n = len(group)
+    for i, (m, c) in enumerate(zip(group, colls)):
+        if kind == "identity":
+            out = xs[i]
+        elif kind in ("sum", "max", "min", "prod", "avg"):
+            out = _reduce(kind, xs)
+        elif kind == "all_gather":
+            out = np.concatenate(xs, axis=0)
+        elif kind == "reduce_scatter":
+            total = _reduce("sum", xs)
+            if total.shape[0] % n:
+                raise BackendError(f"{where}: rank {m} op {c.index} reduce_scatter of dim "
+                                   f"{total.shape[0]} over {n} ranks")
+            out = np.split(total, n, axis=0)[i]
+        elif kind == "broadcast":
+            root = c.root if c.root < n else group.index(c.root) if c.root in group else 0
+            out = xs[root]
+        else:
+            raise BackendError(f"{where}: unsupported collective {c.type}")
+        states[m].set(c.out, out)
+
+
+def run_simulated(specs: dict, where: str = "simulated") -> dict:
+    """Run every rank's spec in this process; ``{rank: RankResult}``.
+
+    A rank that raises or collectives that do not match raise BackendError.
+    """
+    paddle = paddle_module()
+    place = paddle.CPUPlace()
+    start = time.perf_counter()
+    states = {r: _Rank(s, place) for r, s in sorted(specs.items())}
+    rings = next(iter(specs.values())).rings if specs else {}
+    for st in states.values():
+        st.start(st.startup)
+    _lockstep(states, rings, where + " startup")
+    for st in states.values():
+        for name, value in st.spec.params.items():
+            if st.get(name) is not None:
+                st.set(name, value)
+    results = {r: RankResult(r) for r in states}
+    steps = len(next(iter(specs.values())).feeds) if specs else 0
+    for k in range(steps):
+        for r, st in states.items():
+            for name, value in st.spec.feeds[k].items():
+                st.set(name, value)
+            st.start(st.main)
+        _lockstep(states, rings, f"{where} step {k}")
+        for r, st in states.items():
+            got = {}
+            for name in st.spec.watch:
+                v = st.get(name)
+                if v is not None:
+                    got[name] = v
+            results[r].steps.append(got)
+    secs = time.perf_counter() - start
+    for res in results.values():
+        res.seconds = secs
+    return results
