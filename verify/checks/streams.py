@@ -130,6 +130,8 @@ def conflicts(snap, buffer_of) -> list:
     out = []
     touched = {}
     for op in snap.ops:
+        if op.type in ALIAS_OPS:
+            continue  # it makes an alias; it moves no data
         mine = {}
         for v in op.reads():
             mine.setdefault(buffer_of.get(v, v), (v, False))

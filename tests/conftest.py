@@ -1,0 +1,31 @@
+"""Shared helpers for the checker's own tests."""
+from __future__ import annotations
+
+import pytest
+
+from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+
+import cases  # noqa: E402
+import passes  # noqa: E402
+from verify.checks import CheckContext  # noqa: E402
+from verify.snapshot import from_programs  # noqa: E402
+
+
+def snapshots(pass_name, case_name, rank):
+    """(case, before, after) snapshots of the real pass on a real case."""
+    case = cases.all_cases()[case_name]
+    run = passes.get(pass_name).apply(case, rank)
+    before = from_programs(run.original.main, run.original.startup)
+    after = from_programs(run.rewritten.main, run.rewritten.startup)
+    before.feeds = after.feeds = sorted(f.name for f in run.original.feeds)
+    return case, before, after, run
+
+
+def context(case, before, after, rank, pass_name="test"):
+    return CheckContext(pass_name=pass_name, case_name=case.name, rank=rank,
+                        before=before, after=after, symbols=dict(case.symbols))
+
+
+@pytest.fixture
+def col_static():
+    return snapshots("overlap", "col_3d_static", 0)
