@@ -55,7 +55,21 @@ from .program_builder import BACKWARD, FORWARD, LOSS, OPTIMIZE, ProgramBuilder
 
 PROMOTION = "auto_parallel_fused_linear_promotion"
 B, S, K, N = 4, 4, 8, 6  # global batch, sequence, in (row-split) and out features
-TP_RING, DP_RING = 0, 1
+TP_RING = 0
+
+
+def dp_ring(groups, rank):
+    """The ring id of ``rank``'s data-parallel group.
+
+    As in programs Paddle's planner makes, it is the id of that group in
+    Paddle's process-group registry (``new_process_group`` returns the same
+    group, and id, for the same ranks), which is what the pass compares a
+    startup broadcast's ``ring_id`` with to decide it is a DP broadcast.
+    """
+    from paddle.distributed.auto_parallel.static.process_group import new_process_group
+
+    group = next(g for g in groups if rank in g)
+    return new_process_group(sorted(group)).id
 AMP_DTYPE = "float16"
 
 
@@ -80,14 +94,15 @@ def build(case: Case, rank: int):
     low = p.get("amp_dtype", AMP_DTYPE) if amp in ("o1", "o2") else "float32"
     param_dtype = low if amp == "o2" else "float32"  # O2: low-precision params
     bl, kl = B // dp, K // tp
+    dp_ring_id = dp_ring(p["dp_groups"], rank) if dp > 1 else None
 
     # -- parameters, in the partitioner's order: init, then broadcasts -----
     w = b.param("linear_0.w_0", [kl, N], dtype=param_dtype, mapping=[mp_axis, -1])
     bias = b.param("linear_0.b_0", [N], dtype=param_dtype, mapping=[-1])
     # one broadcast per mesh axis the parameter is replicated along
     if dp > 1:
-        b.startup_broadcast(w.name, DP_RING)
-        b.startup_broadcast(bias.name, DP_RING)
+        b.startup_broadcast(w.name, dp_ring_id)
+        b.startup_broadcast(bias.name, dp_ring_id)
     b.startup_broadcast(bias.name, TP_RING)
     lr = b.persistable("learning_rate_0", [], "float32", 0.1)
     masters = {}
@@ -159,7 +174,7 @@ def build(case: Case, rank: int):
     r_g, b_in_g = b.grad_of(r), b.grad_of(b_in)
     b.grad_op(add_op)
     if dp > 1:  # data-parallel sync of the bias grad (sorted mesh dims: dp first)
-        b.all_reduce(b_in_g, b_in_g, DP_RING, BACKWARD)
+        b.all_reduce(b_in_g, b_in_g, dp_ring_id, BACKWARD)
         _scale(b, b_in_g, 1.0 / dp)
     if sp:  # the bias saw only this rank's sequence chunk: sync over TP too
         b.all_reduce(b_in_g, b_in_g, TP_RING, BACKWARD)
@@ -183,7 +198,7 @@ def build(case: Case, rank: int):
     if sp:
         b.fetches.append(gathered.name)
     if dp > 1:
-        b.all_reduce(w_in_g, w_in_g, DP_RING, BACKWARD)
+        b.all_reduce(w_in_g, w_in_g, dp_ring_id, BACKWARD)
         _scale(b, w_in_g, 1.0 / dp)
     # O1: the grads of the fp32 params are the grads of their casts, cast back
     w_g, b_g = w_in_g, b_in_g
@@ -253,7 +268,7 @@ def _clip_by_global_norm(b, rank, case, form, clip_norm=0.05):
 
 
 _GLOO_NO_REDUCE_SCATTER = "reduce_scatter has no CPU (gloo) implementation"
-_GLOO_TWO_RINGS = ("DP+MP uses two rings (TP 0, DP 1); gloo honours only the "
+_GLOO_TWO_RINGS = ("DP+MP uses two rings (TP and DP); gloo honours only the "
                    "first communicator a process uses")
 _GLOO_LOW_PRECISION = "no CPU kernels for float16 matmul_v2"
 
@@ -262,11 +277,13 @@ def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
           clip=None, amp_dtype=AMP_DTYPE):
     if dp > 1:
         mesh = [[r * tp + i for i in range(tp)] for r in range(dp)]
-        rings = {TP_RING: [list(row) for row in mesh],
-                 DP_RING: [[row[i] for row in mesh] for i in range(tp)]}
+        dp_groups = [[row[i] for row in mesh] for i in range(tp)]
+        rings = {TP_RING: [list(row) for row in mesh]}
+        rings.update({dp_ring(dp_groups, g[0]): [g] for g in dp_groups})
     else:
         mesh = list(range(tp))
         rings = {TP_RING: [list(mesh)]}
+        dp_groups = []
     reasons = []
     if sp:
         reasons.append(_GLOO_NO_REDUCE_SCATTER)
@@ -278,7 +295,8 @@ def _case(name, summary, expect, *, dp=1, tp=2, sp=False, amp="o0", opt="sgd",
                 builder=build, expect={PROMOTION: expect}, rings=rings,
                 sharded_params=frozenset({"linear_0.w_0"}), enable_sp=sp,
                 amp_level=amp, gloo_unfaithful="; ".join(reasons),
-                params=dict(dp=dp, tp=tp, opt=opt, clip=clip, amp_dtype=amp_dtype))
+                params=dict(dp=dp, tp=tp, opt=opt, clip=clip, amp_dtype=amp_dtype,
+                            dp_groups=dp_groups))
 
 
 # Reasons record what the installed 3.3.1 pass was observed to do; numeric
@@ -289,12 +307,10 @@ _MP_OK = ("fires on every rank: the first TP rank adds the bias before the "
           "optimizer op and its startup init/broadcast; the first rank drops "
           "its TP broadcast of the bias too (its peers no longer hold it); "
           "loss and parameters match the original")
-_DP_OK = (_MP_OK + ". Finding: the first TP ranks (0, 2) also delete the bias's "
-          "DP broadcast (ring 1): the pass keeps a broadcast only if its ring_id "
-          "equals the id of the DP group it creates in Paddle's process-group "
-          "registry (new_process_group -> 12/13 here, never 1). Harmless here "
-          "because every replica initialises the bias identically; it would "
-          "not be if init differed across DP replicas")
+_DP_OK = (_MP_OK + "; the first TP ranks (0, 2) keep the bias's DP broadcast, "
+          "because the DP ring ids are the process-group registry ids the pass "
+          "compares with (hand-numbered rings would lose that broadcast)")
+
 _SP_FIRST_RANK = ("on the first TP rank the rewrite is broken: the rename of the "
                   "reduce_scatter output (r -> r@promote, [S/tp,B,N]) overwrites "
                   "r -> matmul_out@promote, so the moved elementwise_add_grad "

@@ -75,6 +75,8 @@ class PromotionAdapter(PassAdapter):
         else:
             results += self._other_rank(rank, bias_names, after)
         results += self._startup_kept(rank, bias_names, before, after, first)
+        if first:
+            results += self._dp_broadcast_kept(case, rank, bias_names, before, after)
         coll_b = [o.type for o in before.ops if o.type in COLLECTIVES and o.role == 0]
         coll_a = [o.type for o in after.ops if o.type in COLLECTIVES and o.role == 0]
         if coll_b != coll_a:
@@ -134,6 +136,29 @@ class PromotionAdapter(PassAdapter):
                         "bias init removed", rank,
                         f"startup op {op.idx} ({op.type}) still initialises {bias}",
                         op_index=op.idx, op_type=op.type, var=bias, program="startup"))
+        return out
+
+    def _dp_broadcast_kept(self, case, rank, bias_names, before, after) -> list:
+        """On the first TP rank the bias stays, so its broadcast over a
+        data-parallel ring (replicas in sync) must stay too; only the
+        broadcast over its TP ring goes."""
+        tp_rings = {rid for rid, groups in case.rings.items()
+                    if any(len(g) > 1 and len({case.dp_index(r) for r in g}) == 1
+                           for g in groups)}
+        kept = {o.render() for o in after.startup_ops}
+        out = []
+        for op in before.startup_ops:
+            if op.type not in ("broadcast", "c_broadcast"):
+                continue
+            src = _first(op, "x", "X")
+            ring = op.attrs.get("ring_id")
+            if src in bias_names and ring not in tp_rings and op.render() not in kept:
+                out.append(finding(
+                    "DP broadcast of bias kept", rank,
+                    f"startup broadcast of {src} over data-parallel ring {ring} (op "
+                    f"{op.idx}) was deleted on the first TP rank, which keeps the bias",
+                    op_index=op.idx, op_type=op.type, var=src, ring_id=ring,
+                    program="startup"))
         return out
 
     def _startup_kept(self, rank, bias_names, before, after, first) -> list:

@@ -94,3 +94,17 @@ def test_real_overlap_streams_are_ordered():
     res = streams.run(context(case, before, after, 1))
     assert res and all(r.verdict == Verdict.EQUIVALENT for r in res)
     assert "cross-stream" in res[0].message
+
+
+def test_dp_broadcast_deleted_with_the_tp_one_is_caught():
+    import passes
+
+    case, before, after, _ = snapshots("promotion", "row_dp_mp_o0_sgd", 0)
+    adapter = passes.get("promotion")
+    assert all(r.ok for r in adapter.contract(case, 0, before, after))
+    startup = [o for o in after.startup_ops
+               if not (o.type == "broadcast" and o.inputs["x"] == ["linear_0.b_0"])]
+    broken = after.with_ops(after.ops, startup_ops=startup)
+    bad = [r for r in adapter.contract(case, 0, before, broken) if not r.ok]
+    assert bad and bad[0].counterexample["var"] == "linear_0.b_0"
+    assert bad[0].counterexample["program"] == "startup"

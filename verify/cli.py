@@ -46,7 +46,7 @@ def cmd_list(out=sys.stdout) -> int:
         print(f"  {name}  (short: {a.short})", file=out)
     print("cases:", file=out)
     for c in cases.all_cases().values():
-        exp = ", ".join(f"{p.split('_')[0] if False else passes.get(p).short}: "
+        exp = ", ".join(f"{passes.get(p).short}: "
                         f"{'fires' if e.fires else 'left alone'} -> {e.verdict}"
                         for p, e in c.expect.items())
         print(f"  {c.name:32s} {c.family:16s} ranks={c.world_size}  {exp}", file=out)
@@ -110,6 +110,7 @@ def cmd_run(args, out=sys.stdout) -> int:
             loaded.restore()
     rep = report_mod.build_report(apps, seed=seed, backend=backend, source=source)
     path = report_mod.write_report(rep, report_dir)
+    report_mod.point_latest(report_dir)
     _summary(apps, path, time.perf_counter() - start, out)
     return 0 if all(a.as_expected for a in apps) else 1
 

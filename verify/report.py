@@ -65,3 +65,17 @@ def write_report(report: dict, directory: str) -> str:
         json.dump(report, f, indent=1, sort_keys=False, default=str)
     os.replace(tmp, path)
     return path
+
+
+def point_latest(directory: str) -> None:
+    """Make ``reports/latest`` (beside ``directory``) point at ``directory``."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    link = os.path.join(parent, "latest")
+    try:
+        if os.path.islink(link) or os.path.exists(link):
+            if not os.path.islink(link):
+                return  # a real directory called latest: leave it alone
+            os.remove(link)
+        os.symlink(os.path.basename(os.path.abspath(directory)), link)
+    except OSError:
+        pass
