@@ -9,6 +9,11 @@ def pytest_addoption(parser):
     group.addoption("--pass-file", default=None, metavar="PATH",
                     help="verify the pass defined in this source file instead of "
                          "the installed one (pre-merge use)")
+    group.addoption("--backend", default="simulated",
+                    choices=["none", "simulated", "ranks", "both"],
+                    help="numeric backend of the gate (default: simulated)")
+    group.addoption("--seed", type=int, default=None,
+                    help="seed of parameters and inputs (default: the report's)")
 
 
 def pytest_configure(config):

@@ -33,7 +33,13 @@ def _check(pass_name, case_name, request):
     case = cases.all_cases()[case_name]
     loaded = getattr(request.config, "_verify_pass_file", None)
     source = loaded.path if loaded and pass_name in loaded.registered else "installed"
-    app = run_application(adapter, case, source=source)
+    from verify.gate import pick_backend
+    from verify.report import DEFAULT_SEED
+
+    seed = request.config.getoption("--seed")
+    _, numeric = pick_backend(request.config.getoption("--backend"),
+                              DEFAULT_SEED if seed is None else seed)
+    app = run_application(adapter, case, source=source, numeric=numeric)
     assert app.as_expected, _explain(app)
 
 

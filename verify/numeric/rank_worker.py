@@ -1,0 +1,273 @@
+"""One rank of the ``ranks`` numeric backend (see :mod:`.rank_pool`).
+
+Started by ``python -m paddle.distributed.launch`` as
+``python -m verify.numeric.rank_worker --pool-id ID``; the launcher gives it
+``PADDLE_TRAINER_ID`` / ``PADDLE_TRAINERS_NUM`` / ``PADDLE_MASTER`` (and
+``FLAGS_selected_gpus`` on a CUDA build), the pool gives it ``RANK_POOL_*``
+(controller address and pid, whether to bind the world group at start).
+
+Life of a worker:
+
+1. ``import verify.legacy_ir`` before anything else imports paddle (it sets
+   ``FLAGS_enable_pir_api=0``).  The pool also puts
+   ``FLAGS_enable_pir_in_executor=True`` in the environment: without it the
+   legacy executor cannot run ``all_reduce`` on CPU.
+2. Ranks other than 0 poll the master's TCP store port until it listens
+   (a client that finds no listener sleeps a fixed 3 s before retrying).
+3. ``init_parallel_env()`` in dynamic mode (``legacy_ir`` switched to static
+   mode at import, so we switch back for the call), then ``enable_static()``.
+   This makes the world group: gloo on a CPU build (NCCL on CUDA), registered
+   as communicator key ``"0"``, i.e. ring 0.
+4. Optionally an ``all_reduce`` on ring 0 as warm-up.  On gloo the first
+   communicator a process *executes* a collective on is the one every later
+   CPU collective of that process uses, whatever its ``ring_id``; the warm-up
+   binds the worker to the world group (and warms the executor up).
+5. Connect to the controller, say hello, then serve jobs until EOF.
+
+A job is ``("job", job_id, setup, spec_bytes)``; ``setup`` says which group
+to bind first (private key + warm-up, gloo only) and which ring keys to
+register (each on a TCP store of its own group, hosted by the group's first
+rank).  The job itself mirrors the in-process simulator: parse main/startup,
+mark every var of main's global block persistable (the new executor drops
+non-persistable vars from the scope after a run, and we must read them
+afterwards), run startup once in a fresh scope, overwrite the params that
+startup created, then per step run main with ``feed=spec.feeds[k]`` and read
+every existing var of ``spec.watch`` into numpy.  A job that raises answers
+with the traceback; the worker stays up (the pool decides whether to kill).
+
+A daemon thread exits the process as soon as the controller process is gone,
+even while the main thread waits inside a collective (the executor releases
+the GIL there), so a killed test run leaves no worker behind.
+"""
+from __future__ import annotations
+
+import verify.legacy_ir  # noqa: F401  (first: sets the legacy IR flag)
+
+import argparse
+import os
+import pickle
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+from verify.legacy_ir import paddle_module
+from verify.numeric.run_spec import RankResult, RankSpec
+
+# Private ring id used to bind a worker to a sub-group (never used by programs).
+BIND_RING = 1_000_000_007
+_HEADER = struct.Struct("!Q")
+
+
+# --------------------------------------------------------------- wire format
+def send_msg(sock: socket.socket, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket):
+    (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    return pickle.loads(_recv_exact(sock, n))
+
+
+def wait_port(host: str, port: int, deadline: float) -> bool:
+    """Poll until something listens on host:port (True) or deadline passes."""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+# ------------------------------------------------------------------- watchdog
+def _watch_controller(pid: int) -> None:
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(3)
+        except PermissionError:
+            pass
+
+
+# -------------------------------------------------------------------- worker
+class Worker:
+    def __init__(self, bind_world: bool):
+        self.rank = int(os.environ["PADDLE_TRAINER_ID"])
+        self.world = int(os.environ["PADDLE_TRAINERS_NUM"])
+        master = os.environ.get("PADDLE_MASTER", "")
+        if self.rank != 0 and master:
+            host, port = master.rsplit(":", 1)
+            wait_port(host, int(port), time.monotonic() + 120)
+
+        paddle = paddle_module()
+        import paddle.distributed as dist
+        from paddle.base import core
+
+        self.paddle, self.core = paddle, core
+        paddle.disable_static()
+        dist.init_parallel_env()
+        paddle.enable_static()
+        self.gpu = core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0
+        if self.gpu:
+            self.backend = "nccl"
+            self.place = paddle.CUDAPlace(dist.ParallelEnv().device_id)
+        else:
+            self.backend = "gloo"
+            self.place = paddle.CPUPlace()
+        self.world_group = tuple(range(self.world))
+        self.stores = {}  # group -> TCPStore
+        self.keep = []  # process groups: keep them alive
+        self.rings = {0}  # communicator keys (ring ids) that exist
+        self.bound = None
+        if bind_world:
+            self._warm_up(0)
+            self.bound = self.world_group
+
+    # -- communicators
+    def _store(self, group: tuple, port):
+        if group == self.world_group or port is None:
+            return self.core.create_or_get_global_tcp_store()
+        if group not in self.stores:
+            leader = self.rank == group[0]
+            if not leader:
+                wait_port("127.0.0.1", port, time.monotonic() + 120)
+            self.stores[group] = self.core.TCPStore("127.0.0.1", port, leader,
+                                                    len(group), 900)
+        return self.stores[group]
+
+    def _new_comm(self, ring: int, group: tuple, port) -> None:
+        from paddle.distributed.collective import _new_process_group_impl
+
+        store = self._store(group, port)
+        pg = _new_process_group_impl(self.backend, store, group.index(self.rank),
+                                     len(group), f"rank_pool_{ring}", None,
+                                     group_id=ring)
+        self.keep.append(pg)
+        self.rings.add(ring)
+
+    def _warm_up(self, ring: int) -> None:
+        paddle = self.paddle
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("rank_pool_x", [1], "float32")
+            block = main.global_block()
+            out = block.create_var(name="rank_pool_y", shape=[1], dtype="float32")
+            block.append_op(type="all_reduce", inputs={"x": [x]},
+                            outputs={"out": [out]},
+                            attrs={"ring_id": ring, "reduce_type": 0})
+        exe = paddle.static.Executor(self.place)
+        exe.run(main, feed={"rank_pool_x": np.ones([1], "float32")},
+                scope=paddle.static.Scope())
+
+    def setup(self, setup: dict) -> None:
+        ports = setup.get("ports", {})
+        bind = setup.get("bind")
+        if bind is not None and self.bound is None:
+            bind = tuple(bind)
+            if bind == self.world_group:
+                self._warm_up(0)
+            else:
+                self._new_comm(BIND_RING, bind, ports.get(bind))
+                self._warm_up(BIND_RING)
+            self.bound = bind
+        elif bind is not None and tuple(bind) != self.bound:
+            raise RuntimeError(f"worker bound to group {self.bound}, job needs {bind}")
+        for ring, group in setup.get("rings", []):
+            if ring not in self.rings:
+                group = tuple(group)
+                self._new_comm(ring, group, ports.get(group))
+
+    # -- jobs
+    def run_job(self, spec: RankSpec) -> RankResult:
+        paddle = self.paddle
+        start = time.perf_counter()
+        result = RankResult(rank=self.rank)
+        main = paddle.static.Program.parse_from_string(spec.main)
+        startup = paddle.static.Program.parse_from_string(spec.startup)
+        # Keep every var of main readable after a run (see module docstring).
+        for var in main.global_block().vars.values():
+            var.desc.set_persistable(True)
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(self.place)
+        exe.run(startup, scope=scope)
+        for name, value in spec.params.items():
+            var = scope.find_var(name)
+            if var is not None:
+                var.get_tensor().set(np.ascontiguousarray(value), self.place)
+        for feed in spec.feeds:
+            exe.run(main, feed=feed, scope=scope)
+            got = {}
+            for name in spec.watch:
+                var = scope.find_var(name)
+                if var is None:
+                    continue
+                try:
+                    tensor = var.get_tensor()
+                    if tensor._is_initialized():
+                        got[name] = np.array(tensor)
+                except Exception:  # not a dense tensor (e.g. a tensor array)
+                    continue
+            result.steps.append(got)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def serve(self, host: str, port: int, pool_id: str) -> None:
+        sock = socket.create_connection((host, port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        send_msg(sock, ("hello", self.rank, os.getpid(), pool_id))
+        while True:
+            try:
+                msg = recv_msg(sock)
+            except (EOFError, OSError):
+                return
+            if msg[0] == "exit":
+                return
+            _, job_id, setup, data = msg
+            start = time.perf_counter()
+            try:
+                self.setup(setup)
+                result = self.run_job(RankSpec.loads(data))
+            except BaseException:
+                result = RankResult(rank=self.rank,
+                                    error=f"rank {self.rank} raised:\n"
+                                          + traceback.format_exc(),
+                                    seconds=time.perf_counter() - start)
+            send_msg(sock, ("result", job_id, result))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool-id", required=True)
+    args = parser.parse_args(argv)
+    ppid = int(os.environ["RANK_POOL_CONTROLLER_PID"])
+    threading.Thread(target=_watch_controller, args=(ppid,), daemon=True).start()
+    host, port = os.environ["RANK_POOL_ADDR"].rsplit(":", 1)
+    worker = Worker(bind_world=os.environ.get("RANK_POOL_BIND_WORLD") == "1")
+    worker.serve(host, int(port), args.pool_id)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: Paddle's/gloo's destructors can block on
+    # peers that are gone.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
