@@ -6,7 +6,7 @@ import importlib
 
 from .base import Case, Expect, FeedSpec, RankProgram
 
-FAMILIES = ["column_parallel", "engine_planned", "row_parallel"]
+FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack"]
 
 
 def all_cases() -> dict:

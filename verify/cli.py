@@ -21,6 +21,9 @@ def _parser():
                                 description="Verify Paddle's distributed rewrite passes.")
     sub = p.add_subparsers(dest="cmd")
     sub.add_parser("list", help="list passes and cases")
+    base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
+    base.add_argument("--check", action="store_true",
+                      help="only check that the file is up to date (exit 1 if not)")
     run = sub.add_parser("run", help="apply passes to cases and check every application")
     run.add_argument("--pass", dest="passes", action="append", default=[],
                      metavar="NAME", help="pass name or short name (repeatable; default all)")
@@ -50,6 +53,21 @@ def cmd_list(out=sys.stdout) -> int:
                         f"{'fires' if e.fires else 'left alone'} -> {e.verdict}"
                         for p, e in c.expect.items())
         print(f"  {c.name:32s} {c.family:16s} ranks={c.world_size}  {exp}", file=out)
+    return 0
+
+
+def cmd_baseline(args, out=sys.stdout) -> int:
+    from . import baseline
+
+    want = baseline.render(baseline.current())
+    have = open(baseline.PATH).read() if os.path.exists(baseline.PATH) else ""
+    if args.check:
+        print("baseline up to date" if want == have else
+              f"{baseline.PATH} is stale: run python -m verify baseline", file=out)
+        return 0 if want == have else 1
+    with open(baseline.PATH, "w") as f:
+        f.write(want)
+    print(f"wrote {baseline.PATH}", file=out)
     return 0
 
 
@@ -118,16 +136,26 @@ def cmd_run(args, out=sys.stdout) -> int:
 def _summary(apps, path, seconds, out) -> None:
     from collections import Counter
 
+    from .baseline import classify
+
     by = Counter(a.verdict.value for a in apps)
     bad = [a for a in apps if not a.as_expected]
     print("", file=out)
+    for a in bad:  # counterexamples first: what a reviewer needs
+        how = classify(a.expected.verdict, a.verdict.value)
+        print(f"{how}: {a.pass_name} on {a.case_name}: {a.verdict.value} "
+              f"(baseline {a.expected.verdict})", file=out)
+        shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
+        shown.sort(key=lambda c: c.counterexample is None)
+        for c in shown[:3]:
+            print(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}", file=out)
+            if c.counterexample:
+                print(f"      counterexample: {c.counterexample}", file=out)
+        print(f"    reproduce: python -m verify run --pass {a.pass_name} "
+              f"--case {a.case_name}" + (f" --pass-file {a.source}"
+                                          if a.source != "installed" else ""), file=out)
     print(f"{len(apps)} applications in {seconds:.1f}s: " +
           ", ".join(f"{k} {v}" for k, v in sorted(by.items())), file=out)
-    for a in bad:
-        first = next((c for c in a.checks if c.verdict.value == a.verdict.value), None)
-        print(f"  UNEXPECTED {a.pass_name} on {a.case_name}: {a.verdict.value} "
-              f"(expected {a.expected.verdict})" +
-              (f": {first.message}" if first else ""), file=out)
     print(f"report: {path}", file=out)
     print(f"{len(apps) - len(bad)} as expected, {len(bad)} unexpected", file=out)
 
@@ -139,6 +167,8 @@ def main(argv=None) -> int:
             return cmd_list()
         if args.cmd == "run":
             return cmd_run(args)
+        if args.cmd == "baseline":
+            return cmd_baseline(args)
         _parser().print_help()
         return 2
     except UsageError as exc:

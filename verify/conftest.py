@@ -1,5 +1,21 @@
-"""pytest plumbing for the gate: the ``--pass-file`` option and markers."""
+"""pytest plumbing for the gate: options, and one report directory per run.
+
+Every gate test writes its application as a JSON fragment into
+``<run dir>/fragments/``; the controlling process (the xdist controller, or
+the only process without xdist) merges the fragments into ``report.json``,
+``junit.xml`` and ``index.html`` at the end, and lists the gate tests that
+ran but left no fragment (a crashed worker, an interrupted test) as
+unfinished.  Fragments are written as each test ends, so a worker that
+crashes loses none of the applications it finished.
+"""
 from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import pytest
 
 from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
 
@@ -14,17 +30,100 @@ def pytest_addoption(parser):
                     help="numeric backend of the gate (default: simulated)")
     group.addoption("--seed", type=int, default=None,
                     help="seed of parameters and inputs (default: the report's)")
+    group.addoption("--report-dir", default=None, metavar="DIR",
+                    help="report directory of this run (default reports/pytest-<time>)")
+
+
+_CONFIG = {}  # the session's config, for hooks that are not handed it
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def pytest_configure(config):
+    _CONFIG["config"] = config
     path = config.getoption("--pass-file", default=None)
     if path:
         from passes.loader import load_pass_file
 
         config._verify_pass_file = load_pass_file(path)
+    if _is_worker(config):
+        config._verify_run_dir = config.workerinput.get("verify_run_dir")
+        return
+    run_dir = config.getoption("--report-dir", default=None) or os.path.join(
+        "reports", time.strftime("pytest-%Y%m%d-%H%M%S"))
+    config._verify_run_dir = os.path.abspath(run_dir)
+    config._verify_seen = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: tell each worker where the run's fragments go."""
+    node.workerinput["verify_run_dir"] = node.config._verify_run_dir
 
 
 def pytest_unconfigure(config):
     loaded = getattr(config, "_verify_pass_file", None)
     if loaded is not None:
         loaded.restore()
+
+
+def fragment_path(config, nodeid: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)
+    return os.path.join(config._verify_run_dir, "fragments", safe + ".json")
+
+
+def write_fragment(config, nodeid: str, app_dict: dict) -> None:
+    path = fragment_path(config, nodeid)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"nodeid": nodeid, "application": app_dict}, f, default=str)
+    os.replace(tmp, path)
+
+
+def pytest_runtest_logreport(report):
+    """Controller side: remember which gate tests ran, however they ended."""
+    if "test_gate.py::" not in report.nodeid:
+        return
+    config = _CONFIG.get("config")
+    if config is None or _is_worker(config):
+        return
+    if report.when == "call" or report.outcome == "failed":
+        config._verify_seen[report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if _is_worker(config):
+        return
+    seen = getattr(config, "_verify_seen", {})
+    frag_dir = os.path.join(config._verify_run_dir, "fragments")
+    if not seen and not os.path.isdir(frag_dir):
+        return  # no gate test in this run
+    from verify import report as report_mod
+
+    apps, done = [], set()
+    if os.path.isdir(frag_dir):
+        for name in sorted(os.listdir(frag_dir)):
+            if name.endswith(".json"):
+                with open(os.path.join(frag_dir, name)) as f:
+                    frag = json.load(f)
+                apps.append(frag["application"])
+                done.add(frag["nodeid"])
+    unfinished = sorted(n for n in seen if n not in done)
+    loaded = getattr(config, "_verify_pass_file", None)
+    seed = config.getoption("--seed")
+    rep = report_mod.build_report(
+        apps, seed=report_mod.DEFAULT_SEED if seed is None else seed,
+        backend=config.getoption("--backend"),
+        source=loaded.path if loaded else "installed",
+        command="pytest " + " ".join(config.invocation_params.args))
+    rep["unfinished"] = unfinished
+    report_mod.write_report(rep, config._verify_run_dir)
+    report_mod.point_latest(config._verify_run_dir)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"equivalence report: {config._verify_run_dir}/report.json "
+                      f"({len(apps)} applications, {len(unfinished)} unfinished)")

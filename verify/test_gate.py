@@ -1,5 +1,11 @@
-"""The pre-merge gate: one test per application (pass x case), every check
-inside it; the test passes when the verdict equals the case's expectation."""
+"""The pre-merge gate: one test per application (pass x case x backend), all
+its checks inside it.  A test passes when the verdict equals the baseline
+(``verify/baseline.json``); it fails on a new finding and on a finding that
+went away, saying which, with the counterexamples.
+
+Test ids read ``test_promotion[row_mp_o1_sgd_tp2-simulated]``; select with
+``-m overlap`` / ``-m promotion`` (pass), ``-k`` on case names.
+"""
 from __future__ import annotations
 
 import pytest
@@ -8,46 +14,59 @@ from verify import legacy_ir  # noqa: F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
+from verify import baseline  # noqa: E402
 from verify.application import run_application  # noqa: E402
+from verify.conftest import write_fragment  # noqa: E402
+
+_BASELINE = baseline.load()
 
 
-def _explain(app) -> str:
-    lines = [f"{app.pass_name} on {app.case_name}: verdict {app.verdict.value}, "
-             f"expected {app.expected.verdict} ({app.expected.reason})"]
-    for c in app.checks:
-        if not c.ok:
-            lines.append(f"  [{c.kind}/{c.name} rank {c.rank}] {c.verdict.value}: {c.message}")
-            if c.counterexample:
-                lines.append(f"      counterexample: {c.counterexample}")
+def _explain(app, entry, how) -> str:
+    lines = [f"{how}: {app.pass_name} on {app.case_name} is {app.verdict.value}, "
+             f"baseline {entry['verdict']} ({entry['reason']})",
+             f"reproduce: python -m verify run --pass {app.pass_name} --case {app.case_name}"]
+    worst = [c for c in app.checks if not c.ok]
+    worst.sort(key=lambda c: c.counterexample is None)  # counterexamples first
+    for c in worst[:12]:
+        lines.append(f"  [{c.kind}/{c.name} rank {c.rank}] {c.verdict.value}: {c.message}")
+        if c.counterexample:
+            lines.append(f"      counterexample: {c.counterexample}")
     return "\n".join(lines)
 
 
-def _params(adapter):
-    return [pytest.param(adapter.name, case.name, id=case.name,
-                         marks=[getattr(pytest.mark, adapter.short)])
-            for case in cases.all_cases().values()]
+def pytest_generate_tests(metafunc):
+    if "case_name" not in metafunc.fixturenames:
+        return
+    adapter = passes.get(metafunc.function.__name__.replace("test_", ""))
+    backend = metafunc.config.getoption("--backend")
+    metafunc.parametrize("case_name", [
+        pytest.param(name, id=f"{name}-{backend}", marks=[getattr(pytest.mark, adapter.short)])
+        for name in cases.all_cases()])
 
 
-def _check(pass_name, case_name, request):
-    adapter = passes.get(pass_name)
-    case = cases.all_cases()[case_name]
-    loaded = getattr(request.config, "_verify_pass_file", None)
-    source = loaded.path if loaded and pass_name in loaded.registered else "installed"
+def _check(short, case_name, request):
     from verify.gate import pick_backend
     from verify.report import DEFAULT_SEED
 
+    adapter = passes.get(short)
+    case = cases.all_cases()[case_name]
+    entry = _BASELINE["entries"].get(baseline.key(adapter.name, case.name))
+    assert entry is not None, (f"no baseline entry for {adapter.name} on {case.name}: "
+                               "run `python -m verify baseline` and review the diff")
+    loaded = getattr(request.config, "_verify_pass_file", None)
+    source = loaded.path if loaded and adapter.name in loaded.registered else "installed"
     seed = request.config.getoption("--seed")
     _, numeric = pick_backend(request.config.getoption("--backend"),
                               DEFAULT_SEED if seed is None else seed)
     app = run_application(adapter, case, source=source, numeric=numeric)
-    assert app.as_expected, _explain(app)
+    write_fragment(request.config, request.node.nodeid, app.to_dict())
+    how = baseline.classify(entry["verdict"], app.verdict.value)
+    assert how == "as baseline", _explain(app, entry, how)
 
 
-@pytest.mark.parametrize("pass_name,case_name", _params(passes.get("overlap")))
-def test_overlap(pass_name, case_name, request):
-    _check(pass_name, case_name, request)
+def test_overlap(case_name, request):
+    _check("overlap", case_name, request)
 
 
-@pytest.mark.parametrize("pass_name,case_name", _params(passes.get("promotion")))
-def test_promotion(pass_name, case_name, request):
-    _check(pass_name, case_name, request)
+def test_promotion(case_name, request):
+    _check("promotion", case_name, request)

@@ -41,58 +41,34 @@ the GIL there), so a killed test run leaves no worker behind.
 """
 from __future__ import annotations
 
-import verify.legacy_ir  # noqa: F401  (first: sets the legacy IR flag)
+import time
+
+_T0 = time.time()
+
+import verify.legacy_ir  # noqa: E402,F401  (first: sets the legacy IR flag)
 
 import argparse
 import os
-import pickle
 import socket
-import struct
 import sys
 import threading
-import time
 import traceback
 
 import numpy as np
 
 from verify.legacy_ir import paddle_module
+from verify.numeric.rank_pool import recv_msg, send_msg, wait_port
 from verify.numeric.run_spec import RankResult, RankSpec
 
 # Private ring id used to bind a worker to a sub-group (never used by programs).
 BIND_RING = 1_000_000_007
-_HEADER = struct.Struct("!Q")
 
 
-# --------------------------------------------------------------- wire format
-def send_msg(sock: socket.socket, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(data)) + data)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise EOFError("peer closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def recv_msg(sock: socket.socket):
-    (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    return pickle.loads(_recv_exact(sock, n))
-
-
-def wait_port(host: str, port: int, deadline: float) -> bool:
-    """Poll until something listens on host:port (True) or deadline passes."""
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.02)
-    return False
+def _debug(what: str) -> None:
+    """With RANK_POOL_DEBUG=1, timestamps of the start-up phases in the log."""
+    if os.environ.get("RANK_POOL_DEBUG") == "1":
+        print(f"[rank_worker {time.time():.3f} +{time.time() - _T0:.3f}s] {what}",
+              file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------- watchdog
@@ -112,11 +88,13 @@ class Worker:
     def __init__(self, bind_world: bool):
         self.rank = int(os.environ["PADDLE_TRAINER_ID"])
         self.world = int(os.environ["PADDLE_TRAINERS_NUM"])
+        _debug("imported paddle")
         master = os.environ.get("PADDLE_MASTER", "")
         if self.rank != 0 and master:
             host, port = master.rsplit(":", 1)
             wait_port(host, int(port), time.monotonic() + 120)
 
+        _debug("master store port polled")
         paddle = paddle_module()
         import paddle.distributed as dist
         from paddle.base import core
@@ -125,6 +103,7 @@ class Worker:
         paddle.disable_static()
         dist.init_parallel_env()
         paddle.enable_static()
+        _debug("parallel env initialised")
         self.gpu = core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0
         if self.gpu:
             self.backend = "nccl"
@@ -140,6 +119,7 @@ class Worker:
         if bind_world:
             self._warm_up(0)
             self.bound = self.world_group
+            _debug("bound to the world group (warm-up all_reduce done)")
 
     # -- communicators
     def _store(self, group: tuple, port):

@@ -1,0 +1,15 @@
+"""The baseline file is the reviewed view of what the cases state."""
+from verify import baseline
+
+
+def test_baseline_file_is_up_to_date():
+    want = baseline.render(baseline.current())
+    with open(baseline.PATH) as f:
+        assert f.read() == want, "verify/baseline.json is stale: run python -m verify baseline"
+
+
+def test_classify_names_the_direction():
+    assert baseline.classify("EQUIVALENT", "EQUIVALENT") == "as baseline"
+    assert baseline.classify("EQUIVALENT", "NOT_EQUIVALENT") == "NEW FINDING"
+    assert baseline.classify("PASS_CRASHED", "EQUIVALENT").startswith("FIXED")
+    assert baseline.classify("PASS_CRASHED", "NOT_APPLIED") == "CHANGED FINDING"

@@ -1,0 +1,1 @@
+"""Numeric equivalence backends: in-process simulator and real ranks."""

@@ -1,0 +1,633 @@
+"""The ``ranks`` numeric backend: real rank processes, kept alive in a pool.
+
+:func:`run_ranks` runs one :class:`RankSpec` per rank in real processes
+started by Paddle's own launcher::
+
+    python -m paddle.distributed.launch --nproc_per_node N \\
+        --master 127.0.0.1:PORT --log_dir TMP [--devices 0,..,N-1] \\
+        python -m verify.numeric.rank_worker --pool-id ID
+
+and returns one :class:`RankResult` per rank, with the same semantics as
+the in-process simulator (see :mod:`.rank_worker` for what a worker does
+with a job; in short: startup once in a fresh scope, params overwritten,
+then per step ``exe.run(main, feed=feeds[k])`` and every existing ``watch``
+var read back; every var of main's global block is made persistable so that
+non-persistable vars stay readable after the run).
+
+Launching costs seconds (the launcher and each rank import Paddle and
+rendezvous), so a launched group is kept alive per world size and reused:
+jobs travel to the workers and results back over loopback TCP sockets
+(length-prefixed pickles; a :class:`RankSpec` is pickled by ``dumps``).
+
+Environment given to the launcher and the workers
+-------------------------------------------------
+- ``FLAGS_enable_pir_in_executor=True``: needed on CPU; without it the
+  legacy executor fails on ``all_reduce`` ("interface not found" from the
+  device manager).  The legacy program is translated to PIR for execution.
+- ``FLAGS_enable_pir_api=0``: set again by ``verify.legacy_ir``, which each
+  worker imports before anything else imports paddle.
+- ``PYTHONPATH`` starts with the project root (the worker is started with
+  ``-m``; the launcher only knows scripts, so the "script" is the Python
+  interpreter and ``-m verify.numeric.rank_worker`` are its arguments).
+- ``RANK_POOL_ADDR`` / ``RANK_POOL_CONTROLLER_PID`` /
+  ``RANK_POOL_BIND_WORLD``: how a worker finds this process, and whether it
+  binds to the world group at start.
+- Not set: ``PADDLE_DISTRI_BACKEND`` (``auto`` picks gloo on a CPU build and
+  NCCL on a CUDA build).  The launcher sets ``OMP_NUM_THREADS=1``.
+- ``RANK_POOL_MAX`` (default 2): most pools alive at once in one process.
+  ``RANK_POOL_KEEP_LOGS=1`` keeps the launcher's log dir of killed pools.
+
+Each worker initialises the parallel env in dynamic mode before going
+(back) to static mode, as DESIGN.md requires.  Ranks other than 0 poll the
+master's store port first, which saves the fixed 3 s a store client sleeps
+when it starts before the store listens.
+
+Rings and communicators
+-----------------------
+Ring 0 is the world group that ``init_parallel_env`` makes.  Every other
+ring id a job's programs use (any op with a ``ring_id`` attr, in main or
+startup) is registered in the workers as a communicator of the rank's own
+group from ``spec.rings`` (``{ring_id: [[ranks], ...]}``; a ring that is
+missing is the world group for ring 0 and an error otherwise), on a TCP store
+of that group hosted by its first rank.
+
+On gloo (CPU build) a process uses, for every CPU collective, the first
+communicator it ever executed a collective on, whatever the ``ring_id``.
+Faithful results therefore need every rank to use ONE group for all its
+collectives, and a worker to stay with that group for its whole life.  So
+on gloo:
+
+- a job in which some rank uses two different groups (e.g. DP+MP with two
+  rings) raises :class:`UnsupportedJob` (it cannot run faithfully here; the
+  in-process simulator can);
+- a pool is "bound": each worker is tied to one group, either the world
+  group (warm-up all_reduce on ring 0 at start) or the group the first job
+  that uses it needs (private communicator + warm-up all_reduce);
+- a job goes to a pool whose bindings agree with the groups its ranks use,
+  else a new pool is launched (the least recently used one beyond
+  ``RANK_POOL_MAX`` is killed).
+
+Programs whose ranks each use one group work, including sub-groups
+(``ring 1 = [[0, 1], [2, 3]]``) and ring 0 used as a sub-group.  Working
+collectives on gloo: all_reduce, mp_allreduce_sum, all_gather, broadcast;
+not reduce_scatter nor all_to_all.
+
+On a CUDA build (NCCL) nothing is bound: every ring id is its own
+communicator; ring 0 stays the world group, so a job that uses ring 0 as a
+sub-group raises :class:`UnsupportedJob` there.  The GPU path is written
+but untested here (no GPU on this machine).
+
+Failures
+--------
+- A rank that raises: its ``RankResult.error`` holds ``"rank R raised:"``
+  and the traceback.  The others get a short grace to report; a rank still
+  running then (typically waiting in a collective for the failed rank) gets
+  an error saying so.  The pool is then killed and relaunched by the next
+  job (a failed job may have left the collectives out of step).
+- A rank that does not answer within ``timeout``: error naming the rank(s),
+  and the whole pool (launcher and every worker process group) is killed.
+- A worker that dies: error with the tail of its launcher log.
+- No pool can be launched: :class:`BackendError`.
+- Programs that gloo cannot run faithfully: :class:`UnsupportedJob`.
+
+No process survives: pools are killed by :func:`shutdown_pools` at
+interpreter exit (atexit), on SIGTERM/SIGHUP (a handler is chained in front
+of the previous one), when a ``KeyboardInterrupt`` leaves :func:`run_ranks`,
+and each worker exits by itself as soon as this process is gone (a watchdog
+thread, which also runs while the worker waits inside a collective).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+
+from .run_spec import BackendError, RankResult, RankSpec
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+LAUNCH_TIMEOUT = float(os.environ.get("RANK_POOL_LAUNCH_TIMEOUT", "120"))
+ERROR_GRACE = 1.0  # seconds the other ranks get after one rank raised
+_HEADER = struct.Struct("!Q")
+
+
+class UnsupportedJob(BackendError):
+    """The job cannot run faithfully on this backend (e.g. two groups on one
+    rank under gloo); the caller should call the check inconclusive."""
+
+
+# --------------------------------------------------------------- wire format
+def send_msg(sock: socket.socket, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock: socket.socket):
+    (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    return pickle.loads(_recv_exact(sock, n))
+
+
+def wait_port(host: str, port: int, deadline: float) -> bool:
+    """Poll until something listens on host:port (True) or deadline passes."""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------ /proc helpers
+def processes_with(marker: str) -> list[int]:
+    """Pids of live (non-zombie) processes whose command line holds marker."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL pid's process group if pid leads one, and pid itself."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------ job analysis
+def _is_gpu() -> bool:
+    from verify.legacy_ir import paddle_module
+
+    core = paddle_module().base.core
+    return core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0
+
+
+def used_rings(program_bytes: bytes) -> set[int]:
+    """Ring ids of every op with a ``ring_id`` attr in a serialized program."""
+    from verify import legacy_ir  # noqa: F401  (before paddle)
+    from paddle.base.proto import framework_pb2
+
+    desc = framework_pb2.ProgramDesc.FromString(program_bytes)
+    rings = set()
+    for block in desc.blocks:
+        for op in block.ops:
+            for attr in op.attrs:
+                if attr.name == "ring_id" and attr.i >= 0:
+                    rings.add(int(attr.i))
+    return rings
+
+
+def _group_of(rings: dict, ring: int, rank: int, world: int) -> tuple | None:
+    groups = rings.get(ring, rings.get(str(ring)))
+    if groups is None:
+        if ring == 0:
+            return tuple(range(world))
+        raise UnsupportedJob(f"rank {rank} runs collectives on ring {ring}, but the "
+                             f"job declares no groups for ring {ring} (rings: {rings})")
+    for group in groups:
+        if rank in group:
+            return tuple(sorted(int(m) for m in group))
+    return None
+
+
+class _Job:
+    """What a job needs from the communicators of the pool."""
+
+    def __init__(self, specs: dict, gpu: bool):
+        self.world = len(specs)
+        self.gpu = gpu
+        rings = next(iter(specs.values())).rings or {}
+        self.uses = {r: used_rings(s.main) | used_rings(s.startup)
+                     for r, s in specs.items()}
+        # (rank, ring) -> group of that rank in that ring, for rings it uses
+        self.groups = {}
+        for r, used in self.uses.items():
+            for ring in used:
+                g = _group_of(rings, ring, r, self.world)
+                if g is None:
+                    raise UnsupportedJob(f"rank {r} runs collectives on ring {ring}, "
+                                         f"but no group of ring {ring} holds it "
+                                         f"(rings: {rings})")
+                self.groups[(r, ring)] = g
+        # ring keys every rank registers: ring r on rank k with k's group in r,
+        # when some member of that group uses r (same sorted order on members)
+        all_rings = sorted(set().union(*self.uses.values())) if self.uses else []
+        self.register = {r: [] for r in specs}
+        for ring in all_rings:
+            for r in specs:
+                g = _group_of(rings, ring, r, self.world)
+                if g and len(g) > 1 and any(ring in self.uses[m] for m in g):
+                    self.register[r].append((ring, g))
+        # gloo: the one group each rank is bound to
+        self.bind = {}
+        world = tuple(range(self.world))
+        if gpu:
+            for (r, ring), g in self.groups.items():
+                if ring == 0 and g != world:
+                    raise UnsupportedJob(
+                        f"rank {r} uses ring 0 as the group {g}; on NCCL ring 0 is "
+                        "the world group made by init_parallel_env")
+        else:
+            for r in specs:
+                mine = {self.groups[(r, ring)] for ring in self.uses[r]}
+                if len(mine) > 1:
+                    raise UnsupportedJob(
+                        f"rank {r} uses {len(mine)} different groups "
+                        f"({sorted(mine)}, rings {sorted(self.uses[r])}); on gloo a "
+                        "process honours only the first communicator it uses, so "
+                        "this job cannot run faithfully on CPU ranks")
+            for (r, ring), g in self.groups.items():
+                for m in g:
+                    if self.bind.setdefault(m, g) != g:
+                        raise UnsupportedJob(
+                            f"rank {m} is in group {self.bind[m]} and in group {g}; "
+                            "on gloo a rank can use only one group")
+
+    @property
+    def binds_world(self) -> bool:
+        world = tuple(range(self.world))
+        return all(g == world for g in self.bind.values())
+
+
+# --------------------------------------------------------------------- pool
+class Pool:
+    """One launched group of ``world`` worker processes."""
+
+    def __init__(self, world: int, gpu: bool, bind_world: bool):
+        self.world = world
+        self.gpu = gpu
+        self.id = "rankpool-" + uuid.uuid4().hex[:12]
+        self.owner = os.getpid()
+        self.bound = {r: (tuple(range(world)) if bind_world and not gpu and world > 1
+                          else None) for r in range(world)}
+        self.ring_groups = {(r, 0): tuple(range(world)) for r in range(world)}
+        self.registered = {r: {0} for r in range(world)}
+        self.ports = {}  # sub-group -> port of its TCP store
+        self.socks = {}
+        self.pids = {}
+        self.proc = None
+        self.dead = False
+        self.jobs = 0
+        self.launch_seconds = 0.0
+        self.log_dir = tempfile.mkdtemp(prefix=f"rank_pool_{world}_")
+        self._bind_world = bind_world and world > 1
+
+    # -- lifecycle
+    def start(self, timeout: float = LAUNCH_TIMEOUT) -> None:
+        start = time.monotonic()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(self.world)
+        host, port = listener.getsockname()
+        env = dict(os.environ)
+        env.update({
+            "FLAGS_enable_pir_in_executor": "True",
+            "FLAGS_enable_pir_api": "0",
+            "PYTHONPATH": os.pathsep.join(
+                [str(PROJECT_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(
+                    os.pathsep) if p]),
+            "PYTHONUNBUFFERED": "1",
+            "RANK_POOL_ADDR": f"{host}:{port}",
+            "RANK_POOL_CONTROLLER_PID": str(os.getpid()),
+            "RANK_POOL_BIND_WORLD": "1" if self._bind_world else "0",
+        })
+        cmd = [sys.executable, "-m", "paddle.distributed.launch",
+               "--nproc_per_node", str(self.world),
+               "--master", f"127.0.0.1:{_free_port()}",
+               "--log_dir", self.log_dir, "--log_level", "WARNING"]
+        if self.gpu:
+            cmd += ["--devices", ",".join(str(i) for i in range(self.world))]
+        cmd += [sys.executable, "-m", "verify.numeric.rank_worker",
+                "--pool-id", self.id]
+        log = open(os.path.join(self.log_dir, "launcher.log"), "wb")
+        try:
+            self.proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT),
+                                         stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        finally:
+            log.close()
+        try:
+            deadline = start + timeout
+            while len(self.socks) < self.world:
+                if self.proc.poll() is not None:
+                    raise BackendError(
+                        f"the launcher of a {self.world}-rank pool exited with code "
+                        f"{self.proc.returncode} before every rank connected\n"
+                        + self.logs())
+                if time.monotonic() > deadline:
+                    raise BackendError(
+                        f"a {self.world}-rank pool did not come up within {timeout:.0f}"
+                        f" s (ranks connected: {sorted(self.socks)})\n" + self.logs())
+                ready, _, _ = select.select([listener], [], [], 0.1)
+                if not ready:
+                    continue
+                conn, _ = listener.accept()
+                conn.settimeout(30)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                kind, rank, pid, pool_id = recv_msg(conn)
+                if kind != "hello" or pool_id != self.id:
+                    conn.close()
+                    continue
+                self.socks[rank] = conn
+                self.pids[rank] = pid
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            listener.close()
+        self.launch_seconds = time.monotonic() - start
+
+    def alive(self) -> bool:
+        return not self.dead and self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the launcher and every worker (their own process groups)."""
+        if self.dead:
+            return
+        self.dead = True
+        for sock in self.socks.values():
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self.socks = {}
+        if self.owner != os.getpid():  # a forked child must not kill our pool
+            return
+        victims = set(self.pids.values()) | set(processes_with(self.id))
+        if self.proc is not None:
+            victims.discard(self.proc.pid)
+        for pid in victims:
+            _kill_tree(pid)
+        if self.proc is not None:
+            _kill_tree(self.proc.pid)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 5
+        while processes_with(self.id) and time.monotonic() < deadline:
+            for pid in processes_with(self.id):
+                _kill_tree(pid)
+            time.sleep(0.05)
+        if not os.environ.get("RANK_POOL_KEEP_LOGS"):
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def logs(self, ranks=None, lines: int = 30) -> str:
+        out = []
+        names = ["launcher.log"] + [f"workerlog.{r}" for r in
+                                    (range(self.world) if ranks is None else ranks)]
+        for name in names:
+            try:
+                with open(os.path.join(self.log_dir, name), "rb") as f:
+                    text = f.read().decode(errors="replace").splitlines()
+            except OSError:
+                continue
+            text = [t for t in text if t.strip()][-lines:]
+            if text:
+                out.append(f"--- {name} (last {len(text)} lines) ---\n" + "\n".join(text))
+        return "\n".join(out)
+
+    # -- jobs
+    def accepts(self, job: _Job) -> bool:
+        if self.world != job.world or not self.alive():
+            return False
+        if self.gpu:
+            return all(self.ring_groups.get(k, g) == g for k, g in job.groups.items())
+        return all(self.bound[r] in (None, g) for r, g in job.bind.items())
+
+    def plan(self, job: _Job) -> dict:
+        setups = {}
+        for r in range(self.world):
+            setup = {"bind": None, "rings": [], "ports": {}}
+            if not self.gpu and r in job.bind and self.bound[r] is None:
+                setup["bind"] = job.bind[r]
+            for ring, g in job.register[r]:
+                if ring not in self.registered[r]:
+                    setup["rings"].append((ring, g))
+            groups = {g for _, g in setup["rings"]}
+            if setup["bind"] is not None:
+                groups.add(setup["bind"])
+            for g in groups:
+                if g != tuple(range(self.world)):
+                    setup["ports"][g] = self.ports.setdefault(g, _free_port())
+            setups[r] = setup
+        return setups
+
+    def _commit(self, job: _Job, setups: dict) -> None:
+        for r, setup in setups.items():
+            if setup["bind"] is not None:
+                self.bound[r] = setup["bind"]
+            for ring, g in setup["rings"]:
+                self.registered[r].add(ring)
+                self.ring_groups.setdefault((r, ring), g)
+
+    def run(self, specs: dict, job: _Job, timeout: float) -> dict:
+        """Send the job, collect the results; kill the pool on any error."""
+        self.jobs += 1
+        setups = self.plan(job)
+        self._commit(job, setups)
+        ranks = sorted(specs)
+        results: dict[int, RankResult] = {}
+        rank_of = {}
+        try:
+            for r in ranks:
+                send_msg(self.socks[r], ("job", self.jobs, setups[r], specs[r].dumps()))
+                rank_of[self.socks[r]] = r
+            deadline = time.monotonic() + timeout
+            grace_until = None
+            failed = None
+            pending = set(ranks)
+            while pending:
+                limit = deadline if grace_until is None else min(deadline, grace_until)
+                now = time.monotonic()
+                if now >= limit:
+                    break
+                ready, _, _ = select.select([self.socks[r] for r in pending], [], [],
+                                            min(0.5, limit - now))
+                for sock in ready:
+                    r = rank_of[sock]
+                    pending.discard(r)
+                    try:
+                        kind, job_id, result = recv_msg(sock)
+                        assert kind == "result" and job_id == self.jobs, (kind, job_id)
+                    except (EOFError, OSError, AssertionError) as exc:
+                        time.sleep(0.2)  # let the log reach the disk
+                        result = RankResult(rank=r, error=(
+                            f"rank {r}: worker process died or broke the protocol "
+                            f"({exc!r})\n" + self.logs([r])))
+                    results[r] = result
+                    if result.error and failed is None:
+                        failed = r
+                        grace_until = time.monotonic() + ERROR_GRACE
+                if pending and not ready and self.proc.poll() is not None:
+                    # launcher gone: the workers are (being) killed
+                    for r in sorted(pending):
+                        results[r] = RankResult(rank=r, error=(
+                            f"rank {r}: the launcher exited (code "
+                            f"{self.proc.returncode}) during the job\n"
+                            + self.logs([r])))
+                    pending.clear()
+            for r in sorted(pending):
+                if failed is not None:
+                    msg = (f"rank {r} did not finish: the job was abandoned after rank "
+                           f"{failed} raised (rank {r} was probably waiting in a "
+                           f"collective for rank {failed}); the pool was killed")
+                else:
+                    msg = (f"rank {r} did not finish within {timeout:g} s (hung, e.g. "
+                           "waiting in a collective that a peer never joins); "
+                           "the pool was killed")
+                results[r] = RankResult(rank=r, error=msg, seconds=timeout)
+        except BaseException:
+            self.kill()
+            raise
+        if any(res.error for res in results.values()):
+            self.kill()
+        return {r: results[r] for r in ranks}
+
+
+# ------------------------------------------------------------ module state
+_POOLS: "OrderedDict[str, Pool]" = OrderedDict()
+_LOCK = threading.RLock()
+_HANDLERS_INSTALLED = False
+
+
+def _max_pools() -> int:
+    return max(1, int(os.environ.get("RANK_POOL_MAX", "2")))
+
+
+def shutdown_pools() -> None:
+    """Kill every pool this process launched (safe to call any time)."""
+    with _LOCK:
+        while _POOLS:
+            _, pool = _POOLS.popitem()
+            pool.kill()
+
+
+def pools() -> list[Pool]:
+    """The pools alive in this process (for tests and benchmarks)."""
+    with _LOCK:
+        return [p for p in _POOLS.values() if p.alive()]
+
+
+def _install_handlers() -> None:
+    global _HANDLERS_INSTALLED
+    if _HANDLERS_INSTALLED:
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(shutdown_pools)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(signum)
+
+        def handler(num, frame, previous=previous):
+            shutdown_pools()
+            if callable(previous):
+                previous(num, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(num, signal.SIG_DFL)
+                os.kill(os.getpid(), num)
+
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, OSError):
+            pass
+
+
+def _pool_for(job: _Job) -> Pool:
+    with _LOCK:
+        for key, pool in list(_POOLS.items()):
+            if not pool.alive():
+                pool.kill()
+                del _POOLS[key]
+        for key, pool in _POOLS.items():
+            if pool.accepts(job):
+                _POOLS.move_to_end(key)
+                return pool
+        while len(_POOLS) >= _max_pools():
+            _, old = _POOLS.popitem(last=False)
+            old.kill()
+        _install_handlers()
+        pool = Pool(job.world, job.gpu, bind_world=job.gpu or job.binds_world)
+        pool.start()
+        _POOLS[pool.id] = pool
+        return pool
+
+
+def run_ranks(specs: dict, timeout: float = 120.0, *,
+              raise_on_error: bool = False) -> dict:
+    """Run ``specs`` (``{rank: RankSpec}``, ranks 0..N-1) on N real ranks.
+
+    Returns ``{rank: RankResult}``; a rank that raised, hung or died has its
+    ``error`` set (naming the rank).  With ``raise_on_error`` a failed job
+    raises :class:`BackendError` instead, like the simulator.  Raises
+    :class:`UnsupportedJob` for jobs this backend cannot run faithfully and
+    :class:`BackendError` when no pool can be launched.
+    """
+    ranks = sorted(specs)
+    if ranks != list(range(len(ranks))) or not ranks:
+        raise BackendError(f"run_ranks needs specs for ranks 0..N-1, got {ranks}")
+    for r in ranks:
+        if specs[r].rank != r:
+            raise BackendError(f"spec for rank {r} says rank {specs[r].rank}")
+    job = _Job(specs, _is_gpu())
+    with _LOCK:
+        pool = _pool_for(job)
+        try:
+            results = pool.run(specs, job, timeout)
+        finally:
+            if not pool.alive():
+                _POOLS.pop(pool.id, None)
+                pool.kill()
+    if raise_on_error:
+        errors = [res for res in results.values() if res.error]
+        if errors:
+            first = next((e for e in errors if " raised:" in e.error), errors[0])
+            raise BackendError(f"ranks: rank {first.rank} failed: {first.error}")
+    return results
