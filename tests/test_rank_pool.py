@@ -111,8 +111,8 @@ def test_rank_that_raises_is_reported_and_pool_recovers():
     assert results[0].error and "rank 1" in results[0].error
     assert rank_pool.pools() == []
 
-    with pytest.raises(BackendError, match="rank 1"):
-        rank_pool.run_ranks(_specs(feeds=feeds), timeout=30, raise_on_error=True)
+    with pytest.raises(BackendError, match="rank 1 failed: rank 1 raised"):
+        rank_pool.raise_for_errors(results)
 
     again = rank_pool.run_ranks(_specs(), timeout=60)
     for res in again.values():

@@ -626,8 +626,14 @@ def run_ranks(specs: dict, timeout: float = 120.0, *,
                 _POOLS.pop(pool.id, None)
                 pool.kill()
     if raise_on_error:
-        errors = [res for res in results.values() if res.error]
-        if errors:
-            first = next((e for e in errors if " raised:" in e.error), errors[0])
-            raise BackendError(f"ranks: rank {first.rank} failed: {first.error}")
+        raise_for_errors(results)
     return results
+
+
+def raise_for_errors(results: dict, where: str = "ranks") -> None:
+    """Raise :class:`BackendError` for the first failed rank of ``results``
+    (preferring a rank that raised over one abandoned or hung because of it)."""
+    errors = [res for _, res in sorted(results.items()) if res.error]
+    if errors:
+        first = next((e for e in errors if " raised:" in e.error), errors[0])
+        raise BackendError(f"{where}: rank {first.rank} failed: {first.error}")

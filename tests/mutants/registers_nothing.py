@@ -1,0 +1,2 @@
+"""Not a pass module: it registers nothing."""
+VALUE = 1

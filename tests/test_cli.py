@@ -1,0 +1,90 @@
+"""The command line: exit codes, one clear line on bad input, --pass-file."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MUTANTS = os.path.join(ROOT, "tests", "mutants")
+
+
+def run(*args, cwd=ROOT):
+    p = subprocess.run([sys.executable, "-m", "verify", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--pass", "no_such_pass"], "unknown pass 'no_such_pass'"),
+    (["run", "--case", "no_such_case*"], "no case matches 'no_such_case*'"),
+    (["run", "--pass-file", "/nonexistent/pass.py"], "does not exist"),
+    (["run", "--pass-file", os.path.join(MUTANTS, "registers_nothing.py")], "registers no pass"),
+])
+def test_bad_input_is_one_clear_line_and_exit_2(args, needle, tmp_path):
+    code, out, err = run(*args, "--report-dir", str(tmp_path / "r"))
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0], err
+
+
+def test_unwritable_report_dir_is_exit_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run("run", "--case", "col_3d_static", "--report-dir", str(blocker / "sub"))
+    assert code == 2 and "cannot write report directory" in err
+
+
+def test_run_writes_the_report_and_exits_0(tmp_path):
+    code, out, err = run("run", "--pass", "overlap", "--case", "col_3d_*",
+                         "--report-dir", str(tmp_path / "r"))
+    assert code == 0, out + err
+    rep = json.load(open(tmp_path / "r" / "report.json"))
+    assert rep["schema"] == "pass-equivalence-report/1"
+    assert rep["environment"]["paddle"].startswith("3.")
+    assert rep["seed"] == 20261130
+    names = {(a["pass"], a["case"]): a for a in rep["applications"]}
+    assert names[("allreduce_matmul_grad_overlapping", "col_3d_dynamic_batch")]["verdict"] \
+        == "PASS_CRASHED"
+    assert "col_3d_static" in out and "PASS_CRASHED" in out
+
+
+def test_pass_file_mutant_is_caught_and_exits_1(tmp_path):
+    code, out, err = run("run", "--case", "col_3d_static", "--pass-file",
+                         os.path.join(MUTANTS, "overlap_stream_dropped.py"),
+                         "--report-dir", str(tmp_path / "r"))
+    assert code == 1, out + err
+    assert "NEW FINDING" in out and "auto_parallel_mp" in out
+    rep = json.load(open(tmp_path / "r" / "report.json"))
+    assert rep["applications"][0]["source"].endswith("overlap_stream_dropped.py")
+
+
+def test_pass_that_raises_is_pass_crashed_with_half_rewritten_program(tmp_path):
+    code, out, _ = run("run", "--case", "col_3d_static", "--pass-file",
+                       os.path.join(MUTANTS, "overlap_raises.py"),
+                       "--report-dir", str(tmp_path / "r"))
+    assert code == 1
+    app = json.load(open(tmp_path / "r" / "report.json"))["applications"][0]
+    assert app["verdict"] == "PASS_CRASHED"
+    crash = [c for c in app["checks"] if c["kind"] == "pass"][0]
+    assert "injected failure" in crash["message"]
+    assert app["rank_outcomes"][0]["ops_after"] == app["rank_outcomes"][0]["ops_before"] - 1
+
+
+def test_case_that_fails_to_build_does_not_stop_the_others():
+    from cases.base import Case, Expect
+    import cases
+    import passes
+    from verify.gate import run_matrix
+
+    def boom(case, rank):
+        raise RuntimeError("builder broke")
+
+    bad = Case(name="broken_case", family="test", summary="raises", mesh=[0, 1],
+               builder=boom, expect={})
+    good = cases.all_cases()["col_3d_static"]
+    apps, _ = run_matrix([passes.get("overlap")], [bad, good], backend="none", out=None)
+    assert apps[0].verdict.value == "INCONCLUSIVE"
+    assert "builder broke" in apps[0].checks[0].message and apps[0].checks[0].rank == 0
+    assert apps[1].verdict.value == "EQUIVALENT"
