@@ -123,7 +123,8 @@ class Case:
         from verify.legacy_ir import paddle_module
 
         low = self.params.get("amp_dtype")
-        if not low or low == "float32" or paddle_module().is_compiled_with_cuda():
+        if self.amp_level not in ("o1", "o2") or not low or low == "float32" \
+                or paddle_module().is_compiled_with_cuda():
             return self
         return dataclasses.replace(self, params={**self.params, "amp_dtype": "float32"})
 

@@ -48,6 +48,7 @@ class Application:
     outcomes: list = field(default_factory=list)
     seconds: float = 0.0
     verdict: Verdict = Verdict.INCONCLUSIVE
+    mutation: object = None  # program_mutants.Mutation when a mutant was checked
 
     @property
     def as_expected(self) -> bool:
@@ -94,11 +95,14 @@ def _snapshot(rp, case, rank, which):
 
 
 def run_application(adapter, case, source: str = "installed",
-                    numeric=None) -> Application:
+                    numeric=None, mutator=None) -> Application:
     """Apply ``adapter``'s pass to every rank of ``case`` and check the result.
 
     ``numeric`` is an optional callable ``(case, adapter, outcomes) ->
     [CheckResult]`` that runs the programs (the numeric backends).
+    ``mutator`` is an optional ``(rank, operator)``: the operator (see
+    ``program_mutants``) edits that rank's rewritten program before any
+    check sees it; the Mutation it returns lands in ``app.mutation``.
     """
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
@@ -116,6 +120,9 @@ def run_application(adapter, case, source: str = "installed",
             continue
         before = _snapshot(run.original, case, rank, "original")
         after = _snapshot(run.rewritten, case, rank, "rewritten")
+        if mutator is not None and mutator[0] == rank and not run.error:
+            app.mutation = mutator[1](run.rewritten.main, run.rewritten.startup, after, rank)
+            after = _snapshot(run.rewritten, case, rank, "rewritten")
         fired = [o.render() for o in before.ops] != [o.render() for o in after.ops] or \
             [o.render() for o in before.startup_ops] != [o.render() for o in after.startup_ops]
         outcome = RankOutcome(rank, before, after, fired=fired, error=run.error, run=run)
@@ -135,8 +142,19 @@ def run_application(adapter, case, source: str = "installed",
                            loaded=frozenset(case.loaded_persistables),
                            intended=adapter.intended_changes(case, rank, before, after))
         app.checks += run_static_checks(ctx)
-    if numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
-        app.checks += numeric(case, adapter, app.outcomes)
+    unsafe = [c for c in app.checks if c.verdict == Verdict.NOT_EQUIVALENT and (
+        c.kind == "shape" or c.name == "def before use")]
+    if numeric is not None and unsafe:
+        # Paddle's executor can crash the process (SIGSEGV in InferShape) on a
+        # program that reads unwritten or ill-shaped tensors; the static
+        # finding already decides the verdict.
+        app.checks.append(CheckResult(
+            "numeric", "not run", None, Verdict.INCONCLUSIVE,
+            f"numeric runs skipped: the rewritten program fails a static check "
+            f"({unsafe[0].kind}/{unsafe[0].name} on rank {unsafe[0].rank}), and executing "
+            "it can crash the executor"))
+    elif numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
+        app.checks += numeric(case, adapter, app.outcomes, mutator)
     app.verdict = combine(app.checks)
     app.seconds = time.perf_counter() - start
     for o in app.outcomes:

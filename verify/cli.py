@@ -21,6 +21,8 @@ def _parser():
                                 description="Verify Paddle's distributed rewrite passes.")
     sub = p.add_subparsers(dest="cmd")
     sub.add_parser("list", help="list passes and cases")
+    sub.add_parser("mutate", help="mutation testing of the checker (see verify/mutate.py)",
+                   add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
     base.add_argument("--check", action="store_true",
                       help="only check that the file is up to date (exit 1 if not)")
@@ -161,6 +163,11 @@ def _summary(apps, path, seconds, out) -> None:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["mutate"]:
+        from .mutate import main as mutate_main
+
+        return mutate_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "list":

@@ -30,8 +30,9 @@ def pick_backend(requested, seed=0):
     if not backends:
         return name, None
 
-    def numeric(case, adapter, outcomes):
-        return numeric_checks(case, outcomes, backends=backends, seed=seed, adapter=adapter)
+    def numeric(case, adapter, outcomes, mutator=None):
+        return numeric_checks(case, outcomes, backends=backends, seed=seed, adapter=adapter,
+                              mutator=mutator)
 
     return name, numeric
 

@@ -165,6 +165,23 @@ def _unexpected(app) -> bool:
     return app.get("verdict") != app.get("expected")
 
 
+def short_message(app: dict, check: dict) -> str:
+    """A check's message without the pass/case/rank the section already shows."""
+    msg = str(check.get("message") or "")
+    p, c, r = app.get("pass"), app.get("case"), check.get("rank")
+    if r is None:
+        return msg
+    for prefix in (f"{p} on {c} rank {r}: ", f"{p} on case {c} rank {r}: "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    if p and msg.startswith(f"{p} "):
+        msg = msg[len(p) + 1:]
+    for inner in (f" on case {c} rank {r}", f" on {c} rank {r}", f" of {c} rank {r}"):
+        if inner in msg:
+            return msg.replace(inner, "", 1)
+    return str(check.get("message") or "")
+
+
 def _first_finding(app) -> dict | None:
     bad = [c for c in app.get("checks") or [] if c.get("verdict") != "EQUIVALENT"]
     same = [c for c in bad if c.get("verdict") == app.get("verdict")]
@@ -280,7 +297,7 @@ def _matrix(apps, ids) -> str:
             f'</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
-def _checks_table(checks) -> str:
+def _checks_table(app, checks) -> str:
     rows = []
     for c in checks:
         v = c.get("verdict")
@@ -288,21 +305,40 @@ def _checks_table(checks) -> str:
         rows.append(f'<tr class="{"" if v == "EQUIVALENT" else "notok"}">'
                     f"<td>{esc(c.get('kind'))}</td><td>{esc(c.get('name'))}</td>"
                     f"<td>{esc(rank)}</td><td>{_badge(v)}</td>"
-                    f'<td class="msg">{esc(c.get("message"))}</td></tr>')
+                    f'<td class="msg">{esc(short_message(app, c))}</td></tr>')
     return ('<table class="checks"><thead><tr><th>kind</th><th>name</th><th>rank</th>'
             f'<th>verdict</th><th>message</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
+_RANK = "\x00RANK\x00"
+
+
+def _ranks_phrase(ranks) -> str:
+    ranks = sorted(set(ranks), key=str)
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
 def _counterexamples(checks) -> str:
-    items = []
+    """Counterexamples in words; the same finding on several ranks is one line."""
+    groups = {}
     for c in checks:
-        if not c.get("counterexample"):
+        cex = c.get("counterexample")
+        if not cex:
             continue
+        rank = cex.get("rank", c.get("rank"))
+        if rank is not None:
+            c = dict(c, counterexample=dict(cex, rank=_RANK))
         text, long_text = describe_counterexample(c)
+        key = (c.get("verdict"), c.get("kind"), c.get("name"), text, long_text)
+        groups.setdefault(key, []).append(rank)
+    items = []
+    for (verdict, kind, name, text, long_text), ranks in groups.items():
+        known = [r for r in ranks if r is not None]
+        text = text.replace(f"rank {_RANK}", _ranks_phrase(known) if known else "all ranks")
         extra = (f'<details class="inner"><summary>full text</summary><pre>{esc(long_text)}'
                  "</pre></details>" if long_text else "")
-        items.append(f'<li>{_badge(c.get("verdict"))} <span class="dim">{esc(c.get("kind"))}/'
-                     f'{esc(c.get("name"))}</span> {esc(text)}{extra}</li>')
+        items.append(f'<li>{_badge(verdict)} <span class="dim">{esc(kind)}/{esc(name)}</span> '
+                     f"{esc(text)}{extra}</li>")
     if not items:
         return ""
     return f'<h4>Counterexamples</h4><ul class="cex">{"".join(items)}</ul>'
@@ -345,15 +381,20 @@ def _numeric_tables(checks) -> str:
 
 
 def _tracebacks(app) -> str:
-    out = []
+    """Each distinct traceback once, with the ranks that raised it."""
+    groups = {}
     for c in app.get("checks") or []:
         tb = (c.get("details") or {}).get("traceback")
         if tb:
-            rank = "" if c.get("rank") is None else f" (rank {c.get('rank')})"
             what = "the pass raised" if c.get("kind") == "pass" else \
                 f"{c.get('kind')}/{c.get('name')}"
-            out.append(f'<details class="inner tb" open><summary>Traceback: {esc(what)}'
-                       f'{esc(rank)}</summary><pre>{esc(tb)}</pre></details>')
+            groups.setdefault((what, str(tb)), []).append(c.get("rank"))
+    out = []
+    for (what, tb), ranks in groups.items():
+        known = [r for r in ranks if r is not None]
+        where = f" on {_ranks_phrase(known)}" if known else ""
+        out.append(f'<details class="inner tb" open><summary>Traceback: {esc(what)}'
+                   f'{esc(where)}</summary><pre>{esc(tb)}</pre></details>')
     return "".join(out)
 
 
@@ -370,28 +411,40 @@ def _diff_html(diff: str) -> str:
             cls = "ddel"
         else:
             cls = "dctx"
-        lines.append(f'<span class="{cls}">{esc(ln)}</span>')
-    return "\n".join(lines)
+        lines.append(f'<span class="{cls}">{esc(ln) or " "}</span>')
+    return "".join(lines)  # each line is a block; newlines in <pre> would double them
 
 
 def _diffs(app) -> str:
-    out = []
+    """The op-level diff of every rank; ranks with the very same diff share one block."""
+    groups = {}
     for o in app.get("rank_outcomes") or []:
-        rank = o.get("rank")
         if o.get("build_error"):
-            out.append(f'<details class="inner"><summary>rank {esc(rank)}: the case did not '
-                       f'build</summary><pre>{esc(o["build_error"])}</pre></details>')
+            key = ("build", o["build_error"])
+        else:
+            ops = (f"{o.get('ops_before')} \u2192 {o.get('ops_after')} ops"
+                   if "ops_before" in o else "")
+            state = "fired" if o.get("fired") else "unchanged"
+            if o.get("error"):
+                state = "pass raised" + (", program partly rewritten" if o.get("fired") else "")
+            key = ("diff", o.get("diff") or "", ops, state)
+        groups.setdefault(key, []).append(o.get("rank"))
+    out = []
+    for key, ranks in groups.items():
+        who = _ranks_phrase([r for r in ranks if r is not None])
+        if key[0] == "build":
+            out.append(f'<details class="inner"><summary>{esc(who)}: the case did not '
+                       f"build</summary><pre>{esc(key[1])}</pre></details>")
             continue
-        ops = (f"{esc(o.get('ops_before'))} &rarr; {esc(o.get('ops_after'))} ops"
-               if "ops_before" in o else "")
-        state = "fired" if o.get("fired") else "unchanged"
-        if o.get("error"):
-            state = "pass raised" + (", program partly rewritten" if o.get("fired") else "")
-        diff = o.get("diff") or ""
-        body = (f'<pre class="diff">{_diff_html(diff)}</pre>' if diff.strip()
-                else '<p class="dim">no op-level change</p>')
-        out.append(f'<details class="inner"><summary>rank {esc(rank)}: {ops}, {esc(state)}'
-                   f"</summary>{body}</details>")
+        _, diff, ops, state = key
+        what = esc(", ".join(x for x in (ops, state) if x))
+        if not diff.strip():
+            out.append(f'<div class="nodiff">{esc(who)}: {what} <span class="dim">&middot; '
+                       "no op-level change</span></div>")
+            continue
+        is_open = " open" if len(diff.splitlines()) <= 80 else ""
+        out.append(f'<details class="inner"{is_open}><summary>{esc(who)}: {what}</summary>'
+                   f'<pre class="diff">{_diff_html(diff)}</pre></details>')
     if not out:
         return ""
     return "<h4>Op-level diff per rank</h4>" + "".join(out)
@@ -404,7 +457,7 @@ def _section(app, aid) -> str:
     first = _first_finding(app)
     oneline = ""
     if first is not None and v != "EQUIVALENT":
-        msg = str(first.get("message") or "")
+        msg = short_message(app, first)
         oneline = (f'<span class="oneline">{esc(msg[:240])}'
                    f'{"&hellip;" if len(msg) > 240 else ""}</span>')
     ranks = ", ".join(str(r) for r in app.get("ranks") or [])
@@ -421,7 +474,7 @@ def _section(app, aid) -> str:
     secs = f"{seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
     return f"""
 <details class="app{' unexpected' if un else ''}" id="{aid}" data-pass="{esc(app.get('pass'))}" data-case="{esc(app.get('case'))}" data-verdict="{esc(v)}" data-unexpected="{1 if un else 0}"{' open' if un else ''}>
- <summary>{_badge(v)} <b>{esc(app.get('case'))}</b> <span class="dim">&middot; {esc(app.get('pass'))} &middot; ranks {esc(ranks)} &middot; fired on {esc(', '.join(fired) or 'none')} &middot; {len(checks)} checks, {n_bad} not EQUIVALENT &middot; {esc(secs)}</span> {mark}{oneline}</summary>
+ <summary>{_badge(v)} <b>{esc(app.get('case'))}</b> <span class="dim">&middot; ranks {esc(ranks)} &middot; fired on {esc(', '.join(fired) or 'none')} &middot; {len(checks)} checks{f', {n_bad} not EQUIVALENT' if n_bad else ''} &middot; {esc(secs)}</span> {mark}{oneline}</summary>
  <div class="body">
   <div class="expect">
    <div><span class="dim">expected</span> {_badge(app.get('expected'))}{esc(fires_txt)} &nbsp; <span class="dim">actual</span> {_badge(v)} {'<b class="bad">differs from the expectation</b>' if un else '<span class="good">as expected</span>'}</div>
@@ -432,7 +485,7 @@ def _section(app, aid) -> str:
   {_counterexamples(checks)}
   {_tracebacks(app)}
   <h4>Checks</h4>
-  {_checks_table(checks)}
+  {_checks_table(app, checks)}
   {_numeric_tables(checks)}
   {_diffs(app)}
  </div>
@@ -445,9 +498,10 @@ def _sections(apps, ids) -> str:
         groups.setdefault(a.get("pass"), []).append((a, aid))
     out = []
     for p, items in groups.items():
-        out.append(f'<h2 class="passhead">{esc(p)} <span class="dim">({len(items)} '
-                   "applications)</span></h2>")
+        out.append(f'<div class="passgroup"><h2 class="passhead">{esc(p)} <span class="dim">'
+                   f"({len(items)} applications)</span></h2>")
         out.extend(_section(a, aid) for a, aid in items)
+        out.append("</div>")
     return "\n".join(out)
 
 
@@ -478,20 +532,20 @@ dl.meta div{display:flex;gap:6px}dt{color:var(--dim)}dd{margin:0;font-weight:600
 .v-INCONCLUSIVE{background:var(--in);color:var(--in-t)}
 .alert{background:#fff1f0;border:2px solid #d93025;border-radius:6px;padding:6px 14px;margin:12px 0}
 .alert h2{color:#b3261e;margin:6px 0}.alert ul{margin:4px 0;padding-left:18px}
-.controls{position:sticky;top:0;z-index:5;background:#fafafbee;padding:10px 0 8px;
+.controls{position:sticky;top:0;z-index:5;min-height:44px;background:#fafafbee;padding:10px 0 8px;
 display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;border-bottom:1px solid var(--line)}
-#filter-text{width:260px;padding:4px 8px;border:1px solid #b9bcc2;border-radius:4px;font:inherit}
+#filter-text{width:230px;padding:4px 8px;border:1px solid #b9bcc2;border-radius:4px;font:inherit}
 .vbox{padding:1px 7px 1px 3px;border-radius:4px;font:600 11px/20px ui-monospace,"DejaVu Sans Mono",
 monospace;cursor:pointer;user-select:none;border:1px solid #0000}
 .vbox input{vertical-align:-2px;margin:0 3px 0 2px}
-.count{margin-left:auto;color:var(--dim)}
+.count{margin-left:auto;color:var(--dim);white-space:nowrap}
 table{border-collapse:collapse;background:#fff}
 th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top}
 thead th{background:#f0f1f3;font-weight:600}
 table.matrix{margin-top:10px}
 table.matrix th.casecol{font:12px ui-monospace,"DejaVu Sans Mono",monospace;white-space:nowrap;
 background:#fff}
-table.matrix thead th{position:sticky;top:46px;z-index:2;font:600 12px ui-monospace,
+table.matrix thead th{position:sticky;top:var(--controls-h,46px);z-index:2;font:600 12px ui-monospace,
 "DejaVu Sans Mono",monospace}
 table.matrix thead th.casecol{background:#f0f1f3}
 td.cell{padding:0;min-width:220px}td.cell.empty{text-align:center;color:#aaa;padding:3px}
@@ -502,7 +556,7 @@ a.cell-link.unexpected{box-shadow:inset 0 0 0 3px #d93025}
 .unexp-mark{display:inline-block;margin-left:8px;color:#fff;background:#d93025;border-radius:3px;
 padding:0 5px;font:600 10.5px/16px system-ui,sans-serif}
 .filtered{display:none!important}a.cell-link.filtered{display:block!important;opacity:.12}
-details.app{background:#fff;border:1px solid var(--line);border-radius:5px;margin:5px 0}
+details.app{scroll-margin-top:calc(var(--controls-h,46px) + 8px);background:#fff;border:1px solid var(--line);border-radius:5px;margin:5px 0}
 details.app.unexpected{border:2px solid #d93025}
 details.app>summary{cursor:pointer;padding:5px 10px;list-style-position:outside;margin-left:14px}
 details.app[open]>summary{border-bottom:1px solid var(--line);background:#f7f8f9}
@@ -519,7 +573,8 @@ table.checks td:nth-child(-n+4){white-space:nowrap}
 td.msg{word-break:break-word}td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.numeric td{font:12px ui-monospace,"DejaVu Sans Mono",monospace}
 tr.notok td{background:#fff4f3}
-pre.diff{background:#fbfbfc;border:1px solid var(--line)}
+pre.diff{background:#fbfbfc;border:1px solid var(--line);max-height:640px}
+.nodiff{margin:4px 0 4px 14px}
 .dadd{background:#dcf5e1;color:#0d4a1f;display:block}
 .ddel{background:#fde2e0;color:#7d160d;display:block}
 .dhunk{color:#3b5bb5;display:block}.dh{color:var(--dim);display:block;font-weight:600}
@@ -535,6 +590,7 @@ _JS = """
   var cells = Array.prototype.slice.call(document.querySelectorAll('a.app-ref'));
   var rows = Array.prototype.slice.call(document.querySelectorAll('tr.mrow'));
   var apps = Array.prototype.slice.call(document.querySelectorAll('details.app'));
+  var groups = Array.prototype.slice.call(document.querySelectorAll('div.passgroup'));
   var count = document.getElementById('shown-count');
 
   function keep(el, q, verdicts) {
@@ -561,7 +617,15 @@ _JS = """
       a.classList.toggle('filtered', !k);
       if (k) shown += 1;
     });
+    groups.forEach(function (g) {
+      g.classList.toggle('filtered', !g.querySelector('details.app:not(.filtered)'));
+    });
     count.textContent = String(shown);
+  }
+
+  function measure() {
+    var h = document.getElementById('controls').offsetHeight;
+    document.documentElement.style.setProperty('--controls-h', h + 'px');
   }
 
   function openTarget() {
@@ -570,6 +634,8 @@ _JS = """
     if (el && el.tagName === 'DETAILS') {
       el.open = true;
       el.classList.remove('filtered');
+      var g = el.closest('div.passgroup');
+      if (g) g.classList.remove('filtered');
       el.scrollIntoView();
     }
   }
@@ -586,6 +652,8 @@ _JS = """
   boxes.forEach(function (b) { b.addEventListener('change', apply); });
   onlyUnexpected.addEventListener('change', apply);
   window.addEventListener('hashchange', openTarget);
+  window.addEventListener('resize', measure);
+  measure();
   apply();
   openTarget();
   document.body.dataset.ready = '1';

@@ -57,13 +57,30 @@ def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
 
 
 def write_report(report: dict, directory: str) -> str:
-    """Write ``report.json`` into ``directory`` (created); returns its path."""
+    """Write ``report.json`` into ``directory`` (created); returns its path.
+
+    Beside it: ``junit.xml`` (``verify/junit.py``) and ``index.html``
+    (``verify/html_report.py``), both made from the report as written.  A
+    failure there is reported on stderr and does not lose report.json.
+    """
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "report.json")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1, sort_keys=False, default=str)
     os.replace(tmp, path)
+    # The other views read the report as JSON sees it (tuples as lists, ...).
+    with open(path) as f:
+        written = json.load(f)
+    from .html_report import write_html
+    from .junit import write_junit
+
+    for name, writer in (("junit.xml", write_junit), ("index.html", write_html)):
+        try:
+            writer(written, directory)
+        except Exception as exc:  # noqa: BLE001  (report.json is already safe)
+            print(f"warning: could not write {os.path.join(directory, name)}: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
     return path
 
 

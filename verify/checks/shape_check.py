@@ -23,6 +23,9 @@ from ..verdicts import CheckResult, Verdict
 from .shape_rules import RULES, RuleError, Shapes, is_static, prod
 
 KIND = "shape"
+# VarType codes of the dtypes a cast can produce (paddle's framework.proto)
+_DTYPES = {0: "bool", 1: "int16", 2: "int32", 3: "int64", 4: "float16", 5: "float32",
+           6: "float64", 22: "bfloat16"}
 TIMEOUT_MS = 2000
 
 
@@ -201,6 +204,12 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                                  inferred=_show(inferred, model))
                             break
                 env[var] = list(inferred)
+        if op.type == "cast" and "out_dtype" in op.attrs:
+            out_var = snap.var((op.outputs.get("Out") or [""])[0])
+            want = _DTYPES.get(int(op.attrs["out_dtype"]))
+            if out_var is not None and want and out_var.dtype != want:
+                fail(op, f"cast produces {want} but {out_var.name} is declared "
+                         f"{out_var.dtype}", {}, rule="cast dtype", var=out_var.name)
         if op.type == "reshape2" and op.idx in inserted:
             x = shape_of(op.inputs["X"][0])
             out = env.get(op.outputs["Out"][0])

@@ -50,6 +50,10 @@ def tolerance(dtype: str, depth: int, ref) -> float:
 def compare(name, step, ref, cand, depth, note="") -> TensorDiff:
     """Compare ``cand`` against ``ref`` (numpy arrays)."""
     dtype = str(ref.dtype)
+    if ref.dtype != cand.dtype:
+        return TensorDiff(name, step, dtype, list(ref.shape), float("inf"), float("inf"), [],
+                          0.0, 0.0, 0.0, False, False,
+                          f"dtype {cand.dtype} differs from {ref.dtype}")
     if ref.shape != cand.shape:
         return TensorDiff(name, step, dtype, list(ref.shape), float("inf"), float("inf"), [],
                           0.0, 0.0, 0.0, False, False,

@@ -108,7 +108,7 @@ def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed) -> list:
 
 
 def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
-                   steps: int = DEFAULT_STEPS, adapter=None) -> list:
+                   steps: int = DEFAULT_STEPS, adapter=None, mutator=None) -> list:
     """CheckResults of kind ``numeric`` for one application."""
     paddle_module()
     originals = {o.rank: o.run.original for o in outcomes}
@@ -124,6 +124,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                                 f"the pass raised on the float32 twin of {case.name} "
                                 f"(rank {crashed[0]}), so nothing ran",
                                 details={"traceback": runs[crashed[0]].error})]
+        if mutator is not None:  # the mutant under test, applied to the twin too
+            from verify.snapshot import from_programs
+
+            rr = runs[mutator[0]].rewritten
+            mutator[1](rr.main, rr.startup, from_programs(rr.main, rr.startup), mutator[0])
         originals = {r: run.original for r, run in runs.items()}
         rewrittens = {r: run.rewritten for r, run in runs.items()}
         twin_note = (f" [float32 twin: same ops, float32 compute; this build has no "

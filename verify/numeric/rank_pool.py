@@ -44,12 +44,15 @@ when it starts before the store listens.
 
 Rings and communicators
 -----------------------
-Ring 0 is the world group that ``init_parallel_env`` makes.  Every other
-ring id a job's programs use (any op with a ``ring_id`` attr, in main or
-startup) is registered in the workers as a communicator of the rank's own
-group from ``spec.rings`` (``{ring_id: [[ranks], ...]}``; a ring that is
-missing is the world group for ring 0 and an error otherwise), on a TCP store
-of that group hosted by its first rank.
+A job's rings are the ``ring_id`` attrs of the ops of its main and startup
+programs; a rank's group in ring r comes from ``spec.rings``
+(``{ring_id: [[ranks], ...]}``; a ring that is missing there is the world
+group for ring 0 and an error otherwise).  On gloo, ring 0 is the world
+group that ``init_parallel_env`` makes, and every other ring id is registered
+in the workers when first needed, as a gloo communicator of the rank's own
+group (``ProcessGroupGloo`` with ``group_id=ring``) on a TCP store of that
+group hosted by its first rank: gloo's comm key is also its store prefix,
+so sub-groups sharing a ring id must not share a store.
 
 On gloo (CPU build) a process uses, for every CPU collective, the first
 communicator it ever executed a collective on, whatever the ``ring_id``.
@@ -72,10 +75,12 @@ Programs whose ranks each use one group work, including sub-groups
 collectives on gloo: all_reduce, mp_allreduce_sum, all_gather, broadcast;
 not reduce_scatter nor all_to_all.
 
-On a CUDA build (NCCL) nothing is bound: every ring id is its own
-communicator; ring 0 stays the world group, so a job that uses ring 0 as a
-sub-group raises :class:`UnsupportedJob` there.  The GPU path is written
-but untested here (no GPU on this machine).
+On a CUDA build (NCCL) nothing is bound: every ring id a job uses is
+registered when first needed with ``create_nccl_comm_context`` on the global
+store (as Paddle's static auto-parallel does), so any number of rings and
+groups per rank is faithful; a pool only refuses a job that wants an already
+registered ring id with another group (a new pool is launched for it).  The
+GPU path is written but untested here (no GPU on this machine).
 
 Failures
 --------
@@ -121,6 +126,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_TIMEOUT = float(os.environ.get("RANK_POOL_LAUNCH_TIMEOUT", "120"))
 ERROR_GRACE = 1.0  # seconds the other ranks get after one rank raised
 _HEADER = struct.Struct("!Q")
+
+
+class _PoolBroken(Exception):
+    """A pool could not take a job (a worker was gone before it was sent)."""
 
 
 class UnsupportedJob(BackendError):
@@ -184,6 +193,14 @@ def processes_with(marker: str) -> list[int]:
         if marker.encode() in cmd and state not in (b"Z", b"X"):
             found.append(int(entry))
     return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
 
 
 def _kill_tree(pid: int) -> None:
@@ -265,14 +282,7 @@ class _Job:
                     self.register[r].append((ring, g))
         # gloo: the one group each rank is bound to
         self.bind = {}
-        world = tuple(range(self.world))
-        if gpu:
-            for (r, ring), g in self.groups.items():
-                if ring == 0 and g != world:
-                    raise UnsupportedJob(
-                        f"rank {r} uses ring 0 as the group {g}; on NCCL ring 0 is "
-                        "the world group made by init_parallel_env")
-        else:
+        if not gpu:
             for r in specs:
                 mine = {self.groups[(r, ring)] for ring in self.uses[r]}
                 if len(mine) > 1:
@@ -303,10 +313,11 @@ class Pool:
         self.gpu = gpu
         self.id = "rankpool-" + uuid.uuid4().hex[:12]
         self.owner = os.getpid()
-        self.bound = {r: (tuple(range(world)) if bind_world and not gpu and world > 1
-                          else None) for r in range(world)}
-        self.ring_groups = {(r, 0): tuple(range(world)) for r in range(world)}
-        self.registered = {r: {0} for r in range(world)}
+        self._bind_world = bind_world and not gpu and world > 1
+        self.bound = {r: (tuple(range(world)) if self._bind_world else None)
+                      for r in range(world)}  # gloo: the group each worker uses
+        self.ring_groups = {}  # NCCL: (rank, ring) -> group registered
+        self.registered = {r: (set() if gpu else {0}) for r in range(world)}
         self.ports = {}  # sub-group -> port of its TCP store
         self.socks = {}
         self.pids = {}
@@ -315,7 +326,6 @@ class Pool:
         self.jobs = 0
         self.launch_seconds = 0.0
         self.log_dir = tempfile.mkdtemp(prefix=f"rank_pool_{world}_")
-        self._bind_world = bind_world and world > 1
 
     # -- lifecycle
     def start(self, timeout: float = LAUNCH_TIMEOUT) -> None:
@@ -476,9 +486,16 @@ class Pool:
         results: dict[int, RankResult] = {}
         rank_of = {}
         try:
-            for r in ranks:
-                send_msg(self.socks[r], ("job", self.jobs, setups[r], specs[r].dumps()))
-                rank_of[self.socks[r]] = r
+            try:
+                gone = [r for r, pid in sorted(self.pids.items()) if not _running(pid)]
+                if gone:
+                    raise OSError(f"worker process of rank(s) {gone} is gone")
+                for r in ranks:
+                    rank_of[self.socks[r]] = r
+                    send_msg(self.socks[r],
+                             ("job", self.jobs, setups[r], specs[r].dumps()))
+            except OSError as exc:
+                raise _PoolBroken(repr(exc)) from exc
             deadline = time.monotonic() + timeout
             grace_until = None
             failed = None
@@ -600,7 +617,7 @@ def _pool_for(job: _Job) -> Pool:
         return pool
 
 
-def run_ranks(specs: dict, timeout: float = 120.0, *,
+def run_ranks(specs: dict[int, RankSpec], timeout: float = 120.0, *,
               raise_on_error: bool = False) -> dict:
     """Run ``specs`` (``{rank: RankSpec}``, ranks 0..N-1) on N real ranks.
 
@@ -618,13 +635,18 @@ def run_ranks(specs: dict, timeout: float = 120.0, *,
             raise BackendError(f"spec for rank {r} says rank {specs[r].rank}")
     job = _Job(specs, _is_gpu())
     with _LOCK:
-        pool = _pool_for(job)
-        try:
-            results = pool.run(specs, job, timeout)
-        finally:
-            if not pool.alive():
-                _POOLS.pop(pool.id, None)
-                pool.kill()
+        for attempt in (1, 2):
+            pool = _pool_for(job)
+            try:
+                results = pool.run(specs, job, timeout)
+                break
+            except _PoolBroken as exc:  # a worker died while idle: relaunch once
+                if attempt == 2:
+                    raise BackendError(f"ranks: could not send the job: {exc}") from exc
+            finally:
+                if not pool.alive():
+                    _POOLS.pop(pool.id, None)
+                    pool.kill()
     if raise_on_error:
         raise_for_errors(results)
     return results

@@ -16,8 +16,9 @@ Life of a worker:
    (a client that finds no listener sleeps a fixed 3 s before retrying).
 3. ``init_parallel_env()`` in dynamic mode (``legacy_ir`` switched to static
    mode at import, so we switch back for the call), then ``enable_static()``.
-   This makes the world group: gloo on a CPU build (NCCL on CUDA), registered
-   as communicator key ``"0"``, i.e. ring 0.
+   This makes the world group: gloo on a CPU build, registered as
+   communicator key ``"0"``, i.e. ring 0 (on a CUDA build NCCL, and every
+   ring, 0 included, is registered when a job first needs it).
 4. Optionally an ``all_reduce`` on ring 0 as warm-up.  On gloo the first
    communicator a process *executes* a collective on is the one every later
    CPU collective of that process uses, whatever its ``ring_id``; the warm-up
@@ -114,7 +115,9 @@ class Worker:
         self.world_group = tuple(range(self.world))
         self.stores = {}  # group -> TCPStore
         self.keep = []  # process groups: keep them alive
-        self.rings = {0}  # communicator keys (ring ids) that exist
+        # communicator keys (ring ids) that exist: on gloo init_parallel_env
+        # registered ring 0; on NCCL every ring is registered when first used
+        self.rings = set() if self.gpu else {0}
         self.bound = None
         if bind_world:
             self._warm_up(0)
@@ -134,8 +137,25 @@ class Worker:
         return self.stores[group]
 
     def _new_comm(self, ring: int, group: tuple, port) -> None:
+        if self.gpu:
+            # As Paddle's own static auto-parallel does (ProcessGroup.instantiate):
+            # one NCCL comm context per ring on the global store, the hash key
+            # keeping apart the sub-groups that share a ring id.
+            import hashlib
+
+            import paddle.distributed as dist
+
+            key = hashlib.md5(f"{list(group)}ring_id:{ring}".encode()).hexdigest()
+            self.core.CommContextManager.set_device_id(dist.ParallelEnv().device_id)
+            self.core.CommContextManager.create_nccl_comm_context(
+                self.core.create_or_get_global_tcp_store(), str(ring),
+                group.index(self.rank), len(group), key)
+            self.rings.add(ring)
+            return
         from paddle.distributed.collective import _new_process_group_impl
 
+        # gloo's comm context takes no hash key: a sub-group needs a store of
+        # its own, or two sub-groups sharing a ring id rendezvous together.
         store = self._store(group, port)
         pg = _new_process_group_impl(self.backend, store, group.index(self.rank),
                                      len(group), f"rank_pool_{ring}", None,

@@ -212,6 +212,11 @@ def _perform(group, colls, states, where):
                                "which holds no value")
         xs.append(x)
     n = len(group)
+    if kind in ("sum", "max", "min", "prod", "avg", "reduce_scatter") and \
+            len({(x.shape, x.dtype) for x in xs}) > 1:
+        desc = ", ".join(f"rank {m}: {list(x.shape)} {x.dtype}" for m, x in zip(group, xs))
+        raise BackendError(f"{where}: {colls[0].type} over ranks {group} gets tensors that "
+                           f"do not match: {desc}")
     for i, (m, c) in enumerate(zip(group, colls)):
         if kind == "identity":
             out = xs[i]

@@ -1,0 +1,182 @@
+"""Pass-level mutants: a real Paddle pass with one injected bug must be caught.
+
+Each mutant in ``verify.mutation_catalog.PASS_MUTANTS`` subclasses the
+installed pass and re-registers it under the same name; it is loaded as a
+user's changed pass file would be (``passes.loader.load_pass_file``) and run
+on a case where the real pass is EQUIVALENT.  Each test states which check
+must catch it and with which counterexample; the real pass on the same case
+must stay EQUIVALENT (the checker does not cry wolf).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import time
+
+import pytest
+
+import cases
+import passes
+from passes.loader import load_pass_file
+from verify import baseline
+from verify.gate import run_matrix
+from verify.mutation_catalog import PASS_MUTANTS
+from verify.verdicts import Verdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MUTANT_DIR = os.path.join(ROOT, "tests", "mutants")
+FIXTURES = {"overlap_raises.py", "registers_nothing.py"}  # CLI fixtures, not mutants
+BY_FILE = {os.path.basename(path): (path, pass_name, case_name)
+           for path, pass_name, case_name, _ in PASS_MUTANTS}
+TIME_LIMIT = 5.0  # seconds per application
+
+
+def run(pass_name, case_name):
+    start = time.perf_counter()
+    apps, _ = run_matrix([passes.get(pass_name)], [cases.all_cases()[case_name]],
+                         backend="simulated", out=None)
+    assert time.perf_counter() - start < TIME_LIMIT, "application too slow for a unit test"
+    return apps[0]
+
+
+def run_mutant(file_name):
+    """The application of the catalogued mutant ``file_name`` on its case."""
+    from paddle.distributed.passes.pass_base import PassBase
+
+    path, pass_name, case_name = BY_FILE[file_name]
+    installed = PassBase._REGISTERED_PASSES[pass_name]
+    loaded = load_pass_file(os.path.join(ROOT, path))
+    try:
+        assert set(loaded.registered) == {pass_name}
+        assert issubclass(loaded.registered[pass_name], installed), \
+            "a pass mutant subclasses the real pass"
+        app = run(pass_name, case_name)
+    finally:
+        loaded.restore()
+    assert PassBase._REGISTERED_PASSES[pass_name] is installed
+    return app
+
+
+def failed(app, kind, name):
+    return [c for c in app.checks if not c.ok and c.kind == kind and c.name == name]
+
+
+def failing_kinds(app):
+    return {c.kind for c in app.checks if not c.ok}
+
+
+def caught_by(app, kind, name, ranks, **cex):
+    """The failing ``kind``/``name`` checks: one per rank of ``ranks``, each
+    with a counterexample holding ``cex`` (a value, or a predicate)."""
+    hits = failed(app, kind, name)
+    assert sorted(c.rank for c in hits) == sorted(ranks), \
+        [(c.kind, c.name, c.rank, c.message) for c in app.checks if not c.ok]
+    for c in hits:
+        assert c.verdict == Verdict.NOT_EQUIVALENT
+        assert c.counterexample is not None and c.counterexample["rank"] == c.rank
+        for key, want in cex.items():
+            got = c.counterexample.get(key)
+            assert (want(got) if callable(want) else got == want), (key, got, c.message)
+    return hits
+
+
+# -- the catalog ---------------------------------------------------------------
+def test_catalog_lists_every_pass_mutant_and_only_fair_cases():
+    on_disk = {f for f in os.listdir(MUTANT_DIR) if f.endswith(".py")} - FIXTURES
+    assert on_disk == set(BY_FILE), "every pass mutant in tests/mutants is catalogued"
+    assert not os.path.exists(os.path.join(MUTANT_DIR, "__init__.py")), \
+        "tests/mutants is loaded by path, it is no package"
+    entries = baseline.load()["entries"]
+    for path, pass_name, case_name, description in PASS_MUTANTS:
+        assert os.path.isfile(os.path.join(ROOT, path)) and description
+        entry = entries[baseline.key(pass_name, case_name)]
+        assert entry["verdict"] == "EQUIVALENT" and entry["fires"], (path, case_name)
+        with open(os.path.join(ROOT, path)) as f:
+            assert ast.get_docstring(ast.parse(f.read())), f"{path} says which bug it injects"
+
+
+@pytest.mark.parametrize("pass_name,case_name", sorted({(p, c) for _, p, c, _ in PASS_MUTANTS}))
+def test_real_pass_is_equivalent_on_the_mutants_case(pass_name, case_name):
+    app = run(pass_name, case_name)
+    assert app.verdict == Verdict.EQUIVALENT, \
+        [(c.kind, c.name, c.rank, c.message) for c in app.checks if not c.ok]
+    assert app.fired_ranks == app.ranks
+    assert any(c.kind == "numeric" and c.ok for c in app.checks), "numeric run happened"
+
+
+# -- allreduce_matmul_grad_overlapping -------------------------------------------
+def test_stream_dropped_is_caught_by_the_stream_contract():
+    app = run_mutant("overlap_stream_dropped.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    caught_by(app, "contract", "allreduce on mp stream", [0, 1], op_index=6,
+              op_type="c_allreduce_sum", var="linear_0.x_id@GRAD", stream="default")
+
+
+def test_wrong_insert_index_is_caught_by_the_placement_contract():
+    app = run_mutant("overlap_wrong_insert_index.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    # the op before the allreduce is a matmul_v2, but the dY one (X^T @ dOut)
+    caught_by(app, "contract", "allreduce follows dX matmul", [0, 1], op_index=9,
+              op_type="c_allreduce_sum", var="linear_0.x_id@GRAD",
+              previous=lambda p: p.startswith("matmul_v2(X=linear_0.x_id@reshape.out")
+              and "trans_x=True" in p)
+    # values are unchanged: only the contract can see a lost overlap
+    assert failing_kinds(app) == {"contract"}
+
+
+def test_removing_the_wrong_op_is_caught_by_collective_count_and_numerics():
+    app = run_mutant("overlap_removes_wrong_op.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    # the original allreduce survives: dX is allreduced twice ...
+    caught_by(app, "contract", "collective count", [0, 1], before=1, after=2)
+    caught_by(app, "contract", "allreduce follows dX matmul", [0, 1], op_index=11,
+              op_type="c_allreduce_sum", var="linear_0.x_id@GRAD")
+    # ... and the weight's sgd is gone: the weight is never updated
+    hits = caught_by(app, "numeric", "simulated run", [0, 1],
+                     tensor=lambda t: t in {"linear_0.out", "loss", "linear_0.w_0"})
+    for c in hits:
+        bad = {(t["name"], t["step"]) for t in c.details["tensors"] if not t["ok"]}
+        assert ("linear_0.w_0", 0) in bad, bad
+
+
+def test_dy_after_the_window_is_caught_by_def_before_use():
+    app = run_mutant("overlap_dy_after_allreduce.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    # the window's cast now reads Y@GRAD before the moved dY reshape writes it
+    caught_by(app, "dataflow", "def before use", [0, 1], program="main", op_index=7,
+              op_type="cast", var="linear_0.w_0@GRAD")
+    caught_by(app, "dataflow", "reaching definitions", [0, 1], op_index=7, op_type="cast",
+              var="linear_0.w_0@GRAD", writes_seen_rewritten=0, writes_seen_original=1)
+
+
+# -- auto_parallel_fused_linear_promotion -----------------------------------------
+def test_bias_on_every_rank_is_caught_by_contract_and_numerics():
+    app = run_mutant("promotion_bias_every_rank.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    caught_by(app, "contract", "bias removed on other ranks", [1], op_index=1,
+              op_type="elementwise_add", var="linear_0.b_0")
+    caught_by(app, "contract", "bias init removed", [1], op_type="uniform_random",
+              var="linear_0.b_0", program="startup")
+    # the all_reduce sums tp copies of the bias: the loss itself differs
+    caught_by(app, "numeric", "simulated run", [0, 1], tensor="mean_0.tmp_0", step=0,
+              abs_err=lambda e: e > 1e-2)
+
+
+def test_bias_removed_everywhere_is_caught_by_contract_and_numerics():
+    app = run_mutant("promotion_bias_removed_everywhere.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    caught_by(app, "contract", "bias kept on first rank", [0], var="linear_0.b_0")
+    hits = caught_by(app, "numeric", "simulated run", [0, 1], tensor="linear_0.b_0",
+                     abs_err=float("inf"))
+    assert all("vanished from every rank" in c.message for c in hits)
+
+
+def test_dp_broadcast_deleted_is_caught_by_the_broadcast_contract():
+    app = run_mutant("promotion_dp_broadcast_deleted.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    # ranks 0 and 2 are the first TP ranks of the two DP replicas; ring 12 is
+    # their DP ring.  The numeric runs seed the replicas alike, so only the
+    # contract can see a lost sync.
+    caught_by(app, "contract", "DP broadcast of bias kept", [0, 2], op_index=3,
+              op_type="broadcast", var="linear_0.b_0", ring_id=12, program="startup")
+    assert failing_kinds(app) == {"contract"}
