@@ -128,11 +128,18 @@ class Case:
             return self
         return dataclasses.replace(self, params={**self.params, "amp_dtype": "float32"})
 
-    def build(self, rank: int) -> RankProgram:
-        """Build ``rank``'s programs afresh; two builds are identical."""
+    def build(self, rank: int, then=None) -> RankProgram:
+        """Build ``rank``'s programs afresh; two builds are identical.
+
+        ``then(rp)`` runs inside the same fresh name generator, so names a
+        pass generates while rewriting are deterministic too.
+        """
         if rank not in self.ranks:
             raise ValueError(f"case {self.name}: rank {rank} not in mesh {self.mesh}")
         from paddle.utils import unique_name
 
         with unique_name.guard():
-            return self.builder(self, rank)
+            rp = self.builder(self, rank)
+            if then is not None:
+                then(rp)
+            return rp

@@ -79,6 +79,17 @@ class OverlapAdapter(PassAdapter):
                     f"{op.type} at op {op.idx} runs on stream {op.stream!r}, "
                     f"not {MP_STREAM!r}", op_index=op.idx, op_type=op.type,
                     var=_ar_input(op), stream=op.stream))
+        # everything but the split grads and their moved allreduces stays
+        touched = {o.render() for pair in matched_pairs(before) for o in pair}
+        kept = {o.render() for o in after.ops}
+        for op in before.ops:
+            if op.render() not in touched and op.render() not in kept:
+                results.append(finding(
+                    "other ops kept", rank,
+                    f"op {op.idx} ({op.type}) of the original is missing from the rewritten "
+                    "program, though the pass only rewrites matmul_v2_grad + allreduce pairs",
+                    op_index=op.idx, op_type=op.type,
+                    var=(op.writes() or op.reads() or [None])[0]))
         if len(results) == 2:
             results.append(holds("allreduce placement", rank,
                                  "each split allreduce directly follows its dX matmul "

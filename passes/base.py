@@ -41,20 +41,25 @@ class PassAdapter:
         from paddle.distributed.passes import PassContext, new_pass
 
         original = case.build(rank)
-        rewritten = case.build(rank)
-        # Paddle's passes log every match at INFO/WARNING on their own
-        # handlers; what they say is reported by the contract checks instead.
-        logging.disable(logging.WARNING)
-        try:
-            p = new_pass(self.name, self.attrs(case, rewritten))
-            p.apply([rewritten.main], [rewritten.startup], PassContext())
-            for prog in (rewritten.main, rewritten.startup):
-                prog.global_block()._sync_with_cpp()
-        except Exception as exc:  # the pass's own bug: keep everything
-            return PassRun(original, rewritten, traceback.format_exc(), type(exc).__name__)
-        finally:
-            logging.disable(logging.NOTSET)
-        return PassRun(original, rewritten)
+        failure = {}
+
+        def apply_pass(rp):
+            # Paddle's passes log every match at INFO/WARNING on their own
+            # handlers; what they say is reported by the contract checks.
+            logging.disable(logging.WARNING)
+            try:
+                p = new_pass(self.name, self.attrs(case, rp))
+                p.apply([rp.main], [rp.startup], PassContext())
+                for prog in (rp.main, rp.startup):
+                    prog.global_block()._sync_with_cpp()
+            except Exception as exc:  # the pass's own bug: keep everything
+                failure["tb"] = traceback.format_exc()
+                failure["type"] = type(exc).__name__
+            finally:
+                logging.disable(logging.NOTSET)
+
+        rewritten = case.build(rank, then=apply_pass)
+        return PassRun(original, rewritten, failure.get("tb"), failure.get("type"))
 
     def contract(self, case, rank, before, after) -> list:
         """Contract checks on snapshots; subclasses extend :meth:`fired_check`."""

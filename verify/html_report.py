@@ -472,12 +472,22 @@ def _section(app, aid) -> str:
            if source != "installed" else "")
     seconds = app.get("seconds")
     secs = f"{seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+    attrs = (f'class="app{" unexpected" if un else ""}" id="{aid}" '
+             f'data-pass="{esc(app.get("pass"))}" data-case="{esc(app.get("case"))}" '
+             f'data-verdict="{esc(v)}" data-unexpected="{1 if un else 0}"'
+             + (" open" if un else ""))
+    facts = " &middot; ".join([
+        f"ranks {esc(ranks)}", f"fired on {esc(', '.join(fired) or 'none')}",
+        f"{len(checks)} checks" + (f", {n_bad} not EQUIVALENT" if n_bad else ""), esc(secs)])
+    outcome = ('<b class="bad">differs from the expectation</b>' if un
+               else '<span class="good">as expected</span>')
     return f"""
-<details class="app{' unexpected' if un else ''}" id="{aid}" data-pass="{esc(app.get('pass'))}" data-case="{esc(app.get('case'))}" data-verdict="{esc(v)}" data-unexpected="{1 if un else 0}"{' open' if un else ''}>
- <summary>{_badge(v)} <b>{esc(app.get('case'))}</b> <span class="dim">&middot; ranks {esc(ranks)} &middot; fired on {esc(', '.join(fired) or 'none')} &middot; {len(checks)} checks{f', {n_bad} not EQUIVALENT' if n_bad else ''} &middot; {esc(secs)}</span> {mark}{oneline}</summary>
+<details {attrs}>
+ <summary>{_badge(v)} <b>{esc(app.get('case'))}</b> <span class="dim">&middot; {facts}</span> {mark}{oneline}</summary>
  <div class="body">
   <div class="expect">
-   <div><span class="dim">expected</span> {_badge(app.get('expected'))}{esc(fires_txt)} &nbsp; <span class="dim">actual</span> {_badge(v)} {'<b class="bad">differs from the expectation</b>' if un else '<span class="good">as expected</span>'}</div>
+   <div><span class="dim">expected</span> {_badge(app.get('expected'))}{esc(fires_txt)} &nbsp;
+    <span class="dim">actual</span> {_badge(v)} {outcome}</div>
    <div><span class="dim">why expected:</span> {esc(app.get('expected_reason'))}</div>
    {src}
    <div><span class="dim">reproduce</span> <code class="repro">{esc(repro_command(app))}</code></div>

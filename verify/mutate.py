@@ -37,7 +37,8 @@ class MutantResult:
 
 
 def _caught_by(app) -> list:
-    return sorted({f"{c.kind}/{c.name}" for c in app.checks if not c.ok})
+    return sorted({f"{c.kind}/{c.name}" for c in app.checks
+                   if c.verdict.value in ("NOT_EQUIVALENT", "PASS_CRASHED", "NOT_APPLIED")})
 
 
 def program_mutants(adapters, cases, numeric, sample=None, out=None):

@@ -102,7 +102,7 @@ def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed) -> list:
                 else:
                     d = compare(name, k, ref, ref, depth)
                     d.ok, d.note = False, "parameter vanished from every rank of its TP group"
-                    d.max_abs = float("inf")
+                    d.max_abs, d.candidate = float("inf"), float("nan")
                     diffs.append(d)
     return diffs
 
@@ -150,7 +150,8 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
             results.append(CheckResult(KIND, f"{backend} run", None, Verdict.NOT_EQUIVALENT,
                                        f"the rewritten program fails where the original runs: "
                                        f"{str(exc).splitlines()[0]}",
-                                       counterexample={"error": str(exc)[:2000]},
+                                       counterexample={"rank": exc.rank,
+                                                       "error": str(exc)[:2000]},
                                        details={"backend": backend}))
             continue
         runs[backend] = orig

@@ -91,6 +91,10 @@ Failures
   job (a failed job may have left the collectives out of step).
 - A rank that does not answer within ``timeout``: error naming the rank(s),
   and the whole pool (launcher and every worker process group) is killed.
+  Gloo gives up on a collective by itself after about 30 s
+  (``RuntimeError: std::exception``; the worker adds a note saying so), so
+  with ``timeout`` above that a collective nobody joins is reported as the
+  waiting rank having raised, not as a timeout.
 - A worker that dies: error with the tail of its launcher log.
 - No pool can be launched: :class:`BackendError`.
 - Programs that gloo cannot run faithfully: :class:`UnsupportedJob`.
@@ -448,7 +452,8 @@ class Pool:
         if self.world != job.world or not self.alive():
             return False
         if self.gpu:
-            return all(self.ring_groups.get(k, g) == g for k, g in job.groups.items())
+            return all(self.ring_groups.get((r, ring), g) == g
+                       for r, pairs in job.register.items() for ring, g in pairs)
         return all(self.bound[r] in (None, g) for r, g in job.bind.items())
 
     def plan(self, job: _Job) -> dict:
@@ -513,7 +518,7 @@ class Pool:
                     try:
                         kind, job_id, result = recv_msg(sock)
                         assert kind == "result" and job_id == self.jobs, (kind, job_id)
-                    except (EOFError, OSError, AssertionError) as exc:
+                    except Exception as exc:  # EOF, reset, timeout, bad pickle
                         time.sleep(0.2)  # let the log reach the disk
                         result = RankResult(rank=r, error=(
                             f"rank {r}: worker process died or broke the protocol "
@@ -533,7 +538,7 @@ class Pool:
             for r in sorted(pending):
                 if failed is not None:
                     msg = (f"rank {r} did not finish: the job was abandoned after rank "
-                           f"{failed} raised (rank {r} was probably waiting in a "
+                           f"{failed} failed (rank {r} was probably waiting in a "
                            f"collective for rank {failed}); the pool was killed")
                 else:
                     msg = (f"rank {r} did not finish within {timeout:g} s (hung, e.g. "
@@ -559,11 +564,17 @@ def _max_pools() -> int:
 
 
 def shutdown_pools() -> None:
-    """Kill every pool this process launched (safe to call any time)."""
-    with _LOCK:
-        while _POOLS:
-            _, pool = _POOLS.popitem()
-            pool.kill()
+    """Kill every pool this process launched (safe to call any time, also
+    from a signal handler while another thread runs a job)."""
+    locked = _LOCK.acquire(timeout=1.0)
+    try:
+        for key in list(_POOLS):
+            pool = _POOLS.pop(key, None)
+            if pool is not None:
+                pool.kill()
+    finally:
+        if locked:
+            _LOCK.release()
 
 
 def pools() -> list[Pool]:

@@ -147,9 +147,14 @@ class Worker:
 
             key = hashlib.md5(f"{list(group)}ring_id:{ring}".encode()).hexdigest()
             self.core.CommContextManager.set_device_id(dist.ParallelEnv().device_id)
-            self.core.CommContextManager.create_nccl_comm_context(
-                self.core.create_or_get_global_tcp_store(), str(ring),
-                group.index(self.rank), len(group), key)
+            try:
+                self.core.CommContextManager.create_nccl_comm_context(
+                    self.core.create_or_get_global_tcp_store(), str(ring),
+                    group.index(self.rank), len(group), key)
+            except Exception:
+                # init_parallel_env may already have registered ring 0 (world)
+                if ring != 0 or group != self.world_group:
+                    raise
             self.rings.add(ring)
             return
         from paddle.distributed.collective import _new_process_group_impl
@@ -246,10 +251,15 @@ class Worker:
                 self.setup(setup)
                 result = self.run_job(RankSpec.loads(data))
             except BaseException:
+                took = time.perf_counter() - start
+                text = traceback.format_exc()
+                if "std::exception" in text and took > 25 and not self.gpu:
+                    text += (f"(after {took:.0f} s: most likely gloo's collective "
+                             "timeout of about 30 s, i.e. a peer never joined the "
+                             "collective this rank waited in)\n")
                 result = RankResult(rank=self.rank,
-                                    error=f"rank {self.rank} raised:\n"
-                                          + traceback.format_exc(),
-                                    seconds=time.perf_counter() - start)
+                                    error=f"rank {self.rank} raised:\n" + text,
+                                    seconds=took)
             send_msg(sock, ("result", job_id, result))
 
 

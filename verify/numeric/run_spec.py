@@ -42,4 +42,9 @@ class RankResult:
 
 class BackendError(Exception):
     """A run that could not complete: a rank raised, hung or the collectives
-    did not match; the message names the rank."""
+    did not match; the message names the rank (``rank`` too, when one is to
+    blame)."""
+
+    def __init__(self, message, rank=None):
+        super().__init__(message)
+        self.rank = rank

@@ -99,7 +99,7 @@ def _group(rings, ring, rank, where):
             return list(group)
     raise BackendError(f"{where}: rank {rank} runs a collective on ring {ring}, "
                        f"but the case declares no group of ring {ring} holding it "
-                       f"(rings: {rings})")
+                       f"(rings: {rings})", rank)
 
 
 def _reduce(kind, arrays):
@@ -167,7 +167,7 @@ def _lockstep(states, rings, where):
             except Exception as exc:
                 raise BackendError(f"{where}: rank {r} raised: {type(exc).__name__}: "
                                    f"{str(exc).strip().splitlines()[0][:300]}\n"
-                                   + traceback.format_exc()) from exc
+                                   + traceback.format_exc(), r) from exc
             progress = True
             if coll is None:
                 done.add(r)
@@ -182,7 +182,7 @@ def _lockstep(states, rings, where):
                     gone = [m for m in group if m in done]
                     raise BackendError(
                         f"{where}: rank {r} waits in {coll.type} (op {coll.index}, ring "
-                        f"{coll.ring}) but rank(s) {gone} finished without it")
+                        f"{coll.ring}) but rank(s) {gone} finished without it", r)
                 continue
             colls = [blocked[m] for m in group]
             kinds = {(c.type, c.kind) for c in colls}
@@ -190,7 +190,7 @@ def _lockstep(states, rings, where):
                 desc = ", ".join(f"rank {m}: {blocked[m].type} op {blocked[m].index}"
                                  for m in group)
                 raise BackendError(f"{where}: ranks meet different collectives on ring "
-                                   f"{coll.ring}: {desc}")
+                                   f"{coll.ring}: {desc}", r)
             _perform(group, colls, states, where)
             for m in group:
                 states[m].pos += 1
@@ -199,7 +199,8 @@ def _lockstep(states, rings, where):
         if not progress:
             desc = ", ".join(f"rank {r} in {c.type} (op {c.index}, ring {c.ring})"
                              for r, c in sorted(blocked.items()))
-            raise BackendError(f"{where}: collectives do not match up; waiting: {desc}")
+            raise BackendError(f"{where}: collectives do not match up; waiting: {desc}",
+                               min(blocked) if blocked else None)
 
 
 def _perform(group, colls, states, where):
@@ -209,14 +210,14 @@ def _perform(group, colls, states, where):
         x = states[m].get(c.x)
         if x is None:
             raise BackendError(f"{where}: rank {m} op {c.index} ({c.type}) reads {c.x}, "
-                               "which holds no value")
+                               "which holds no value", m)
         xs.append(x)
     n = len(group)
     if kind in ("sum", "max", "min", "prod", "avg", "reduce_scatter") and \
             len({(x.shape, x.dtype) for x in xs}) > 1:
         desc = ", ".join(f"rank {m}: {list(x.shape)} {x.dtype}" for m, x in zip(group, xs))
         raise BackendError(f"{where}: {colls[0].type} over ranks {group} gets tensors that "
-                           f"do not match: {desc}")
+                           f"do not match: {desc}", group[0])
     for i, (m, c) in enumerate(zip(group, colls)):
         if kind == "identity":
             out = xs[i]

@@ -1,0 +1,84 @@
+"""A checker that cries wolf is ignored: an identity rewrite and a consistent
+rename must be EQUIVALENT on every case and rank, and reruns must agree."""
+import pytest
+
+import cases
+import passes
+from passes.base import PassRun
+from verify.application import RankOutcome, run_application
+from verify.checks import CheckContext, run_static_checks
+from verify.gate import pick_backend
+from verify.numeric.equivalence import numeric_checks
+from verify.snapshot import from_programs
+from verify.verdicts import Verdict
+
+ALL = sorted(cases.all_cases())
+
+
+def _rename_intermediate(rp):
+    """Rename one non-persistable intermediate consistently everywhere."""
+    block = rp.main.global_block()
+    fixed = set(rp.fetches) | {f.name for f in rp.feeds} | {rp.loss}
+    fixed |= {g.name for _, g in rp.params_grads}
+    for op in block.ops:
+        for name in op.output_arg_names:
+            v = block.var(name)
+            if not v.persistable and name not in fixed and "@" not in name:
+                block._rename_var(name, name + "__renamed")
+                return name
+    return None
+
+
+def _outcomes(case, rewrite):
+    outs = []
+    for rank in case.ranks:
+        orig, new = case.build(rank), case.build(rank)
+        rewrite(new)
+        run = PassRun(orig, new)
+        b = from_programs(orig.main, orig.startup)
+        a = from_programs(new.main, new.startup)
+        b.feeds = a.feeds = sorted(f.name for f in orig.feeds)
+        outs.append(RankOutcome(rank, b, a, run=run))
+    return outs
+
+
+def _assert_all_equivalent(case, outs):
+    for o in outs:
+        ctx = CheckContext("identity", case.name, o.rank, o.before, o.after,
+                           symbols=dict(case.symbols),
+                           loaded=frozenset(case.loaded_persistables))
+        bad = [r for r in run_static_checks(ctx) if r.verdict != Verdict.EQUIVALENT]
+        assert not bad, [r.message for r in bad]
+    num = numeric_checks(case, outs, backends=("simulated",), seed=1)
+    bad = [r for r in num if r.verdict != Verdict.EQUIVALENT]
+    assert num and not bad, [r.message for r in bad]
+
+
+@pytest.mark.parametrize("case_name", ALL)
+def test_identity_rewrite_is_equivalent(case_name):
+    case = cases.all_cases()[case_name].numeric_twin()
+    _assert_all_equivalent(case, _outcomes(case, lambda rp: None))
+
+
+@pytest.mark.parametrize("case_name", ALL)
+def test_consistent_rename_is_equivalent(case_name):
+    case = cases.all_cases()[case_name].numeric_twin()
+    renamed = []
+    outs = _outcomes(case, lambda rp: renamed.append(_rename_intermediate(rp)))
+    assert any(renamed), "nothing to rename"
+    _assert_all_equivalent(case, outs)
+
+
+@pytest.mark.parametrize("pass_short,case_name", [
+    ("overlap", "col_window_reads_xgrad"), ("overlap", "col_3d_static"),
+    ("promotion", "row_dp_mp_o1_sgd"), ("promotion", "row_mp_o0_sgd_clip_tp2")])
+def test_rerun_gives_identical_verdicts_and_numbers(pass_short, case_name):
+    _, numeric = pick_backend("simulated", 7)
+    runs = []
+    for _ in range(2):
+        app = run_application(passes.get(pass_short), cases.all_cases()[case_name],
+                              numeric=numeric)
+        d = app.to_dict(with_programs=False)
+        d.pop("seconds")
+        runs.append(d)
+    assert runs[0] == runs[1]
