@@ -156,6 +156,9 @@ def _summary(apps, path, seconds, out) -> None:
         print(f"    reproduce: python -m verify run --pass {a.pass_name} "
               f"--case {a.case_name}" + (f" --pass-file {a.source}"
                                           if a.source != "installed" else ""), file=out)
+    from .gate import summary_table
+
+    print(summary_table(apps), file=out)
     print(f"{len(apps)} applications in {seconds:.1f}s: " +
           ", ".join(f"{k} {v}" for k, v in sorted(by.items())), file=out)
     print(f"report: {path}", file=out)

@@ -42,10 +42,33 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
     name, numeric = pick_backend(backend, seed)
     apps = []
     total = len(adapters) * len(cases)
+    bar = out is not None and hasattr(out, "isatty") and out.isatty()
     for adapter in adapters:
         for case in cases:
+            if bar:  # a progress bar on a terminal; finished lines scroll above it
+                done = len(apps)
+                filled = int(30 * done / max(total, 1))
+                out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} "
+                          f"{adapter.short} {case.name[:30]:30s}")
+                out.flush()
             app = run_application(adapter, case, source=source, numeric=numeric)
             apps.append(app)
             if out is not None:
-                print(f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
+                prefix = "\r\033[K" if bar else ""
+                print(prefix + f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
     return apps, name
+
+
+def summary_table(apps) -> str:
+    """Verdict counts per pass, as a small text table."""
+    from collections import Counter
+
+    verdicts = ["EQUIVALENT", "NOT_EQUIVALENT", "PASS_CRASHED", "NOT_APPLIED", "INCONCLUSIVE"]
+    rows = [["pass"] + verdicts + ["unexpected"]]
+    for p in dict.fromkeys(a.pass_name for a in apps):
+        mine = [a for a in apps if a.pass_name == p]
+        c = Counter(a.verdict.value for a in mine)
+        rows.append([p] + [str(c.get(v, 0)) for v in verdicts]
+                    + [str(sum(not a.as_expected for a in mine))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows)
