@@ -26,7 +26,7 @@ def build(case: Case, rank: int):
     b = ProgramBuilder(case, rank)
     batch = -1 if p.get("dynamic_batch") else B
     two_d = p.get("two_d", False)
-    shape = [batch, H] if two_d else [batch, S, H]
+    shape = [B * S if batch > 0 else -1, H] if two_d else [batch, S, H]
     concrete = [B * S, H] if two_d else [B, S, H]
     spelling = p.get("spelling", "c_allreduce_sum")
     layers = p.get("layers", 1)

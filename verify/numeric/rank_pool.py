@@ -669,4 +669,4 @@ def raise_for_errors(results: dict, where: str = "ranks") -> None:
     errors = [res for _, res in sorted(results.items()) if res.error]
     if errors:
         first = next((e for e in errors if " raised:" in e.error), errors[0])
-        raise BackendError(f"{where}: rank {first.rank} failed: {first.error}")
+        raise BackendError(f"{where}: rank {first.rank} failed: {first.error}", first.rank)

@@ -126,6 +126,7 @@ class _Rank:
         self.exe = paddle.static.Executor(place)
         main = paddle.static.Program.parse_from_string(spec.main)
         startup = paddle.static.Program.parse_from_string(spec.startup)
+        self.main_program = main
         self.startup = _pieces(startup)
         self.main = _pieces(main)
         self.items = []
@@ -139,6 +140,19 @@ class _Rank:
 
     def set(self, name, value):
         self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
+
+    def check_feed(self, name, value, where):
+        """Refuse a feed the executor would refuse (shape against the declared one)."""
+        block = self.main_program.global_block()
+        if not block.has_var(name):
+            raise BackendError(f"{where}: rank {self.rank} feeds {name}, which the program "
+                               "does not have", self.rank)
+        declared = list(block.var(name).shape)
+        if len(declared) != value.ndim or any(
+                d >= 0 and d != v for d, v in zip(declared, value.shape)):
+            raise BackendError(f"{where}: rank {self.rank} feeds {name} of shape "
+                               f"{list(value.shape)}, the program declares {declared}",
+                               self.rank)
 
     def start(self, items):
         self.items, self.pos = items, 0
@@ -261,6 +275,7 @@ def run_simulated(specs: dict, where: str = "simulated") -> dict:
     for k in range(steps):
         for r, st in states.items():
             for name, value in st.spec.feeds[k].items():
+                st.check_feed(name, value, where)
                 st.set(name, value)
             st.start(st.main)
         _lockstep(states, rings, f"{where} step {k}")
