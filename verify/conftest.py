@@ -25,9 +25,9 @@ def pytest_addoption(parser):
     group.addoption("--pass-file", default=None, metavar="PATH",
                     help="verify the pass defined in this source file instead of "
                          "the installed one (pre-merge use)")
-    group.addoption("--backend", default="simulated",
+    group.addoption("--backend", default="both",
                     choices=["none", "simulated", "ranks", "both"],
-                    help="numeric backend of the gate (default: simulated)")
+                    help="numeric backend of the gate (default: both = simulator + real ranks, cross-checked)")
     group.addoption("--seed", type=int, default=None,
                     help="seed of parameters and inputs (default: the report's)")
     group.addoption("--report-dir", default=None, metavar="DIR",

@@ -23,7 +23,7 @@ def pick_backend(requested, seed=0):
     """The numeric backend name and the callable running it (or None)."""
     from .numeric.equivalence import numeric_checks
 
-    name = requested or "simulated"
+    name = requested or "both"
     if name not in BACKENDS:
         raise ValueError(f"unknown numeric backend {name!r}; known: {', '.join(BACKENDS)}")
     backends = BACKENDS[name]
