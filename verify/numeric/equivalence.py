@@ -161,7 +161,7 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         try:
             rew = _run(backend, make_specs(case, rewrittens, seed, steps), where + " (rewritten)")
         except BackendError as exc:
-            results.append(CheckResult(KIND, f"{backend} run", None, Verdict.NOT_EQUIVALENT,
+            results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
                                        f"the rewritten program fails where the original runs: "
                                        f"{str(exc).splitlines()[0]}",
                                        counterexample={"rank": exc.rank,

@@ -196,7 +196,7 @@ def _lockstep(states, rings, where):
                     gone = [m for m in group if m in done]
                     raise BackendError(
                         f"{where}: rank {r} waits in {coll.type} (op {coll.index}, ring "
-                        f"{coll.ring}) but rank(s) {gone} finished without it", r)
+                        f"{coll.ring}) but rank(s) {gone} finished without it", gone[0])
                 continue
             colls = [blocked[m] for m in group]
             kinds = {(c.type, c.kind) for c in colls}
