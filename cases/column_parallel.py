@@ -24,10 +24,11 @@ H, N, B, S = 8, 8, 2, 4
 def build(case: Case, rank: int):
     p = case.params
     b = ProgramBuilder(case, rank)
+    seq = p.get("seq", S)
     batch = -1 if p.get("dynamic_batch") else B
     two_d = p.get("two_d", False)
-    shape = [B * S if batch > 0 else -1, H] if two_d else [batch, S, H]
-    concrete = [B * S, H] if two_d else [B, S, H]
+    shape = [B * seq if batch > 0 else -1, H] if two_d else [batch, seq, H]
+    concrete = [B * seq, H] if two_d else [B, seq, H]
     spelling = p.get("spelling", "c_allreduce_sum")
     layers = p.get("layers", 1)
     trans_y = p.get("trans_y", False)
@@ -63,13 +64,13 @@ def build(case: Case, rank: int):
         hin, x_id, w, out, mm = saved[i]
         x_id_g, w_g = b.grad_of(x_id), b.grad_of(w)
         b.grad_op(mm, inputs={"Out@GRAD": [out_g]})
-        if window == "cast":
+        if window in ("cast", "cast_and_read"):
             # AMP master grad: a cast of Y@GRAD between the grad and allreduce
             w_g16 = b.var(f"{w_g.name}@fp16", w_g.shape, "float16")
             b.op("cast", {"X": [w_g]}, {"Out": [w_g16]},
                  {"in_dtype": w_g.dtype, "out_dtype": w_g16.dtype}, BACKWARD)
             b.fetches.append(w_g16.name)
-        elif window == "read_xgrad":
+        if window in ("read_xgrad", "cast_and_read"):
             # an op in the window that reads the *unreduced* dX
             stat = b.var(f"{x_id_g.name}@scaled", shape)
             b.op("scale", {"X": [x_id_g]}, {"Out": [stat]},
@@ -91,12 +92,13 @@ def build(case: Case, rank: int):
     return b.finish()
 
 
-def _case(name, summary, expect, **params):
+def _case(name, summary, expect, tp=2, **params):
     symbols = {"x": ("B",) + (None,) * (1 if params.get("two_d") else 2)} \
         if params.get("dynamic_batch") else {}
+    mesh = list(range(tp))
     return Case(name=name, family="column_parallel", summary=summary,
-                mesh=[0, 1], builder=build, expect={OVERLAP: expect},
-                rings={0: [[0, 1]]}, symbols=symbols,
+                mesh=mesh, builder=build, expect={OVERLAP: expect},
+                rings={0: [mesh]}, symbols=symbols,
                 sharded_params=frozenset(f"linear_{i}.w_0" for i in range(params.get("layers", 1))),
                 params=params)
 
@@ -134,4 +136,27 @@ CASES = [
                  "3.3.1 emits all_reduce, the pass matches only c_allreduce_sum, "
                  "so it silently does nothing on real programs"),
           spelling="all_reduce"),
+    _case("col_3d_static_tp4", "x [B,S,H] static, TP 4",
+          Expect(True, "EQUIVALENT", "the pass splits the grad on every rank"), tp=4),
+    _case("col_3d_inplace", "the allreduce of dX in place (Out = X), nothing in the window",
+          Expect(True, "EQUIVALENT", "the split is correct when no op reads dX in the window"),
+          inplace=True),
+    _case("col_three_layers", "three stacked column-parallel layers",
+          Expect(True, "EQUIVALENT", "every layer is split"), layers=3),
+    _case("col_seq1", "x [B,1,H]: a sequence of one",
+          Expect(True, "EQUIVALENT", "the fold [B*1, H] is still the kernel's fold"), seq=1),
+    _case("col_2d_dynamic", "x [-1,K]: 2-D with dynamic rows",
+          Expect(True, "PASS_CRASHED",
+                 "3.3.1 folds [-1, K] into the 1-D target [-K] and raises"),
+          two_d=True, dynamic_batch=True),
+    _case("col_cast_window_dynamic", "AMP cast window with a dynamic batch",
+          Expect(True, "PASS_CRASHED", "the dynamic batch alone makes 3.3.1 build [-4, 8]"),
+          window="cast", dynamic_batch=True),
+    _case("col_cast_and_read_window", "both a cast of Y@GRAD and a read of dX in the window",
+          Expect(True, "NOT_EQUIVALENT",
+                 "the cast is fine, but the window's read of the in-place dX now sees the "
+                 "reduced value"),
+          window="cast_and_read", inplace=True),
+    _case("col_two_layers_tp4", "two stacked column-parallel layers, TP 4",
+          Expect(True, "EQUIVALENT", "both layers are split on every rank"), layers=2, tp=4),
 ]

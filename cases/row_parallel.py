@@ -388,4 +388,22 @@ CASES = [
               "the O0/O2 SP backward patterns end", "both DP+MP+SP backward "
               "patterns (O0/O2 and O1) end")),
           dp=2, sp=True, amp="o1"),
+    # -- more of the matrix: optimizers, TP degrees, AMP levels ---------------
+    _case("row_mp_o2_sgd_tp2", "MP, TP 2, AMP O2, SGD",
+          Expect(True, "EQUIVALENT", _MP_OK), amp="o2"),
+    _case("row_mp_o0_adamw_tp4", "MP, TP 4, fp32, AdamW",
+          Expect(True, "EQUIVALENT", _MP_OK), tp=4, opt="adamw"),
+    _case("row_mp_o2_adamw_tp4", "MP, TP 4, AMP O2, AdamW",
+          Expect(True, "EQUIVALENT", _MP_OK), tp=4, amp="o2", opt="adamw"),
+    _case("row_mp_o1_sgd_gclip_tp2", "MP, TP 2, AMP O1, SGD, global-norm clip after "
+          "auto_parallel_grad_clip", Expect(True, "EQUIVALENT", _MP_OK), amp="o1",
+          clip="global"),
+    _case("row_mp_sp_o2_sgd_tp2", "MP+SP, TP 2, AMP O2, SGD",
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), sp=True, amp="o2"),
+    _case("row_dp_mp_o2_adamw", "DP 2 x MP 2, AMP O2, AdamW",
+          Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o2", opt="adamw"),
+    _case("row_dp_mp_o1_adamw", "DP 2 x MP 2, AMP O1, AdamW",
+          Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o1", opt="adamw"),
+    _case("row_dp_mp_sp_o0_adamw", "DP 2 x MP 2 + SP, fp32, AdamW",
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), dp=2, sp=True, opt="adamw"),
 ]
