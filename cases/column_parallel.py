@@ -15,7 +15,7 @@ TP 2 on a 1-D mesh, one ring (ring 0), so real gloo ranks run it faithfully.
 from __future__ import annotations
 
 from .base import Case, Expect
-from .program_builder import BACKWARD, FORWARD, LOSS, OPTIMIZE, ProgramBuilder
+from .program_builder import BACKWARD, FORWARD, ProgramBuilder
 
 OVERLAP = "allreduce_matmul_grad_overlapping"
 H, N, B, S = 8, 8, 2, 4
@@ -49,17 +49,7 @@ def build(case: Case, rank: int):
                   {"trans_x": False, "trans_y": trans_y}, FORWARD)
         saved.append((h, x_id, w, out, mm))
         h = out
-    loss = b.var("loss", [])
-    mean = b.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
-         {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
-    b.loss = loss.name
-    b.fetches += [h.name, loss.name]
-
-    loss_g = b.grad_of(loss)
-    b.op("fill_constant", {}, {"Out": [loss_g]},
-         {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
-    out_g = b.grad_of(h)
-    b.grad_op(mean)
+    out_g = b.mean_loss(h)
     for i in reversed(range(layers)):
         hin, x_id, w, out, mm = saved[i]
         x_id_g, w_g = b.grad_of(x_id), b.grad_of(w)

@@ -135,10 +135,30 @@ class ProgramBuilder:
         for slot, names in (outputs or {}).items():
             desc.set_output(slot, [getattr(n, "name", n) for n in names])
         desc._set_int32_attr("op_role", role)
-        self.block._sync_with_cpp()
-        op = self.block.ops[-1]
+        missing = [n for n in desc.output_arg_names() if not self.block.has_var(n)]
+        if missing:
+            raise ValueError(f"{fwd_op.type} grad writes {missing}, not in the block")
+        # Wrap the one new desc instead of Block._sync_with_cpp, which re-reads
+        # every op and var of the block (O(n^2) over a build of n ops).
+        op = paddle.base.framework.Operator(self.block, desc)
+        self.block.ops.append(op)
         naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
         return op
+
+    def mean_loss(self, h):
+        """``loss = reduce_mean(h)`` and the head of the backward pass
+        (``loss@GRAD = 1``, ``h@GRAD = reduce_mean_grad``); returns h@GRAD."""
+        loss = self.var("loss", [])
+        mean = self.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
+                       {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
+        self.loss = loss.name
+        self.fetches += [h.name, loss.name]
+        loss_g = self.grad_of(loss)
+        self.op("fill_constant", {}, {"Out": [loss_g]},
+                {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
+        h_g = self.grad_of(h)
+        self.grad_op(mean)
+        return h_g
 
     def sgd(self, param, grad, lr, master=None):
         """SGD step; with ``master`` (an fp32 master weight) it is multi-precision."""

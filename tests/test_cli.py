@@ -73,7 +73,7 @@ def test_pass_that_raises_is_pass_crashed_with_half_rewritten_program(tmp_path):
 
 
 def test_case_that_fails_to_build_does_not_stop_the_others():
-    from cases.base import Case, Expect
+    from cases.base import Case
     import cases
     import passes
     from verify.gate import run_matrix

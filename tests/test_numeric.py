@@ -5,8 +5,8 @@ import pytest
 
 import cases
 import passes
-from cases.base import Case, Expect
-from cases.program_builder import BACKWARD, FORWARD, LOSS, ProgramBuilder
+from cases.base import Case
+from cases.program_builder import FORWARD, LOSS, ProgramBuilder
 from passes.base import PassRun
 from verify import program_mutants as pm
 from verify.application import RankOutcome, run_application
