@@ -149,4 +149,10 @@ CASES = [
           window="cast_and_read", inplace=True),
     _case("col_two_layers_tp4", "two stacked column-parallel layers, TP 4",
           Expect(True, "EQUIVALENT", "both layers are split on every rank"), layers=2, tp=4),
+    _case("col_three_layers_tp4", "three stacked column-parallel layers, TP 4",
+          Expect(True, "EQUIVALENT", "every layer is split on every rank"), layers=3, tp=4),
+    _case("col_seq1_dynamic", "x [-1,1,H]: dynamic batch, a sequence of one",
+          Expect(True, "EQUIVALENT", "by luck the static product -1*1 = -1 is a valid "
+                 "reshape target: the fold [B, H] holds for every B (Z3), unlike S > 1"),
+          seq=1, dynamic_batch=True),
 ]

@@ -9,7 +9,7 @@ model-parallel stream, so communication overlaps the dY matmul.
 from __future__ import annotations
 
 from verify.checks.shape_check import check_snapshot
-from verify.snapshot import Op
+from verify.snapshot import Op, ProgramSnapshot
 
 from .base import PassAdapter, finding, holds
 
@@ -103,11 +103,16 @@ class OverlapAdapter(PassAdapter):
         For each pair it will split, the planned ops are the ones the pass
         inserts, with reshape targets computed as the pass computes them
         from the *declared* static shapes (``[x0 * x1, *x[2:]]``, so a -1
-        batch gives -S); the shape check then runs over the original up to
-        the grad op followed by that plan.
+        batch gives -S); the shape check then runs that plan from the shapes
+        inferred for the original up to the grad op.
         """
         results = []
-        for g, _ in matched_pairs(before):
+        pairs = matched_pairs(before)
+        # infer the original's shapes once, keeping the state at each grad op
+        states = {g.idx: None for g, _ in pairs}
+        if pairs:
+            check_snapshot(before, rank, "", case.symbols, capture=states)
+        for g, _ in pairs:
             x, y, dout = g.inputs["X"][0], g.inputs["Y"][0], g.inputs["Out@GRAD"][0]
             dy = g.outputs["Y@GRAD"][0]
             xs, os_, ys = before.shape(x), before.shape(dout), before.shape(dy)
@@ -125,12 +130,15 @@ class OverlapAdapter(PassAdapter):
                 Op(0, "reshape2", {"X": ["plan.dY2d"]}, {"Out": [dy]},
                    {"shape": list(ys)}, 1),
             ]
-            prefix = before.ops[:g.idx]
-            planned = before.with_ops(prefix + plan)
-            inserted = {len(prefix) + k for k in (1, 2, 4)}
+            # the plan's ops take the grad's place (indices g.idx, g.idx+1, ...)
+            for k, op in enumerate(plan):
+                op.idx = g.idx + k
+            planned = ProgramSnapshot(plan, before.vars, feeds=before.feeds)
+            inserted = {g.idx + k for k in (1, 2, 4)}
             for r in check_snapshot(planned, rank,
                                     f"{self.name} plan for op {g.idx} on {case.name} rank {rank}",
-                                    case.symbols, inserted, name="prediction"):
+                                    case.symbols, inserted, name="prediction",
+                                    start=states[g.idx]):
                 if r.counterexample is not None:
                     r.counterexample["planned_for_op"] = g.idx
                     r.message += f" [planned from matmul_v2_grad at op {g.idx}]"

@@ -115,16 +115,19 @@ def is_fold_for_matmul(solver, x, out):
 
 
 def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
-                   name: str = "shapes") -> list:
+                   name: str = "shapes", start=None, capture=None) -> list:
     """Run the rule table over ``snap``'s main ops; a list of CheckResults.
 
     ``inserted`` is the set of op indices the pass inserted (their reshapes
-    get the folding check).
+    get the folding check).  ``start`` (a ``(solver, env)`` captured earlier)
+    continues from the shapes inferred up to some op instead of from the
+    declared ones; ``capture`` (a dict keyed by op index) receives such a
+    state just before each of its ops, so a caller checking several plans
+    against one program infers that program's shapes once.
     """
     symbols = symbols or {}
     inserted = inserted or set()
-    solver = _Solver()
-    env = {}
+    solver, env = (start[0], dict(start[1])) if start else (_Solver(), {})
     findings, unknowns = [], []
     consumers = {}
     for op in snap.ops:
@@ -149,6 +152,8 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
     poisoned = set()  # outputs of ops already found broken, or without a rule
     skipped = []
     for op in snap.ops:
+        if capture is not None and op.idx in capture:
+            capture[op.idx] = (solver, dict(env))
         if poisoned & set(op.reads()):
             # downstream of a finding or of an op without a rule: unknown
             poisoned.update(op.writes())

@@ -123,7 +123,7 @@ class _Rank:
         self.rank = spec.rank
         self.place = place
         self.scope = paddle.static.Scope()
-        self.exe = paddle.static.Executor(place)
+        self.exes = {}
         main = paddle.static.Program.parse_from_string(spec.main)
         startup = paddle.static.Program.parse_from_string(spec.startup)
         self.main_program = main
@@ -163,7 +163,12 @@ class _Rank:
             kind, val = self.items[self.pos]
             if kind == "coll":
                 return val
-            self.exe.run(val, scope=self.scope, use_program_cache=True)
+            # one executor per piece: an executor caches only a few programs,
+            # and a miss re-clones the piece (quadratic in program size)
+            exe = self.exes.get(id(val))
+            if exe is None:
+                exe = self.exes[id(val)] = paddle_module().static.Executor(self.place)
+            exe.run(val, scope=self.scope, use_program_cache=True)
             self.pos += 1
         return None
 
