@@ -155,4 +155,7 @@ CASES = [
           Expect(True, "EQUIVALENT", "by luck the static product -1*1 = -1 is a valid "
                  "reshape target: the fold [B, H] holds for every B (Z3), unlike S > 1"),
           seq=1, dynamic_batch=True),
+    _case("col_cast_window_tp4", "AMP master-grad cast in the window, TP 4",
+          Expect(True, "EQUIVALENT", "the dY matmul is placed before the window ops on "
+                 "every rank"), window="cast", tp=4),
 ]
