@@ -91,10 +91,10 @@ class PromotionAdapter(PassAdapter):
 
     def _first_rank(self, rank, bias_names, after) -> list:
         out = []
-        producers = {}  # op index -> {var: its latest writer before that op}
+        producers = {}  # op index -> {var it reads: that var's latest writer}
         current = {}
         for op in after.ops:
-            producers[op.idx] = dict(current)
+            producers[op.idx] = {r: current.get(r) for r in op.reads()}
             for name in op.writes():
                 current[name] = op
         for bias in bias_names:
@@ -120,16 +120,17 @@ class PromotionAdapter(PassAdapter):
 
     def _other_rank(self, rank, bias_names, after) -> list:
         out = []
-        for bias in bias_names:
-            for op in after.ops:
-                hit = [n for n in op.reads() + op.writes()
-                       if n == bias or n == bias + "@GRAD"]
-                if hit:
+        names = {n: b for b in bias_names for n in (b, b + "@GRAD")}
+        reported = set()
+        for op in after.ops:  # one scan; the first use of each bias is reported
+            for n in op.reads() + op.writes():
+                if n in names and names[n] not in reported:
+                    reported.add(names[n])
                     out.append(finding(
                         "bias removed on other ranks", rank,
-                        f"op {op.idx} ({op.type}) still uses {hit[0]} on a non-first "
-                        "TP rank", op_index=op.idx, op_type=op.type, var=hit[0]))
-                    break
+                        f"op {op.idx} ({op.type}) still uses {n} on a non-first "
+                        "TP rank", op_index=op.idx, op_type=op.type, var=n))
+        for bias in bias_names:
             for op in after.startup_ops:
                 if bias in op.writes():
                     out.append(finding(
