@@ -553,19 +553,6 @@ _OVERLAP_NOT_APPLIED = Expect(
     "planned programs")
 
 
-def _case(name, summary, promotion, **params):
-    symbols = {"x": ("B", None, None), "y": ("B", None, None)} \
-        if params.get("dynamic_batch") else {}
-    return Case(name=name, family="engine_planned", summary=summary,
-                mesh=list(MESH), builder=build,
-                expect={OVERLAP: _OVERLAP_NOT_APPLIED, PROMOTION: promotion},
-                rings={RING: [list(MESH)]}, symbols=symbols,
-                sharded_params=frozenset({"linear_0.w_0", "linear_0.b_0",
-                                          "linear_1.w_0"}),
-                enable_sp=False, amp_level="o0", gloo_unfaithful="",
-                params=params)
-
-
 _PROMOTION_FIRES = Expect(
     True, "EQUIVALENT",
     "the planner's row-parallel linear is exactly the MP pattern "

@@ -51,7 +51,7 @@ simulated numeric checks hold too: the two passes do not interfere here.
 from __future__ import annotations
 
 from .base import Case, Expect
-from .program_builder import BACKWARD, FORWARD, LOSS, ProgramBuilder
+from .program_builder import BACKWARD, ProgramBuilder
 
 OVERLAP = "allreduce_matmul_grad_overlapping"
 PROMOTION = "auto_parallel_fused_linear_promotion"
@@ -127,19 +127,10 @@ def build(case: Case, rank: int):
                            add=add, scales=scales, res=res, out=h_next))
         h = h_next
 
-    loss = b.var("mean_0.tmp_0", [], mapping=[])
-    mean = b.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
-                {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
-    b.loss = loss.name
-    # names no pass renames or deletes: the last hidden state and the loss
-    b.fetches += [h.name, loss.name]
+    # the last hidden state and the loss: names no pass renames or deletes
+    b.mean_loss(h, "mean_0.tmp_0")
 
     # -- backward -------------------------------------------------------------
-    loss_g = b.grad_of(loss)
-    b.op("fill_constant", {}, {"Out": [loss_g]},
-         {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
-    b.grad_of(h)
-    b.grad_op(mean)
     for i in reversed(range(n_layers)):
         blk = blocks[i]
         out_g = f"{blk['out'].name}@GRAD"

@@ -145,10 +145,11 @@ class ProgramBuilder:
         naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
         return op
 
-    def mean_loss(self, h):
+    def mean_loss(self, h, name="loss"):
         """``loss = reduce_mean(h)`` and the head of the backward pass
-        (``loss@GRAD = 1``, ``h@GRAD = reduce_mean_grad``); returns h@GRAD."""
-        loss = self.var("loss", [])
+        (``loss@GRAD = 1``, ``h@GRAD = reduce_mean_grad``); returns h@GRAD.
+        ``h`` and the loss become fetched outputs."""
+        loss = self.var(name, [])
         mean = self.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
                        {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
         self.loss = loss.name
