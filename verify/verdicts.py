@@ -7,7 +7,8 @@ from enum import Enum
 
 class Verdict(str, Enum):
     EQUIVALENT = "EQUIVALENT"
-    NOT_EQUIVALENT = "NOT_EQUIVALENT"  # with a counterexample
+    NOT_EQUIVALENT = "NOT_EQUIVALENT"  # the values differ; with a counterexample
+    CONTRACT_BROKEN = "CONTRACT_BROKEN"  # values kept, but the pass broke its contract
     PASS_CRASHED = "PASS_CRASHED"  # exception inside the pass
     NOT_APPLIED = "NOT_APPLIED"  # the pass did not fire where it must
     INCONCLUSIVE = "INCONCLUSIVE"  # Z3 unknown/timeout, unsupported op, ...
@@ -17,8 +18,8 @@ class Verdict(str, Enum):
 
 
 # Worst first: the application's verdict is the worst of its checks.
-_SEVERITY = [Verdict.PASS_CRASHED, Verdict.NOT_EQUIVALENT, Verdict.NOT_APPLIED,
-             Verdict.INCONCLUSIVE, Verdict.EQUIVALENT]
+_SEVERITY = [Verdict.PASS_CRASHED, Verdict.NOT_EQUIVALENT, Verdict.CONTRACT_BROKEN,
+             Verdict.NOT_APPLIED, Verdict.INCONCLUSIVE, Verdict.EQUIVALENT]
 
 
 @dataclass
