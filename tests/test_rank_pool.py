@@ -200,3 +200,149 @@ def test_two_groups_on_one_rank_are_unsupported_on_gloo():
     with pytest.raises(rank_pool.UnsupportedJob, match="first communicator"):
         rank_pool.run_ranks(_specs(world=4, programs=programs, rings=dp_mp))
     assert rank_pool.used_rings(programs[0][0]) == {0, 1}
+
+
+# ------------------------------------------------ authenticated channel
+def _evil_pickle(path: str) -> bytes:
+    import pickle
+
+    class Writes:
+        def __reduce__(self):
+            return (exec, (f"open({path!r}, 'w').write('pwned')",))
+
+    return pickle.dumps(Writes())
+
+
+def _rogue(addr: str, payload: bytes) -> None:
+    """Connect to addr like a worker would, but send a pickle straight away:
+    once in the old length-prefixed framing, once framed like a Connection."""
+    import socket as socket_mod
+    import struct
+
+    host, port = addr.rsplit(":", 1)
+    for framed in (struct.pack("!Q", len(payload)) + payload,
+                   struct.pack("!i", len(payload)) + payload):
+        try:
+            with socket_mod.create_connection((host, int(port)), timeout=2) as s:
+                s.sendall(framed)
+                s.settimeout(2)
+                try:
+                    s.recv(1024)
+                except OSError:
+                    pass
+        except OSError:
+            pass
+
+
+@pytest.mark.slow
+def test_rogue_peer_during_start_up_is_dropped_unpickled(tmp_path, monkeypatch):
+    rank_pool.shutdown_pools()
+    target = tmp_path / "written_by_unpickling"
+    payload = _evil_pickle(str(target))
+    real_popen = rank_pool.subprocess.Popen
+    seen = {}
+
+    def popen(cmd, *args, env=None, **kwargs):
+        # the pool listens now; a rogue local process connects before any rank
+        seen["argv"] = " ".join(map(str, cmd))
+        _rogue(env["RANK_POOL_ADDR"], payload)
+        return real_popen(cmd, *args, env=env, **kwargs)
+
+    monkeypatch.setattr(rank_pool.subprocess, "Popen", popen)
+    results = rank_pool.run_ranks(_specs(), timeout=60)
+    monkeypatch.undo()
+    assert not target.exists(), "a rogue peer's pickle was unpickled"
+    pool = _pools()[0]
+    assert pool.dropped == 2
+    assert pool._authkey.hex() not in seen["argv"]  # the secret is not on argv
+    for res in results.values():
+        assert res.error is None, res.error
+        np.testing.assert_array_equal(res.steps[0]["y"], np.full([2, 3], 3.0))
+
+
+def test_wrong_key_is_refused_before_any_pickle(tmp_path):
+    """Unit level: a peer with the wrong key is dropped by accept_authenticated."""
+    import threading
+
+    from multiprocessing.connection import Client
+
+    target = tmp_path / "written"
+    listener = rank_pool.listen()
+    addr = listener.getsockname()
+    key = rank_pool.new_authkey()
+
+    def client(k):
+        try:
+            c = Client(addr, family="AF_INET", authkey=k)
+            c.send_bytes(_evil_pickle(str(target)))
+            c.close()
+        except Exception:
+            pass
+
+    t = threading.Thread(target=client, args=(b"x" * 32,))
+    t.start()
+    assert rank_pool.accept_authenticated(listener, key, timeout=2) is None
+    t.join(5)
+    t = threading.Thread(target=lambda: rank_pool.connect("%s:%d" % addr, key).send("hi"))
+    t.start()
+    conn = rank_pool.accept_authenticated(listener, key, timeout=2)
+    assert conn is not None and conn.recv() == "hi"
+    t.join(5)
+    conn.close()
+    listener.close()
+    assert not target.exists()
+
+
+# ------------------------------------------------ workers killed or stopped
+def _worker_pid(rank: int) -> int:
+    pool = _pools()[0]
+    return pool.pids[rank]
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_job_names_the_rank_and_pool_recovers():
+    import signal
+    import threading
+
+    rank_pool.run_ranks(_specs(), timeout=60)  # a warm pool
+    pool = _pools()[0]
+    victim = pool.pids[0]
+    # rank 0 waits in an all_reduce that rank 1 never joins: a job in progress
+    programs = {0: _program(collective=True), 1: _program(collective=False)}
+    timer = threading.Timer(1.5, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    start = time.perf_counter()
+    results = rank_pool.run_ranks(_specs(programs=programs), timeout=20)
+    timer.join()
+    assert time.perf_counter() - start < 20
+    assert results[0].error and "rank 0" in results[0].error
+    assert "died during the job" in results[0].error or "launcher exited" in results[0].error
+    assert rank_pool.processes_with(pool.id) == []
+    again = rank_pool.run_ranks(_specs(), timeout=60)
+    for res in again.values():
+        assert res.error is None, res.error
+    assert victim not in _pools()[0].pids.values()
+
+
+@pytest.mark.slow
+def test_stopped_worker_times_out_names_the_rank_and_pool_recovers():
+    import signal
+
+    rank_pool.run_ranks(_specs(), timeout=60)
+    pool = _pools()[0]
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    try:
+        start = time.perf_counter()
+        results = rank_pool.run_ranks(_specs(), timeout=3)
+        assert time.perf_counter() - start < 20
+    finally:
+        try:
+            os.kill(pool.pids[1], signal.SIGCONT)
+        except OSError:
+            pass
+    assert results[1].error and "did not finish within 3 s" in results[1].error
+    assert "rank(s) [1] stopped (SIGSTOP)" in results[1].error
+    assert rank_pool.processes_with(pool.id) == []
+    again = rank_pool.run_ranks(_specs(), timeout=60)
+    for res in again.values():
+        assert res.error is None, res.error

@@ -16,8 +16,9 @@ non-persistable vars stay readable after the run).
 
 Launching costs seconds (the launcher and each rank import Paddle and
 rendezvous), so a launched group is kept alive per world size and reused:
-jobs travel to the workers and results back over loopback TCP sockets
-(length-prefixed pickles; a :class:`RankSpec` is pickled by ``dumps``).
+jobs travel to the workers and results back over loopback TCP connections
+(``multiprocessing.connection`` with a per-pool authkey passed through the
+environment: nothing is unpickled before the peer passed the challenge).
 
 Environment given to the launcher and the workers
 -------------------------------------------------
@@ -31,7 +32,8 @@ Environment given to the launcher and the workers
   interpreter and ``-m verify.numeric.rank_worker`` are its arguments).
 - ``RANK_POOL_ADDR`` / ``RANK_POOL_CONTROLLER_PID`` /
   ``RANK_POOL_BIND_WORLD``: how a worker finds this process, and whether it
-  binds to the world group at start.
+  binds to the world group at start; ``RANK_POOL_AUTHKEY``: the pool's
+  secret (hex), which the worker removes from its environment at start.
 - Not set: ``PADDLE_DISTRI_BACKEND`` (``auto`` picks gloo on a CPU build and
   NCCL on a CUDA build).  The launcher sets ``OMP_NUM_THREADS=1``.
 - ``RANK_POOL_MAX`` (default 2): most pools alive at once in one process.
@@ -142,24 +144,81 @@ class UnsupportedJob(BackendError):
 
 
 # --------------------------------------------------------------- wire format
-def send_msg(sock: socket.socket, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(data)) + data)
+# Controller and workers talk over ``multiprocessing.connection`` with an
+# authkey: the controller makes a fresh random key per pool and hands it to
+# the workers through the environment (RANK_POOL_AUTHKEY, hex; never argv).
+# A peer that connects is first put through the HMAC challenge in both
+# directions (raw bytes, nothing unpickled, a few seconds at most); a peer
+# that fails it, or says nothing, is dropped.  Only then are messages
+# (pickles) exchanged.
+AUTH_TIMEOUT = 5.0  # seconds a connecting peer has to pass the challenge
+AUTHKEY_ENV = "RANK_POOL_AUTHKEY"
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise EOFError("peer closed the connection")
-        buf += chunk
-    return bytes(buf)
+def new_authkey() -> bytes:
+    return os.urandom(32)
 
 
-def recv_msg(sock: socket.socket):
-    (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    return pickle.loads(_recv_exact(sock, n))
+def _set_timeouts(fd: int, seconds: float) -> None:
+    """SO_RCVTIMEO/SO_SNDTIMEO on a connected socket fd (0 = block forever)."""
+    tv = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))
+    dup = socket.socket(fileno=os.dup(fd))
+    try:
+        dup.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        dup.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+    finally:
+        dup.close()
+
+
+def listen(backlog: int = 16) -> socket.socket:
+    """A loopback listening socket on a free port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(backlog)
+    return listener
+
+
+def accept_authenticated(listener: socket.socket, authkey: bytes,
+                         timeout: float = AUTH_TIMEOUT, io_timeout: float = 0):
+    """Accept one peer and authenticate it; a ``Connection`` or None (dropped).
+
+    Nothing the peer sends is unpickled here: the HMAC challenge exchanges
+    raw bytes only.  ``io_timeout`` bounds every later read/write (0: none).
+    """
+    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+
+    raw, _ = listener.accept()
+    try:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
+    raw.setblocking(True)
+    _set_timeouts(raw.fileno(), timeout)
+    conn = Connection(raw.detach())
+    try:
+        deliver_challenge(conn, authkey)
+        answer_challenge(conn, authkey)
+        _set_timeouts(conn.fileno(), io_timeout)
+    except Exception:  # wrong key, garbage, silence, reset: drop the peer
+        conn.close()
+        return None
+    return conn
+
+
+def connect(addr: str, authkey: bytes):
+    """Worker side: an authenticated ``Connection`` to ``host:port``."""
+    from multiprocessing.connection import Client
+
+    host, port = addr.rsplit(":", 1)
+    return Client((host, int(port)), family="AF_INET", authkey=authkey)
+
+
+def send_msg(conn, obj) -> None:
+    conn.send(obj)
+
+
+def recv_msg(conn):
+    return conn.recv()
 
 
 def wait_port(host: str, port: int, deadline: float) -> bool:
@@ -197,6 +256,15 @@ def processes_with(marker: str) -> list[int]:
         if marker.encode() in cmd and state not in (b"Z", b"X"):
             found.append(int(entry))
     return found
+
+
+def _state(pid) -> bytes | None:
+    """The /proc state letter of pid (b"R", b"S", b"T" stopped, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, TypeError):
+        return None
 
 
 def _running(pid: int) -> bool:
@@ -330,13 +398,13 @@ class Pool:
         self.jobs = 0
         self.launch_seconds = 0.0
         self.log_dir = tempfile.mkdtemp(prefix=f"rank_pool_{world}_")
+        self._authkey = new_authkey()
+        self.dropped = 0  # peers that failed authentication while starting
 
     # -- lifecycle
     def start(self, timeout: float = LAUNCH_TIMEOUT) -> None:
         start = time.monotonic()
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(self.world)
+        listener = listen(max(16, self.world))
         host, port = listener.getsockname()
         env = dict(os.environ)
         env.update({
@@ -349,6 +417,7 @@ class Pool:
             "RANK_POOL_ADDR": f"{host}:{port}",
             "RANK_POOL_CONTROLLER_PID": str(os.getpid()),
             "RANK_POOL_BIND_WORLD": "1" if self._bind_world else "0",
+            AUTHKEY_ENV: self._authkey.hex(),
         })
         cmd = [sys.executable, "-m", "paddle.distributed.launch",
                "--nproc_per_node", str(self.world),
@@ -381,12 +450,19 @@ class Pool:
                 ready, _, _ = select.select([listener], [], [], 0.1)
                 if not ready:
                     continue
-                conn, _ = listener.accept()
-                conn.settimeout(30)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                kind, rank, pid, pool_id = recv_msg(conn)
-                if kind != "hello" or pool_id != self.id:
+                conn = accept_authenticated(listener, self._authkey, io_timeout=60)
+                if conn is None:
+                    self.dropped += 1
+                    continue
+                try:
+                    if not conn.poll(AUTH_TIMEOUT):
+                        raise EOFError("no hello")
+                    kind, rank, pid, pool_id = recv_msg(conn)
+                    if kind != "hello" or pool_id != self.id or rank in self.socks:
+                        raise ValueError("bad hello")
+                except Exception:
                     conn.close()
+                    self.dropped += 1
                     continue
                 self.socks[rank] = conn
                 self.pids[rank] = pid
@@ -520,8 +596,11 @@ class Pool:
                         assert kind == "result" and job_id == self.jobs, (kind, job_id)
                     except Exception as exc:  # EOF, reset, timeout, bad pickle
                         time.sleep(0.2)  # let the log reach the disk
+                        pid = self.pids.get(r)
+                        how = ("died during the job" if pid and not _running(pid)
+                               else "broke the protocol")
                         result = RankResult(rank=r, error=(
-                            f"rank {r}: worker process died or broke the protocol "
+                            f"rank {r}: worker process (pid {pid}) {how} "
                             f"({exc!r})\n" + self.logs([r])))
                     results[r] = result
                     if result.error and failed is None:
@@ -541,8 +620,10 @@ class Pool:
                            f"{failed} failed (rank {r} was probably waiting in a "
                            f"collective for rank {failed}); the pool was killed")
                 else:
-                    msg = (f"rank {r} did not finish within {timeout:g} s (hung, e.g. "
-                           "waiting in a collective that a peer never joins); "
+                    stopped = [q for q in ranks if _state(self.pids.get(q)) == b"T"]
+                    why = (f"rank(s) {stopped} stopped (SIGSTOP)" if stopped else
+                           "hung, e.g. waiting in a collective that a peer never joins")
+                    msg = (f"rank {r} did not finish within {timeout:g} s ({why}); "
                            "the pool was killed")
                 results[r] = RankResult(rank=r, error=msg, seconds=timeout)
         except BaseException:

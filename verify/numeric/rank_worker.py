@@ -23,7 +23,8 @@ Life of a worker:
    communicator a process *executes* a collective on is the one every later
    CPU collective of that process uses, whatever its ``ring_id``; the warm-up
    binds the worker to the world group (and warms the executor up).
-5. Connect to the controller, say hello, then serve jobs until EOF.
+5. Connect to the controller (``multiprocessing.connection`` with the pool's
+   authkey from ``RANK_POOL_AUTHKEY``), say hello, then serve jobs until EOF.
 
 A job is ``("job", job_id, setup, spec_bytes)``; ``setup`` says which group
 to bind first (private key + warm-up, gloo only) and which ring keys to
@@ -50,7 +51,6 @@ import verify.legacy_ir  # noqa: E402,F401  (first: sets the legacy IR flag)
 
 import argparse
 import os
-import socket
 import sys
 import threading
 import traceback
@@ -58,7 +58,7 @@ import traceback
 import numpy as np
 
 from verify.legacy_ir import paddle_module
-from verify.numeric.rank_pool import recv_msg, send_msg, wait_port
+from verify.numeric.rank_pool import AUTHKEY_ENV, connect, recv_msg, send_msg, wait_port
 from verify.numeric.run_spec import RankResult, RankSpec
 
 # Private ring id used to bind a worker to a sub-group (never used by programs).
@@ -234,9 +234,9 @@ class Worker:
         result.seconds = time.perf_counter() - start
         return result
 
-    def serve(self, host: str, port: int, pool_id: str) -> None:
-        sock = socket.create_connection((host, port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def serve(self, addr: str, authkey: bytes, pool_id: str) -> None:
+        # authenticated both ways (HMAC challenge) before any pickle moves
+        sock = connect(addr, authkey)
         send_msg(sock, ("hello", self.rank, os.getpid(), pool_id))
         while True:
             try:
@@ -269,9 +269,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     ppid = int(os.environ["RANK_POOL_CONTROLLER_PID"])
     threading.Thread(target=_watch_controller, args=(ppid,), daemon=True).start()
-    host, port = os.environ["RANK_POOL_ADDR"].rsplit(":", 1)
+    addr = os.environ["RANK_POOL_ADDR"]
+    # the pool's secret: from the environment (never argv), then forgotten there
+    authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV))
     worker = Worker(bind_world=os.environ.get("RANK_POOL_BIND_WORLD") == "1")
-    worker.serve(host, int(port), args.pool_id)
+    worker.serve(addr, authkey, args.pool_id)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: Paddle's/gloo's destructors can block on
