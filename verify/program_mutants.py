@@ -2,13 +2,31 @@
 
 Each operator picks a site from the snapshot of the rewritten program (so
 the choice is deterministic and explainable), edits the live Paddle program
-in place, and returns a one-line description, or ``None`` when the program
-has no site for it.  ``equivalent_by_argument`` is set when the operator
-itself can argue the mutant changes nothing (a survivor then is no gap).
+in place, and returns a :class:`Mutation`, or ``None`` when the program has
+no site for it.  ``equivalent_by_argument`` is set when the operator itself
+can argue the mutant changes nothing (a survivor then is no gap).
+
+Two families, reported apart (``Mutation.scope``):
+
+* ``legacy`` (``LEGACY_OPERATORS``): whole-program operators that act on the
+  first matching op, wherever it is (often the loss head), and may leave a
+  program that is not well formed (a read without a writer, a shape that no
+  longer holds).  Easy to kill; kept as a smoke test of every check.
+* ``in_region`` (``IN_REGION_OPERATORS``): operators that keep the program
+  well formed (every read still has a writer, no declared shape changes) and
+  act inside the region the pass rewrote: the ops of the rewritten program
+  whose rendered text is not in the original (added or changed) and their
+  direct neighbours (the last writer of each var they read, the readers of
+  each var they write).  They need the original snapshot: call
+  ``operator(main, startup, after, rank, before=before)``, or let
+  :func:`prepare` choose the site from one application of the pass and hand
+  back a mutator that replays exactly that edit (on the float32 twin of an
+  AMP case too).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from verify.legacy_ir import paddle_module
 
@@ -21,6 +39,8 @@ class Mutation:
     operator: str
     description: str
     equivalent_by_argument: str = ""
+    scope: str = "legacy"  # legacy | in_region
+    site: dict = field(default_factory=dict)  # op index, op type, var, ...
 
 
 def _reorder(block, order):
@@ -197,6 +217,497 @@ def flip_trans(main, startup, snap, rank):
     return None
 
 
-OPERATORS = [drop_op, swap_dependent, swap_across_collective, rename_input, reshape_target,
-             collective_attr, delete_startup_init, remove_collective, duplicate_bias_add,
-             cast_dtype, flip_trans]
+LEGACY_OPERATORS = [drop_op, swap_dependent, swap_across_collective, rename_input,
+                    reshape_target, collective_attr, delete_startup_init, remove_collective,
+                    duplicate_bias_add, cast_dtype, flip_trans]
+for _op in LEGACY_OPERATORS:
+    _op.scope = "legacy"
+
+
+
+# -- in-region operators --------------------------------------------------
+#
+# Each is a RegionOperator: ``plan(before, after, rank)`` picks the site from
+# the two snapshots (deterministically: candidate sites in region order, the
+# added/changed ops first, then their neighbours, each by index; the rank
+# rotates through them) and returns a Plan, whose ``apply`` edits a live
+# program.  Sites are restricted to edits that keep the program well formed
+# and that a consumer really sees: a var read only for its shape (the X of
+# an elementwise_add_grad, say) is no site, a value that nothing reads after
+# the edit is no site, a sibling equal in value (c_identity's input and
+# output, say) is no sibling.
+
+FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
+# (op type, input slot) that the op reads for its shape only: a change of
+# value there changes nothing.
+SHAPE_ONLY = {("elementwise_add_grad", "X"), ("elementwise_add_grad", "Y"),
+              ("elementwise_sub_grad", "X"), ("elementwise_sub_grad", "Y"),
+              ("reduce_mean_grad", "X"), ("reduce_sum_grad", "X"),
+              ("reshape2_grad", "XShape"), ("transpose2_grad", "XShape"),
+              ("fill_zeros_like", "X"), ("fill_any_like", "X")}
+# (op type, input slot, output slot) whose output equals that input in value
+# (when their shapes are equal).
+VALUE_COPIES = {("c_identity", "X", "Out"), ("assign", "X", "Out"),
+                ("share_data", "X", "Out"), ("memcpy", "X", "Out"),
+                ("elementwise_add_grad", "Out@GRAD", "X@GRAD"),
+                ("elementwise_add_grad", "Out@GRAD", "Y@GRAD"),
+                ("elementwise_sub_grad", "Out@GRAD", "X@GRAD")}
+REDUCE_MAX = 1  # phi ReduceType::kRedMax
+NO_VALUE_SLOTS = {"XShape"}
+
+
+@dataclass
+class Region:
+    """Op indices of the rewritten program: what the pass added or changed
+    (``core``) and their direct producers and consumers (``neighbours``)."""
+
+    core: list
+    neighbours: list
+
+    def sites(self) -> list:
+        return list(self.core) + list(self.neighbours)
+
+    def where(self, idx) -> str:
+        return "added/changed by the pass" if idx in self.core else "next to a rewritten op"
+
+
+def _readers(snap, var, idx) -> list:
+    """``(op, slot)`` reading ``var`` after op ``idx``, up to (and with) the
+    next op that writes it."""
+    out = []
+    for op in snap.ops[idx + 1:]:
+        for slot, names in sorted(op.inputs.items()):
+            if var in names:
+                out.append((op, slot))
+        if var in op.writes():
+            break
+    return out
+
+
+def _value_readers(snap, var, idx) -> list:
+    return [(o, s) for o, s in _readers(snap, var, idx) if (o.type, s) not in SHAPE_ONLY]
+
+
+def _last_writer(snap, var, idx):
+    for op in reversed(snap.ops[:idx]):
+        if var in op.writes():
+            return op.idx
+    return None
+
+
+def _defined_before(snap, var, idx) -> bool:
+    """Something wrote ``var`` before op ``idx``: a feed, the startup
+    program, or an earlier op."""
+    v = snap.var(var)
+    return (var in snap.feeds or (v is not None and v.is_data) or var in snap.startup_writes()
+            or _last_writer(snap, var, idx) is not None)
+
+
+def region(before, after) -> Region:
+    """The region of ``after`` the pass rewrote, relative to ``before``."""
+    left = Counter(o.render() for o in before.ops)
+    core = []
+    for op in after.ops:
+        r = op.render()
+        if left[r] > 0:
+            left[r] -= 1
+        else:
+            core.append(op.idx)
+    near = set()
+    for i in core:
+        op = after.ops[i]
+        for v in op.reads():
+            w = _last_writer(after, v, i)
+            if w is not None:
+                near.add(w)
+        for v in op.writes():
+            near.update(o.idx for o, _ in _readers(after, v, i))
+    return Region(core, sorted(near - set(core)))
+
+
+def _value_outputs(snap, op):
+    """``(var name, Var)`` of the floating-point values ``op`` writes."""
+    for slot, names in sorted(op.outputs.items()):
+        if slot in NO_VALUE_SLOTS:
+            continue
+        for n in names:
+            v = snap.var(n)
+            if v is not None and v.dtype in FLOAT_DTYPES and 0 not in v.shape:
+                yield n, v
+
+
+def _value_classes(snap) -> dict:
+    """var -> representative of the vars provably equal to it in value."""
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for op in snap.ops:
+        for t, si, so in VALUE_COPIES:
+            if op.type != t:
+                continue
+            for a in op.inputs.get(si, []):
+                for b in op.outputs.get(so, []):
+                    if snap.shape(a) == snap.shape(b):
+                        parent[find(b)] = find(a)
+    return {n: find(n) for n in snap.vars}
+
+
+@dataclass
+class Plan:
+    """One chosen edit: the Mutation it makes and how to make it on a live
+    program whose op list is the one the plan was chosen on (``expect``:
+    op index -> type, checked before editing)."""
+
+    mutation: Mutation
+    edit: object  # (main, startup) -> None
+    expect: dict
+
+    def apply(self, main, startup):
+        ops = main.global_block().ops
+        for i, t in self.expect.items():
+            if i >= len(ops) or ops[i].type != t:
+                return None
+        self.edit(main, startup)
+        return Mutation(**{k: (dict(v) if isinstance(v, dict) else v)
+                           for k, v in self.mutation.__dict__.items()})
+
+
+class RegionOperator:
+    """An in-region operator; ``choose(before, after, region, rank)`` -> Plan."""
+
+    scope = "in_region"
+
+    def __init__(self, name, label, choose):
+        self.__name__ = name
+        self.__qualname__ = name
+        self.label = label
+        self._choose = choose
+
+    def __repr__(self):
+        return f"<in-region operator {self.__name__}>"
+
+    def plan(self, before, after, rank):
+        return self._choose(before, after, region(before, after), rank)
+
+    def __call__(self, main, startup, snap, rank, before=None):
+        if before is None:
+            raise ValueError(f"{self.__name__} acts on the region the pass rewrote and needs the "
+                             "original snapshot: call it with before=..., or use "
+                             "program_mutants.prepare(operator, adapter, case, rank)")
+        p = self.plan(before, snap, rank)
+        return None if p is None else p.apply(main, startup)
+
+
+def _mutation(label, desc, op, var, **site):
+    return Mutation(label, desc, scope="in_region",
+                    site=dict(op_index=op.idx, op_type=op.type, var=var, **site))
+
+
+def _fresh(block, name, like, shape=None):
+    src = block.var(like)
+    return block.create_var(name=name, shape=list(src.shape) if shape is None else shape,
+                            dtype=src.dtype, persistable=False, stop_gradient=True)
+
+
+def _insert_after_and_redirect(idx, var, fresh, readers, op_type, inputs, outputs, attrs):
+    """An edit: insert ``op_type`` after op ``idx`` and make ``readers``
+    (op indices, before the insertion) read ``fresh`` instead of ``var``."""
+
+    def edit(main, startup):
+        block = main.global_block()
+        role = block.ops[idx].desc.attr("op_role") if block.ops[idx].desc.has_attr("op_role") \
+            else 0
+        for name, shape_of in outputs.values():
+            if not block.has_var(name):
+                shape = list(block.var(var).shape)
+                _fresh(block, name, var, shape if shape_of == "same" else [0] + shape)
+        block._insert_op(idx + 1, type=op_type, inputs=inputs,
+                         outputs={slot: [name] for slot, (name, _) in outputs.items()},
+                         attrs=dict(attrs, op_role=int(role)))
+        for r in readers:
+            block.ops[r + 1]._rename_input(var, fresh)
+
+    return edit
+
+
+def _tensor_sites(after, reg, need_pair=False):
+    """``(op, var, Var, readers)`` for region ops' floating outputs that some
+    later op reads for its value."""
+    out = []
+    for i in reg.sites():
+        op = after.ops[i]
+        for n, v in _value_outputs(after, op):
+            if need_pair and _equal_axes(v.shape) is None:
+                continue
+            if not _value_readers(after, n, i):
+                continue
+            out.append((op, n, v, [o.idx for o, _ in _readers(after, n, i)]))
+    return out
+
+
+def _equal_axes(shape):
+    for a in range(len(shape)):
+        for b in range(a + 1, len(shape)):
+            if shape[a] == shape[b] and shape[a] > 1:
+                return a, b
+    return None
+
+
+def _choose_swap_axes(before, after, reg, rank):
+    sites = _tensor_sites(after, reg, need_pair=True)
+    if not sites:
+        return None
+    op, n, v, readers = sites[rank % len(sites)]
+    a, b = _equal_axes(v.shape)
+    perm = list(range(len(v.shape)))
+    perm[a], perm[b] = b, a
+    fresh = f"{n}@mutant.swapped"
+    edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "transpose2", {"X": [n]},
+                                      {"Out": (fresh, "same"),
+                                       "XShape": (fresh + ".xshape", "xshape")},
+                                      {"axis": perm})
+    desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: a transpose2 "
+            f"swapping axes {a} and {b} (both {v.shape[a]}) is inserted after it and its "
+            f"reader(s) {readers} read {fresh}")
+    return Plan(_mutation("swapped axes", desc, op, n, axes=[a, b], readers=readers), edit,
+                {op.idx: op.type, **{r: after.ops[r].type for r in readers}})
+
+
+def _scaled(factor, label, salt):
+    def choose(before, after, reg, rank):
+        sites = _tensor_sites(after, reg)
+        if not sites:
+            return None
+        op, n, v, readers = sites[(rank + salt) % len(sites)]
+        fresh = f"{n}@mutant.{'neg' if factor < 0 else 'scaled'}"
+        edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "scale", {"X": [n]},
+                                          {"Out": (fresh, "same")},
+                                          {"scale": float(factor), "bias": 0.0,
+                                           "bias_after_scale": True})
+        desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: "
+                f"scaled by {factor} before its reader(s) {readers}")
+        return Plan(_mutation(label, desc, op, n, factor=factor, readers=readers), edit,
+                    {op.idx: op.type, **{r: after.ops[r].type for r in readers}})
+
+    return choose
+
+
+def _choose_sibling(before, after, reg, rank):
+    classes = _value_classes(after)
+    cands = []
+    for i in reg.sites():
+        op = after.ops[i]
+        for slot, names in sorted(op.inputs.items()):
+            if (op.type, slot) in SHAPE_ONLY or slot in NO_VALUE_SLOTS:
+                continue
+            for n in names:
+                v = after.var(n)
+                if v is None or v.dtype not in FLOAT_DTYPES or 0 in v.shape:
+                    continue
+                sibs = []
+                for w in after.vars.values():
+                    if (w.name == n or w.shape != v.shape or w.dtype != v.dtype
+                            or w.name in op.writes() or classes.get(w.name) == classes.get(n)
+                            or not _defined_before(after, w.name, i)):
+                        continue
+                    last = _last_writer(after, w.name, i)
+                    sibs.append((-(last if last is not None else -1), w.name))
+                if sibs:
+                    cands.append((op, slot, n, v, min(sibs)[1]))
+    if not cands:
+        return None
+    op, slot, n, v, w = cands[rank % len(cands)]
+
+    def edit(main, startup):
+        main.global_block().ops[op.idx]._rename_input(n, w)
+
+    desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) reads {w} instead of {n} in slot "
+            f"{slot} (both {v.shape} {v.dtype}; {w} is written before it)")
+    return Plan(_mutation("sibling operand", desc, op, n, slot=slot, sibling=w), edit,
+                {op.idx: op.type})
+
+
+def _choose_moved_write(before, after, reg, rank):
+    cands = []
+    for i in reg.sites():
+        p = after.ops[i]
+        for n, v in _value_outputs(after, p):
+            if not _defined_before(after, n, i):
+                continue  # the reader would read an unwritten var
+            readers = _value_readers(after, n, i)
+            if not readers:
+                continue
+            r = readers[0][0]
+            if n in r.writes():
+                continue  # an in-place reader: the move would clobber its result
+            between = after.ops[i + 1:r.idx + 1]
+            if any(set(o.writes()) & (set(p.reads()) | set(p.writes())) for o in between):
+                continue  # p would read other inputs, or overwrite a newer value
+            if any(m != n and not _defined_before(after, m, i) and
+                   any(m in o.reads() for o in between) for m in p.writes()):
+                continue  # another output of p would be read before it is written
+            if p.type in COLLECTIVES and any(o.type in COLLECTIVES for o in between):
+                continue  # the collectives' order on the ring must stay the same
+            cands.append((p, n, v, r))
+    if not cands:
+        return None
+    p, n, v, r = cands[rank % len(cands)]
+
+    def edit(main, startup):
+        nops = len(main.global_block().ops)
+        order = [k for k in range(nops) if k != p.idx]
+        order.insert(order.index(r.idx) + 1, p.idx)
+        _reorder(main.global_block(), order)
+
+    w = _last_writer(after, n, p.idx)
+    prior = f"op {w} ({after.ops[w].type})" if w is not None else "the startup program/feed"
+    desc = (f"op {p.idx} ({p.type}, {reg.where(p.idx)}) writing {n} moved after its first "
+            f"reader, op {r.idx} ({r.type}), which now reads the value {prior} wrote")
+    return Plan(_mutation("write past reader", desc, p, n, reader=r.idx), edit,
+                {p.idx: p.type, r.idx: r.type})
+
+
+def _ring(op):
+    v = op.attrs.get("ring_id")
+    return None if v is None else int(v)
+
+
+def _choose_wrong_ring(before, after, reg, rank):
+    rings = sorted({_ring(o) for o in after.ops + after.startup_ops
+                    if o.type in COLLECTIVES and _ring(o) is not None})
+    cands = []
+    for i in reg.sites():
+        op = after.ops[i]
+        if op.type not in COLLECTIVES or op.type == "c_identity" or _ring(op) is None:
+            continue
+        others = [r for r in rings if r != _ring(op)]
+        if others:
+            cands.append((op, "ring_id", _ring(op), others[0]))
+        elif int(op.attrs.get("reduce_type", -1)) == 0:
+            cands.append((op, "reduce_type", 0, REDUCE_MAX))
+    if not cands:
+        return None
+    op, attr, old, new = cands[rank % len(cands)]
+
+    def edit(main, startup):
+        main.global_block().ops[op.idx].desc._set_int32_attr(attr, int(new))
+
+    var = (op.inputs.get("x") or op.inputs.get("X") or [""])[0]
+    what = (f"ring {old} -> {new} (a ring this rank also uses)" if attr == "ring_id"
+            else "reduce_type SUM -> MAX (the rank has one ring)")
+    desc = f"op {op.idx} ({op.type}, {reg.where(op.idx)}) on {var}: {what}"
+    return Plan(_mutation("wrong ring", desc, op, var, attr=attr, old=old, new=new), edit,
+                {op.idx: op.type})
+
+
+swap_axes = RegionOperator("swap_axes", "swapped axes", _choose_swap_axes)
+scale_half = RegionOperator("scale_half", "scaled tensor", _scaled(0.5, "scaled tensor", 0))
+sign_flip = RegionOperator("sign_flip", "sign-flipped tensor",
+                           _scaled(-1.0, "sign-flipped tensor", 1))
+sibling_operand = RegionOperator("sibling_operand", "sibling operand", _choose_sibling)
+write_past_reader = RegionOperator("write_past_reader", "write past reader",
+                                   _choose_moved_write)
+wrong_ring = RegionOperator("wrong_ring", "wrong ring", _choose_wrong_ring)
+
+IN_REGION_OPERATORS = [swap_axes, scale_half, sign_flip, sibling_operand, write_past_reader,
+                       wrong_ring]
+OPERATORS = LEGACY_OPERATORS + IN_REGION_OPERATORS
+
+
+def scope_of(operator) -> str:
+    return getattr(operator, "scope", "legacy")
+
+
+# -- choosing once, replaying everywhere ------------------------------------
+class Prepared:
+    """A mutator for ``run_application(mutator=(rank, prepared))``: replays one
+    Plan on ``rank``'s rewritten program (and on the float32 twin's, which
+    has the same ops)."""
+
+    def __init__(self, operator, plan, rank, before=None, after=None):
+        self.operator = operator
+        self.__name__ = operator.__name__
+        self.plan = plan
+        self.rank = rank
+        self.before, self.after = before, after  # the snapshots the site was chosen on
+        self.replays = []  # one entry per call: applied or not
+
+    @property
+    def mutation(self):
+        return self.plan.mutation
+
+    def __call__(self, main, startup, snap, rank):
+        if rank != self.rank:
+            return None
+        m = self.plan.apply(main, startup)
+        self.replays.append(m is not None)
+        return m
+
+
+def snapshots(run):
+    """Snapshots (original, rewritten) of a ``passes.PassRun``, with feeds."""
+    from .snapshot import from_programs
+
+    out = []
+    for rp in (run.original, run.rewritten):
+        s = from_programs(rp.main, rp.startup)
+        s.feeds = sorted(set(s.feeds) | {f.name for f in rp.feeds})
+        out.append(s)
+    return out
+
+
+def prepare(operator, adapter, case, rank):
+    """The mutator to hand to ``run_application`` for ``operator`` on
+    ``case``'s ``rank``, or None when the operator has no site there.
+
+    A legacy operator is returned as is (it picks its site when called).  An
+    in-region operator picks its site now, from one application of the pass
+    (the pass is deterministic, so the application under test rewrites the
+    same program), and the returned Prepared replays that edit.
+    """
+    if scope_of(operator) != "in_region":
+        return operator
+    run = adapter.apply(case, rank)
+    if run.error:
+        return None
+    before, after = snapshots(run)
+    plan = operator.plan(before, after, rank)
+    return None if plan is None else Prepared(operator, plan, rank, before, after)
+
+
+def structure_problems(snap) -> list:
+    """``(op index, op type, var)`` of every read without a writer before it
+    (main ops, startup, feeds)."""
+    written = set(snap.feeds) | snap.startup_writes() | {
+        v.name for v in snap.vars.values() if v.is_data}
+    problems = []
+    for op in snap.ops:
+        for n in op.reads():
+            if n and n not in written:
+                problems.append((op.idx, op.type, n))
+        written.update(op.writes())
+    return problems
+
+
+def well_formedness(reference, mutated) -> list:
+    """What ``mutated`` breaks that ``reference`` (the rewritten program it
+    was made from) did not: new reads without a writer, vars whose declared
+    shape or dtype changed or that vanished.  Empty: well formed."""
+    known = Counter((t, n) for _, t, n in structure_problems(reference))
+    problems = []
+    for i, t, n in structure_problems(mutated):
+        if known[(t, n)] > 0:
+            known[(t, n)] -= 1
+        else:
+            problems.append(f"op {i} ({t}) reads {n}, which nothing wrote before it")
+    for name, v in reference.vars.items():
+        w = mutated.var(name)
+        if w is None:
+            problems.append(f"var {name} vanished")
+        elif list(w.shape) != list(v.shape) or w.dtype != v.dtype:
+            problems.append(f"var {name}: {v.shape} {v.dtype} -> {w.shape} {w.dtype}")
+    return problems
