@@ -26,12 +26,14 @@ class Expect:
 @dataclass
 class FeedSpec:
     """A fed variable: concrete shape for numeric runs, dtype, and how the
-    rank's data is chosen ('dp': equal within a TP group, differs across DP
-    replicas)."""
+    rank's data is chosen (``split``: "dp", equal within a TP group and
+    different across DP replicas; "tp", different on every rank, for data
+    sharded over the tensor-parallel axis)."""
 
     name: str
     shape: tuple
     dtype: str = "float32"
+    split: str = "dp"
 
 
 @dataclass

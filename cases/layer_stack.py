@@ -128,7 +128,7 @@ def build(case: Case, rank: int):
         h = h_next
 
     # the last hidden state and the loss: names no pass renames or deletes
-    b.mean_loss(h, "mean_0.tmp_0")
+    b.mse_loss(h, "mean_0.tmp_0")
 
     # -- backward -------------------------------------------------------------
     for i in reversed(range(n_layers)):

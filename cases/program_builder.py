@@ -145,21 +145,66 @@ class ProgramBuilder:
         naive_set_dist_op_attr_for_program_by_mesh(op, self.mesh, self.ctx)
         return op
 
-    def mean_loss(self, h, name="loss"):
-        """``loss = reduce_mean(h)`` and the head of the backward pass
-        (``loss@GRAD = 1``, ``h@GRAD = reduce_mean_grad``); returns h@GRAD.
-        ``h`` and the loss become fetched outputs."""
-        loss = self.var(name, [])
-        mean = self.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
+    def mse_loss(self, h, name="loss", split="dp"):
+        """``loss = reduce_mean(square(h - target))`` against a fed, seeded
+        ``target`` of ``h``'s shape, and the head of the backward pass;
+        returns ``h@GRAD``.
+
+        Why MSE and not ``mean(h)``: with a linear loss the gradients do not
+        depend on the forward values, so a wrong forward value that keeps
+        the loss's mean would be invisible to every compared gradient.  Here
+        ``h@GRAD = 2 (h - target) / numel`` carries every element of ``h``
+        into the backward pass.  ``split`` says how the target differs across
+        ranks ("dp": per data-parallel replica; "tp": per rank, for an ``h``
+        that is sharded over the tensor-parallel axis).  ``h`` and the loss
+        become fetched outputs.
+        """
+        from paddle.base.data_feeder import convert_dtype
+
+        target = self.data(f"{name}.target", h.shape, [abs(int(d)) for d in h.shape],
+                           dtype=convert_dtype(h.dtype), mapping=self.mapping_of(h))
+        self.feeds[-1].split = split
+        # a -1 dim of the target is the same symbolic dim as h's (the batch)
+        if any(int(d) < 0 for d in h.shape) and self.feeds:
+            first = self.feeds[0].name
+            syms = tuple(self.case.symbols.get(first, ()))
+            self.case.symbols.setdefault(target.name, tuple(
+                (syms[i] if i < len(syms) else None) if int(d) < 0 else None
+                for i, d in enumerate(h.shape)))
+        # a -1 dim of h has the concrete size of the feed that carries it
+        self.feeds[-1].shape = tuple(self._concrete(h))
+        diff = self.var(f"{name}.diff", h.shape, h.dtype, mapping=self.mapping_of(h))
+        sub = self.op("elementwise_sub", {"X": [h], "Y": [target]}, {"Out": [diff]},
+                      {"axis": -1}, FORWARD | LOSS)
+        sq = self.var(f"{name}.sq", h.shape, h.dtype, mapping=self.mapping_of(h))
+        square = self.op("square", {"X": [diff]}, {"Out": [sq]}, {}, FORWARD | LOSS)
+        loss = self.var(name, [], h.dtype)
+        mean = self.op("reduce_mean", {"X": [sq]}, {"Out": [loss]},
                        {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
         self.loss = loss.name
         self.fetches += [h.name, loss.name]
         loss_g = self.grad_of(loss)
         self.op("fill_constant", {}, {"Out": [loss_g]},
                 {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
+        self.grad_of(sq)
+        self.grad_op(mean, role=BACKWARD | LOSS)
+        self.grad_of(diff)
+        self.grad_op(square, role=BACKWARD | LOSS)
         h_g = self.grad_of(h)
-        self.grad_op(mean)
+        # the target is data: no gradient flows into it
+        self.grad_op(sub, outputs={"Y@GRAD": []}, role=BACKWARD | LOSS)
         return h_g
+
+    def _concrete(self, var):
+        """``var``'s shape with each -1 replaced by the concrete size of the
+        same dim of the first feed (the batch dim rides along from it)."""
+        shape = [int(d) for d in var.shape]
+        if all(d >= 0 for d in shape) or not self.feeds:
+            return shape
+        first = self.feeds[0]
+        declared = self.block.var(first.name).shape
+        sizes = {i: c for i, (d, c) in enumerate(zip(declared, first.shape)) if d < 0}
+        return [sizes.get(i, 1) if d < 0 else d for i, d in enumerate(shape)]
 
     def sgd(self, param, grad, lr, master=None):
         """SGD step; with ``master`` (an fp32 master weight) it is multi-precision."""

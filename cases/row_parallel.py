@@ -13,7 +13,7 @@ sequence is exactly one of the pass's eight source patterns
     [b16 = cast(b)]                      # O1 only: the bias cast is in the pattern
     out = elementwise_add(r, b)          # b: [N], replicated
     [out32 = cast(out)]                  # AMP: the loss runs in fp32
-    loss = reduce_mean(out)
+    loss = reduce_mean(square(out - target))   # MSE against a seeded target
 
     backward (Paddle's own grad ops), e.g. DP+MP+SP:
     r@G, b@G = elementwise_add_grad(out@G)
@@ -153,20 +153,12 @@ def build(case: Case, rank: int):
                       mapping=b.mapping_of(out))
         cast_out = _cast(b, out, out32)
         h = out32
-    loss = b.var("mean_0.tmp_0", [], "float32", mapping=[])
-    mean_op = b.op("reduce_mean", {"X": [h]}, {"Out": [loss]},
-                   {"dim": [], "keep_dim": False, "reduce_all": True}, FORWARD | LOSS)
-    b.loss = loss.name
-    # ``out`` and the bias grad are renamed or deleted by the pass on some
-    # ranks, so only names that survive it are fetched
-    b.fetches.append(loss.name)
+    # MSE against a seeded target, so that every gradient depends on every
+    # element of the forward output; the output is fetched on every rank
+    # (where the pass renames it, the adapter maps it to its new name)
+    b.mse_loss(h, "mean_0.tmp_0", split="tp" if sp else "dp")
 
     # -- backward -------------------------------------------------------------
-    loss_g = b.grad_of(loss)
-    b.op("fill_constant", {}, {"Out": [loss_g]},
-         {"shape": [], "dtype": loss.dtype, "value": 1.0}, BACKWARD | LOSS)
-    b.grad_of(h)
-    b.grad_op(mean_op)
     if cast_out is not None:
         b.grad_of(out)
         b.grad_op(cast_out)

@@ -51,7 +51,7 @@ def make_specs(case, programs: dict, seed: int, steps: int) -> dict:
             params[name] = param_value(seed, name, p.shape, dtype,
                                        shard if name in case.sharded_params else 0)
         feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
-                                     case.dp_index(rank) if not getattr(f, "per_tp_rank", False)
+                                     case.dp_index(rank) if f.split == "dp"
                                      else case.dp_index(rank) * 1000 + shard, k)
                   for f in rp.feeds} for k in range(steps)]
         watch = list(dict.fromkeys(
