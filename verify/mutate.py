@@ -1,22 +1,40 @@
 """``python -m verify mutate``: does the checker catch broken rewrites?
 
-Every program-level operator of ``program_mutants`` is applied to the
-rewritten program of every application whose baseline is EQUIVALENT and
-where the pass fires (on one rank, alternating), and every pass-level
-mutant of ``mutation_catalog`` is loaded through ``--pass-file`` exactly as a
-user's changed pass would be.  A mutant is *caught* when its application is
-no longer EQUIVALENT.  Kill rate = caught / mutants that change behaviour;
-a survivor whose operator argues it changes nothing is counted apart, every
-other survivor is listed as a gap.
+Mutants are made of every application whose baseline is EQUIVALENT and
+where the pass fires:
+
+* ``in_region`` (``program_mutants.IN_REGION_OPERATORS``): well-formed,
+  shape-preserving edits inside the region the pass rewrote (the ops it
+  added or changed and their neighbours), one per operator and rank where
+  the operator finds a site.  Their kill rate is the score that means
+  something: each such mutant computes other values than the pass's
+  rewrite, and only a check that sees values can catch it.
+* ``legacy`` (``program_mutants.LEGACY_OPERATORS``): whole-program operators
+  (drop an op, rename an input, ...) on one rank, alternating; many leave a
+  program that is not well formed, so a structural check catches them.
+* ``pass``: the pass-level mutants of ``mutation_catalog`` (real passes with
+  one injected bug), loaded through ``--pass-file`` as a user's changed pass.
+
+A mutant is KILLED when its application's verdict is NOT_EQUIVALENT,
+CONTRACT_BROKEN, PASS_CRASHED or NOT_APPLIED; INCONCLUSIVE is reported apart
+and is never a kill; EQUIVALENT means it SURVIVED.  Kills are broken down by
+the kinds of the checks that failed (a mutant can be caught by several).
+A survivor whose operator argues it changes nothing is counted apart; every
+other survivor is a gap, listed by name.
 """
 from __future__ import annotations
 
 import os
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from .application import run_application
+
+KILLING = ("NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED", "NOT_APPLIED")
+KINDS = ("contract", "shape", "dataflow", "numeric", "value", "pass")
+SCOPES = ("in_region", "legacy", "pass")
 
 
 @dataclass
@@ -30,45 +48,136 @@ class MutantResult:
     verdict: str
     caught_by: list
     equivalent_by_argument: str = ""
+    scope: str = "legacy"  # in_region | legacy | pass
+    inconclusive_by: list = field(default_factory=list)
+    problems: list = field(default_factory=list)  # well-formedness (in-region only)
 
     @property
-    def caught(self) -> bool:
-        return self.verdict != "EQUIVALENT"
+    def killed(self) -> bool:
+        return self.verdict in KILLING
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.verdict == "INCONCLUSIVE"
+
+    @property
+    def survived(self) -> bool:
+        return self.verdict == "EQUIVALENT"
+
+    caught = killed  # the older name
+
+    @property
+    def kinds(self) -> set:
+        return {c.split("/", 1)[0] for c in self.caught_by}
+
+    @property
+    def status(self) -> str:
+        return "KILLED" if self.killed else "INCONCL" if self.inconclusive else "SURVIVED"
+
+
+def pick_backend(name, seed=0):
+    """``(name, numeric callable)`` from the matrix runner (``gate.py``, to be
+    renamed ``matrix_runner.py``: whichever exists)."""
+    try:
+        from .matrix_runner import pick_backend as pick
+    except ImportError:
+        from .gate import pick_backend as pick
+    return pick(name, seed)
 
 
 def _caught_by(app) -> list:
-    return sorted({f"{c.kind}/{c.name}" for c in app.checks
-                   if c.verdict.value in ("NOT_EQUIVALENT", "PASS_CRASHED", "NOT_APPLIED")})
+    return sorted({f"{c.kind}/{c.name}" for c in app.checks if c.verdict.value in KILLING})
 
 
-def program_mutants(adapters, cases, numeric, sample=None, out=None):
+def _inconclusive_by(app) -> list:
+    return sorted({f"{c.kind}/{c.name}" for c in app.checks if c.verdict.value == "INCONCLUSIVE"})
+
+
+def _jobs(adapters, cases):
+    """``{scope: [(scope, adapter, case, [rank], operator)]}`` for every
+    EQUIVALENT application where the pass fires; operator-major, so an even
+    spread over the list samples every operator, then every pass and case."""
     from . import baseline, program_mutants as pm
 
     base = baseline.load()["entries"]
-    results, skipped = [], []
-    jobs = []
+    apps = []
     for adapter in adapters:
         for case in cases:
             entry = base.get(baseline.key(adapter.name, case.name))
-            if not entry or entry["verdict"] != "EQUIVALENT" or not entry["fires"]:
+            if entry and entry["verdict"] == "EQUIVALENT" and entry["fires"]:
+                apps.append((adapter, case))
+    jobs = {"in_region": [], "legacy": []}
+    for k, op in enumerate(pm.LEGACY_OPERATORS):
+        for adapter, case in apps:
+            rank = case.ranks[(k + len(case.name)) % len(case.ranks)]
+            jobs["legacy"].append(("legacy", adapter, case, [rank], op))
+    for op in pm.IN_REGION_OPERATORS:
+        for adapter, case in apps:
+            for rank in case.ranks:
+                jobs["in_region"].append(("in_region", adapter, case, [rank], op))
+    return jobs
+
+
+def _spread(jobs, n):
+    """``n`` groups of jobs evenly spread over ``jobs``: each group is the
+    chosen job followed by the ones up to the next choice (tried in turn
+    when the chosen one has no site)."""
+    if n is None or n >= len(jobs):
+        return [[j] for j in jobs]
+    if n <= 0:
+        return []
+    starts = [round(i * len(jobs) / n) for i in range(n)] + [len(jobs)]
+    return [jobs[a:b] for a, b in zip(starts, starts[1:])]
+
+
+def _run_job(job, numeric):
+    from . import program_mutants as pm
+
+    scope, adapter, case, ranks, op = job
+    rank = ranks[0]
+    mutator = pm.prepare(op, adapter, case, rank)
+    if mutator is None:
+        return None
+    app = run_application(adapter, case, numeric=numeric, mutator=(rank, mutator))
+    m = app.mutation
+    if m is None:
+        return None  # no site for this operator in this program
+    problems = []
+    if scope == "in_region":
+        # the edit keeps the program well formed (checked on the snapshots of
+        # the application itself, the mutated rewritten program included)
+        o = next((o for o in app.outcomes if o.rank == rank), None)
+        if o is not None and o.after is not None:
+            problems = pm.well_formedness(mutator.after, o.after)
+        if False in mutator.replays:
+            problems.append("the edit could not be replayed on every copy of the program "
+                            "(float32 twin)")
+    return MutantResult("program", adapter.name, case.name, rank, m.operator,
+                        m.description, app.verdict.value, _caught_by(app),
+                        m.equivalent_by_argument, scope, _inconclusive_by(app), problems)
+
+
+def program_mutants(adapters, cases, numeric, sample=None, out=None):
+    """Results of the program-level mutants (``sample``: about that many,
+    two thirds in-region, spread over the matrix)."""
+    jobs = _jobs(adapters, cases)
+    if sample is None:
+        groups = _spread(jobs["in_region"], None) + _spread(jobs["legacy"], None)
+    else:
+        n_legacy = sample // 3
+        groups = _spread(jobs["in_region"], sample - n_legacy) + \
+            _spread(jobs["legacy"], n_legacy)
+    results = []
+    for group in groups:
+        for job in group:
+            r = _run_job(job, numeric)
+            if r is None:
                 continue
-            for k, op in enumerate(pm.OPERATORS):
-                rank = case.ranks[(k + len(case.name)) % len(case.ranks)]
-                jobs.append((adapter, case, rank, op))
-    if sample:
-        jobs = jobs[:: max(1, len(jobs) // sample)][:sample]
-    for adapter, case, rank, op in jobs:
-        app = run_application(adapter, case, numeric=numeric, mutator=(rank, op))
-        m = app.mutation
-        if m is None:
-            continue  # no site for this operator in this program
-        r = MutantResult("program", adapter.name, case.name, rank, m.operator,
-                         m.description, app.verdict.value, _caught_by(app),
-                         m.equivalent_by_argument)
-        results.append(r)
-        if out is not None:
-            print(_row(r), file=out, flush=True)
-    return results, skipped
+            results.append(r)
+            if out is not None:
+                print(_row(r), file=out, flush=True)
+            break
+    return results, []
 
 
 def pass_mutants(numeric, out=None):
@@ -89,7 +198,8 @@ def pass_mutants(numeric, out=None):
         finally:
             loaded.restore()
         r = MutantResult("pass", pass_name, case_name, "all", os.path.basename(path),
-                         description, app.verdict.value, _caught_by(app))
+                         description, app.verdict.value, _caught_by(app), scope="pass",
+                         inconclusive_by=_inconclusive_by(app))
         results.append(r)
         if out is not None:
             print(_row(r), file=out, flush=True)
@@ -97,16 +207,88 @@ def pass_mutants(numeric, out=None):
 
 
 def _row(r: MutantResult) -> str:
-    mark = "CAUGHT  " if r.caught else "SURVIVED"
-    by = ", ".join(r.caught_by[:3]) if r.caught else (r.equivalent_by_argument or "-")
-    return (f"{mark} {r.level:7s} {r.pass_name[:24]:24s} {r.case_name:26s} "
-            f"rank {str(r.rank):3s} {r.operator:24s} {r.verdict:14s} {by}")
+    if r.killed:
+        by = ", ".join(r.caught_by[:3])
+    elif r.inconclusive:
+        by = "inconclusive: " + ", ".join(r.inconclusive_by[:2])
+    else:
+        by = r.equivalent_by_argument or "-"
+    return (f"{r.status:8s} {r.scope:9s} {r.pass_name[:24]:24s} {r.case_name:26s} "
+            f"rank {str(r.rank):3s} {r.operator:24s} {r.verdict:15s} {by}")
 
 
 def kill_rate(results) -> tuple:
-    relevant = [r for r in results if r.caught or not r.equivalent_by_argument]
-    caught = sum(r.caught for r in relevant)
-    return caught, len(relevant)
+    """(killed, mutants that change behaviour): survivors the operator argues
+    equivalent are left out; INCONCLUSIVE ones count, never as kills."""
+    relevant = [r for r in results if r.killed or not r.equivalent_by_argument]
+    return sum(r.killed for r in relevant), len(relevant)
+
+
+def in_region_rate(results) -> tuple:
+    return kill_rate([r for r in results if r.scope == "in_region"])
+
+
+def kind_table(results) -> str:
+    """Per operator (grouped by scope): mutants, killed, inconclusive,
+    survived, equivalent by argument, and kills per check kind."""
+    head = ["scope", "operator", "mutants", "killed", "inconcl", "survived", "equiv"] + \
+        list(KINDS)
+    rows = [head]
+
+    def row(scope, name, rs):
+        kinds = Counter(k for r in rs if r.killed for k in r.kinds)
+        return [scope, name, str(len(rs)), str(sum(r.killed for r in rs)),
+                str(sum(r.inconclusive for r in rs)),
+                str(sum(r.survived and not r.equivalent_by_argument for r in rs)),
+                str(sum(r.survived and bool(r.equivalent_by_argument) for r in rs))] + \
+            [str(kinds.get(k, 0)) for k in KINDS]
+
+    for scope in SCOPES:
+        mine = [r for r in results if r.scope == scope]
+        if not mine:
+            continue
+        for name in dict.fromkeys(r.operator for r in mine):
+            rows.append(row(scope, name, [r for r in mine if r.operator == name]))
+        rows.append(row(scope, "(all)", mine))
+    rows.append(row("all", "(all)", results))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _pct(a, b) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "n/a"
+
+
+def report(results, seconds, out=sys.stdout) -> None:
+    """The summary: table, survivors, inconclusive ones, the rates."""
+    print("", file=out)
+    print("kills per check kind (a mutant caught by several kinds counts in each):",
+          file=out)
+    print(kind_table(results), file=out)
+    print("", file=out)
+    for r in results:
+        if r.survived:
+            why = r.equivalent_by_argument or "GAP: no check saw this change"
+            print(f"survivor: {r.scope} {r.operator} on {r.pass_name} / {r.case_name} rank "
+                  f"{r.rank}: {r.description} -> {why}", file=out)
+    for r in results:
+        if r.inconclusive:
+            print(f"inconclusive (not a kill): {r.scope} {r.operator} on {r.pass_name} / "
+                  f"{r.case_name} rank {r.rank}: {r.description} -> "
+                  f"{', '.join(r.inconclusive_by)}", file=out)
+    for r in results:
+        if r.problems:
+            print(f"NOT WELL FORMED (operator bug): {r.operator} on {r.pass_name} / "
+                  f"{r.case_name} rank {r.rank}: {'; '.join(r.problems)}", file=out)
+    caught, total = kill_rate(results)
+    rk, rt = in_region_rate(results)
+    print(f"{len(results)} mutants in {seconds:.0f}s "
+          f"({sum(r.inconclusive for r in results)} inconclusive, never counted as kills)",
+          file=out)
+    print(f"kill rate {_pct(caught, total)} ({caught}/{total})", file=out)
+    print(f"in-region kill rate {_pct(rk, rt)} ({rk}/{rt})", file=out)
 
 
 def main(argv=None, out=sys.stdout) -> int:
@@ -115,34 +297,23 @@ def main(argv=None, out=sys.stdout) -> int:
     import cases as case_lib
     import passes
 
-    from .gate import pick_backend
     from .report import DEFAULT_SEED
 
     p = argparse.ArgumentParser(prog="python -m verify mutate")
     p.add_argument("--sample", type=int, default=None,
-                   help="run only this many program-level mutants (spread over the matrix)")
+                   help="run only about this many program-level mutants (two thirds "
+                        "in-region), spread over the matrix")
     p.add_argument("--backend", default="simulated", choices=["none", "simulated"])
     p.add_argument("--no-pass-mutants", action="store_true")
     args = p.parse_args(argv)
     _, numeric = pick_backend(args.backend, DEFAULT_SEED)
     start = time.perf_counter()
-    print(f"{'':8s} {'level':7s} {'pass':24s} {'case':26s} {'rank':8s} {'operator':24s} "
-          f"{'verdict':14s} caught by / why it survives", file=out)
-    results, skipped = program_mutants(list(passes.adapters().values()),
-                                       list(case_lib.all_cases().values()), numeric,
-                                       sample=args.sample, out=out)
+    print(f"{'':8s} {'scope':9s} {'pass':24s} {'case':26s} {'rank':8s} {'operator':24s} "
+          f"{'verdict':15s} caught by / why not", file=out)
+    results, _ = program_mutants(list(passes.adapters().values()),
+                                 list(case_lib.all_cases().values()), numeric,
+                                 sample=args.sample, out=out)
     if not args.no_pass_mutants:
         results += pass_mutants(numeric, out=out)
-    survivors = [r for r in results if not r.caught]
-    print("", file=out)
-    for s in skipped:
-        print(f"not mutated: {s}", file=out)
-    for r in survivors:
-        why = r.equivalent_by_argument or "GAP: no check saw this change"
-        print(f"survivor: {r.operator} on {r.pass_name} / {r.case_name} rank {r.rank}: "
-              f"{r.description} -> {why}", file=out)
-    caught, total = kill_rate(results)
-    pct = 100.0 * caught / total if total else 0.0
-    print(f"{len(results)} mutants in {time.perf_counter() - start:.0f}s", file=out)
-    print(f"kill rate {pct:.1f}% ({caught}/{total})", file=out)
+    report(results, time.perf_counter() - start, out=out)
     return 0

@@ -359,19 +359,37 @@ def _value_classes(snap) -> dict:
 @dataclass
 class Plan:
     """One chosen edit: the Mutation it makes and how to make it on a live
-    program whose op list is the one the plan was chosen on (``expect``:
-    op index -> type, checked before editing)."""
+    program.  ``ops`` are the ops of the program the site was chosen on; the
+    live program must have the same op types in the same order (the program
+    itself, or the float32 twin of an AMP case, whose casts write other
+    names): ``edit(main, startup, tr)`` gets ``tr``, which maps a var name
+    of the chosen-on program to the live program's."""
 
     mutation: Mutation
-    edit: object  # (main, startup) -> None
-    expect: dict
+    edit: object  # (main, startup, tr) -> None
+    ops: list
+
+    def translation(self, main):
+        """``{name: live name}``, or None when the programs do not align."""
+        live = main.global_block().ops
+        if len(live) != len(self.ops):
+            return None
+        tr = {}
+        for a, op in zip(self.ops, live):
+            if a.type != op.type:
+                return None
+            for slots, get in ((a.inputs, op.desc.input), (a.outputs, op.desc.output)):
+                for slot, names in slots.items():
+                    for x, y in zip(names, get(slot)):
+                        if tr.setdefault(x, y) != y:
+                            return None
+        return tr
 
     def apply(self, main, startup):
-        ops = main.global_block().ops
-        for i, t in self.expect.items():
-            if i >= len(ops) or ops[i].type != t:
-                return None
-        self.edit(main, startup)
+        tr = self.translation(main)
+        if tr is None:
+            return None
+        self.edit(main, startup, lambda n: tr.get(n, n))
         return Mutation(**{k: (dict(v) if isinstance(v, dict) else v)
                            for k, v in self.mutation.__dict__.items()})
 
@@ -413,23 +431,27 @@ def _fresh(block, name, like, shape=None):
                             dtype=src.dtype, persistable=False, stop_gradient=True)
 
 
-def _insert_after_and_redirect(idx, var, fresh, readers, op_type, inputs, outputs, attrs):
-    """An edit: insert ``op_type`` after op ``idx`` and make ``readers``
-    (op indices, before the insertion) read ``fresh`` instead of ``var``."""
+def _insert_after_and_redirect(idx, var, fresh, readers, op_type, outputs, attrs):
+    """An edit: insert ``op_type`` reading ``var`` (slot X) after op ``idx``,
+    writing the fresh vars of ``outputs`` (``slot: (name suffix, "same" |
+    "xshape")``), and make ``readers`` (op indices, before the insertion)
+    read ``var + fresh`` instead of ``var``."""
 
-    def edit(main, startup):
+    def edit(main, startup, tr):
         block = main.global_block()
+        v = tr(var)
         role = block.ops[idx].desc.attr("op_role") if block.ops[idx].desc.has_attr("op_role") \
             else 0
-        for name, shape_of in outputs.values():
-            if not block.has_var(name):
-                shape = list(block.var(var).shape)
-                _fresh(block, name, var, shape if shape_of == "same" else [0] + shape)
-        block._insert_op(idx + 1, type=op_type, inputs=inputs,
-                         outputs={slot: [name] for slot, (name, _) in outputs.items()},
+        shape = list(block.var(v).shape)
+        names = {}
+        for slot, (suffix, shape_of) in outputs.items():
+            names[slot] = [v + suffix]
+            if not block.has_var(v + suffix):
+                _fresh(block, v + suffix, v, shape if shape_of == "same" else [0] + shape)
+        block._insert_op(idx + 1, type=op_type, inputs={"X": [v]}, outputs=names,
                          attrs=dict(attrs, op_role=int(role)))
         for r in readers:
-            block.ops[r + 1]._rename_input(var, fresh)
+            block.ops[r + 1]._rename_input(v, v + fresh)
 
     return edit
 
@@ -465,16 +487,16 @@ def _choose_swap_axes(before, after, reg, rank):
     a, b = _equal_axes(v.shape)
     perm = list(range(len(v.shape)))
     perm[a], perm[b] = b, a
-    fresh = f"{n}@mutant.swapped"
-    edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "transpose2", {"X": [n]},
+    fresh = "@mutant.swapped"
+    edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "transpose2",
                                       {"Out": (fresh, "same"),
                                        "XShape": (fresh + ".xshape", "xshape")},
                                       {"axis": perm})
     desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: a transpose2 "
             f"swapping axes {a} and {b} (both {v.shape[a]}) is inserted after it and its "
-            f"reader(s) {readers} read {fresh}")
+            f"reader(s) {readers} read {n + fresh}")
     return Plan(_mutation("swapped axes", desc, op, n, axes=[a, b], readers=readers), edit,
-                {op.idx: op.type, **{r: after.ops[r].type for r in readers}})
+                after.ops)
 
 
 def _scaled(factor, label, salt):
@@ -483,15 +505,15 @@ def _scaled(factor, label, salt):
         if not sites:
             return None
         op, n, v, readers = sites[(rank + salt) % len(sites)]
-        fresh = f"{n}@mutant.{'neg' if factor < 0 else 'scaled'}"
-        edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "scale", {"X": [n]},
+        fresh = f"@mutant.{'neg' if factor < 0 else 'scaled'}"
+        edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "scale",
                                           {"Out": (fresh, "same")},
                                           {"scale": float(factor), "bias": 0.0,
                                            "bias_after_scale": True})
         desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: "
                 f"scaled by {factor} before its reader(s) {readers}")
         return Plan(_mutation(label, desc, op, n, factor=factor, readers=readers), edit,
-                    {op.idx: op.type, **{r: after.ops[r].type for r in readers}})
+                    after.ops)
 
     return choose
 
@@ -522,13 +544,13 @@ def _choose_sibling(before, after, reg, rank):
         return None
     op, slot, n, v, w = cands[rank % len(cands)]
 
-    def edit(main, startup):
-        main.global_block().ops[op.idx]._rename_input(n, w)
+    def edit(main, startup, tr):
+        main.global_block().ops[op.idx]._rename_input(tr(n), tr(w))
 
     desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) reads {w} instead of {n} in slot "
             f"{slot} (both {v.shape} {v.dtype}; {w} is written before it)")
     return Plan(_mutation("sibling operand", desc, op, n, slot=slot, sibling=w), edit,
-                {op.idx: op.type})
+                after.ops)
 
 
 def _choose_moved_write(before, after, reg, rank):
@@ -557,7 +579,7 @@ def _choose_moved_write(before, after, reg, rank):
         return None
     p, n, v, r = cands[rank % len(cands)]
 
-    def edit(main, startup):
+    def edit(main, startup, tr):
         nops = len(main.global_block().ops)
         order = [k for k in range(nops) if k != p.idx]
         order.insert(order.index(r.idx) + 1, p.idx)
@@ -567,8 +589,7 @@ def _choose_moved_write(before, after, reg, rank):
     prior = f"op {w} ({after.ops[w].type})" if w is not None else "the startup program/feed"
     desc = (f"op {p.idx} ({p.type}, {reg.where(p.idx)}) writing {n} moved after its first "
             f"reader, op {r.idx} ({r.type}), which now reads the value {prior} wrote")
-    return Plan(_mutation("write past reader", desc, p, n, reader=r.idx), edit,
-                {p.idx: p.type, r.idx: r.type})
+    return Plan(_mutation("write past reader", desc, p, n, reader=r.idx), edit, after.ops)
 
 
 def _ring(op):
@@ -593,7 +614,7 @@ def _choose_wrong_ring(before, after, reg, rank):
         return None
     op, attr, old, new = cands[rank % len(cands)]
 
-    def edit(main, startup):
+    def edit(main, startup, tr):
         main.global_block().ops[op.idx].desc._set_int32_attr(attr, int(new))
 
     var = (op.inputs.get("x") or op.inputs.get("X") or [""])[0]
@@ -601,7 +622,7 @@ def _choose_wrong_ring(before, after, reg, rank):
             else "reduce_type SUM -> MAX (the rank has one ring)")
     desc = f"op {op.idx} ({op.type}, {reg.where(op.idx)}) on {var}: {what}"
     return Plan(_mutation("wrong ring", desc, op, var, attr=attr, old=old, new=new), edit,
-                {op.idx: op.type})
+                after.ops)
 
 
 swap_axes = RegionOperator("swap_axes", "swapped axes", _choose_swap_axes)
