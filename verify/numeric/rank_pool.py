@@ -638,6 +638,13 @@ class Pool:
 _POOLS: "OrderedDict[str, Pool]" = OrderedDict()
 _LOCK = threading.RLock()
 _HANDLERS_INSTALLED = False
+_ALSO = []  # more cleanups for the SIGTERM/SIGHUP handlers (isolation workers)
+
+
+def also_on_shutdown(fn) -> None:
+    """Call ``fn()`` too when a SIGTERM/SIGHUP handler of this module runs."""
+    if fn not in _ALSO:
+        _ALSO.append(fn)
 
 
 def _max_pools() -> int:
@@ -677,6 +684,11 @@ def _install_handlers() -> None:
 
         def handler(num, frame, previous=previous):
             shutdown_pools()
+            for fn in list(_ALSO):
+                try:
+                    fn()
+                except Exception:
+                    pass
             if callable(previous):
                 previous(num, frame)
             elif previous != signal.SIG_IGN:

@@ -1,0 +1,331 @@
+"""Isolation: a pass (or a numeric run) that hangs, exits, crashes or eats
+memory costs one application, never the run (verify/isolation.py)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from verify import legacy_ir  # noqa: F401  (before paddle)
+
+import cases  # noqa: E402
+import passes  # noqa: E402
+from passes.loader import load_pass_file  # noqa: E402
+from verify import isolation  # noqa: E402
+from verify.application import run_application  # noqa: E402
+from verify.snapshot import from_programs  # noqa: E402
+from verify.verdicts import Verdict  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAULTS = os.path.join(ROOT, "tests", "mutants", "faults")
+CASE = "col_3d_static"  # 2 ranks, the overlap pass fires, EQUIVALENT today
+_EXTRA = {"mkldnn_data_type", "use_quantizer", "onednn_data_type", "use_onednn",
+          "use_mkldnn", "force_fp32_output"}
+
+
+def _my_workers() -> set:
+    """Live isolation workers started by this process."""
+    mine = f"VERIFY_ISOLATION_PARENT={os.getpid()}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mine in env and state not in (b"Z", b"X"):
+            found.add(int(entry))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _isolated():
+    before = isolation.settings()
+    isolation.configure(enabled=True)
+    yield
+    isolation.configure(**before)
+    # nothing but the idle pool may be left
+    assert _my_workers() <= set(isolation.workers())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_worker_left():
+    yield
+    isolation.shutdown()
+    assert _my_workers() == set()
+
+
+def _plain(snapshot) -> dict:
+    d = snapshot.to_dict()
+    for key in ("ops", "startup_ops"):
+        for op in d[key]:
+            op["attrs"] = {k: v for k, v in op["attrs"].items() if k not in _EXTRA}
+    return d
+
+
+@pytest.mark.parametrize("pass_name,case_name", [
+    ("overlap", "col_3d_static"), ("promotion", "row_mp_o0_adamw_tp2"),
+    ("overlap", "col_2d"), ("promotion", "row_mp_sp_o0_sgd_tp2")])
+def test_rebuilt_program_is_the_one_the_pass_built(pass_name, case_name):
+    adapter, case = passes.get(pass_name), cases.all_cases()[case_name]
+    for rank in case.ranks:
+        local = adapter.apply_local(case, rank)
+        iso = isolation.apply_pass(adapter, case, rank)
+        assert (iso.error is None) == (local.error is None)
+        assert iso.error_type == local.error_type and iso.crash is None
+        sides = ("original", "rewritten")
+        if local.error:
+            # a pass that raised can leave Python's op list behind its desc;
+            # the worker sends the desc (what the pass really built)
+            for prog in ("main", "startup"):
+                a, b = getattr(local.rewritten, prog), getattr(iso.rewritten, prog)
+                assert a.desc.block(0).op_size() == len(b.global_block().ops)
+                assert [a.desc.block(0).op(i).type() for i in range(a.desc.block(0).op_size())] \
+                    == [op.type for op in b.global_block().ops]
+            sides = ("original",)
+        for side in sides:
+            a, b = getattr(local, side), getattr(iso, side)
+            assert _plain(from_programs(a.main, a.startup)) == \
+                _plain(from_programs(b.main, b.startup)), (side, rank)
+            assert [(p.name, g.name) for p, g in a.params_grads] == \
+                [(p.name, g.name) for p, g in b.params_grads]
+            assert [type(p).__name__ for p, _ in b.params_grads] == \
+                [type(p).__name__ for p, _ in a.params_grads]
+            assert (a.feeds, a.fetches, a.loss) == (b.feeds, b.fetches, b.loss)
+
+
+def test_numeric_checks_agree_in_and_out_of_process():
+    from verify.gate import pick_backend
+
+    _, numeric = pick_backend("simulated")
+    adapter, case = passes.get("promotion"), cases.all_cases()["row_mp_o0_sgd_tp2"]
+    got = {}
+    for on in (False, True):
+        isolation.configure(enabled=on)
+        app = run_application(adapter, case, numeric=numeric)
+        got[on] = [(c.kind, c.name, c.rank, c.verdict, c.message) for c in app.checks]
+    assert got[True] == got[False]
+    assert any(k == "numeric" and v == Verdict.EQUIVALENT for k, _, _, v, _ in got[True])
+
+
+# ----------------------------------------------------------- fault passes
+FAULT_CASES = [
+    # file, settings, expected words in the PASS_CRASHED message
+    ("loops.py", dict(timeout=4), "timed out after 4 s"),
+    ("exits.py", {}, "the worker exited with code 3"),
+    ("system_exit.py", {}, "SystemExit: 4"),
+    ("segfault.py", {}, "killed by SIGSEGV"),
+    ("allocates.py", dict(memory_mb=512), "exceeded the memory limit of 512 MB"),
+]
+
+
+@pytest.mark.parametrize("fault,limits,expected", FAULT_CASES,
+                         ids=[f[0][:-3] for f in FAULT_CASES])
+def test_fault_pass_is_pass_crashed_and_the_next_application_is_judged(
+        fault, limits, expected):
+    isolation.configure(timeout=limits.get("timeout", 30),
+                        memory_mb=limits.get("memory_mb", 4096))
+    adapter, case = passes.get("overlap"), cases.all_cases()[CASE]
+    start = time.perf_counter()
+    loaded = load_pass_file(os.path.join(FAULTS, fault))
+    try:
+        app = run_application(adapter, case, source=loaded.path)
+    finally:
+        loaded.restore()
+    assert time.perf_counter() - start < 40
+    assert app.verdict == Verdict.PASS_CRASHED
+    crashed = [c for c in app.checks if c.verdict == Verdict.PASS_CRASHED]
+    assert len(crashed) == len(case.ranks)  # every rank, each in a worker
+    for c in crashed:
+        assert expected in c.message, c.message
+    if fault == "loops.py":  # where it was: the worker's Python stack
+        tb = crashed[0].details["traceback"]
+        assert "Python stack of the worker" in tb and "loops.py" in tb, tb
+    if fault == "system_exit.py":  # the half-rewritten program came back
+        assert app.outcomes[0].after is not None
+        assert len(app.outcomes[0].after.ops) == len(app.outcomes[0].before.ops) - 1
+    # the next application (the installed pass) is judged normally
+    nxt = run_application(adapter, case)
+    assert nxt.verdict == Verdict.EQUIVALENT, [c.message for c in nxt.checks]
+
+
+def test_pass_file_change_is_seen_by_the_worker(tmp_path):
+    """A worker reloads the pass file when it changes on disk."""
+    path = tmp_path / "changing.py"
+    src = open(os.path.join(FAULTS, "system_exit.py")).read()
+    path.write_text(src)
+    adapter, case = passes.get("overlap"), cases.all_cases()[CASE]
+    loaded = load_pass_file(str(path))
+    try:
+        assert "SystemExit" in (isolation.apply_pass(adapter, case, 0).error or "")
+        time.sleep(0.01)
+        path.write_text(src.replace("raise SystemExit(4)", "raise KeyError('changed')"))
+        os.utime(path, (time.time() + 5, time.time() + 5))
+        assert "changed" in (isolation.apply_pass(adapter, case, 0).error or "")
+    finally:
+        loaded.restore()
+
+
+# ----------------------------------------------------------- numeric runs
+# Loaded by the worker's interpreter at start (a sitecustomize on PYTHONPATH):
+# once the simulator is imported, rank 1 segfaults when it runs a main piece,
+# as Paddle's executor does on some ill-formed programs.
+_SEGV_SITECUSTOMIZE = """
+import importlib.abc, importlib.util, sys
+
+class _Hook(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "verify.numeric.simulated_ranks":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run_module = spec.loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            advance = module._Rank.advance
+
+            def crashing(st):
+                if st.rank == 1 and st.items is st.main:
+                    import ctypes
+                    ctypes.string_at(0)
+                return advance(st)
+
+            module._Rank.advance = crashing
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _Hook())
+"""
+
+
+def test_executor_crash_in_a_simulated_run_names_rank_and_program(monkeypatch, tmp_path):
+    """A SIGSEGV while the simulator executes is a WorkerCrash (INCONCLUSIVE
+    for numeric_checks), naming the rank and the program; the next run works."""
+    from verify.numeric.equivalence import make_specs
+
+    case = cases.all_cases()["row_mp_o0_sgd_tp2"]
+    runs = {r: passes.get("promotion").apply(case, r) for r in case.ranks}
+    specs = make_specs(case, {r: run.rewritten for r, run in runs.items()}, 0, 1)
+    (tmp_path / "sitecustomize.py").write_text(_SEGV_SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    isolation.shutdown()  # the next worker starts with the crashing simulator
+    with pytest.raises(isolation.WorkerCrash) as err:
+        isolation.run_simulated(specs, "simulated run of X (rewritten)", timeout=30)
+    msg = str(err.value)
+    assert "simulated run of X (rewritten): rank 1 (main program) crashed the executor" \
+        in msg, msg
+    assert "killed by SIGSEGV" in msg and err.value.rank == 1
+    monkeypatch.delenv("PYTHONPATH")
+    isolation.shutdown()
+    results = isolation.run_simulated(specs, "sim", timeout=30)
+    assert set(results) == {0, 1} and all(not r.error for r in results.values())
+
+
+def test_simulated_run_over_time_is_a_worker_crash():
+    from verify.numeric.equivalence import make_specs
+
+    case = cases.all_cases()["row_mp_o0_sgd_tp2"]
+    runs = {r: passes.get("promotion").apply(case, r) for r in case.ranks}
+    specs = make_specs(case, {r: run.rewritten for r, run in runs.items()}, 0, 5000)
+    with pytest.raises(isolation.WorkerCrash, match=r"timed out after 0.5 s"):
+        isolation.run_simulated(specs, "sim", timeout=0.5)
+
+
+# ----------------------------------------------------------- the command line
+def _cli(*args, timeout=120, **kw):
+    return subprocess.run([sys.executable, "-m", "verify", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_cli_run_survives_a_looping_pass(tmp_path):
+    out = tmp_path / "rep"
+    p = _cli("run", "--pass", "overlap", "--case", "col_3d_static", "--case", "col_seq1",
+             "--pass-file", os.path.join(FAULTS, "loops.py"), "--backend", "none",
+             "--timeout", "3", "--report-dir", str(out), timeout=90)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert [a["verdict"] for a in rep["applications"]] == ["PASS_CRASHED"] * 2
+    msg = next(c["message"] for c in rep["applications"][0]["checks"]
+               if c["verdict"] == "PASS_CRASHED")
+    assert "timed out after 3 s" in msg
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_run_writes_a_partial_report(tmp_path, signum, code):
+    out = tmp_path / "rep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verify", "run", "--pass", "overlap", "--case", "col_3d_static",
+         "--case", "col_seq1", "--case", "col_trans_y", "--pass-file",
+         os.path.join(FAULTS, "loops.py"), "--backend", "none", "--timeout", "60",
+         "--report-dir", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    workers = set()
+    while time.monotonic() < deadline and not workers:  # wait for a busy worker
+        time.sleep(0.5)
+        workers = _children_of(proc.pid)
+    time.sleep(1.0)
+    os.kill(proc.pid, signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr[-2000:]
+    assert "Traceback" not in stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["interrupted"] and len(rep["not_run"]) == 3 - len(rep["applications"])
+    assert {"pass": "allreduce_matmul_grad_overlapping", "case": "col_trans_y"} \
+        in rep["not_run"]
+    time.sleep(1.0)
+    assert workers and not any(_alive(pid) for pid in workers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def _children_of(parent: int) -> set:
+    mine = f"VERIFY_ISOLATION_PARENT={parent}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mine in f.read().split(b"\0"):
+                        found.add(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_report_dir_vanishing_mid_run_is_one_clear_error(tmp_path):
+    """The report dir is removed and replaced by a file while the run goes on."""
+    out = tmp_path / "rep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verify", "run", "--pass", "overlap", "--case", "col_3d_static",
+         "--pass-file", os.path.join(FAULTS, "loops.py"), "--backend", "none",
+         "--timeout", "4", "--report-dir", str(out)], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _children_of(proc.pid):
+        time.sleep(0.2)
+    os.rmdir(out)
+    out.write_text("not a directory any more")
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 2, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: cannot write the report")
+    assert "PASS_CRASHED" in stdout  # the summary is still printed

@@ -1,0 +1,706 @@
+"""Isolation: a pass application (or a simulated numeric run) in a worker process.
+
+A pass under test is code we do not trust: before it merges it may loop
+forever, call ``os._exit``, raise ``SystemExit``, segfault inside Paddle or
+allocate without bound.  Paddle's executor may segfault on an ill-formed
+program too.  Each of these must cost one application, never the run, so
+the two jobs that run such code go to a worker process:
+
+* ``apply_pass(adapter, case, rank)`` = ``PassAdapter.apply_local`` in a
+  worker; returns a :class:`passes.base.PassRun` built in this process;
+* ``run_simulated(specs, where)`` = ``simulated_ranks.run_simulated`` in a
+  worker; returns ``{rank: RankResult}`` or raises ``BackendError`` (a crash
+  of the worker: :class:`WorkerCrash`, naming the rank and the program).
+
+Workers
+-------
+``python -m verify.isolation`` processes, each in its own session, kept in a
+small pool and reused while healthy (Paddle, the cases and the passes are
+imported once per worker, not per job); a worker that died, overran its
+wall-clock limit or hit its memory limit is killed and replaced by the next
+job.  Parent and worker talk over ``multiprocessing.connection`` with a
+random authkey handed over in the environment (never argv); a peer that
+fails the challenge is dropped before anything it sent is unpickled
+(``verify.numeric.rank_pool.accept_authenticated``).  A worker exits by
+itself when its parent is gone (watchdog thread), and the parent kills its
+workers at exit, on SIGTERM/SIGHUP (the rank pool's handlers) and in
+:func:`shutdown`.
+
+Limits, per job
+---------------
+* wall clock ``timeout`` (s): past it the parent asks the worker for its
+  Python stack (``faulthandler`` registered on SIGUSR1, written to a file),
+  waits a moment, then kills the worker's process group;
+* memory ``memory_mb``: ``RLIMIT_AS`` of the worker is set to its current
+  address space plus ``memory_mb`` for the job (Paddle alone maps ~0.7 GB),
+  and lifted again after it; past it allocations fail with ``MemoryError``.
+
+Outcomes (``PassRun.crash`` is the one-line summary, ``PassRun.error`` the
+full text with the worker's stack or log):
+
+=====================  ===================================================
+the job                outcome
+=====================  ===================================================
+overruns ``timeout``   ``timed out after N s`` + the worker's Python stack
+exits (``os._exit``)   ``the worker exited with code N``
+killed by a signal     ``the worker was killed by SIGSEGV`` (name) + stack
+memory limit           ``exceeded the memory limit of N MB (MemoryError)``
+raises (any, also      the traceback, as in process; the half-rewritten
+``SystemExit``)        program is sent back
+=====================  ===================================================
+
+The pass file: a pass registered from a user's file (``--pass-file``, module
+``paddle.distributed.passes._user_*``) is found from the registry and the
+worker loads the same file (reloaded when it changes).  A pass registered
+some other way (a class defined by a test), or a case/adapter that does not
+pickle (a locally defined builder), cannot be reproduced in a worker: that
+job runs in process, as without isolation.
+
+The rewritten program comes back as ``desc.serialize_to_string()`` plus what
+the desc does not carry: each op's ``execution_stream`` and
+``stream_priority`` (kept in the op's dist attr) and the names of
+``params_grads`` after the pass.  The snapshot of the rebuilt program equals
+the in-process one except for Paddle's runtime-only "extra" attrs
+(``mkldnn_data_type``, ``use_quantizer``, ...) on ops the pass inserted,
+which ``serialize_to_string`` drops (and which no check reads, nor the
+executor, which always gets serialized programs).  This process builds the original itself
+(``case.build`` is deterministic) and a fresh build gives the rewritten
+side's feeds, fetches, loss and ``dist_context``.
+
+``configure(enabled=, timeout=, memory_mb=)`` sets the defaults; the
+environment can too (``VERIFY_ISOLATION=0`` turns it off,
+``VERIFY_TIMEOUT``, ``VERIFY_MEMORY_MB``).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify.numeric.run_spec import BackendError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 120.0
+STACK_WAIT = 1.0  # seconds the worker gets to write its stack on a timeout
+MAX_IDLE = 2  # idle workers kept
+
+_SETTINGS = {
+    "enabled": os.environ.get("VERIFY_ISOLATION", "1") not in ("0", "false", "no", "off"),
+    "timeout": float(os.environ.get("VERIFY_TIMEOUT", "120")),
+    "memory_mb": int(os.environ.get("VERIFY_MEMORY_MB", "4096")),
+}
+
+
+def configure(enabled: bool | None = None, timeout: float | None = None,
+              memory_mb: int | None = None) -> dict:
+    """Set the defaults (``None`` keeps a setting); returns the settings.
+
+    ``memory_mb=0`` means no memory limit."""
+    if enabled is not None:
+        _SETTINGS["enabled"] = bool(enabled)
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
+        _SETTINGS["timeout"] = float(timeout)
+    if memory_mb is not None:
+        if memory_mb < 0:
+            raise ValueError("memory must be >= 0 MB")
+        _SETTINGS["memory_mb"] = int(memory_mb)
+    return dict(_SETTINGS)
+
+
+def settings() -> dict:
+    return dict(_SETTINGS)
+
+
+def enabled() -> bool:
+    return _SETTINGS["enabled"]
+
+
+class WorkerCrash(BackendError):
+    """A numeric run whose worker process died, overran or ran out of memory
+    (the program may have crashed Paddle's executor): inconclusive, not a
+    difference."""
+
+
+@dataclass
+class Outcome:
+    """How a job ended when it did not answer."""
+
+    kind: str  # "timeout" | "exit" | "signal" | "memory"
+    summary: str  # one line
+    detail: str = ""  # the worker's Python stack, or its log tail
+
+    def text(self) -> str:
+        return self.summary + ("\n" + self.detail if self.detail else "")
+
+
+# ================================================================== parent
+class _Worker:
+    def __init__(self):
+        from verify.numeric.rank_pool import (AUTH_TIMEOUT, accept_authenticated,
+                                              listen, new_authkey)
+
+        self.dir = tempfile.mkdtemp(prefix="verify_iso_")
+        self.stack_path = os.path.join(self.dir, "stack.txt")
+        self.log_path = os.path.join(self.dir, "worker.log")
+        self.jobs = 0
+        self.owner = os.getpid()
+        key = new_authkey()
+        listener = listen(4)
+        host, port = listener.getsockname()
+        env = dict(os.environ)
+        env.update({
+            "VERIFY_ISOLATION_ADDR": f"{host}:{port}",
+            "VERIFY_ISOLATION_AUTHKEY": key.hex(),
+            "VERIFY_ISOLATION_PARENT": str(os.getpid()),
+            "VERIFY_ISOLATION_STACKS": self.stack_path,
+            "VERIFY_ISOLATION": "0",  # a worker never isolates again
+            "PYTHONPATH": os.pathsep.join(
+                [str(PROJECT_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(
+                    os.pathsep) if p]),
+            "PYTHONUNBUFFERED": "1",
+        })
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "verify.isolation", "--worker"], env=env,
+                cwd=str(PROJECT_ROOT), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+        self.conn = None
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            import select
+
+            while self.conn is None:
+                if self.proc.poll() is not None:
+                    raise BackendError("the isolation worker exited with code "
+                                       f"{self.proc.returncode} at start:\n" + self.log_tail())
+                if time.monotonic() > deadline:
+                    raise BackendError(f"the isolation worker did not start within "
+                                       f"{START_TIMEOUT:.0f} s:\n" + self.log_tail())
+                ready, _, _ = select.select([listener], [], [], 0.1)
+                if not ready:
+                    continue
+                conn = accept_authenticated(listener, key)
+                if conn is None:
+                    continue
+                try:
+                    if conn.poll(AUTH_TIMEOUT) and conn.recv() == ("hello", self.proc.pid):
+                        self.conn = conn
+                        break
+                except Exception:
+                    pass
+                conn.close()
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            listener.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.conn is not None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = Path(self.log_path).read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        text = [t for t in text if t.strip()][-lines:]
+        return "\n".join(text)
+
+    def stack(self) -> str:
+        try:
+            return Path(self.stack_path).read_text(errors="replace").strip()
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+        if self.owner == os.getpid():
+            for target in (lambda: os.killpg(self.proc.pid, signal.SIGKILL),
+                           lambda: self.proc.kill()):
+                try:
+                    target()
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def call(self, kind: str, payload, timeout: float, memory_mb: int, meanwhile=None):
+        """Send a job, run ``meanwhile()`` here while the worker works, wait.
+
+        Returns (("ok", answer) or ("crash", Outcome), what meanwhile returned).
+        A crashed or overrun worker is killed here."""
+        self.jobs += 1
+        job = self.jobs
+        self.conn.send((kind, job, payload, memory_mb))
+        deadline = time.monotonic() + timeout
+        extra = meanwhile() if meanwhile is not None else None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ("crash", self._timed_out(timeout)), extra
+            try:
+                ready = self.conn.poll(min(0.25, left))
+            except (OSError, EOFError):
+                ready = True
+            if ready:
+                try:
+                    msg = self.conn.recv()
+                except (OSError, EOFError):
+                    return ("crash", self._died(memory_mb)), extra
+                if msg[0] == "answer" and msg[1] == job:
+                    return ("ok", msg[2]), extra
+                self.kill()
+                return ("crash", Outcome("exit", "the worker broke the protocol")), extra
+            if self.proc.poll() is not None:
+                return ("crash", self._died(memory_mb)), extra
+
+    def _timed_out(self, timeout: float) -> Outcome:
+        try:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            os.kill(self.proc.pid, signal.SIGUSR1)  # faulthandler: dump the stack
+        except OSError:
+            pass
+        deadline = time.monotonic() + STACK_WAIT
+        while time.monotonic() < deadline and not self.stack():
+            time.sleep(0.02)
+        time.sleep(0.05)
+        stack = self.stack()
+        self.kill()
+        return Outcome("timeout", f"timed out after {timeout:g} s (worker killed)",
+                       "Python stack of the worker at the time:\n" + (stack or "(none)"))
+
+    def _died(self, memory_mb: int) -> Outcome:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        time.sleep(0.05)
+        stack, tail = self.stack(), self.log_tail()
+        self.kill()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = ""
+            if name in ("SIGKILL", "SIGABRT") and memory_mb:
+                hint = f" (maybe the memory limit of {memory_mb} MB)"
+            detail = ("Python stack of the worker when it died:\n" + stack) if stack else tail
+            return Outcome("signal", f"the worker was killed by {name}{hint}", detail)
+        if code is None:
+            return Outcome("exit", "the worker closed its connection and did not exit",
+                           tail)
+        return Outcome("exit", f"the worker exited with code {code}", tail)
+
+
+_IDLE: list = []
+_LOCK = threading.RLock()
+_ATEXIT = False
+
+
+def shutdown() -> None:
+    """Kill every idle worker of this process (busy ones die with their job)."""
+    locked = _LOCK.acquire(timeout=1.0)
+    try:
+        while _IDLE:
+            _IDLE.pop().kill()
+    finally:
+        if locked:
+            _LOCK.release()
+
+
+def workers() -> list:
+    """Pids of this process's idle workers (tests)."""
+    return [w.pid for w in _IDLE if w.alive()]
+
+
+def _acquire() -> _Worker:
+    global _ATEXIT
+    with _LOCK:
+        while _IDLE:
+            w = _IDLE.pop()
+            if w.alive() and w.owner == os.getpid():
+                return w
+            w.kill()
+        if not _ATEXIT:
+            _ATEXIT = True
+            atexit.register(shutdown)
+            try:  # the rank pool's SIGTERM/SIGHUP handlers: also kill our workers
+                from verify.numeric import rank_pool
+
+                rank_pool._install_handlers()
+                rank_pool.also_on_shutdown(shutdown)
+            except Exception:
+                pass
+    return _Worker()
+
+
+def _release(w: _Worker) -> None:
+    with _LOCK:
+        if w.alive() and len(_IDLE) < MAX_IDLE:
+            _IDLE.append(w)
+        else:
+            w.kill()
+
+
+def _run_job(kind, payload, timeout, memory_mb, meanwhile=None):
+    """((status, answer), meanwhile's result) of one job on a pooled worker."""
+    w = _acquire()
+    try:
+        (status, answer), extra = w.call(kind, payload, timeout, memory_mb, meanwhile)
+    except BaseException:
+        w.kill()  # interrupted, or meanwhile raised: the worker's state is unknown
+        raise
+    if status == "ok" and answer.get("healthy", True):
+        _release(w)
+    else:
+        w.kill()
+    return (status, answer), extra
+
+
+def _limits(timeout, memory):
+    t = _SETTINGS["timeout"] if timeout is None else float(timeout)
+    m = _SETTINGS["memory_mb"] if memory is None else int(memory)
+    return t, m
+
+
+# ------------------------------------------------------------ pass applications
+def pass_file_of(name: str):
+    """The user's pass file that registered pass ``name``; "" for an installed
+    pass; None when the registered class cannot be reproduced in a worker."""
+    import inspect
+
+    from paddle.distributed.passes.pass_base import PassBase
+
+    cls = PassBase._REGISTERED_PASSES.get(name)
+    if cls is None:
+        return ""
+    mod = cls.__module__ or ""
+    if mod.startswith("paddle.distributed.passes._user_"):
+        try:
+            return os.path.abspath(inspect.getfile(cls))
+        except (TypeError, OSError):
+            return None
+    if mod.startswith("paddle."):
+        return ""
+    return None
+
+
+def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=None):
+    """``adapter.apply_local(case, rank)`` in a worker; a ``PassRun``.
+
+    ``pass_file``: the file the pass comes from (default: found from the
+    registry).  Falls back to the in-process application when the job cannot
+    be reproduced in a worker (see the module docstring).
+    """
+    from verify.legacy_ir import paddle_module
+
+    paddle_module()
+    timeout, memory = _limits(timeout, memory)
+    if pass_file is None:
+        pass_file = pass_file_of(adapter.name)
+        if pass_file is None:
+            return adapter.apply_local(case, rank)
+    try:
+        blob = pickle.dumps((adapter, case), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return adapter.apply_local(case, rank)
+    mtime = os.path.getmtime(pass_file) if pass_file else 0.0
+    payload = {"blob": blob, "rank": rank, "pass_file": pass_file, "mtime": mtime}
+    # the original and a fresh build (for the rewritten side's metadata) are
+    # built here while the worker applies the pass
+    (status, answer), (original, fresh) = _run_job(
+        "apply", payload, timeout, memory, lambda: (case.build(rank), case.build(rank)))
+    return _pass_run(status, answer, original, fresh, timeout, memory)
+
+
+def _pass_run(status, answer, original, fresh, timeout, memory):
+    from passes.base import PassRun
+
+    if status == "ok" and answer.get("memory"):
+        status, answer = "crash", Outcome("memory", "", answer.get("error", ""))
+    if status == "crash":
+        out: Outcome = answer
+        summary = {"timeout": f"the pass timed out after {timeout:g} s (worker killed)",
+                   "memory": f"the pass exceeded the memory limit of {memory} MB "
+                             "(MemoryError)"}.get(out.kind, f"the pass crashed: {out.summary}")
+        kind = {"timeout": "Timeout", "signal": "Signal", "exit": "Exit",
+                "memory": "MemoryError"}[out.kind]
+        return PassRun(original, fresh, f"{summary}\n{out.detail}".strip(), kind,
+                       crash=summary)
+    if answer.get("build_error"):
+        raise RuntimeError("the case failed to build in the isolation worker:\n"
+                           + answer["build_error"])
+    rewritten = _rebuild(fresh, answer)
+    error, etype = answer.get("error"), answer.get("error_type")
+    crash = None
+    if etype == "MemoryError" and memory:
+        crash = f"the pass exceeded the memory limit of {memory} MB (MemoryError)"
+        error = crash + "\n" + (error or "")
+    return PassRun(original, rewritten, error, etype, crash=crash)
+
+
+def _rebuild(fresh, answer):
+    """The rewritten RankProgram from the worker's answer and a fresh build."""
+    import dataclasses
+
+    from verify.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    main = paddle.static.Program.parse_from_string(answer["main"])
+    startup = paddle.static.Program.parse_from_string(answer["startup"])
+    for which, prog in (("main", main), ("startup", startup)):
+        ops = prog.global_block().ops
+        for idx, (stream, priority) in answer["streams"].get(which, {}).items():
+            if idx < len(ops):
+                attr = ops[idx].desc.dist_attr
+                attr.execution_stream = stream
+                attr.stream_priority = priority
+                ops[idx].desc.dist_attr = attr
+    block = main.global_block()
+    pairs = [(block.var(p), block.var(g)) for p, g in answer["params_grads"]
+             if block.has_var(p) and block.has_var(g)]
+    return dataclasses.replace(fresh, main=main, startup=startup, params_grads=pairs)
+
+
+# ------------------------------------------------------------ simulated numeric runs
+def run_simulated(specs: dict, where: str = "simulated", timeout=None, memory=None) -> dict:
+    """``simulated_ranks.run_simulated(specs, where)`` in a worker.
+
+    A BackendError of the simulator comes back as one; a worker that crashed
+    (e.g. SIGSEGV in Paddle's executor), overran or ran out of memory raises
+    :class:`WorkerCrash` naming the rank and the program it was running."""
+    if not enabled():
+        from verify.numeric.simulated_ranks import run_simulated as local
+
+        return local(specs, where)
+    timeout, memory = _limits(timeout, memory)
+    (status, answer), _ = _run_job("simulate", {"specs": specs, "where": where},
+                                   timeout, memory)
+    if status == "crash":
+        out: Outcome = answer
+        rank, phase = _last_progress(out)
+        at = f"rank {rank} ({phase} program)" if rank is not None else "a rank"
+        raise WorkerCrash(f"{where}: {at} crashed the executor: {out.summary}\n{out.detail}",
+                          rank)
+    if answer.get("backend_error") is not None:
+        msg, rank = answer["backend_error"]
+        raise BackendError(msg, rank)
+    if answer.get("error"):
+        raise BackendError(f"{where}: {answer['error']}")
+    return answer["results"]
+
+
+def _last_progress(out: Outcome):
+    """(rank, "startup"|"main") the simulator was executing, from the stack dump."""
+    import re
+
+    found = re.findall(r"ISOLATION-PROGRESS rank=(\d+) program=(\w+)", out.detail)
+    if found:
+        r, p = found[-1]
+        return int(r), p
+    return None, "?"
+
+
+# ================================================================== worker
+def _watch_parent(pid: int) -> None:
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(3)
+        except PermissionError:
+            pass
+
+
+class _WorkerState:
+    def __init__(self, stack_fd: int):
+        self.stack_fd = stack_fd
+        self.loaded = None  # (path, mtime, LoadedPassFile)
+        self.progress = None
+
+    # -- memory
+    def limit(self, memory_mb: int) -> None:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if not memory_mb:
+            return
+        with open("/proc/self/status") as f:
+            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        want = vm + memory_mb * 1024 * 1024
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+    def unlimit(self) -> None:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+    def reset_stack(self) -> None:
+        os.ftruncate(self.stack_fd, 0)
+        os.lseek(self.stack_fd, 0, os.SEEK_SET)
+
+    # -- pass files
+    def use_pass_file(self, path: str, mtime: float) -> None:
+        if self.loaded and self.loaded[:2] == (path, mtime):
+            return
+        if self.loaded:
+            self.loaded[2].restore()
+            self.loaded = None
+        if path:
+            from passes.loader import load_pass_file
+
+            self.loaded = (path, mtime, load_pass_file(path))
+
+    # -- jobs
+    def apply(self, payload: dict) -> dict:
+        adapter, case = pickle.loads(payload["blob"])
+        self.use_pass_file(payload["pass_file"], payload["mtime"])
+        rank = payload["rank"]
+        try:
+            run = adapter.apply_local(case, rank)
+        except MemoryError:
+            raise
+        except BaseException:
+            return {"build_error": traceback.format_exc()}
+        finally:
+            self.unlimit()
+        rw = run.rewritten
+        streams = {}
+        for which, prog in (("main", rw.main), ("startup", rw.startup)):
+            s = {}
+            for i, op in enumerate(prog.global_block().ops):
+                try:
+                    d = op.desc.dist_attr
+                    if d is not None and d.execution_stream and \
+                            d.execution_stream != "default":
+                        s[i] = (d.execution_stream, d.stream_priority)
+                except Exception:
+                    pass
+            streams[which] = s
+        return {"main": rw.main.desc.serialize_to_string(),
+                "startup": rw.startup.desc.serialize_to_string(),
+                "streams": streams,
+                "params_grads": [(p.name, g.name) for p, g in rw.params_grads],
+                "error": run.error, "error_type": run.error_type,
+                "healthy": run.error_type != "MemoryError"}
+
+    def simulate(self, payload: dict) -> dict:
+        from verify.numeric import simulated_ranks as sim
+
+        self.track_progress(sim)
+        try:
+            results = sim.run_simulated(payload["specs"], payload["where"])
+        except sim.BackendError as exc:
+            return {"backend_error": (str(exc), exc.rank)}
+        except MemoryError:
+            raise
+        except Exception:
+            return {"error": traceback.format_exc()}
+        finally:
+            self.unlimit()
+        return {"results": results}
+
+    def track_progress(self, sim) -> None:
+        """Write the rank and program the simulator runs into the stack file
+        before each piece, so a crash can name them."""
+        if self.progress is not None:
+            return
+        fd = self.stack_fd
+        original = sim._Rank.advance
+
+        def advance(rank_state):
+            which = "startup" if rank_state.items is rank_state.startup else "main"
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"ISOLATION-PROGRESS rank={rank_state.rank} "
+                         f"program={which}\n".encode())
+            return original(rank_state)
+
+        sim._Rank.advance = advance
+        self.progress = advance
+
+
+def worker_main() -> int:
+    import faulthandler
+
+    from verify import legacy_ir  # noqa: F401  (legacy IR before paddle)
+    from verify.legacy_ir import paddle_module
+    from verify.numeric.rank_pool import connect
+
+    parent = int(os.environ["VERIFY_ISOLATION_PARENT"])
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    authkey = bytes.fromhex(os.environ.pop("VERIFY_ISOLATION_AUTHKEY"))
+    stack_file = open(os.environ["VERIFY_ISOLATION_STACKS"], "w+")
+    state = _WorkerState(stack_file.fileno())
+    paddle_module()
+    import cases  # noqa: F401  (imported once per worker)
+    import passes  # noqa: F401
+
+    faulthandler.enable(file=stack_file, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    conn = connect(os.environ["VERIFY_ISOLATION_ADDR"], authkey)
+    conn.send(("hello", os.getpid()))
+    while True:
+        try:
+            kind, job, payload, memory_mb = conn.recv()
+        except (EOFError, OSError):
+            break
+        if kind == "exit":
+            break
+        state.reset_stack()
+        try:
+            state.limit(memory_mb)
+            if kind == "apply":
+                answer = state.apply(payload)
+            elif kind == "simulate":
+                answer = state.simulate(payload)
+            else:
+                answer = {"error": f"unknown job {kind!r}"}
+        except MemoryError:
+            state.unlimit()
+            answer = {"memory": True, "healthy": False,
+                      "error": f"MemoryError: exceeded the memory limit of {memory_mb} MB",
+                      "error_type": "MemoryError"}
+        conn.send(("answer", job, answer))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        sys.exit(worker_main())
+    print(__doc__)
