@@ -1,0 +1,636 @@
+"""What each op computes, element by element: ONE table (``ROWS``) of rows.
+
+A row is a function ``row(op, ins, k) -> {out slot: [Tensor]}``.  ``ins``
+maps input slots to lists of :class:`Tensor` (an element array plus the
+dims it came from); ``k`` is the kernel context: ``k.const(x)`` makes a
+constant element and ``k.uf(kernel, args, attrs)`` applies an
+uninterpreted function.  Rows use only numpy's structural operations and
+``+ - *`` on elements, so the *same row* runs on symbolic terms (the proof,
+``symbolic.py``) and on concrete floats (``tests/test_value_axioms.py``,
+where ``k.uf`` is the real kernel): a wrong row makes a test fail.
+
+Which ops have meaning and which stay uninterpreted, and why:
+  * linear and bilinear ops (add/sub/scale/sum/mean/matmul and their grads,
+    sgd, squared_l2_norm, square) are polynomials: they have exact meaning,
+    so a rewrite that re-associates a sum across ranks (the bias promotion)
+    or splits a matmul grad (the overlap pass) is provable;
+  * index maps (reshape2, transpose2, stack, cast as identity on values:
+    the dtype is tracked apart, a proof over reals ignores rounding) move
+    elements without arithmetic;
+  * nonlinear kernels (gelu, relu, sqrt, max, division's reciprocal,
+    layer_norm, adamw) are uninterpreted functions of exactly their inputs
+    and attrs: sound for proofs (equal arguments give equal results), and
+    a refutation through them is stated for some interpretation (the
+    counterexample says which kernels it went through);
+  * collectives (``COLLECTIVES``) need every rank's terms; the executor
+    gathers those and calls :func:`collective`.
+An op with no row makes the proof INCONCLUSIVE, never a pass.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+
+# -- tensors with their dims ---------------------------------------------
+class Tensor:
+    """An element array and, per dim, the (original size, reduced size)
+    factors it is made of (so a reshape that splits a folded dim can undo
+    the fold on reduced shapes)."""
+
+    __slots__ = ("arr", "dims", "dtype")
+
+    def __init__(self, arr, dims, dtype=""):
+        self.arr = arr
+        self.dims = tuple(tuple(d) for d in dims)
+        self.dtype = dtype
+        assert len(self.dims) == arr.ndim, (self.dims, arr.shape)
+
+    @property
+    def orig(self):
+        return tuple(_prod(o for o, _ in d) for d in self.dims)
+
+
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def reduce_size(n: int, to: int = 2) -> int:
+    """The reduced size of an original dim ``n`` (1 stays 1)."""
+    return 1 if n == 1 else min(n, to)
+
+
+def leaf_dims(shape, to: int = 2):
+    return tuple(((int(n), reduce_size(int(n), to)),) for n in shape)
+
+
+class Unsupported(Exception):
+    """The row cannot give this op meaning (attrs, shapes): INCONCLUSIVE."""
+
+
+def _t(ins, slot, i=0):
+    xs = ins.get(slot) or []
+    if i >= len(xs) or xs[i] is None:
+        raise Unsupported(f"input {slot}[{i}] has no value")
+    return xs[i]
+
+
+def _has(ins, slot):
+    return bool(ins.get(slot)) and ins[slot][0] is not None
+
+
+# -- broadcasting, as Paddle's elementwise ops do ---------------------------
+def _align(x: Tensor, y: Tensor, axis: int):
+    """``y``'s array reshaped so numpy broadcasting matches Paddle's ``axis``."""
+    if axis == -1 or x.arr.ndim == y.arr.ndim or y.arr.ndim > x.arr.ndim:
+        return x.arr, y.arr
+    if axis < 0:
+        axis = x.arr.ndim - y.arr.ndim
+    shape = [1] * axis + list(y.arr.shape) + [1] * (x.arr.ndim - axis - y.arr.ndim)
+    return x.arr, y.arr.reshape(shape)
+
+
+def _out_dims(shape, *tensors):
+    """Dims of a broadcast result: per axis, a tensor's dim of that size."""
+    dims = []
+    nd = len(shape)
+    for ax, size in enumerate(shape):
+        pick = ((1, 1),)
+        for t in tensors:
+            off = nd - t.arr.ndim
+            if ax - off >= 0 and t.arr.shape[ax - off] == size and size != 1:
+                pick = t.dims[ax - off]
+                break
+        dims.append(pick)
+    return dims
+
+
+def _unbroadcast(g, like: Tensor, axis=-1, x_ndim=None):
+    """Sum ``g`` over the axes ``like`` was broadcast along (an add's grad)."""
+    shape = like.arr.shape
+    if axis != -1 and x_ndim is not None and len(shape) < x_ndim:
+        ax = axis if axis >= 0 else x_ndim - len(shape)
+        full = [1] * ax + list(shape) + [1] * (x_ndim - ax - len(shape))
+    else:
+        full = [1] * (g.ndim - len(shape)) + list(shape)
+    sum_axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, full)) if b == 1 and a != 1)
+    if sum_axes:
+        g = g.sum(axis=sum_axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def _ew(fn):
+    """Binary elementwise op with Paddle broadcasting."""
+    def row(op, ins, k):
+        x, y = _t(ins, "X"), _t(ins, "Y")
+        a, b = _align(x, y, op.attrs.get("axis", -1))
+        out = np.asarray(fn(a, b, k))
+        return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
+    return row
+
+
+def _ew_grad(dx_fn, dy_fn):
+    """Grad of a broadcast binary op: local grads, summed over broadcast axes."""
+    def row(op, ins, k):
+        x, y, g = _t(ins, "X"), _t(ins, "Y"), _t(ins, "Out@GRAD")
+        axis = op.attrs.get("axis", -1)
+        a, b = _align(x, y, axis)
+        out = {"X@GRAD": [Tensor(_unbroadcast(dx_fn(a, b, g.arr, k), x), x.dims, x.dtype)]}
+        if dy_fn is not None:
+            gy = _unbroadcast(dy_fn(a, b, g.arr, k), y, axis, x.arr.ndim)
+            out["Y@GRAD"] = [Tensor(gy, y.dims, y.dtype)]
+        return out
+    return row
+
+
+def _bcast(arr, shape):
+    return np.broadcast_to(arr, shape) * 1 if arr.shape != tuple(shape) else arr
+
+
+# -- matmul ----------------------------------------------------------------
+def _tr(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _mm(a, b, ta, tb):
+    """matmul_v2 with trans flags; a 1-D operand is a row/column vector."""
+    if a.ndim == 1 or b.ndim == 1:
+        raise Unsupported("matmul with a 1-D operand")
+    a = _tr(a) if ta else a
+    b = _tr(b) if tb else b
+    return np.matmul(a, b)
+
+
+def _mm_dims(x, y, tx, ty):
+    xd, yd = list(x.dims), list(y.dims)
+    if tx:
+        xd[-1], xd[-2] = xd[-2], xd[-1]
+    if ty:
+        yd[-1], yd[-2] = yd[-2], yd[-1]
+    batch = xd[:-2] if len(xd) >= len(yd) else yd[:-2]
+    return batch + [xd[-2], yd[-1]]
+
+
+def matmul(op, ins, k):
+    x, y = _t(ins, "X"), _t(ins, "Y")
+    tx = bool(op.attrs.get("trans_x", op.attrs.get("transpose_X", False)))
+    ty = bool(op.attrs.get("trans_y", op.attrs.get("transpose_Y", False)))
+    out = _mm(x.arr, y.arr, tx, ty)
+    alpha = op.attrs.get("alpha", 1.0)
+    if alpha != 1.0:
+        out = out * k.const(alpha)
+    return {"Out": [Tensor(out, _mm_dims(x, y, tx, ty), x.dtype)]}
+
+
+def matmul_grad(op, ins, k):
+    """The two matmuls of matmul_v2's backward, per trans flags:
+    none: dX = dO Y^T, dY = X^T dO;  tx: dX = Y dO^T, dY = X dO;
+    ty: dX = dO Y, dY = dO^T X;  both: dX = Y^T dO^T, dY = dO^T X^T;
+    then summed over the batch dims an operand was broadcast along."""
+    x, y, g = _t(ins, "X"), _t(ins, "Y"), _t(ins, "Out@GRAD")
+    tx, ty = bool(op.attrs.get("trans_x", False)), bool(op.attrs.get("trans_y", False))
+    X, Y, G = x.arr, y.arr, g.arr
+    if not tx and not ty:
+        dx, dy = np.matmul(G, _tr(Y)), np.matmul(_tr(X), G)
+    elif tx and not ty:
+        dx, dy = np.matmul(Y, _tr(G)), np.matmul(X, G)
+    elif not tx and ty:
+        dx, dy = np.matmul(G, Y), np.matmul(_tr(G), X)
+    else:
+        dx, dy = np.matmul(_tr(Y), _tr(G)), np.matmul(_tr(G), _tr(X))
+    dx = _unbroadcast(dx, x) if dx.shape != X.shape else dx
+    dy = _unbroadcast(dy, y) if dy.shape != Y.shape else dy
+    return {"X@GRAD": [Tensor(dx, x.dims, x.dtype)], "Y@GRAD": [Tensor(dy, y.dims, y.dtype)]}
+
+
+# -- reductions --------------------------------------------------------------
+def _axes(op, nd):
+    if op.attrs.get("reduce_all", False) or not op.attrs.get("dim"):
+        return tuple(range(nd))
+    return tuple(sorted(d % nd for d in op.attrs["dim"])) if nd else ()
+
+
+def _reduce(mean: bool):
+    def row(op, ins, k):
+        x = _t(ins, "X")
+        axes = _axes(op, x.arr.ndim)
+        keep = bool(op.attrs.get("keep_dim", False))
+        out = x.arr.sum(axis=axes, keepdims=keep) if axes else x.arr * 1
+        if mean:
+            n = _prod(x.arr.shape[a] for a in axes)
+            out = out * k.const(Fraction(1, n))
+        out = np.asarray(out, dtype=x.arr.dtype)
+        dims = [((1, 1),) if a in axes else d for a, d in enumerate(x.dims)] if keep else \
+            [d for a, d in enumerate(x.dims) if a not in axes]
+        return {"Out": [Tensor(out, dims, x.dtype)]}
+    return row
+
+
+def _reduce_grad(mean: bool):
+    def row(op, ins, k):
+        x, g = _t(ins, "X"), _t(ins, "Out@GRAD")
+        axes = _axes(op, x.arr.ndim)
+        ga = g.arr
+        if not op.attrs.get("keep_dim", False):
+            ga = ga.reshape([1 if a in axes else s for a, s in enumerate(x.arr.shape)])
+        out = _bcast(ga, x.arr.shape)
+        if mean:
+            out = out * k.const(Fraction(1, _prod(x.arr.shape[a] for a in axes)))
+        return {"X@GRAD": [Tensor(np.asarray(out), x.dims, x.dtype)]}
+    return row
+
+
+# -- index maps --------------------------------------------------------------
+def _resolve_target(orig_in, target):
+    n = _prod(orig_in)
+    out = [orig_in[i] if t == 0 else t for i, t in enumerate(target)]
+    if -1 in out:
+        known = _prod(t for t in out if t != -1)
+        out[out.index(-1)] = n // known
+    if _prod(out) != n:
+        raise Unsupported(f"reshape of {list(orig_in)} to {list(target)}")
+    return out
+
+
+def reshape_dims(dims, target, to=2):
+    """Dims of a reshape: the input's factors regrouped to the target's
+    original sizes; a factor split across target dims is split on reduced
+    sizes too when they divide (else Unsupported)."""
+    factors = [f for d in dims for f in d if f[0] != 1]
+    out, i = [], 0
+    for t in target:
+        if t == 1:
+            out.append(((1, 1),))
+            continue
+        got, acc = [], 1
+        while acc < t:
+            if i >= len(factors):
+                raise Unsupported(f"reshape to {target}: factors run out")
+            o, r = factors[i]
+            if acc * o <= t and t % (acc * o) == 0:
+                got.append((o, r))
+                acc *= o
+                i += 1
+            else:  # split this factor: the head goes here, the rest stays
+                need = t // acc
+                if o % need:
+                    raise Unsupported(f"reshape to {target}: {o} does not split by {need}")
+                rh = reduce_size(need, to)
+                if r % rh:
+                    raise Unsupported(f"reshape to {target}: reduced {r} does not split by {rh}")
+                got.append((need, rh))
+                factors[i] = (o // need, r // rh)
+                acc *= need
+        out.append(tuple(got))
+    if any(f[0] != 1 for f in factors[i:]):
+        raise Unsupported(f"reshape to {target}: factors left over")
+    return out
+
+
+def reshape(op, ins, k):
+    x = _t(ins, "X")
+    target = _resolve_target(x.orig, op.attrs.get("shape") or [])
+    dims = reshape_dims(x.dims, target, k.reduce_to)
+    shape = [_prod(r for _, r in d) for d in dims]
+    return {"Out": [Tensor(x.arr.reshape(shape), dims, x.dtype)]}
+
+
+def transpose(op, ins, k):
+    x = _t(ins, "X")
+    perm = [int(a) % max(x.arr.ndim, 1) for a in op.attrs.get("axis", [])]
+    return {"Out": [Tensor(np.transpose(x.arr, perm), [x.dims[p] for p in perm], x.dtype)]}
+
+
+def stack(op, ins, k):
+    xs = ins.get("X") or []
+    if not xs or any(t is None for t in xs):
+        raise Unsupported("stack input has no value")
+    axis = op.attrs.get("axis", 0) % (xs[0].arr.ndim + 1)
+    out = np.stack([t.arr for t in xs], axis=axis)
+    dims = list(xs[0].dims)
+    dims.insert(axis, ((len(xs), len(xs)),))
+    return {"Y": [Tensor(out, dims, xs[0].dtype)]}
+
+
+def identity(in_slot="X", out_slot="Out"):
+    def row(op, ins, k):
+        x = _t(ins, in_slot)
+        dtype = str(op.attrs.get("out_dtype", x.dtype))
+        return {out_slot: [Tensor(x.arr, x.dims, dtype)]}
+    return row
+
+
+def fill_constant(op, ins, k):
+    shape = [int(n) for n in op.attrs.get("shape") or []]
+    if op.attrs.get("str_value"):
+        value = float(op.attrs["str_value"])
+    else:
+        value = op.attrs.get("value", 0.0)
+    dims = leaf_dims(shape, k.reduce_to)
+    red = [_prod(r for _, r in d) for d in dims]
+    arr = np.empty(red, dtype=object)
+    arr.fill(k.const(value))
+    return {"Out": [Tensor(arr, dims, str(op.attrs.get("dtype", "")))]}
+
+
+# -- arithmetic rows --------------------------------------------------------
+def scale(op, ins, k):
+    x = _t(ins, "X")
+    if _has(ins, "ScaleTensor"):
+        raise Unsupported("scale with ScaleTensor")
+    s, b = k.const(op.attrs.get("scale", 1.0)), k.const(op.attrs.get("bias", 0.0))
+    after = op.attrs.get("bias_after_scale", True)
+    out = x.arr * s + b if after else (x.arr + b) * s
+    return {"Out": [Tensor(np.asarray(out), x.dims, x.dtype)]}
+
+
+def sum_op(op, ins, k):
+    xs = ins.get("X") or []
+    if not xs or any(t is None for t in xs):
+        raise Unsupported("sum input has no value")
+    out = xs[0].arr
+    for t in xs[1:]:
+        out = out + t.arr
+    return {"Out": [Tensor(np.asarray(out), xs[0].dims, xs[0].dtype)]}
+
+
+def square(op, ins, k):
+    x = _t(ins, "X")
+    return {"Out": [Tensor(x.arr * x.arr, x.dims, x.dtype)]}
+
+
+def square_grad(op, ins, k):
+    x, g = _t(ins, "X"), _t(ins, "Out@GRAD")
+    return {"X@GRAD": [Tensor(g.arr * x.arr * k.const(2), x.dims, x.dtype)]}
+
+
+def squared_l2_norm(op, ins, k):
+    x = _t(ins, "X")
+    total = (x.arr * x.arr).sum() if x.arr.size else k.const(0)
+    arr = np.empty([1], dtype=object)
+    arr[0] = total
+    return {"Out": [Tensor(arr, [((1, 1),)], x.dtype)]}
+
+
+def sgd(op, ins, k):
+    p, g, lr = _t(ins, "Param"), _t(ins, "Grad"), _t(ins, "LearningRate")
+    lrv = lr.arr.reshape(-1)[0]
+    out = p.arr - g.arr * lrv
+    res = {"ParamOut": [Tensor(np.asarray(out), p.dims, p.dtype)]}
+    if _has(ins, "MasterParam"):
+        m = _t(ins, "MasterParam")
+        res["MasterParamOut"] = [Tensor(np.asarray(m.arr - g.arr * lrv), m.dims, m.dtype)]
+        res["ParamOut"] = res["MasterParamOut"]
+    return res
+
+
+def _vec(fn):
+    return np.frompyfunc(fn, 1, 1)
+
+
+def _attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
+                         "use_cudnn", "mkldnn_data_type", "use_quantizer")):
+    return tuple(sorted((a, repr(v)) for a, v in op.attrs.items() if a not in skip))
+
+
+def uf_elementwise(kernel, in_slots, out_slot, like=None):
+    """``out[i] = kernel(in_1[i], ..., in_n[i])``: a nonlinear elementwise
+    kernel (and its grads) as an uninterpreted function of its inputs."""
+    def row(op, ins, k):
+        ts = [_t(ins, s) for s in in_slots]
+        ref = ts[0] if like is None else _t(ins, like)
+        arrs = np.broadcast_arrays(*[t.arr for t in ts])
+        attrs = _attrs_key(op)
+        out = np.empty(arrs[0].shape, dtype=object)
+        for idx in np.ndindex(out.shape):
+            out[idx] = k.uf(kernel, [a[idx] for a in arrs], attrs)
+        return {out_slot: [Tensor(out, ref.dims, ref.dtype)]}
+    return row
+
+
+def elementwise_div(op, ins, k):
+    """x / y = x * inv(y), inv uninterpreted (division is not a polynomial)."""
+    x, y = _t(ins, "X"), _t(ins, "Y")
+    a, b = _align(x, y, op.attrs.get("axis", -1))
+    inv = np.empty(b.shape, dtype=object)
+    for idx in np.ndindex(b.shape):
+        inv[idx] = k.uf("inv", [b[idx]], ())
+    out = np.asarray(a * inv)
+    return {"Out": [Tensor(np.asarray(out), _out_dims(out.shape, x, y), x.dtype)]}
+
+
+def elementwise_max(op, ins, k):
+    x, y = _t(ins, "X"), _t(ins, "Y")
+    a, b = _align(x, y, op.attrs.get("axis", -1))
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape, dtype=object)
+    for idx in np.ndindex(a.shape):
+        out[idx] = k.uf("max", [a[idx], b[idx]], ())
+    return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
+
+
+ADAMW_IN = ("Param", "Grad", "Moment1", "Moment2", "LearningRate", "Beta1Pow", "Beta2Pow")
+
+
+def _adam_like(kernel):
+    """adam/adamw: ParamOut, Moment1Out, Moment2Out uninterpreted elementwise
+    functions of (param or master param, grad, moments, lr, beta pows);
+    the beta pow outputs are the linear ``pow * beta``."""
+    def row(op, ins, k):
+        p = _t(ins, "Param")
+        master = _has(ins, "MasterParam") and op.attrs.get("multi_precision", False)
+        slots = list(ADAMW_IN)
+        if master:
+            slots[0] = "MasterParam"
+        ts = [_t(ins, s) for s in slots]
+        shape = p.arr.shape
+        arrs = [np.broadcast_to(t.arr.reshape(-1)[0], shape) if t.arr.size == 1 and
+                t.arr.shape != shape else t.arr for t in ts]
+        attrs = _attrs_key(op)
+        res = {}
+        for out_slot in ("ParamOut", "Moment1Out", "Moment2Out"):
+            out = np.empty(shape, dtype=object)
+            for idx in np.ndindex(shape):
+                out[idx] = k.uf(f"{kernel}.{out_slot}", [a[idx] for a in arrs], attrs)
+            res[out_slot] = [Tensor(out, p.dims, p.dtype)]
+        if master:
+            res["MasterParamOut"] = res["ParamOut"]
+        for i, (slot, beta) in enumerate((("Beta1Pow", "beta1"), ("Beta2Pow", "beta2"))):
+            t = _t(ins, slot)
+            res[slot + "Out"] = [Tensor(t.arr * k.const(op.attrs.get(beta, 0.9)),
+                                        t.dims, t.dtype)]
+        return res
+    return row
+
+
+def uf_opaque(kernel, out_like: dict):
+    """Every output element an uninterpreted function of ALL input elements
+    (layer_norm and its grad: row statistics make them non-elementwise).
+    ``out_like``: out slot -> (input slot, dims function or None)."""
+    def row(op, ins, k):
+        args = [e for s in sorted(ins) for t in (ins[s] or []) if t is not None
+                for e in t.arr.reshape(-1)]
+        attrs = _attrs_key(op)
+        res = {}
+        for out_slot, (in_slot, dims_fn) in out_like.items():
+            if not _has(ins, in_slot):
+                continue
+            ref = _t(ins, in_slot)
+            dims = ref.dims if dims_fn is None else dims_fn(op, ref)
+            shape = [_prod(r for _, r in d) for d in dims]
+            out = np.empty(shape, dtype=object)
+            for j, idx in enumerate(np.ndindex(*shape)):
+                out[idx] = k.uf(f"{kernel}.{out_slot}.{j}", args, attrs)
+            res[out_slot] = [Tensor(out, dims, ref.dtype)]
+        return res
+    return row
+
+
+def _ln_stats_dims(op, x):
+    b = op.attrs.get("begin_norm_axis", 1)
+    return [tuple(f for d in x.dims[:b] for f in d) or ((1, 1),)]
+
+
+# -- collectives (performed by the executor across ranks) --------------------
+# op type -> (input slot, output slot, kind); all_reduce's kind comes from
+# reduce_type (phi ReduceType: 0 SUM, 1 MAX, 2 MIN, 3 PROD, 4 AVG).
+COLLECTIVES = {
+    "all_reduce": ("x", "out", "allreduce"),
+    "c_allreduce_sum": ("X", "Out", "sum"),
+    "c_allreduce_max": ("X", "Out", "max"),
+    "c_allreduce_min": ("X", "Out", "min"),
+    "c_allreduce_prod": ("X", "Out", "prod"),
+    "mp_allreduce_sum": ("X", "Out", "sum"),
+    "reduce_scatter": ("x", "out", "reduce_scatter"),
+    "c_reducescatter": ("X", "Out", "reduce_scatter"),
+    "all_gather": ("x", "out", "all_gather"),
+    "c_allgather": ("X", "Out", "all_gather"),
+    "broadcast": ("x", "out", "broadcast"),
+    "c_broadcast": ("X", "Out", "broadcast"),
+    "c_identity": ("X", "Out", "identity"),
+}
+REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
+
+
+def collective_kind(op) -> str:
+    kind = COLLECTIVES[op.type][2]
+    if kind == "allreduce":
+        kind = REDUCE_TYPES.get(int(op.attrs.get("reduce_type", 0)), "unknown")
+    return kind
+
+
+def collective(kind, xs, i, root, k):
+    """Rank ``i``'s result of collective ``kind`` over the group's inputs
+    ``xs`` (Tensors, group order).  root: index in the group."""
+    x = xs[i]
+    n = len(xs)
+    if kind == "identity":
+        return x
+    if kind in ("sum", "avg", "prod", "reduce_scatter"):
+        if len({t.arr.shape for t in xs}) > 1:
+            raise Unsupported(f"{kind} over tensors of different shapes")
+        acc = xs[0].arr
+        for t in xs[1:]:
+            acc = acc * t.arr if kind == "prod" else acc + t.arr
+        if kind == "avg":
+            acc = acc * k.const(Fraction(1, n))
+        if kind != "reduce_scatter":
+            return Tensor(np.asarray(acc), x.dims, x.dtype)
+        d0 = x.dims[0]
+        o, r = _prod(a for a, _ in d0), acc.shape[0]
+        if r % n or o % n:
+            raise Unsupported(f"reduce_scatter of reduced dim {r} over {n} ranks")
+        part = np.split(acc, n, axis=0)[i]
+        dims = [((o // n, r // n),)] + list(x.dims[1:])
+        if d0[0] == (n, n):
+            dims[0] = d0[1:] or ((1, 1),)
+        return Tensor(part, dims, x.dtype)
+    if kind in ("max", "min"):
+        arrs = [t.arr for t in xs]
+        out = np.empty(x.arr.shape, dtype=object)
+        for idx in np.ndindex(out.shape):
+            out[idx] = k.uf(kind, [a[idx] for a in arrs], ())
+        return Tensor(out, x.dims, x.dtype)
+    if kind == "all_gather":
+        out = np.concatenate([t.arr for t in xs], axis=0)
+        return Tensor(out, [((n, n),) + tuple(x.dims[0])] + list(x.dims[1:]), x.dtype)
+    if kind == "broadcast":
+        return Tensor(xs[root].arr, xs[root].dims, xs[root].dtype)
+    raise Unsupported(f"collective kind {kind}")
+
+
+def _elementwise_sub_grad(op, ins, k):
+    return _ew_grad(lambda a, b, g, k: _bcast(g, np.broadcast_shapes(a.shape, b.shape)),
+                    lambda a, b, g, k: _bcast(g, np.broadcast_shapes(a.shape, b.shape)) *
+                    k.const(-1))(op, ins, k)
+
+
+def _no_grad_slots(fn, keep):
+    def row(op, ins, k):
+        out = fn(op, ins, k)
+        return {s: v for s, v in out.items() if s in keep}
+    return row
+
+
+# -- THE TABLE ---------------------------------------------------------------
+ROWS = {
+    # index maps and identities (values unchanged; dtype tracked apart)
+    "reshape2": reshape,
+    "reshape": reshape,
+    "transpose2": transpose,
+    "transpose": transpose,
+    "stack": stack,
+    "cast": identity(),
+    "assign": identity(),
+    "c_identity": identity(),
+    "fill_constant": fill_constant,
+    # linear
+    "scale": scale,
+    "sum": sum_op,
+    "elementwise_add": _ew(lambda a, b, k: a + b),
+    "elementwise_sub": _ew(lambda a, b, k: a - b),
+    "elementwise_add_grad": _ew_grad(
+        lambda a, b, g, k: _bcast(g, np.broadcast_shapes(a.shape, b.shape)),
+        lambda a, b, g, k: _bcast(g, np.broadcast_shapes(a.shape, b.shape))),
+    "elementwise_sub_grad": _elementwise_sub_grad,
+    "reduce_mean": _reduce(mean=True),
+    "mean": _reduce(mean=True),
+    "reduce_sum": _reduce(mean=False),
+    "reduce_mean_grad": _reduce_grad(mean=True),
+    "mean_grad": _reduce_grad(mean=True),
+    "reduce_sum_grad": _reduce_grad(mean=False),
+    "sgd": sgd,
+    # bilinear / polynomial
+    "matmul_v2": matmul,
+    "matmul": matmul,
+    "matmul_v2_grad": matmul_grad,
+    "elementwise_mul": _ew(lambda a, b, k: a * b),
+    "elementwise_mul_grad": _ew_grad(lambda a, b, g, k: g * b, lambda a, b, g, k: g * a),
+    "square": square,
+    "square_grad": square_grad,
+    "squared_l2_norm": squared_l2_norm,
+    # uninterpreted
+    "elementwise_div": elementwise_div,
+    "elementwise_max": elementwise_max,
+    "gelu": uf_elementwise("gelu", ["X"], "Out"),
+    "gelu_grad": uf_elementwise("gelu_grad", ["X", "Out@GRAD"], "X@GRAD"),
+    "relu": uf_elementwise("relu", ["X"], "Out"),
+    "relu_grad": uf_elementwise("relu_grad", ["Out", "Out@GRAD"], "X@GRAD"),
+    "sqrt": uf_elementwise("sqrt", ["X"], "Out"),
+    "adamw": _adam_like("adamw"),
+    "adam": _adam_like("adam"),
+    "layer_norm": uf_opaque("layer_norm", {"Y": ("X", None),
+                                           "Mean": ("X", _ln_stats_dims),
+                                           "Variance": ("X", _ln_stats_dims)}),
+    "layer_norm_grad": uf_opaque("layer_norm_grad", {"X@GRAD": ("X", None),
+                                                     "Scale@GRAD": ("Scale", None),
+                                                     "Bias@GRAD": ("Bias", None)}),
+}
+
+# Startup ops that draw random values: their output is an input symbol.
+RANDOM_INIT = {"uniform_random", "gaussian_random", "truncated_gaussian_random",
+               "randint", "randperm"}

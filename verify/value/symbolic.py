@@ -1,0 +1,434 @@
+"""Symbolic execution of every rank's programs into hash-consed terms.
+
+Representation, and why (measured in the DESIGN.md spike): element level on
+REDUCED shapes.  Tensor-level terms with quantified axioms prove the
+promotion rewrite but do not refute its mutants in seconds; element-level,
+quantifier-free terms on small shapes both prove and refute in ms.
+
+* An element is a polynomial with rational coefficients over atoms, kept in
+  a canonical form (sorted monomials, hash-consed: one id per distinct
+  polynomial, shared by both programs and all ranks).  Atoms are input
+  symbols (a feed, a startup-initialised parameter, one per element), an
+  uninterpreted kernel applied to canonical polynomials (gelu(p), adamw
+  update(p, g, ...)), or a CUT: a large polynomial abbreviated by one atom.
+  Canonical forms decide equality in the theory of commutative rings with
+  uninterpreted functions (two polynomials over the reals are equal as
+  functions iff their canonical forms are; congruence follows from
+  hash-consing the arguments), so an identical form is a proof; a
+  different form goes to Z3 (``proof.py``) with every cut expanded, which
+  proves it (unsat) or gives a model the proof confirms with Fractions.
+* Cut points keep the cost linear: a value whose polynomial is the same in
+  both programs is the same id and the same cut atom, so everything after
+  it is shared; an op whose inputs are ids already seen (the other program,
+  or the original on the same rank) is a dictionary hit (op-level
+  hash-consing), so the rewritten program costs only what the pass changed.
+* Ops execute in program order with a current term per var name (SSA by
+  versioning: in-place writes such as ``all_reduce(x) -> x`` just rebind).
+  Ranks run in lock step; a collective fires when every member of its
+  ring's group has reached one on that ring (as the numeric simulator).
+
+Shape reduction: every original dim n > 1 of a leaf (feed, parameter,
+fill_constant) becomes min(n, 2).  Each dim remembers the (original,
+reduced) factors it is made of, so a reshape that folds [B, S, H] into
+[B*S, H] and one that splits it back both stay valid on reduced shapes.
+Why a proof on reduced shapes stands for the real ones: every op with
+meaning here is defined uniformly in its dims (sums over an index range,
+index permutations, broadcasts), so the rewrites these passes make
+(re-association across ranks, splitting a matmul grad, folding dims) are
+identities of that uniform definition, and instantiating every dim at a
+size >= 2 keeps every index map injective and every sum non-trivial.
+Limits, stated plainly: a program whose constants depend on sizes (a
+``scale(1/N)`` written with the real N instead of a reduce_mean) is
+compared at the reduced N; dims of size 1 are kept 1; a reshape whose
+reduced sizes do not split is INCONCLUSIVE; symbolic (-1) dims are
+instantiated at 2 rather than quantified; bugs that need two different
+dims of equal original size to be told apart by shape alone may be missed
+(values still differ, since every element is its own symbol).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .semantics import (COLLECTIVES, RANDOM_INIT, ROWS, Tensor, Unsupported,
+                        collective, collective_kind, leaf_dims)
+
+MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
+CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+
+
+class Store:
+    """Hash-consed polynomials (ids) over atoms (ids)."""
+
+    def __init__(self):
+        self.atoms = []  # id -> ("sym", name) | ("uf", kernel, attrs, (pid, ...)) | ("cut", pid)
+        self.atom_ix = {}
+        self.polys = []  # id -> tuple((monomial, coeff), ...), monomial = sorted atom ids
+        self.poly_ix = {}
+        self.memo = {}
+        self.cut_of = {}  # pid -> cut atom's pid
+        self.ZERO = self.intern(())
+        self.ONE = self.intern((((), Fraction(1)),))
+
+    # -- interning ---------------------------------------------------------
+    def intern(self, items) -> int:
+        pid = self.poly_ix.get(items)
+        if pid is None:
+            pid = len(self.polys)
+            self.polys.append(items)
+            self.poly_ix[items] = pid
+        return pid
+
+    def atom(self, key) -> int:
+        aid = self.atom_ix.get(key)
+        if aid is None:
+            aid = len(self.atoms)
+            self.atoms.append(key)
+            self.atom_ix[key] = aid
+        return aid
+
+    def atom_poly(self, key) -> int:
+        return self.intern((((self.atom(key),), Fraction(1)),))
+
+    def const(self, value) -> int:
+        c = value if isinstance(value, Fraction) else Fraction(value)
+        return self.ZERO if c == 0 else self.intern((((), c),))
+
+    def sym(self, name: str) -> int:
+        return self.atom_poly(("sym", name))
+
+    def uf(self, kernel, args, attrs=()) -> int:
+        return self.atom_poly(("uf", kernel, attrs, tuple(args)))
+
+    def cut(self, pid) -> int:
+        if len(self.polys[pid]) <= 1:
+            return pid
+        c = self.cut_of.get(pid)
+        if c is None:
+            c = self.cut_of[pid] = self.atom_poly(("cut", pid))
+        return c
+
+    # -- arithmetic --------------------------------------------------------
+    def add(self, a, b, sign=1) -> int:
+        key = ("+" if sign == 1 else "-", a, b)
+        r = self.memo.get(key)
+        if r is not None:
+            return r
+        pa, pb = self.polys[a], self.polys[b]
+        if not pb:
+            r = a
+        elif not pa and sign == 1:
+            r = b
+        else:
+            d = dict(pa)
+            for m, c in pb:
+                v = d.get(m, 0) + (c if sign == 1 else -c)
+                if v:
+                    d[m] = v
+                else:
+                    d.pop(m, None)
+            r = self._finish(d)
+        self.memo[key] = r
+        return r
+
+    def mul(self, a, b) -> int:
+        if a > b:
+            a, b = b, a
+        key = ("*", a, b)
+        r = self.memo.get(key)
+        if r is not None:
+            return r
+        pa, pb = self.polys[a], self.polys[b]
+        if len(pa) * len(pb) > MUL_LIMIT:
+            a2, b2 = (self.cut(a), b) if len(pa) >= len(pb) else (a, self.cut(b))
+            if len(self.polys[a2]) * len(self.polys[b2]) > MUL_LIMIT:
+                a2, b2 = self.cut(a2), self.cut(b2)
+            pa, pb = self.polys[a2], self.polys[b2]
+        d = {}
+        for m1, c1 in pa:
+            for m2, c2 in pb:
+                m = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
+                v = d.get(m, 0) + c1 * c2
+                if v:
+                    d[m] = v
+                else:
+                    d.pop(m, None)
+        r = self._finish(d)
+        self.memo[key] = r
+        return r
+
+    def _finish(self, d) -> int:
+        pid = self.intern(tuple(sorted(d.items())))
+        return self.cut(pid) if len(d) > CUT_SIZE else pid
+
+    # -- reading -----------------------------------------------------------
+    def uncut(self, aid):
+        """The polynomial a cut atom abbreviates, or None."""
+        key = self.atoms[aid]
+        return key[1] if key[0] == "cut" else None
+
+    def render(self, pid, depth=2, limit=6) -> str:
+        items = self.polys[pid]
+        if not items:
+            return "0"
+        parts = []
+        for m, c in items[:limit]:
+            factors = [self.render_atom(a, depth) for a in m]
+            coef = "" if c == 1 and factors else str(c) + ("*" if factors else "")
+            parts.append(coef + "*".join(factors))
+        more = f" + ...({len(items) - limit} more)" if len(items) > limit else ""
+        return " + ".join(parts) + more
+
+    def render_atom(self, aid, depth=2) -> str:
+        key = self.atoms[aid]
+        if key[0] == "sym":
+            return key[1]
+        if key[0] == "cut":
+            return f"({self.render(key[1], depth, 4)})" if depth > 0 else f"cut{aid}"
+        args = ", ".join(self.render(p, depth - 1, 3) if depth > 0 else "..."
+                         for p in key[3][:4])
+        return f"{key[1]}({args}{', ...' if len(key[3]) > 4 else ''})"
+
+
+class T:
+    """A polynomial id with operators, so numpy object arrays compute on it."""
+
+    __slots__ = ("i",)
+    store: Store = None  # the store of the running execution
+
+    def __init__(self, i):
+        self.i = i
+
+    def _other(self, o):
+        if isinstance(o, T):
+            return o.i
+        return T.store.const(o)
+
+    def __add__(self, o):
+        return T(T.store.add(self.i, self._other(o)))
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return T(T.store.add(self.i, self._other(o), -1))
+
+    def __rsub__(self, o):
+        return T(T.store.add(self._other(o), self.i, -1))
+
+    def __mul__(self, o):
+        if not isinstance(o, T) and o == 1:
+            return self
+        return T(T.store.mul(self.i, self._other(o)))
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return T(T.store.add(T.store.ZERO, self.i, -1))
+
+    def __repr__(self):
+        return f"T({T.store.render(self.i)})"
+
+
+class Kernels:
+    """The kernel context rows get (``k`` in semantics.py), for terms."""
+
+    def __init__(self, store, reduce_to=2):
+        self.store = store
+        self.reduce_to = reduce_to
+
+    def const(self, value):
+        return T(self.store.const(Fraction(value)))
+
+    def uf(self, kernel, args, attrs=()):
+        return T(self.store.uf(kernel, [a.i if isinstance(a, T) else self.store.const(a)
+                                        for a in args], attrs))
+
+
+def ids(arr) -> tuple:
+    return tuple(e.i if isinstance(e, T) else e for e in np.asarray(arr).reshape(-1))
+
+
+class ExecError(Exception):
+    """The programs cannot be executed symbolically (mismatched collectives,
+    a read of a var nothing wrote, ...).  ``rank`` and ``op`` say where."""
+
+    def __init__(self, msg, rank=None, op=None):
+        super().__init__(msg)
+        self.rank, self.op = rank, op
+
+
+class Rank:
+    """One rank's program state: current term per var name, position."""
+
+    def __init__(self, rank, snap, ops, env):
+        self.rank, self.snap, self.ops, self.env, self.pos = rank, snap, ops, env, 0
+
+
+class Executor:
+    """Runs the programs of all ranks (one version: original or rewritten)."""
+
+    def __init__(self, store, rings, reduce_to=2, feed_key=None):
+        self.store = store
+        self.k = Kernels(store, reduce_to)
+        self.rings = rings
+        self.reduce_to = reduce_to
+        self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
+        self.op_memo = {}
+        self.ops_run = 0
+
+    # -- leaves ------------------------------------------------------------
+    def leaf(self, name, shape, dtype=""):
+        dims = leaf_dims([2 if int(n) < 0 else int(n) for n in shape], self.reduce_to)
+        red = [int(np.prod([r for _, r in d])) for d in dims]
+        arr = np.empty(red, dtype=object)
+        for idx in np.ndindex(*red):
+            arr[idx] = T(self.store.sym(f"{name}{list(idx) if red else ''}"))
+        return Tensor(arr, dims, dtype)
+
+    def _read(self, st, name, op):
+        t = st.env.get(name)
+        if t is None:
+            v = st.snap.vars.get(name)
+            if v is None:
+                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) reads {name}, "
+                                "which has neither a value nor a declaration", st.rank, op)
+            # read before any write: an input of the program (a loaded var)
+            t = st.env[name] = self.leaf(f"{name}@r{st.rank}", v.shape, v.dtype)
+        return t
+
+    # -- one op --------------------------------------------------------------
+    def step(self, st, op, startup: bool):
+        if startup and op.type in RANDOM_INIT:
+            shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
+            for name in op.writes():
+                st.env[name] = self.leaf(f"{name}@r{st.rank}", shape)
+            return
+        row = ROWS.get(op.type)
+        if row is None:
+            raise Unsupported(f"no semantics row for op {op.type}")
+        ins = {s: [self._read(st, n, op) for n in names] for s, names in op.inputs.items()
+               if names}
+        key = (op.type, tuple(sorted((a, repr(v)) for a, v in op.attrs.items()
+                                     if a not in ("op_role", "op_role_var", "op_namescope",
+                                                  "op_callstack", "op_device",
+                                                  "execution_stream"))),
+               tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims) for t in ts))
+                     for s, ts in sorted(ins.items())))
+        outs = self.op_memo.get(key)
+        if outs is None:
+            try:
+                outs = row(op, ins, self.k)
+            except Unsupported:
+                raise
+            except Exception as exc:  # shapes that do not fit: the op fails
+                shapes = ", ".join(f"{s}={n}{list(t.arr.shape)}" for s, names in
+                                   op.inputs.items() for n, t in zip(names, ins.get(s, [])))
+                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on reduced "
+                                f"shapes ({shapes}): {type(exc).__name__}: {exc}",
+                                st.rank, op) from exc
+            self.op_memo[key] = outs
+        self.ops_run += 1
+        for slot, names in op.outputs.items():
+            vals = outs.get(slot)
+            if vals is None:
+                continue  # e.g. XShape: no value
+            for n, t in zip(names, vals):
+                if t is not None:
+                    st.env[n] = t
+
+    # -- all ranks in lock step -----------------------------------------------
+    def _group(self, ring, rank, op):
+        for group in self.rings.get(ring, self.rings.get(str(ring), [])):
+            if rank in group:
+                return list(group)
+        raise ExecError(f"rank {rank} op {op.idx} runs {op.type} on ring {ring}, but no "
+                        f"group of ring {ring} holds rank {rank} (rings: {self.rings})",
+                        rank, op)
+
+    def run(self, states: dict, startup: bool):
+        blocked = {}
+        done = set()
+        while len(done) < len(states):
+            progress = False
+            for r, st in states.items():
+                if r in done or r in blocked:
+                    continue
+                while st.pos < len(st.ops):
+                    op = st.ops[st.pos]
+                    if op.type in COLLECTIVES and op.type != "c_identity":
+                        break
+                    if op.type == "c_identity":
+                        st.env[op.outputs["Out"][0]] = self._read(st, op.inputs["X"][0], op)
+                    else:
+                        try:
+                            self.step(st, op, startup)
+                        except Unsupported as exc:
+                            raise Unsupported(f"rank {r} op {op.idx} ({op.type}): {exc}") \
+                                from exc
+                    st.pos += 1
+                progress = True
+                if st.pos >= len(st.ops):
+                    done.add(r)
+                else:
+                    blocked[r] = st.ops[st.pos]
+            for r, op in list(blocked.items()):
+                if r not in blocked:
+                    continue
+                ring = int(op.attrs.get("ring_id", 0))
+                group = self._group(ring, r, op)
+                if not all(m in blocked and int(blocked[m].attrs.get("ring_id", 0)) == ring
+                           for m in group):
+                    gone = [m for m in group if m in done]
+                    if gone:
+                        raise ExecError(f"rank {r} waits in {op.type} (op {op.idx}, ring "
+                                        f"{ring}) but rank(s) {gone} finished without it",
+                                        r, op)
+                    continue
+                ops = [blocked[m] for m in group]
+                kinds = {(o.type, collective_kind(o)) for o in ops}
+                if len(kinds) != 1:
+                    desc = ", ".join(f"rank {m}: {blocked[m].type} op {blocked[m].idx}"
+                                     for m in group)
+                    raise ExecError(f"ranks meet different collectives on ring {ring}: "
+                                    f"{desc}", r, op)
+                self._perform(group, ops, states)
+                for m in group:
+                    states[m].pos += 1
+                    del blocked[m]
+                progress = True
+            if not progress:
+                desc = ", ".join(f"rank {r} in {o.type} (op {o.idx}, ring "
+                                 f"{o.attrs.get('ring_id', 0)})" for r, o in sorted(blocked.items()))
+                raise ExecError(f"collectives do not match up; waiting: {desc}",
+                                min(blocked) if blocked else None)
+
+    def _perform(self, group, ops, states):
+        kind = collective_kind(ops[0])
+        slot_in, slot_out, _ = COLLECTIVES[ops[0].type]
+        xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
+        root = int(ops[0].attrs.get("root", 0))
+        root = group.index(root) if root in group else (root if root < len(group) else 0)
+        for i, (m, o) in enumerate(zip(group, ops)):
+            try:
+                out = collective(kind, xs, i, root, self.k)
+            except Unsupported as exc:
+                raise Unsupported(f"rank {m} op {o.idx} ({o.type}): {exc}") from exc
+            states[m].env[o.outputs[slot_out][0]] = out
+            self.ops_run += 1
+
+
+def execute(snaps: dict, rings: dict, store: Store, reduce_to=2, feed_key=None) -> dict:
+    """Run startup then main of every rank's snapshot; ``{rank: env}``."""
+    T.store = store
+    ex = Executor(store, rings, reduce_to, feed_key)
+    states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
+    ex.run(states, startup=True)
+    for r, st in states.items():
+        for name in st.snap.feeds:
+            v = st.snap.vars.get(name)
+            if v is not None:
+                st.env[name] = ex.leaf(f"{name}@{ex.feed_key(r, name)}", v.shape, v.dtype)
+        st.ops, st.pos = list(st.snap.ops), 0
+    ex.run(states, startup=False)
+    return {r: st.env for r, st in states.items()}, ex.ops_run
