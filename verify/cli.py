@@ -39,7 +39,20 @@ def _parser():
                      default=None, help="numeric backend (default: the best available)")
     run.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
     run.add_argument("--quiet", action="store_true", help="only the summary")
+    run.add_argument("--timeout", type=float, default=None, metavar="S",
+                     help="wall-clock limit per pass application / numeric run, in its "
+                          "worker process (default 120)")
+    run.add_argument("--memory", type=int, default=None, metavar="MB",
+                     help="memory a pass application / numeric run may add in its "
+                          "worker process (default 4096; 0: no limit)")
+    run.add_argument("--no-isolation", action="store_true",
+                     help="apply passes in this process (a hanging or crashing pass "
+                          "then stops the run)")
     return p
+
+
+class _Terminated(BaseException):
+    """SIGTERM during a run (handled like Ctrl-C: partial report, exit 143)."""
 
 
 def cmd_list(out=sys.stdout) -> int:
@@ -120,19 +133,82 @@ def cmd_run(args, out=sys.stdout) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write report directory {report_dir}: {exc}") from None
 
+    from . import isolation
+
+    try:
+        isolation.configure(enabled=False if args.no_isolation else None,
+                            timeout=args.timeout, memory_mb=args.memory)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     seed = args.seed if args.seed is not None else report_mod.DEFAULT_SEED
     start = time.perf_counter()
+    apps, interrupted = [], None
+    backend = args.backend or "both"
+    previous = _on_sigterm()
     try:
-        apps, backend = run_matrix(adapters, chosen, source=source, seed=seed,
-                                   backend=args.backend, out=None if args.quiet else out)
+        _, backend = run_matrix(adapters, chosen, source=source, seed=seed,
+                                backend=args.backend, out=None if args.quiet else out,
+                                apps=apps)
+    except (KeyboardInterrupt, _Terminated) as exc:
+        interrupted = ("SIGTERM", 143) if isinstance(exc, _Terminated) else ("SIGINT", 130)
     finally:
+        _restore_sigterm(previous)
+        if interrupted is not None:  # no worker or rank process left behind
+            from .numeric import rank_pool
+
+            isolation.shutdown()
+            rank_pool.shutdown_pools()
         if loaded is not None:
             loaded.restore()
     rep = report_mod.build_report(apps, seed=seed, backend=backend, source=source)
-    path = report_mod.write_report(rep, report_dir)
+    if interrupted is not None:
+        done = {(a.pass_name, a.case_name) for a in apps}
+        rep["interrupted"] = interrupted[0]
+        rep["not_run"] = [{"pass": a.name, "case": c.name} for a in adapters for c in chosen
+                          if (a.name, c.name) not in done]
+        rep["errors"].append(f"interrupted by {interrupted[0]} after {len(apps)} of "
+                             f"{len(adapters) * len(chosen)} applications; "
+                             f"{len(rep['not_run'])} not run")
+    try:
+        path = report_mod.write_report(rep, report_dir)
+    except OSError as exc:
+        _summary(apps, "NOT WRITTEN", time.perf_counter() - start, out)
+        raise UsageError(f"cannot write the report to {report_dir}: "
+                         f"{exc.strerror or exc}") from None
     report_mod.point_latest(report_dir)
     _summary(apps, path, time.perf_counter() - start, out)
+    if interrupted is not None:
+        print(f"interrupted ({interrupted[0]}): {len(rep['not_run'])} applications not run",
+              file=out)
+        return interrupted[1]
     return 0 if all(a.as_expected for a in apps) else 1
+
+
+def _on_sigterm():
+    """SIGTERM raises _Terminated in the main thread while a run goes on."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except (ValueError, OSError):
+            pass
 
 
 def _summary(apps, path, seconds, out) -> None:

@@ -32,6 +32,21 @@ def pytest_addoption(parser):
                     help="seed of parameters and inputs (default: the report's)")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="report directory of this run (default reports/pytest-<time>)")
+    # --timeout is also pytest-timeout's option: where that plugin is
+    # installed, ours is only --pass-timeout.
+    for names in (("--timeout", "--pass-timeout"), ("--pass-timeout",)):
+        try:
+            group.addoption(*names, dest="verify_timeout", type=float, default=None,
+                            metavar="S", help="wall-clock limit per pass application / "
+                            "numeric run in its isolation worker (default 120)")
+            break
+        except ValueError:
+            continue
+    group.addoption("--memory", dest="verify_memory", type=int, default=None, metavar="MB",
+                    help="memory a pass application / numeric run may add in its "
+                         "isolation worker (default 4096; 0: no limit)")
+    group.addoption("--no-isolation", dest="verify_no_isolation", action="store_true",
+                    help="apply passes in the test process (no worker processes)")
 
 
 _CONFIG = {}  # the session's config, for hooks that are not handed it
@@ -43,6 +58,12 @@ def _is_worker(config) -> bool:
 
 def pytest_configure(config):
     _CONFIG["config"] = config
+    from verify import isolation
+
+    isolation.configure(
+        enabled=False if config.getoption("verify_no_isolation", default=False) else None,
+        timeout=config.getoption("verify_timeout", default=None),
+        memory_mb=config.getoption("verify_memory", default=None))
     path = config.getoption("--pass-file", default=None)
     if path:
         from passes.loader import load_pass_file

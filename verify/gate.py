@@ -37,10 +37,14 @@ def pick_backend(requested, seed=0):
     return name, numeric
 
 
-def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sys.stdout):
-    """Every adapter on every case; returns (applications, backend name)."""
+def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sys.stdout,
+               apps=None):
+    """Every adapter on every case; returns (applications, backend name).
+
+    ``apps``: a list to append to (its caller keeps the finished ones when
+    the run is interrupted)."""
     name, numeric = pick_backend(backend, seed)
-    apps = []
+    apps = [] if apps is None else apps
     total = len(adapters) * len(cases)
     bar = out is not None and hasattr(out, "isatty") and out.isatty()
     for adapter in adapters:
