@@ -270,8 +270,8 @@ def _counterexample(store, rank, var, ta, info, peer):
         "element": [int(x) for x in np.unravel_index(i, ta.arr.shape)] if ta.arr.shape else [],
         "reduced_shape": list(ta.arr.shape),
         "original_value": str(info["va"]), "rewritten_value": str(info["vb"]),
-        "first_differing_subterm": {"path": path, "original": store.render(a),
-                                    "rewritten": store.render(b)},
+        "first_differing_subterm": {"path": path, "original": store.render(a)[:600],
+                                    "rewritten": store.render(b)[:600]},
         "inputs": values, "found_by": info["found_by"],
         "uninterpreted_kernels": kernels,
     })
