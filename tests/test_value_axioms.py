@@ -1,0 +1,369 @@
+"""Every row of ``verify.value.semantics.ROWS`` evaluated on random concrete
+tensors against an independent numpy reference (grads against numeric
+vector-Jacobian products by central differences, exact for the degree <= 2
+ops they check).  The row code is the same code the proof runs on terms, so
+a wrong row fails here before it can prove a wrong rewrite.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from verify.snapshot import Op
+from verify.value import semantics as S
+
+RNG = np.random.default_rng(0)
+TESTED = set()
+
+
+class FloatKernels:
+    """``k`` for rows on floats: constants are floats, uninterpreted kernels
+    are the real ones."""
+
+    reduce_to = 10 ** 6  # no shape reduction: rows must match numpy exactly
+
+    def const(self, v):
+        return float(v)
+
+    def uf(self, kernel, args, attrs=()):
+        a = [float(x) for x in args]
+        at = dict((k, eval(v)) for k, v in attrs)  # noqa: S307 (our own reprs)
+        if kernel == "gelu":
+            return _gelu(a[0])
+        if kernel == "gelu_grad":
+            return _gelu_d(a[0]) * a[1]
+        if kernel == "relu":
+            return max(a[0], 0.0)
+        if kernel == "relu_grad":
+            return a[1] if a[0] > 0 else 0.0
+        if kernel == "sqrt":
+            return math.sqrt(a[0])
+        if kernel == "inv":
+            return 1.0 / a[0]
+        if kernel == "max":
+            return max(a)
+        if kernel == "min":
+            return min(a)
+        if kernel.startswith(("adamw.", "adam.")):
+            return _adamw_kernel(kernel.split(".")[1], a, at)
+        return ("opaque", kernel, len(a))
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + math.erf(x / math.sqrt(2)))
+
+
+def _gelu_d(x):
+    return 0.5 * (1 + math.erf(x / math.sqrt(2))) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def _adamw_kernel(slot, a, at):
+    p, g, m1, m2, lr, b1p, b2p = a
+    b1, b2, eps = at["beta1"], at["beta2"], at["epsilon"]
+    coeff = at.get("coeff", 0.0) if at.get("with_decay", True) else 0.0
+    m1o = b1 * m1 + (1 - b1) * g
+    m2o = b2 * m2 + (1 - b2) * g * g
+    lr_t = lr * at.get("lr_ratio", 1.0)
+    p2 = p * (1 - lr_t * coeff)
+    po = p2 - lr_t * (m1o / (1 - b1p)) / (math.sqrt(m2o) / math.sqrt(1 - b2p) + eps)
+    return {"ParamOut": po, "Moment1Out": m1o, "Moment2Out": m2o}[slot]
+
+
+K = FloatKernels()
+
+
+def T(a):
+    a = np.asarray(a, dtype=float)
+    return S.Tensor(a, S.leaf_dims(a.shape, K.reduce_to))
+
+
+def run(op_type, ins, attrs=None, outs=None):
+    TESTED.add(op_type)
+    op = Op(0, op_type, {s: [f"{s}{i}" for i in range(len(v))] for s, v in ins.items()},
+            outs or {}, attrs or {})
+    res = S.ROWS[op_type](op, {s: [T(x) for x in v] for s, v in ins.items()}, K)
+    return {s: np.asarray(v[0].arr, dtype=float) for s, v in res.items() if v}
+
+
+def r(*shape):
+    return RNG.standard_normal(shape)
+
+
+def close(a, b, tol=1e-6):
+    np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float),
+                               rtol=tol, atol=tol)
+
+
+def vjp(f, x, g, h=1e-3):
+    """Numeric <g, df/dx> by central differences."""
+    out = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[idx] = h
+        out[idx] = np.sum(g * (f(x + e) - f(x - e))) / (2 * h)
+    return out
+
+
+def _t(a, flag):
+    return np.swapaxes(a, -1, -2) if flag else a
+
+
+# -- matmul ------------------------------------------------------------------
+MM_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5))]
+
+
+@pytest.mark.parametrize("tx", [False, True])
+@pytest.mark.parametrize("ty", [False, True])
+@pytest.mark.parametrize("sx,sy", MM_SHAPES)
+def test_matmul_v2_and_its_grad(sx, sy, tx, ty):
+    x = r(*sx)
+    y = r(*sy)
+    x = _t(x, tx).copy()
+    y = _t(y, ty).copy()
+
+    def fwd(x, y):
+        return np.einsum("...ij,...jk->...ik", _t(x, tx), _t(y, ty))
+    attrs = {"trans_x": tx, "trans_y": ty}
+    out = run("matmul_v2", {"X": [x], "Y": [y]}, attrs)["Out"]
+    close(out, fwd(x, y))
+    if len(sx) == 2:
+        close(run("matmul", {"X": [x], "Y": [y]}, {"transpose_X": tx, "transpose_Y": ty,
+                                                   "alpha": 0.5})["Out"], 0.5 * fwd(x, y))
+    g = r(*out.shape)
+    grads = run("matmul_v2_grad", {"X": [x], "Y": [y], "Out@GRAD": [g]}, attrs)
+    close(grads["X@GRAD"], vjp(lambda v: fwd(v, y), x, g))
+    close(grads["Y@GRAD"], vjp(lambda v: fwd(x, v), y, g))
+
+
+def test_a_wrong_row_fails_these_tests(monkeypatch):
+    """The tests have teeth: a matmul grad row that ignores trans_y is caught."""
+    right = S.matmul_grad
+
+    def wrong(op, ins, k):
+        return right(Op(0, op.type, {}, {}, {**op.attrs, "trans_y": False}), ins, k)
+    monkeypatch.setitem(S.ROWS, "matmul_v2_grad", wrong)
+    with pytest.raises(AssertionError):
+        test_matmul_v2_and_its_grad((4, 4), (4, 4), False, True)
+
+
+# -- elementwise ---------------------------------------------------------------
+EW_CASES = [((2, 3, 4), (2, 3, 4), -1), ((2, 3, 4), (4,), -1), ((2, 3, 4), (3,), 1),
+            ((2, 3, 4), (2, 3), 0), ((3, 4), (1, 4), -1)]
+EW_REF = {"elementwise_add": np.add, "elementwise_sub": np.subtract,
+          "elementwise_mul": np.multiply, "elementwise_div": np.divide,
+          "elementwise_max": np.maximum}
+
+
+def _paddle_y(x, y, axis):
+    if axis == -1 or x.ndim == y.ndim:
+        return y
+    return y.reshape([1] * axis + list(y.shape) + [1] * (x.ndim - axis - y.ndim))
+
+
+@pytest.mark.parametrize("op_type", sorted(EW_REF))
+@pytest.mark.parametrize("sx,sy,axis", EW_CASES)
+def test_elementwise_ops_and_grads(op_type, sx, sy, axis):
+    x, y = r(*sx), r(*sy) + (3.0 if op_type == "elementwise_div" else 0.0)
+    fwd = lambda a, b: EW_REF[op_type](a, _paddle_y(a, b, axis))  # noqa: E731
+    out = run(op_type, {"X": [x], "Y": [y]}, {"axis": axis})["Out"]
+    close(out, fwd(x, y))
+    grad_op = op_type + "_grad"
+    if grad_op in S.ROWS:
+        g = r(*out.shape)
+        got = run(grad_op, {"X": [x], "Y": [y], "Out@GRAD": [g]}, {"axis": axis})
+        close(got["X@GRAD"], vjp(lambda v: fwd(v, y), x, g))
+        if "Y@GRAD" in got:
+            close(got["Y@GRAD"], vjp(lambda v: fwd(x, v), y, g))
+
+
+# -- reductions ---------------------------------------------------------------
+RED = [({"reduce_all": True, "dim": [], "keep_dim": False}, None, False),
+       ({"reduce_all": False, "dim": [1], "keep_dim": False}, (1,), False),
+       ({"reduce_all": False, "dim": [0, -1], "keep_dim": True}, (0, 2), True)]
+
+
+@pytest.mark.parametrize("attrs,axes,keep", RED)
+@pytest.mark.parametrize("mean", [True, False])
+def test_reductions_and_grads(attrs, axes, keep, mean):
+    x = r(2, 3, 4)
+    name = "reduce_mean" if mean else "reduce_sum"
+    fwd = (lambda v: np.mean(v, axis=axes, keepdims=keep)) if mean else \
+        (lambda v: np.sum(v, axis=axes, keepdims=keep))
+    out = run(name, {"X": [x]}, attrs)["Out"]
+    close(out, fwd(x))
+    g = r(*np.shape(fwd(x)))
+    close(run(name + "_grad", {"X": [x], "Out@GRAD": [g]}, attrs)["X@GRAD"],
+          vjp(fwd, x, g))
+    if mean and attrs["reduce_all"]:
+        close(run("mean", {"X": [x]}, {})["Out"], np.mean(x))
+        close(run("mean_grad", {"X": [x], "Out@GRAD": [g]}, {})["X@GRAD"], vjp(np.mean, x, g))
+
+
+# -- index maps ------------------------------------------------------------------
+@pytest.mark.parametrize("shape,target", [((2, 3, 4), [6, 4]), ((6, 4), [2, 3, 4]),
+                                          ((2, 3, 4), [0, -1]), ((2, 3, 4), [24])])
+def test_reshape(shape, target):
+    x = r(*shape)
+    ref = x.reshape([shape[i] if t == 0 else t for i, t in enumerate(target)])
+    for op_type in ("reshape2", "reshape"):
+        close(run(op_type, {"X": [x]}, {"shape": target})["Out"], ref)
+
+
+def test_reshape_fold_and_unfold_on_reduced_shapes_is_the_identity():
+    """[B,S,H] -> [B*S,H] -> [B,S,H] stays consistent when B, S, H are reduced."""
+    dims = S.leaf_dims([2, 4, 8], to=2)
+    folded = S.reshape_dims(dims, [8, 8], to=2)
+    assert [S._prod(r for _, r in d) for d in folded] == [4, 2]
+    back = S.reshape_dims(folded, [2, 4, 8], to=2)
+    assert back == [tuple(d) for d in dims]
+
+
+@pytest.mark.parametrize("perm", [[1, 0, 2], [2, 0, 1], [0, 2, 1]])
+def test_transpose(perm):
+    x = r(2, 3, 4)
+    for op_type in ("transpose2", "transpose"):
+        close(run(op_type, {"X": [x]}, {"axis": perm})["Out"], np.transpose(x, perm))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_stack(axis):
+    xs = [r(2, 3) for _ in range(3)]
+    close(run("stack", {"X": xs}, {"axis": axis})["Y"], np.stack(xs, axis=axis))
+
+
+@pytest.mark.parametrize("op_type", ["cast", "assign", "c_identity"])
+def test_identities(op_type):
+    x = r(2, 3)
+    close(run(op_type, {"X": [x]}, {"out_dtype": 4})["Out"], x)
+
+
+def test_fill_constant():
+    close(run("fill_constant", {}, {"shape": [2, 3], "value": 0.25})["Out"], np.full((2, 3), 0.25))
+    close(run("fill_constant", {}, {"shape": [], "value": 0.0, "str_value": "1.5"})["Out"], 1.5)
+
+
+# -- arithmetic ------------------------------------------------------------------
+@pytest.mark.parametrize("after", [True, False])
+def test_scale(after):
+    x = r(2, 3)
+    out = run("scale", {"X": [x]}, {"scale": 0.5, "bias": 2.0, "bias_after_scale": after})["Out"]
+    close(out, x * 0.5 + 2.0 if after else (x + 2.0) * 0.5)
+
+
+def test_sum():
+    xs = [r(2, 3) for _ in range(3)]
+    close(run("sum", {"X": xs})["Out"], xs[0] + xs[1] + xs[2])
+
+
+def test_square_grad_and_norm():
+    x = r(2, 3)
+    close(run("square", {"X": [x]})["Out"], x * x)
+    g = r(2, 3)
+    close(run("square_grad", {"X": [x], "Out@GRAD": [g]})["X@GRAD"], vjp(np.square, x, g))
+    close(run("squared_l2_norm", {"X": [x]})["Out"], [np.sum(x * x)])
+
+
+def test_sgd():
+    p, g, lr = r(3, 2), r(3, 2), np.array([0.1])
+    close(run("sgd", {"Param": [p], "Grad": [g], "LearningRate": [lr]})["ParamOut"], p - 0.1 * g)
+
+
+@pytest.mark.parametrize("op_type,ref,grad_ref", [
+    ("gelu", np.vectorize(_gelu), None), ("relu", lambda v: np.maximum(v, 0), None),
+    ("sqrt", np.sqrt, None)])
+def test_unary_kernels(op_type, ref, grad_ref):
+    x = np.abs(r(2, 3)) + 0.5 if op_type == "sqrt" else r(2, 3)
+    close(run(op_type, {"X": [x]})["Out"], ref(x))
+
+
+def test_activation_grads():
+    x, g = r(2, 3), r(2, 3)
+    close(run("gelu_grad", {"X": [x], "Out@GRAD": [g]})["X@GRAD"],
+          vjp(np.vectorize(_gelu), x, g), tol=1e-5)
+    out = np.maximum(x, 0)
+    close(run("relu_grad", {"Out": [out], "Out@GRAD": [g]})["X@GRAD"],
+          vjp(lambda v: np.maximum(v, 0), x, g), tol=1e-5)
+
+
+@pytest.mark.parametrize("op_type", ["adamw", "adam"])
+@pytest.mark.parametrize("master", [False, True])
+def test_adam_like_rows_pass_the_right_inputs(op_type, master):
+    p, g = r(3, 2), r(3, 2)
+    m1, m2 = r(3, 2), np.abs(r(3, 2))
+    mp = r(3, 2)
+    attrs = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "coeff": 0.01, "lr_ratio": 1.0,
+             "with_decay": op_type == "adamw", "multi_precision": master}
+    ins = {"Param": [p], "Grad": [g], "Moment1": [m1], "Moment2": [m2],
+           "LearningRate": [np.array([0.1])], "Beta1Pow": [np.array([0.9 ** 3])],
+           "Beta2Pow": [np.array([0.999 ** 3])]}
+    if master:
+        ins["MasterParam"] = [mp]
+    got = run(op_type, ins, attrs)
+    base = mp if master else p
+    b1, b2 = 0.9, 0.999
+    m1o = b1 * m1 + (1 - b1) * g
+    m2o = b2 * m2 + (1 - b2) * g * g
+    decay = 0.01 if op_type == "adamw" else 0.0
+    po = base * (1 - 0.1 * decay) - 0.1 * (m1o / (1 - b1 ** 3)) / (
+        np.sqrt(m2o) / np.sqrt(1 - b2 ** 3) + 1e-8)
+    close(got["ParamOut"], po)
+    close(got["Moment1Out"], m1o)
+    close(got["Moment2Out"], m2o)
+    close(got["Beta1PowOut"], [0.9 ** 4])
+    close(got["Beta2PowOut"], [0.999 ** 4])
+    if master:
+        close(got["MasterParamOut"], po)
+
+
+def test_layer_norm_rows_are_functions_of_all_their_inputs():
+    """Opaque rows: every output element gets every input element."""
+    x, sc, b = r(2, 3, 4), r(4), r(4)
+    for op_type, ins, outs in [
+            ("layer_norm", {"X": [x], "Scale": [sc], "Bias": [b]},
+             {"Y": (2, 3, 4), "Mean": (6,), "Variance": (6,)}),
+            ("layer_norm_grad", {"X": [x], "Scale": [sc], "Bias": [b], "Y@GRAD": [x],
+                                 "Mean": [r(6)], "Variance": [r(6)]},
+             {"X@GRAD": (2, 3, 4), "Scale@GRAD": (4,), "Bias@GRAD": (4,)})]:
+        TESTED.add(op_type)
+        op = Op(0, op_type, {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
+        res = S.ROWS[op_type](op, {s: [T(v) for v in vs] for s, vs in ins.items()}, K)
+        n_in = sum(np.size(v) for vs in ins.values() for v in vs)
+        for slot, shape in outs.items():
+            arr = res[slot][0].arr
+            assert arr.shape == shape
+            assert all(e[2] == n_in for e in arr.reshape(-1))
+            assert len({e[1] for e in arr.reshape(-1)}) == arr.size  # one function per element
+
+
+# -- collectives ----------------------------------------------------------------
+@pytest.mark.parametrize("kind,ref", [
+    ("sum", lambda xs, i: sum(xs)), ("avg", lambda xs, i: sum(xs) / len(xs)),
+    ("max", lambda xs, i: np.maximum.reduce(xs)), ("min", lambda xs, i: np.minimum.reduce(xs)),
+    ("prod", lambda xs, i: np.multiply.reduce(xs)),
+    ("all_gather", lambda xs, i: np.concatenate(xs, 0)),
+    ("reduce_scatter", lambda xs, i: np.split(sum(xs), len(xs), 0)[i]),
+    ("broadcast", lambda xs, i: xs[1]), ("identity", lambda xs, i: xs[i])])
+@pytest.mark.parametrize("n", [2, 4])
+def test_collectives(kind, ref, n):
+    xs = [r(4, 3) for _ in range(n)]
+    for i in range(n):
+        out = S.collective(kind, [T(x) for x in xs], i, 1, K)
+        close(np.asarray(out.arr, dtype=float), ref(xs, i))
+
+
+def test_reduce_type_codes_are_paddles():
+    from paddle.distributed.communication.reduce import ReduceOp
+
+    code = {"sum": ReduceOp.SUM, "max": ReduceOp.MAX, "min": ReduceOp.MIN,
+            "prod": ReduceOp.PROD, "avg": ReduceOp.AVG}
+    assert {v: k for k, v in S.REDUCE_TYPES.items()} == code
+    for t, kind in S.REDUCE_TYPES.items():
+        assert S.collective_kind(Op(0, "all_reduce", {}, {}, {"reduce_type": t})) == kind
+
+
+def test_every_row_is_tested():
+    """Runs last in this file (pytest keeps file order)."""
+    missing = set(S.ROWS) - TESTED
+    assert not missing, f"rows without an axiom test: {sorted(missing)}"
