@@ -9,28 +9,33 @@ model-parallel stream, so communication overlaps the dY matmul.
 from __future__ import annotations
 
 from verify.checks.shape_check import check_snapshot
+from verify.collectives import input_var as _ar_input
+from verify.collectives import is_allreduce_sum
 from verify.snapshot import Op, ProgramSnapshot
 
 from .base import PassAdapter, finding, holds
 
 MP_STREAM = "auto_parallel_mp"  # AutoParallelStreamType.MP_STREAM
-ALLREDUCE = "c_allreduce_sum"  # the one type the pass matches
-
-
-def _ar_input(op):
-    return (op.inputs.get("X") or op.inputs.get("x") or [None])[0]
 
 
 def matched_pairs(snap) -> list:
-    """(matmul_v2_grad op, allreduce op) pairs the pass is meant to split."""
+    """(matmul_v2_grad op, allreduce op) pairs the pass exists to split.
+
+    Written from the pass's documented pattern (the column-parallel linear
+    backward: an untransposed ``matmul_v2_grad`` whose ``X@GRAD`` is then
+    summed over the tensor-parallel ring), not from its code: the sum may be
+    spelled ``c_allreduce_sum`` (older planners) or ``all_reduce`` with
+    ``reduce_type`` SUM (3.3.1's planner), since both are that backward.
+    """
     pairs = []
     for i, op in enumerate(snap.ops):
         if op.type != "matmul_v2_grad" or op.attrs.get("trans_x") or op.attrs.get("trans_y"):
             continue
         dx = (op.outputs.get("X@GRAD") or [None])[0]
         for later in snap.ops[i + 1:]:
-            if later.type == ALLREDUCE and _ar_input(later) == dx:
+            if is_allreduce_sum(later) and _ar_input(later) == dx:
                 pairs.append((op, later))
+                break
     return pairs
 
 
@@ -40,6 +45,18 @@ class OverlapAdapter(PassAdapter):
 
     def attrs(self, case, rp) -> dict:
         return {"dist_context": rp.dist_context}
+
+    def pattern_present(self, snap) -> bool:
+        return bool(matched_pairs(snap))
+
+    def intended_changes(self, case, rank, before, after) -> dict:
+        """The split grads' outputs and their allreduces' outputs get new
+        writers (the dX/dY matmuls, the moved allreduce)."""
+        out = {}
+        for g, ar in matched_pairs(before):
+            for n in g.writes() + ar.writes():
+                out[n] = f"written by the split of matmul_v2_grad at op {g.idx}"
+        return out
 
     def contract(self, case, rank, before, after) -> list:
         results = [self.fired_check(case, rank, before, after)]
@@ -55,15 +72,15 @@ class OverlapAdapter(PassAdapter):
         else:
             results.append(holds("grad split", rank,
                                  "no matmul_v2_grad feeding an allreduce remains"))
-        n_before = len(before.ops_of_type(ALLREDUCE, "all_reduce"))
-        n_after = len(after.ops_of_type(ALLREDUCE, "all_reduce"))
+        n_before = sum(map(is_allreduce_sum, before.ops))
+        n_after = sum(map(is_allreduce_sum, after.ops))
         if n_before != n_after:
             results.append(finding("collective count", rank,
                                    f"{n_before} allreduces before the pass, {n_after} after",
                                    before=n_before, after=n_after))
         split_dx = {g.outputs["X@GRAD"][0] for g, _ in matched_pairs(before)}
         for op in after.ops:
-            if op.type != ALLREDUCE or _ar_input(op) not in split_dx:
+            if not is_allreduce_sum(op) or _ar_input(op) not in split_dx:
                 continue
             prev = after.ops[op.idx - 1] if op.idx else None
             if prev is None or prev.type != "matmul_v2" or _ar_input(op) not in prev.writes():

@@ -9,9 +9,16 @@ matmul + bias into one GEMM epilogue.
 """
 from __future__ import annotations
 
+from verify import collectives
+
 from .base import PassAdapter, finding, holds
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "c_allreduce_sum", "mp_allreduce_sum")
+
+def _row_collective(op) -> bool:
+    """The collective that ends a row-parallel linear: a sum over the ring,
+    or its sequence-parallel form, a reduce-scatter."""
+    return collectives.is_collective(op.type) and \
+        collectives.kind(op.type, op.attrs) in ("sum", "reduce_scatter")
 
 
 def _first(op, *slots):
@@ -38,7 +45,7 @@ def biases(snap) -> dict:
         src = writer.get(x)
         if src is not None and src.type == "cast":
             src = writer.get(_first(src, "X"))
-        if src is None or src.type not in COLLECTIVES:
+        if src is None or not _row_collective(src):
             continue
         yw = writer.get(y)
         if yw is not None and yw.type == "cast":
@@ -51,6 +58,31 @@ def biases(snap) -> dict:
     return found
 
 
+def _pattern_ops(snap) -> set:
+    """Indices of the ops of each promoted linear: its collective, the casts
+    around it, the bias add, and the grads of that add and of the matmul."""
+    adds = set(biases(snap).values())
+    writer, region = {}, set()
+    for op in snap.ops:
+        if op.idx in adds:
+            region.add(op.idx)
+            src = writer.get(_first(op, "X"))
+            while src is not None and src.type == "cast":
+                region.add(src.idx)
+                src = writer.get(_first(src, "X"))
+            if src is not None:
+                region.add(src.idx)
+        for n in op.writes():
+            writer[n] = op
+    grads = {n + "@GRAD" for i in region for n in snap.ops[i].writes()}
+    for op in snap.ops:  # backward ops reading the grads of the region's outputs
+        if op.type in ("elementwise_add_grad", "matmul_v2_grad", "cast", "all_gather") and \
+                grads & set(op.reads()):
+            region.add(op.idx)
+            grads |= set(op.writes())
+    return region
+
+
 class PromotionAdapter(PassAdapter):
     name = "auto_parallel_fused_linear_promotion"
     short = "promotion"
@@ -60,8 +92,22 @@ class PromotionAdapter(PassAdapter):
                 "enable_sp": case.enable_sp, "amp_level": case.amp_level,
                 "params_grads": rp.params_grads}
 
+    def pattern_present(self, snap) -> bool:
+        """Documented pattern: a row-parallel linear with bias, i.e. a
+        parameter (or its AMP cast) added to the output of a ring sum or
+        reduce-scatter (or of a cast of it)."""
+        return bool(biases(snap))
+
     def intended_changes(self, case, rank, before, after) -> dict:
-        return {b: "bias promoted before the collective" for b in biases(before)}
+        """The bias (and everything derived from it), and the vars of the
+        linear's ops, whose writers the promotion reorders."""
+        out = {b: "bias promoted before the collective" for b in biases(before)}
+        region = _pattern_ops(before)
+        for op in before.ops:
+            if op.idx in region:
+                for n in op.writes():
+                    out.setdefault(n, f"written by the promoted linear's op {op.idx}")
+        return out
 
     def contract(self, case, rank, before, after) -> list:
         results = [self.fired_check(case, rank, before, after)]
@@ -77,8 +123,8 @@ class PromotionAdapter(PassAdapter):
         results += self._startup_kept(rank, bias_names, before, after, first)
         if first:
             results += self._dp_broadcast_kept(case, rank, bias_names, before, after)
-        coll_b = [o.type for o in before.ops if o.type in COLLECTIVES and o.role == 0]
-        coll_a = [o.type for o in after.ops if o.type in COLLECTIVES and o.role == 0]
+        coll_b = [o.type for o in before.ops if _row_collective(o) and o.role == 0]
+        coll_a = [o.type for o in after.ops if _row_collective(o) and o.role == 0]
         if coll_b != coll_a:
             results.append(finding("forward collectives kept", rank,
                                    f"forward collectives changed from {coll_b} to {coll_a}",
@@ -110,7 +156,7 @@ class PromotionAdapter(PassAdapter):
                 continue
             for add in adds:
                 src = producers[add.idx].get(_first(add, "X"))
-                if src is not None and src.type in COLLECTIVES:
+                if src is not None and _row_collective(src):
                     out.append(finding(
                         "bias before collective", rank,
                         f"elementwise_add at op {add.idx} still adds bias {bias} after "

@@ -59,6 +59,18 @@ class Application:
     def fired_ranks(self) -> list:
         return [o.rank for o in self.outcomes if o.fired]
 
+    @property
+    def left_alone(self) -> bool:
+        """EQUIVALENT because the pass changed nothing (its pattern absent),
+        as opposed to a rewrite found equivalent."""
+        return self.verdict == Verdict.EQUIVALENT and bool(self.outcomes) and \
+            not self.fired_ranks and not any(o.error for o in self.outcomes)
+
+    @property
+    def status(self) -> str:
+        """The verdict as the matrix shows it: left-alone cells apart."""
+        return "LEFT_ALONE" if self.left_alone else self.verdict.value
+
     def op_delta(self) -> str:
         parts = []
         for o in self.outcomes:
@@ -68,7 +80,7 @@ class Application:
 
     def to_dict(self, with_programs: bool = True) -> dict:
         return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
-                "source": self.source, "verdict": self.verdict.value,
+                "source": self.source, "verdict": self.verdict.value, "status": self.status,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
                 "expected_reason": self.expected.reason, "as_expected": self.as_expected,
                 "seconds": round(self.seconds, 3), "notes": list(self.notes),
@@ -77,15 +89,15 @@ class Application:
 
 
 def error_line(tb: str) -> str:
-    """The line of a traceback that says what went wrong."""
-    import re
-
-    lines = [ln.strip() for ln in tb.strip().splitlines() if ln.strip()]
-    for ln in lines:
-        if re.match(r"^[\w.]+(Error|Exception)\b", ln) or "(InvalidArgument)" in ln \
-                or "(NotFound)" in ln or "(PreconditionNotMet)" in ln:
-            return ln[:400]
-    return lines[-1][:400] if lines else "unknown error"
+    """The line of a traceback that says what went wrong: the exception line
+    (the last line of a Python traceback that starts without indentation)."""
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if not ln.startswith((" ", "\t")) and not ln.startswith("Traceback"):
+            # Paddle's C++ errors put the summary on the exception line's
+            # continuation; keep the first line that names the error kind
+            return ln.strip()[:400]
+    return lines[-1].strip()[:400] if lines else "unknown error"
 
 
 def _snapshot(rp, case, rank, which):
@@ -124,38 +136,37 @@ def run_application(adapter, case, source: str = "installed",
         if mutator is not None and mutator[0] == rank and not run.error:
             app.mutation = mutator[1](run.rewritten.main, run.rewritten.startup, after, rank)
             after = _snapshot(run.rewritten, case, rank, "rewritten")
-        fired = [o.render() for o in before.ops] != [o.render() for o in after.ops] or \
-            [o.render() for o in before.startup_ops] != [o.render() for o in after.startup_ops]
-        outcome = RankOutcome(rank, before, after, fired=fired, error=run.error, run=run)
+        outcome = RankOutcome(rank, before, after, fired=snap_mod.changed(before, after),
+                              error=run.error, run=run)
         app.outcomes.append(outcome)
         for p in adapter.predict(case, rank, before):
+            p.advisory = True  # explains; the program the pass built decides
             app.checks.append(p)
         if run.error:
-            crash = getattr(run, "crash", None)  # timeout/exit/signal/memory (isolation)
-            last = crash or error_line(run.error)
             app.checks.append(CheckResult(
                 "pass", "pass ran", rank, Verdict.PASS_CRASHED,
-                f"{adapter.name} {'crashed' if crash else 'raised'} on case {case.name} "
-                f"rank {rank}: {last}",
+                f"{adapter.name} raised on case {case.name} rank {rank}: "
+                f"{getattr(run, 'crash', None) or error_line(run.error)}",
                 details={"traceback": run.error}))
             continue
         app.checks += adapter.contract(case, rank, before, after)
         ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
                            before=before, after=after, symbols=dict(case.symbols),
                            loaded=frozenset(case.loaded_persistables),
-                           intended=adapter.intended_changes(case, rank, before, after))
+                           intended=adapter.intended_changes(case, rank, before, after),
+                           renames=adapter.renames(case, rank, before, after))
         app.checks += run_static_checks(ctx)
-    unsafe = [c for c in app.checks if c.verdict == Verdict.NOT_EQUIVALENT and (
-        c.kind == "shape" or c.name == "def before use")]
+    # Executing a program can crash Paddle's executor only where an op reads
+    # a tensor nothing ever writes or an op's shape precondition fails; a
+    # stale declared shape does not stop it, so the values still get judged.
+    unsafe = [c for c in app.checks if not c.ok and not c.advisory
+              and c.details.get("crashes_executor")]
     if numeric is not None and unsafe:
-        # Paddle's executor can crash the process (SIGSEGV in InferShape) on a
-        # program that reads unwritten or ill-shaped tensors; the static
-        # finding already decides the verdict.
         app.checks.append(CheckResult(
             "numeric", "not run", None, Verdict.INCONCLUSIVE,
-            f"numeric runs skipped: the rewritten program fails a static check "
-            f"({unsafe[0].kind}/{unsafe[0].name} on rank {unsafe[0].rank}), and executing "
-            "it can crash the executor"))
+            f"numeric runs skipped: executing the rewritten program would fail "
+            f"({unsafe[0].kind}/{unsafe[0].name} on rank {unsafe[0].rank}: "
+            f"{unsafe[0].message})"))
     elif numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
         app.checks += numeric(case, adapter, app.outcomes, mutator, app.notes)
     app.verdict = combine(app.checks)

@@ -112,6 +112,12 @@ class ProgramSnapshot:
         return ProgramSnapshot(fixed, dict(self.vars), list(sops), list(self.feeds), dict(self.meta))
 
 
+def changed(before: ProgramSnapshot, after: ProgramSnapshot) -> bool:
+    """Whether a pass changed anything: the one definition of "fired"."""
+    return [o.render() for o in before.ops] != [o.render() for o in after.ops] or \
+        [o.render() for o in before.startup_ops] != [o.render() for o in after.startup_ops]
+
+
 def diff(before: ProgramSnapshot, after: ProgramSnapshot, context: int = 2) -> str:
     """A unified diff of the two programs' op lines (main, then startup)."""
     a = [o.render() for o in before.ops]

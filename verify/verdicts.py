@@ -33,6 +33,9 @@ class CheckResult:
     message: str = ""
     counterexample: dict | None = None
     details: dict = field(default_factory=dict)
+    # An advisory result explains (a prediction made before the pass ran);
+    # it is reported but never decides the verdict.
+    advisory: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -47,9 +50,11 @@ class CheckResult:
 def combine(results) -> Verdict:
     """The worst verdict among ``results`` (CheckResults or Verdicts).
 
-    No checks at all is INCONCLUSIVE: nothing was shown.
+    Advisory results do not count.  No deciding check at all is
+    INCONCLUSIVE: nothing was shown.
     """
-    verdicts = [r.verdict if isinstance(r, CheckResult) else Verdict(r) for r in results]
+    verdicts = [r.verdict if isinstance(r, CheckResult) else Verdict(r) for r in results
+                if not (isinstance(r, CheckResult) and r.advisory)]
     if not verdicts:
         return Verdict.INCONCLUSIVE
     return min(verdicts, key=_SEVERITY.index)

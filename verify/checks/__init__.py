@@ -20,6 +20,7 @@ class CheckContext:
     symbols: dict = field(default_factory=dict)  # fed var -> dim symbol names
     loaded: frozenset = frozenset()  # persistables loaded rather than initialised
     intended: dict = field(default_factory=dict)  # var -> reason (reaching defs)
+    renames: dict = field(default_factory=dict)  # original var -> its rewritten name
 
     def where(self) -> str:
         return f"{self.pass_name} on {self.case_name} rank {self.rank}"

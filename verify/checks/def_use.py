@@ -33,16 +33,22 @@ def run(ctx) -> list:
     main_bad = first_undefined_reads(s.ops, set(s.feeds) | s.startup_writes() | ctx.loaded)
     before_bad = {v for _, v in first_undefined_reads(
         ctx.before.ops, set(ctx.before.feeds) | ctx.before.startup_writes() | ctx.loaded)}
+    written = set(s.feeds) | s.startup_writes() | set(ctx.loaded) | \
+        {n for op in s.ops for n in op.writes()}
     results = []
     for program, bad in (("startup", startup_bad), ("main", main_bad)):
         for op, var in bad:
             inherited = program == "main" and var in before_bad
+            never = var not in written
             results.append(CheckResult(
                 KIND, "def before use", ctx.rank, Verdict.NOT_EQUIVALENT,
                 f"{ctx.where()}: {program} op {op.idx} ({op.type}) reads {var} before "
-                "anything writes it" + (" (already so in the original)" if inherited else ""),
+                "anything writes it" + (" (nothing ever writes it)" if never else "")
+                + (" (already so in the original)" if inherited else ""),
                 counterexample={"rank": ctx.rank, "program": program, "op_index": op.idx,
-                                "op_type": op.type, "var": var}))
+                                "op_type": op.type, "var": var},
+                # reading a tensor that holds nothing makes the executor fail
+                details={"crashes_executor": never}))
     if not results:
         results.append(CheckResult(
             KIND, "def before use", ctx.rank, Verdict.EQUIVALENT,

@@ -139,15 +139,20 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
             env[var] = declared_shape(solver, snap, var, symbols)
         return env[var]
 
-    def fail(op, why, model, **extra):
+    def fail(op, why, model, precondition=True, crashes=None, **extra):
+        """A broken precondition (the op cannot run: NOT_EQUIVALENT, and the
+        executor may crash on it), or a declared shape or dtype that is
+        stale (the op runs; CONTRACT_BROKEN: the program's metadata lies)."""
         cex = {"rank": rank, "op_index": op.idx, "op_type": op.type,
                "dims": {k: v for k, v in (model or {}).items()}}
         cex.update(extra)
         dims = ", ".join(f"{k}={v}" for k, v in sorted((model or {}).items()))
+        verdict = Verdict.NOT_EQUIVALENT if precondition else Verdict.CONTRACT_BROKEN
         findings.append(CheckResult(
-            KIND, name, rank, Verdict.NOT_EQUIVALENT,
+            KIND, name if precondition else "declared shapes", rank, verdict,
             f"{where}: op {op.idx} ({op.type}): {why}" + (f" when {dims}" if dims else ""),
-            counterexample=cex))
+            counterexample=cex,
+            details={"crashes_executor": precondition if crashes is None else crashes}))
 
     poisoned = set()  # outputs of ops already found broken, or without a rule
     skipped = []
@@ -193,7 +198,7 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                 if declared is not None and len(declared.shape) != len(inferred):
                     fail(op, f"output {var} is declared rank {len(declared.shape)} "
                              f"{list(declared.shape)}, the rule infers rank {len(inferred)}",
-                         {}, var=var, inferred=_show(inferred, {}))
+                         {}, precondition=False, var=var, inferred=_show(inferred, {}))
                     continue
                 if declared is not None:
                     for i, (dd, di) in enumerate(zip(declared.shape, inferred)):
@@ -204,7 +209,8 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                             unknowns.append(f"op {op.idx}: Z3 unknown on {var} dim {i}")
                         elif model is not None:
                             fail(op, f"output {var} dim {i} is declared {dd} but is "
-                                     f"{_show([di], model)[0]}", model, var=var,
+                                     f"{_show([di], model)[0]}", model, precondition=False,
+                                 var=var,
                                  declared=list(declared.shape),
                                  inferred=_show(inferred, model))
                             break
@@ -214,7 +220,8 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
             want = _DTYPES.get(int(op.attrs["out_dtype"]))
             if out_var is not None and want and out_var.dtype != want:
                 fail(op, f"cast produces {want} but {out_var.name} is declared "
-                         f"{out_var.dtype}", {}, rule="cast dtype", var=out_var.name)
+                         f"{out_var.dtype}", {}, precondition=False, rule="cast dtype",
+                     var=out_var.name)
         if op.type == "reshape2" and op.idx in inserted:
             x = shape_of(op.inputs["X"][0])
             out = env.get(op.outputs["Out"][0])
@@ -229,7 +236,7 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                     fail(op, f"reshape {_show(x, model)} -> {_show(out, model)} does not "
                              f"fold the leading dims as the matmul's FoldInitDims does "
                              f"({_show(want, model)})", model,
-                         rule="FoldInitDims", var=op.outputs["Out"][0],
+                         crashes=False, rule="FoldInitDims", var=op.outputs["Out"][0],
                          input=_show(x, model), target=_show(out, model),
                          expected=_show(want, model))
     results = list(findings)

@@ -1,15 +1,24 @@
 """Dtype-aware comparison of two runs of one rank.
 
-The tolerance of a tensor is derived, not picked: a float sum of n terms
-accumulates at most about ``sqrt(n)`` rounding errors of ``eps * |value|``
-each when errors are random (Higham's probabilistic bound), so
+The tolerance is per element and derived, not picked.  A float sum of n
+terms accumulates about ``sqrt(n)`` rounding errors of ``eps * |term|``
+each when errors are random (Higham's probabilistic bound).  So element i
+of a tensor may differ by
 
-    tol = SAFETY * eps(dtype) * sqrt(depth) * max(1, max|reference|)
+    tol_i = rtol * |ref_i| + atol,   rtol = SAFETY * eps(dtype) * sqrt(depth)
+                                      atol = rtol * rms(ref)
 
-where ``depth`` is the program's reduction depth: the largest matmul
-contraction dim times the largest collective group, times the steps run
-(errors of one step feed the next).  ``SAFETY`` covers the few dependent
-roundings random-error bounds ignore.
+where ``depth`` is the program's reduction depth (the largest matmul
+contraction dim times the largest collective group, times the steps run:
+errors of one step feed the next) and ``SAFETY`` covers the few dependent
+roundings random-error bounds ignore.  The absolute floor ``atol`` is the
+noise of a reduction whose terms have the tensor's own typical magnitude
+(its RMS): an element that cancels to near zero still carries the rounding
+of the terms that cancelled, which a purely relative bound would call a
+difference.  It scales with the tensor, never with 1, so a small tensor
+(an fp16 gradient of 0.03) cannot pass zeroed, halved or sign-flipped: that
+changes elements by their own size, far above ``rtol`` of it.  An all-zero
+reference gets ``TINY`` (the dtype's smallest normal) as floor.
 """
 from __future__ import annotations
 
@@ -18,6 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 EPS = {"float16": 9.77e-4, "bfloat16": 7.82e-3, "float32": 1.19e-7, "float64": 2.22e-16}
+TINY = {"float16": 6.1e-5, "bfloat16": 1.18e-38, "float32": 1.18e-38, "float64": 2.23e-308}
 SAFETY = 16.0
 
 
@@ -41,10 +51,18 @@ class TensorDiff:
         return asdict(self)
 
 
-def tolerance(dtype: str, depth: int, ref) -> float:
-    eps = EPS.get(dtype, EPS["float32"])
-    scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
-    return SAFETY * eps * float(np.sqrt(max(depth, 1))) * scale
+def rtol(dtype: str, depth: int) -> float:
+    """The relative part of the tolerance (see the module docstring)."""
+    return SAFETY * EPS.get(dtype, EPS["float32"]) * float(np.sqrt(max(depth, 1)))
+
+
+def tolerance(dtype: str, depth: int, ref):
+    """Per-element tolerance array for ``ref`` (see the module docstring)."""
+    r = np.abs(np.asarray(ref, dtype=np.float64))
+    rt = rtol(dtype, depth)
+    rms = float(np.sqrt(np.mean(r * r))) if r.size else 0.0
+    atol = max(rt * rms, TINY.get(dtype, TINY["float32"]))
+    return rt * r + atol
 
 
 def compare(name, step, ref, cand, depth, note="") -> TensorDiff:
@@ -69,12 +87,13 @@ def compare(name, step, ref, cand, depth, note="") -> TensorDiff:
     if diff.size == 0:
         return TensorDiff(name, step, dtype, list(ref.shape), 0.0, 0.0, [], 0.0, 0.0, 0.0,
                           True, True, note)
-    flat = int(np.argmax(diff))
+    tol = tolerance(dtype, depth, r)
+    excess = diff / tol  # > 1 where an element is out of tolerance
+    flat = int(np.argmax(excess))  # the worst element relative to its own bound
     idx = [int(i) for i in np.unravel_index(flat, diff.shape)] if diff.ndim else []
     rel = diff / np.maximum(np.abs(r), 1e-30)
-    tol = tolerance(dtype, depth, ref)
-    max_abs = float(diff.reshape(-1)[flat])
-    return TensorDiff(name, step, dtype, list(ref.shape), max_abs,
+    ok = bool(np.all(diff <= tol))
+    return TensorDiff(name, step, dtype, list(ref.shape), float(diff.reshape(-1)[flat]),
                       float(np.max(np.where(diff > 0, rel, 0.0))), idx,
-                      float(r.reshape(-1)[flat]), float(c.reshape(-1)[flat]), tol,
-                      bitwise, bitwise or max_abs <= tol, note)
+                      float(r.reshape(-1)[flat]), float(c.reshape(-1)[flat]),
+                      float(tol.reshape(-1)[flat]), bitwise, bitwise or ok, note)

@@ -40,8 +40,12 @@ def reduction_depth(rp, world: int, steps: int) -> int:
     return k * max(world, 1) * steps
 
 
-def make_specs(case, programs: dict, seed: int, steps: int) -> dict:
-    """``{rank: RankSpec}`` for ``programs`` = ``{rank: RankProgram}``."""
+def make_specs(case, programs: dict, seed: int, steps: int, renames=None) -> dict:
+    """``{rank: RankSpec}`` for ``programs`` = ``{rank: RankProgram}``.
+
+    ``renames`` (``{rank: {original var: rewritten var}}``) adds the new
+    names of watched values the pass moved, so they are fetched too.
+    """
     specs = {}
     for rank, rp in programs.items():
         shard = case.tp_index(rank)
@@ -56,7 +60,8 @@ def make_specs(case, programs: dict, seed: int, steps: int) -> dict:
                   for f in rp.feeds} for k in range(steps)]
         watch = list(dict.fromkeys(
             list(rp.fetches) + ([rp.loss] if rp.loss else []) +
-            [g.name for _, g in rp.params_grads] + list(_params(rp))))
+            [g.name for _, g in rp.params_grads] + list(_params(rp)) +
+            list((renames or {}).get(rank, {}).values())))
         specs[rank] = RankSpec(rank, _serialize(rp.main), _serialize(rp.startup),
                                params, feeds, watch, dict(case.rings))
     return specs
@@ -87,13 +92,25 @@ def _first_tp_rank(case, rank):
     return None
 
 
-def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed) -> list:
-    """TensorDiffs of one rank over all steps."""
+def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed, renames=None) -> list:
+    """TensorDiffs of one rank over all steps.
+
+    A watched value of the original is compared under its name in the
+    rewritten program, or under the new name the adapter maps it to
+    (``renames``); a parameter the pass removed on this rank is compared
+    with the first TP rank's copy; any other watched value that vanished is
+    a failure, never dropped.
+    """
+    renames = renames or {}
     diffs = []
     for k, (ref_step, cand_step) in enumerate(zip(orig.steps, rew.steps)):
         for name, ref in ref_step.items():
+            new = renames.get(name)
             if name in cand_step:
                 diffs.append(compare(name, k, ref, cand_step[name], depth))
+            elif new is not None and new in cand_step:
+                diffs.append(compare(name, k, ref, cand_step[new], depth,
+                                     note=f"renamed by the pass to {new}"))
             elif name in params_removed:
                 first = _first_tp_rank(case, rank)
                 src = rew_all.get(first)
@@ -102,11 +119,42 @@ def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed) -> list:
                                          note=f"removed on rank {rank}; compared with "
                                               f"rank {first}'s copy"))
                 else:
-                    d = compare(name, k, ref, ref, depth)
-                    d.ok, d.note = False, "parameter vanished from every rank of its TP group"
-                    d.max_abs, d.candidate = float("inf"), float("nan")
-                    diffs.append(d)
+                    diffs.append(_vanished(name, k, ref, depth,
+                                           "vanished from every rank of its TP group"))
+            else:
+                diffs.append(_vanished(name, k, ref, depth,
+                                       "vanished from the rewritten program without a "
+                                       "declared rename"))
     return diffs
+
+
+def _vanished(name, step, ref, depth, why):
+    d = compare(name, step, ref, ref, depth)
+    d.ok, d.note, d.bitwise = False, why, False
+    d.max_abs, d.candidate = float("inf"), float("nan")
+    return d
+
+
+def same_rewrite(a, b) -> str:
+    """'' when snapshots ``a`` and ``b`` hold the same ops, dtypes aside;
+    else the first difference (the float32 twin must stand for the case)."""
+    import re
+
+    def plain(op):  # dtype attrs dropped, dtype words in names blurred
+        keep = {k: v for k, v in op.attrs.items() if "dtype" not in k}
+        return re.sub(r"(bfloat16|float16|float32|fp16|fp32|bf16)", "DT",
+                      repr((op.type, sorted(op.inputs.items()), sorted(op.outputs.items()),
+                            sorted(keep.items()))))
+
+    for which, xs, ys in (("main", a.ops, b.ops), ("startup", a.startup_ops, b.startup_ops)):
+        xs_, ys_ = [plain(o) for o in xs], [plain(o) for o in ys]
+        if xs_ == ys_:
+            continue
+        for i, (x, y) in enumerate(zip(xs_, ys_)):
+            if x != y:
+                return f"{which} op {i}: {xs[i].render()} vs {ys[i].render()}"
+        return f"{which}: {len(xs_)} ops vs {len(ys_)}"
+    return ""
 
 
 def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
@@ -132,10 +180,22 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
 
             rr = runs[mutator[0]].rewritten
             mutator[1](rr.main, rr.startup, from_programs(rr.main, rr.startup), mutator[0])
+        from verify.snapshot import from_programs
+
+        for o in outcomes:  # the twin must be the same rewrite, dtypes aside
+            t = runs[o.rank].rewritten
+            why = same_rewrite(o.after, from_programs(t.main, t.startup))
+            if why:
+                return [CheckResult(KIND, "numeric twin", o.rank, Verdict.INCONCLUSIVE,
+                                    f"the pass rewrote the float32 twin of {case.name} "
+                                    f"differently on rank {o.rank} ({why}), so its runs "
+                                    "cannot stand in for the case")]
         originals = {r: run.original for r, run in runs.items()}
         rewrittens = {r: run.rewritten for r, run in runs.items()}
         twin_note = (f" [float32 twin: same ops, float32 compute; this build has no "
                      f"{case.params.get('amp_dtype')} matmul kernels]")
+    renames = {o.rank: adapter.renames(case, o.rank, o.before, o.after)
+               for o in outcomes} if adapter is not None else {}
     results = []
     runs = {}
     # what keeps real CPU ranks from running this case faithfully (a float32
@@ -153,7 +213,9 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         try:
             orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
         except BackendError as exc:
-            if type(exc).__name__ == "UnsupportedJob" and notes is not None:
+            from .rank_pool import UnsupportedJob
+
+            if isinstance(exc, UnsupportedJob) and notes is not None:
                 notes.append(f"{backend} backend not run: {exc}")
                 continue
             results.append(CheckResult(KIND, f"{backend} run", None, Verdict.INCONCLUSIVE,
@@ -161,7 +223,8 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                                        details={"backend": backend}))
             continue
         try:
-            rew = _run(backend, make_specs(case, rewrittens, seed, steps), where + " (rewritten)")
+            rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames),
+                       where + " (rewritten)")
         except BackendError as exc:
             if type(exc).__name__ == "WorkerCrash":  # crashed/overran: no evidence either way
                 results.append(CheckResult(KIND, f"{backend} run", exc.rank,
@@ -181,8 +244,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         for rank in case.ranks:
             rp_o, rp_r = originals[rank], rewrittens[rank]
             removed = set(_params(rp_o)) - set(_params(rp_r))
+            # a removed parameter's gradient goes with it (compared likewise)
+            removed |= {g.name for p, g in rp_o.params_grads if p.name in removed}
             depth = reduction_depth(rp_o, case.world_size, steps)
-            diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed)
+            diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed,
+                                 renames.get(rank))
             bad = [d for d in diffs if not d.ok]
             table = [d.to_dict() for d in diffs]
             if not diffs:
@@ -213,9 +279,15 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                     details={"backend": backend, "tensors": table}))
     if "simulated" in runs and "ranks" in runs:
         results += _agreement(case, runs["simulated"], runs["ranks"], originals, steps)
+    # say what was really run: real ranks, or the simulator alone
+    witness = "real ranks" if "ranks" in runs else \
+        "simulator only" if "simulated" in runs else "nothing ran"
     for r in results:
         r.message += twin_note
+        if witness == "simulator only" and "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
+            r.message += " [simulator only: real ranks did not run this case]"
         r.details["twin"] = bool(twin_note)
+        r.details["witness"] = witness
     return results
 
 

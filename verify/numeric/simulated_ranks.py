@@ -3,7 +3,7 @@
 Each rank's program is cut at its collective ops.  The pieces between run
 with ``Executor(CPUPlace())`` in one scope per rank, and every collective
 is performed here, between pieces, on numpy arrays (sum/max/min/prod/avg
-all-reduce, all-gather, reduce-scatter, broadcast, identity), for whichever
+all-reduce, all-gather, reduce-scatter, broadcast), for whichever
 ring and group the case declares.  Ranks advance in lock step: a rank runs
 until its next collective, and a collective fires when every member of its
 group has reached a collective on that ring.  Ranks that wait for each other
@@ -28,24 +28,7 @@ from verify.legacy_ir import paddle_module
 
 from .run_spec import BackendError, RankResult
 
-# op type -> (input slot, output slot, kind)
-COLLECTIVES = {
-    "all_reduce": ("x", "out", "allreduce"),
-    "c_allreduce_sum": ("X", "Out", "sum"),
-    "c_allreduce_max": ("X", "Out", "max"),
-    "c_allreduce_min": ("X", "Out", "min"),
-    "c_allreduce_prod": ("X", "Out", "prod"),
-    "mp_allreduce_sum": ("X", "Out", "sum"),
-    "reduce_scatter": ("x", "out", "reduce_scatter"),
-    "c_reducescatter": ("X", "Out", "reduce_scatter"),
-    "all_gather": ("x", "out", "all_gather"),
-    "c_allgather": ("X", "Out", "all_gather"),
-    "broadcast": ("x", "out", "broadcast"),
-    "c_broadcast": ("X", "Out", "broadcast"),
-    "c_identity": ("X", "Out", "identity"),
-}
-# all_reduce's reduce_type (phi ReduceType)
-REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
+from verify.collectives import COLLECTIVES, REDUCE_TYPES, communicates  # noqa: E402
 
 
 class _Coll:
@@ -65,7 +48,7 @@ class _Coll:
 def _pieces(program):
     """[("ops", Program) | ("coll", _Coll)] in program order."""
     ops = program.global_block().ops
-    cuts = [i for i, op in enumerate(ops) if op.type in COLLECTIVES]
+    cuts = [i for i, op in enumerate(ops) if communicates(op.type)]
     bounds = []
     start = 0
     for c in cuts + [len(ops)]:
@@ -238,9 +221,7 @@ def _perform(group, colls, states, where):
         raise BackendError(f"{where}: {colls[0].type} over ranks {group} gets tensors that "
                            f"do not match: {desc}", group[0])
     for i, (m, c) in enumerate(zip(group, colls)):
-        if kind == "identity":
-            out = xs[i]
-        elif kind in ("sum", "max", "min", "prod", "avg"):
+        if kind in ("sum", "max", "min", "prod", "avg"):
             out = _reduce(kind, xs)
         elif kind == "all_gather":
             out = np.concatenate(xs, axis=0)

@@ -1,0 +1,62 @@
+"""The one table of collective op types: slots and what each computes.
+
+Every module that needs to know a collective (the simulator, the value
+semantics, the pass adapters' matchers, the mutation operators) reads it
+here, so a new spelling is one row.  ``kind`` is what the op does across
+the ranks of its ring; ``all_reduce``'s kind comes from its ``reduce_type``
+attr (phi ``ReduceType``: 0 SUM, 1 MAX, 2 MIN, 3 PROD, 4 AVG).
+"""
+from __future__ import annotations
+
+# op type -> (input slot, output slot, kind)
+COLLECTIVES = {
+    "all_reduce": ("x", "out", "allreduce"),
+    "c_allreduce_sum": ("X", "Out", "sum"),
+    "c_allreduce_max": ("X", "Out", "max"),
+    "c_allreduce_min": ("X", "Out", "min"),
+    "c_allreduce_prod": ("X", "Out", "prod"),
+    "mp_allreduce_sum": ("X", "Out", "sum"),
+    "reduce_scatter": ("x", "out", "reduce_scatter"),
+    "c_reducescatter": ("X", "Out", "reduce_scatter"),
+    "all_gather": ("x", "out", "all_gather"),
+    "c_allgather": ("X", "Out", "all_gather"),
+    "broadcast": ("x", "out", "broadcast"),
+    "c_broadcast": ("X", "Out", "broadcast"),
+    # forward of a column-parallel linear: identity on values (its backward
+    # is the all-reduce); no communication, so the simulator does not cut at it
+    "c_identity": ("X", "Out", "identity"),
+}
+REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
+REDUCTIONS = ("sum", "max", "min", "prod", "avg")
+
+
+def is_collective(op_type: str) -> bool:
+    return op_type in COLLECTIVES
+
+
+def communicates(op_type: str) -> bool:
+    """A collective that exchanges data between ranks (not c_identity)."""
+    return op_type in COLLECTIVES and COLLECTIVES[op_type][2] != "identity"
+
+
+def kind(op_type: str, attrs: dict) -> str:
+    """What the collective computes: sum/max/min/prod/avg, reduce_scatter,
+    all_gather, broadcast or identity."""
+    k = COLLECTIVES[op_type][2]
+    if k == "allreduce":
+        return REDUCE_TYPES.get(int(attrs.get("reduce_type", 0)), "unknown")
+    return k
+
+
+def is_allreduce_sum(op) -> bool:
+    """A snapshot op that sums its input over a ring, in any spelling."""
+    return op.type in COLLECTIVES and kind(op.type, op.attrs) == "sum"
+
+
+def input_var(op):
+    """The var a snapshot collective op reads (None if its slot is empty)."""
+    return (op.inputs.get(COLLECTIVES[op.type][0]) or [None])[0]
+
+
+def output_var(op):
+    return (op.outputs.get(COLLECTIVES[op.type][1]) or [None])[0]
