@@ -80,6 +80,21 @@ def numeric():
     return pick_backend("simulated", 3)[1]
 
 
+_UNMUTATED = {}
+
+
+def unmutated_is_equivalent(adapter, case, numeric):
+    """A kill proves something only where the application without the mutant
+    is EQUIVALENT (else the existing finding would 'kill' every mutant)."""
+    key = (adapter.name, case.name)
+    if key not in _UNMUTATED:
+        app = run_application(adapter, case, numeric=numeric)
+        _UNMUTATED[key] = (app.verdict.value, [(c.kind, c.name, c.rank, c.message[:160])
+                                               for c in app.checks if not c.ok])
+    verdict, bad = _UNMUTATED[key]
+    assert verdict == "EQUIVALENT", (f"{case.name} is {verdict} without any mutant", bad)
+
+
 def killing_kinds(app):
     return {c.kind for c in app.checks if c.verdict.value in KILLING}
 
@@ -88,6 +103,7 @@ def killing_kinds(app):
                          ids=[f"{s[2].__name__}-{s[1]}" for s in LEGACY_SAMPLE])
 def test_legacy_mutant_is_caught(short, case_name, operator, kind, numeric):
     case = cases.all_cases()[case_name]
+    unmutated_is_equivalent(passes.get(short), case, numeric)
     app = run_application(passes.get(short), case, numeric=numeric,
                           mutator=(case.ranks[0], operator))
     assert app.mutation is not None, "operator found no site"
@@ -105,6 +121,7 @@ def test_legacy_mutant_is_caught(short, case_name, operator, kind, numeric):
 def test_in_region_mutant_is_well_formed_and_caught(short, case_name, rank, operator, kind,
                                                      words, numeric):
     adapter, case = passes.get(short), cases.all_cases()[case_name]
+    unmutated_is_equivalent(adapter, case, numeric)
     mutator = pm.prepare(operator, adapter, case, rank)
     assert mutator is not None, f"{operator.__name__} found no site on {case_name} rank {rank}"
     m = mutator.mutation
@@ -234,3 +251,16 @@ def test_mutate_sample_prints_table_and_rates():
     assert lines[-2].startswith("kill rate ")
     assert "kills per check kind" in out and "in_region" in out
     assert time.perf_counter() - start < 30
+
+
+def test_scale_before_adam_is_argued_equivalent_and_avoided():
+    """AdamW's update is invariant to a positive scale of its gradient: such
+    a site is an equivalent mutant, so scale_half picks another one."""
+    adapter, case = passes.get("promotion"), cases.all_cases()["row_mp_o2_adamw_tp4"]
+    before, after = pm.snapshots(adapter.apply(case, 3))
+    grad = next(op for op in after.ops if op.type == "matmul_v2_grad")
+    assert "adamw" in pm.scale_invariance(after, grad.outputs["Y@GRAD"][0], grad.idx)
+    # the output gradient reaches a compared parameter gradient: not invariant
+    assert pm.scale_invariance(after, grad.inputs["Out@GRAD"][0], grad.idx - 1) == ""
+    m = pm.prepare(pm.scale_half, adapter, case, 3).mutation
+    assert m.site["op_type"] != "matmul_v2_grad" and not m.equivalent_by_argument

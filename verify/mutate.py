@@ -85,12 +85,39 @@ def pick_backend(name, seed=0):
     return pick(name, seed)
 
 
+def _deciding(app) -> list:
+    """The checks that decide the verdict (predictions are advisory)."""
+    return [c for c in app.checks if not getattr(c, "advisory", False)]
+
+
 def _caught_by(app) -> list:
-    return sorted({f"{c.kind}/{c.name}" for c in app.checks if c.verdict.value in KILLING})
+    return sorted({f"{c.kind}/{c.name}" for c in _deciding(app) if c.verdict.value in KILLING})
 
 
 def _inconclusive_by(app) -> list:
-    return sorted({f"{c.kind}/{c.name}" for c in app.checks if c.verdict.value == "INCONCLUSIVE"})
+    return sorted({f"{c.kind}/{c.name}" for c in _deciding(app)
+                   if c.verdict.value == "INCONCLUSIVE"})
+
+
+class _Unmutated:
+    """Each application's verdict without a mutant, computed once: a mutant
+    of an application that is not EQUIVALENT today (the baseline may be
+    stale) would be 'killed' by the existing finding, so it is not made."""
+
+    def __init__(self, numeric):
+        self.numeric = numeric
+        self.verdicts = {}
+
+    def verdict(self, adapter, case) -> str:
+        key = (adapter.name, case.name)
+        if key not in self.verdicts:
+            self.verdicts[key] = run_application(adapter, case, numeric=self.numeric).verdict.value
+        return self.verdicts[key]
+
+    def skipped(self) -> list:
+        return [f"{p} / {c}: {v} without any mutant (baseline says EQUIVALENT), so its "
+                "mutants would prove nothing" for (p, c), v in self.verdicts.items()
+                if v != "EQUIVALENT"]
 
 
 def _jobs(adapters, cases):
@@ -130,11 +157,13 @@ def _spread(jobs, n):
     return [jobs[a:b] for a, b in zip(starts, starts[1:])]
 
 
-def _run_job(job, numeric):
+def _run_job(job, numeric, unmutated=None):
     from . import program_mutants as pm
 
     scope, adapter, case, ranks, op = job
     rank = ranks[0]
+    if unmutated is not None and unmutated.verdict(adapter, case) != "EQUIVALENT":
+        return None
     mutator = pm.prepare(op, adapter, case, rank)
     if mutator is None:
         return None
@@ -161,23 +190,34 @@ def program_mutants(adapters, cases, numeric, sample=None, out=None):
     """Results of the program-level mutants (``sample``: about that many,
     two thirds in-region, spread over the matrix)."""
     jobs = _jobs(adapters, cases)
-    if sample is None:
-        groups = _spread(jobs["in_region"], None) + _spread(jobs["legacy"], None)
-    else:
-        n_legacy = sample // 3
-        groups = _spread(jobs["in_region"], sample - n_legacy) + \
-            _spread(jobs["legacy"], n_legacy)
+    n_legacy = None if sample is None else sample // 3
+    n_region = None if sample is None else sample - n_legacy
     results = []
+    unmutated = _Unmutated(numeric)
+    for groups in (_spread(jobs["in_region"], n_region), _spread(jobs["legacy"], n_legacy)):
+        results += _run_groups(groups, numeric, unmutated, out)
+    return results, unmutated.skipped()
+
+
+def _run_groups(groups, numeric, unmutated, out) -> list:
+    """One mutant per group, where it has one; a group that gives none
+    leaves its share to the next."""
+    results = []
+    owed = 0  # mutants earlier groups could not give (no site, or not mutated)
     for group in groups:
+        want, got = 1 + owed, 0
         for job in group:
-            r = _run_job(job, numeric)
+            r = _run_job(job, numeric, unmutated)
             if r is None:
                 continue
             results.append(r)
+            got += 1
             if out is not None:
                 print(_row(r), file=out, flush=True)
-            break
-    return results, []
+            if got == want:
+                break
+        owed = want - got
+    return results
 
 
 def pass_mutants(numeric, out=None):
@@ -261,9 +301,11 @@ def _pct(a, b) -> str:
     return f"{100.0 * a / b:.1f}%" if b else "n/a"
 
 
-def report(results, seconds, out=sys.stdout) -> None:
+def report(results, seconds, out=sys.stdout, skipped=()) -> None:
     """The summary: table, survivors, inconclusive ones, the rates."""
     print("", file=out)
+    for s in skipped:
+        print(f"not mutated: {s}", file=out)
     print("kills per check kind (a mutant caught by several kinds counts in each):",
           file=out)
     print(kind_table(results), file=out)
@@ -310,10 +352,10 @@ def main(argv=None, out=sys.stdout) -> int:
     start = time.perf_counter()
     print(f"{'':8s} {'scope':9s} {'pass':24s} {'case':26s} {'rank':8s} {'operator':24s} "
           f"{'verdict':15s} caught by / why not", file=out)
-    results, _ = program_mutants(list(passes.adapters().values()),
-                                 list(case_lib.all_cases().values()), numeric,
-                                 sample=args.sample, out=out)
+    results, skipped = program_mutants(list(passes.adapters().values()),
+                                       list(case_lib.all_cases().values()), numeric,
+                                       sample=args.sample, out=out)
     if not args.no_pass_mutants:
         results += pass_mutants(numeric, out=out)
-    report(results, time.perf_counter() - start, out=out)
+    report(results, time.perf_counter() - start, out=out, skipped=skipped)
     return 0

@@ -499,11 +499,59 @@ def _choose_swap_axes(before, after, reg, rank):
                 after.ops)
 
 
+# Adam's update m / (sqrt(v) + eps) does not change (up to eps) when its
+# gradient is scaled by a positive factor at every step.
+SCALE_INVARIANT_SINKS = {("adam", "Grad"), ("adamw", "Grad"), ("lamb", "Grad")}
+# (op type, input slot) of ops whose outputs are positively homogeneous of
+# degree 1 in that input (the others fixed): a positive scale of the input
+# scales the outputs (some outputs may not depend on it at all).
+HOMOGENEOUS = {("matmul_v2", "X"), ("matmul_v2", "Y"), ("matmul_v2_grad", "Out@GRAD"),
+               ("elementwise_mul", "X"), ("elementwise_mul", "Y"),
+               ("elementwise_add_grad", "Out@GRAD"), ("elementwise_sub_grad", "Out@GRAD"),
+               ("cast", "X"), ("reshape2", "X"), ("transpose2", "X"), ("assign", "X"),
+               ("c_identity", "X"), ("reduce_sum", "X"), ("reduce_mean", "X")}
+
+
+def scale_invariance(snap, var, idx) -> str:
+    """Why a positive scale of ``var`` after op ``idx`` changes nothing, or ''.
+
+    It does not when every path of values from it ends in the gradient of an
+    Adam-type update (linear ops in between; a collective, a non-linear op
+    or a parameter's gradient, which the numeric runs compare, ends it)."""
+    params = {n for n, v in snap.vars.items() if v.is_parameter}
+    todo, seen, sinks = [(var, idx)], set(), set()
+    while todo:
+        name, at = todo.pop()
+        if (name, at) in seen:
+            continue
+        seen.add((name, at))
+        for op, slot in _value_readers(snap, name, at):
+            if (op.type, slot) in SCALE_INVARIANT_SINKS:
+                sinks.add(f"op {op.idx} ({op.type})")
+                continue
+            if (op.type, slot) not in HOMOGENEOUS:
+                return ""
+            for out_name, _ in _value_outputs(snap, op):
+                if out_name.endswith("@GRAD") and out_name[:-5] in params:
+                    return ""  # a gradient the numeric runs compare
+                todo.append((out_name, op.idx))
+    if not sinks:
+        return ""
+    return (f"every value computed from it ends in the gradient of {', '.join(sorted(sinks))}, "
+            "whose update m/(sqrt(v)+eps) is invariant to a positive scale of the gradient "
+            "(up to eps)")
+
+
 def _scaled(factor, label, salt):
     def choose(before, after, reg, rank):
         sites = _tensor_sites(after, reg)
         if not sites:
             return None
+        why = {}
+        if factor > 0:  # prefer sites where the scale changes something
+            why = {id(s): scale_invariance(after, s[1], s[0].idx) for s in sites}
+            live = [s for s in sites if not why[id(s)]]
+            sites = live or sites
         op, n, v, readers = sites[(rank + salt) % len(sites)]
         fresh = f"@mutant.{'neg' if factor < 0 else 'scaled'}"
         edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "scale",
@@ -512,8 +560,9 @@ def _scaled(factor, label, salt):
                                            "bias_after_scale": True})
         desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: "
                 f"scaled by {factor} before its reader(s) {readers}")
-        return Plan(_mutation(label, desc, op, n, factor=factor, readers=readers), edit,
-                    after.ops)
+        m = _mutation(label, desc, op, n, factor=factor, readers=readers)
+        m.equivalent_by_argument = why.get(id(sites[(rank + salt) % len(sites)]), "")
+        return Plan(m, edit, after.ops)
 
     return choose
 
