@@ -159,8 +159,23 @@ class Store:
         return r
 
     def _finish(self, d) -> int:
-        pid = self.intern(tuple(sorted(d.items())))
-        return self.cut(pid) if len(d) > CUT_SIZE else pid
+        return self.intern(tuple(sorted(d.items())))
+
+    def cut_tensor(self, t):
+        """An op's result with every element above CUT_SIZE monomials cut.
+        Cutting only op results (never partial sums inside an op) makes the
+        cut depend on the value alone, so equal values cut alike in both
+        programs whatever order each op summed in."""
+        flat = t.arr.reshape(-1)
+        if t.arr.dtype != object or not any(
+                isinstance(e, T) and len(self.polys[e.i]) > CUT_SIZE for e in flat):
+            return t
+        out = np.empty(t.arr.shape, dtype=object)
+        of = out.reshape(-1)
+        for j, e in enumerate(flat):
+            of[j] = T(self.cut(e.i)) if isinstance(e, T) and \
+                len(self.polys[e.i]) > CUT_SIZE else e
+        return Tensor(out, t.dims, t.dtype)
 
     # -- reading -----------------------------------------------------------
     def uncut(self, aid):
@@ -327,6 +342,8 @@ class Executor:
                 raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on reduced "
                                 f"shapes ({shapes}): {type(exc).__name__}: {exc}",
                                 st.rank, op) from exc
+            outs = {slot: [None if t is None else self.store.cut_tensor(t) for t in ts]
+                    for slot, ts in outs.items()}
             self.op_memo[key] = outs
         self.ops_run += 1
         for slot, names in op.outputs.items():
@@ -414,7 +431,7 @@ class Executor:
                 out = collective(kind, xs, i, root, self.k)
             except Unsupported as exc:
                 raise Unsupported(f"rank {m} op {o.idx} ({o.type}): {exc}") from exc
-            states[m].env[o.outputs[slot_out][0]] = out
+            states[m].env[o.outputs[slot_out][0]] = self.store.cut_tensor(out)
             self.ops_run += 1
 
 
