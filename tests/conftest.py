@@ -21,9 +21,20 @@ def snapshots(pass_name, case_name, rank):
     return case, before, after, run
 
 
-def context(case, before, after, rank, pass_name="test"):
+def context(case, before, after, rank, pass_name="test", adapter=None):
+    """A CheckContext; with ``adapter`` (a pass's short name) it carries what
+    that adapter declares (values its pass recomputes, renames), as
+    ``run_application`` gives it."""
+    intended, renames = {}, {}
+    if adapter is not None:
+        import passes
+
+        a = passes.get(adapter)
+        intended = a.intended_changes(case, rank, before, after)
+        renames = a.renames(case, rank, before, after)
     return CheckContext(pass_name=pass_name, case_name=case.name, rank=rank,
-                        before=before, after=after, symbols=dict(case.symbols))
+                        before=before, after=after, symbols=dict(case.symbols),
+                        intended=intended, renames=renames)
 
 
 @pytest.fixture

@@ -28,14 +28,14 @@ def test_cast_reading_dy_before_the_dy_matmul_is_caught():
     du = _bad(def_use.run(context(case, before, broken, 0)))
     assert du and du[0].counterexample["var"] == "linear_0.w_0@GRAD"
     assert du[0].counterexample["op_type"] == "cast"
-    rd = _bad(reaching_defs.run(context(case, before, broken, 0)))
+    rd = _bad(reaching_defs.run(context(case, before, broken, 0, adapter="overlap")))
     assert rd and rd[0].counterexample["var"] == "linear_0.w_0@GRAD"
 
 
 def test_real_rewrite_of_the_cast_window_is_clean():
     case, before, after, _ = snapshots("overlap", "col_cast_window", 0)
     for check in (def_use.run, reaching_defs.run, streams.run):
-        assert not _bad(check(context(case, before, after, 0)))
+        assert not _bad(check(context(case, before, after, 0, adapter="overlap")))
 
 
 def test_startup_init_deleted_on_one_rank_is_caught():
@@ -50,7 +50,7 @@ def test_startup_init_deleted_on_one_rank_is_caught():
 
 def test_window_op_reading_reduced_dx_is_caught_on_the_real_pass():
     case, before, after, _ = snapshots("overlap", "col_window_reads_xgrad", 0)
-    bad = _bad(reaching_defs.run(context(case, before, after, 0)))
+    bad = _bad(reaching_defs.run(context(case, before, after, 0, adapter="overlap")))
     assert bad and bad[0].counterexample["op_type"] == "scale"
     assert bad[0].counterexample["var"] == "linear_0.x_id@GRAD"
 
@@ -108,3 +108,55 @@ def test_dp_broadcast_deleted_with_the_tp_one_is_caught():
     bad = [r for r in adapter.contract(case, 0, before, broken) if not r.ok]
     assert bad and bad[0].counterexample["var"] == "linear_0.b_0"
     assert bad[0].counterexample["program"] == "startup"
+
+
+# -- reaching definitions by writer, not by count ----------------------------
+def _swap_writers(snap, var):
+    """Two writers of ``var`` exchanged: the number of writes every read
+    sees is unchanged, the value is not."""
+    ops = list(snap.ops)
+    idx = [i for i, o in enumerate(ops) if var in o.writes()]
+    i, j = idx[0], idx[1]
+    ops[i], ops[j] = ops[j], ops[i]
+    return snap.with_ops(ops)
+
+
+def test_two_writers_swapped_is_caught_with_both_writers():
+    from verify.snapshot import ProgramSnapshot, Var
+
+    v = {n: Var(n, [2], "float32") for n in ("x", "t", "u", "y")}
+    ops = [Op(0, "scale", {"X": ["x"]}, {"Out": ["t"]}, {"scale": 2.0}),
+           Op(1, "relu", {"X": ["t"]}, {"Out": ["u"]}),
+           Op(2, "scale", {"X": ["x"]}, {"Out": ["t"]}, {"scale": 3.0}),
+           Op(3, "assign", {"X": ["t"]}, {"Out": ["y"]})]
+    before = ProgramSnapshot(ops, v, feeds=["x"])
+    after = _swap_writers(before, "t")
+    ctx = __import__("verify.checks", fromlist=["CheckContext"]).CheckContext(
+        "p", "hand", 0, before, after)
+    bad = _bad(reaching_defs.run(ctx))
+    assert bad, "a swap of two writers keeps write counts and must still be caught"
+    cex = {(b.counterexample["op_type"], b.counterexample["var"]): b.counterexample for b in bad}
+    assert ("assign", "t") in cex and ("relu", "t") in cex
+    assert "scale" in cex[("assign", "t")]["writer_original"]
+    assert cex[("assign", "t")]["writer_original"] != cex[("assign", "t")]["writer_rewritten"]
+    # the same programs, unswapped, are clean
+    ok = __import__("verify.checks", fromlist=["CheckContext"]).CheckContext(
+        "p", "hand", 0, before, before)
+    assert not _bad(reaching_defs.run(ok))
+
+
+def test_changed_producer_with_same_write_count_is_caught():
+    """A producer outside the pass's region computes something else (its
+    attr changed): every read keeps its write count, but sees a changed op."""
+    case, before, after, _ = snapshots("overlap", "col_3d_static", 0)
+    ops = list(after.ops)
+    k = next(i for i, o in enumerate(ops) if o.type == "square")
+    o = ops[k]
+    ops[k] = Op(o.idx, "scale", o.inputs, o.outputs,
+                {"scale": 2.0, "bias": 0.0, "bias_after_scale": True}, o.role, o.stream)
+    broken = after.with_ops(ops)
+    bad = _bad(reaching_defs.run(context(case, before, broken, 0, adapter="overlap")))
+    assert bad and bad[0].counterexample["var"] == o.outputs["Out"][0]
+    assert "scale" in bad[0].counterexample["writer_rewritten"]
+    assert "square" in bad[0].counterexample["writer_original"]
+    assert not _bad(reaching_defs.run(context(case, before, after, 0, adapter="overlap")))

@@ -17,7 +17,7 @@ def test_snapshot_records_roles_streams_and_startup():
     assert ar.role == 1 and ar.attrs["ring_id"] == 0 and ar.stream == "auto_parallel_mp"
     assert "linear_0.w_0" in after.startup_writes()
     assert after.var("linear_0.w_0").is_parameter
-    assert after.feeds == ["x"]
+    assert after.feeds == ["loss.target", "x"]
 
 
 def test_diff_shows_the_split():

@@ -47,8 +47,9 @@ def run(ctx) -> list:
                 + (" (already so in the original)" if inherited else ""),
                 counterexample={"rank": ctx.rank, "program": program, "op_index": op.idx,
                                 "op_type": op.type, "var": var},
-                # reading a tensor that holds nothing makes the executor fail
-                details={"crashes_executor": never}))
+                # in the first step the read finds the tensor empty, and the
+                # executor fails (or crashes) on it
+                details={"crashes_executor": True}))
     if not results:
         results.append(CheckResult(
             KIND, "def before use", ctx.rank, Verdict.EQUIVALENT,

@@ -10,16 +10,19 @@ untouched, or only re-pointed at a renamed value, is compared with itself.  For 
 rewritten program, mapped back through the matching, must be the writer it
 had in the original:
 
-* both writers matched, but different ops: two writers swapped, or a write
-  moved past its reader; the read sees another value (NOT_EQUIVALENT);
-* the new writer is an op the pass added or changed: the read now sees a
-  value another op computes, a finding unless the adapter declares that var
-  among the values its pass recomputes (``intended``; the value proof and
-  the numeric runs then judge whether the new writer computes the same);
-* entry before, a write now (or the reverse): a finding likewise.
+* the writers map to different original ops: two writers swapped, a
+  write moved past its reader, entry before and a write now (or the
+  reverse); the read sees another value (NOT_EQUIVALENT);
+* the writer is the same op but the pass changed its attrs, or it is an op
+  the pass added: a finding unless the adapter declares that var among the
+  values its pass recomputes (``intended``; the value proof and the numeric
+  runs then judge whether the new writer computes the same).
 
-Reads of ops the pass added or changed are covered by def-before-use, the
-value proof and the numeric runs.
+Ops are matched in two tiers: unchanged ops by their text, then ops whose
+type, inputs and outputs are kept but attrs changed (an allreduce moved to
+another stream is still that allreduce, so a read in its old window that
+now sees it is caught).  Reads of ops the pass added are covered by
+def-before-use, the value proof and the numeric runs.
 """
 from __future__ import annotations
 
@@ -67,36 +70,63 @@ def reaching_writers(ops) -> list:
 
 def _describe(ops, w) -> str:
     return "the program's entry (feed or startup)" if w == ENTRY else \
-        f"op {w} ({ops[w].type})"
+        f"op {w}: {ops[w].render()[:200]}"
+
+
+def match_ops(b_ops, a_ops, renames=None) -> dict:
+    """``{after index: (before index, exact)}``: ops the pass left as they
+    were (``exact``), then ops it kept but changed attrs of (same type,
+    inputs and outputs, e.g. an allreduce moved to another stream)."""
+    b_keys, a_keys = op_keys(b_ops, renames), op_keys(a_ops)
+    b_index = {k: i for i, k in enumerate(b_keys)}
+    out = {ai: (b_index[k], True) for ai, k in enumerate(a_keys) if k in b_index}
+    used = {bi for bi, _ in out.values()}
+
+    def shape_keys(ops, skip, ren):
+        seen, keys = Counter(), {}
+        for i, op in enumerate(ops):
+            if i in skip:
+                continue
+            o = _renamed(op, ren)
+            k = (o.type, sorted((s, tuple(v)) for s, v in o.inputs.items()),
+                 sorted((s, tuple(v)) for s, v in o.outputs.items()))
+            k = repr(k)
+            keys[(k, seen[k])] = i
+            seen[k] += 1
+        return keys
+
+    b_struct = shape_keys(b_ops, used, renames)
+    for k, ai in shape_keys(a_ops, set(out), None).items():
+        if k in b_struct:
+            out[ai] = (b_struct[k], False)
+    return out
 
 
 def run(ctx) -> list:
     b_ops, a_ops = ctx.before.ops, ctx.after.ops
-    b_keys, a_keys = op_keys(b_ops, ctx.renames), op_keys(a_ops)
-    b_index = {k: i for i, k in enumerate(b_keys)}
+    matched_ops = match_ops(b_ops, a_ops, ctx.renames)
     b_writers, a_writers = reaching_writers(b_ops), reaching_writers(a_ops)
     results = []
-    matched = 0
-    for ai, key in enumerate(a_keys):
-        bi = b_index.get(key)
-        if bi is None:
-            continue
-        matched += 1
+    for ai, (bi, _) in matched_ops.items():
         for var, wa in a_writers[ai].items():
             wb = b_writers[bi].get(var)
             if wb is None:
                 continue
-            mapped = wa if wa == ENTRY else b_index.get(a_keys[wa], ("new", wa))
-            if mapped == wb:
+            if wa == ENTRY:
+                mapped, how = ENTRY, "same"
+            elif wa in matched_ops:
+                mapped, exact = matched_ops[wa]
+                how = "same" if exact else "changed"
+            else:
+                mapped, how = None, "new"
+            intended = var in ctx.intended
+            if mapped == wb and (how == "same" or intended):
                 continue
-            new_writer = isinstance(mapped, tuple)
-            if new_writer and var in ctx.intended:
-                continue  # a value the pass recomputes on purpose
-            if wb != ENTRY and not new_writer and var in ctx.intended and mapped != ENTRY:
-                # the pass moved one of its own writes; judged by value checks
-                continue
-            why = ("now sees a write the pass added or changed" if new_writer
-                   else "sees another write than in the original")
+            if how == "new" and intended:
+                continue  # a value the pass recomputes on purpose, by a new op
+            why = ("sees a write the pass added" if how == "new" else
+                   "sees a write whose op the pass changed" if mapped == wb else
+                   "sees another write than in the original")
             results.append(CheckResult(
                 KIND, "reaching definitions", ctx.rank, Verdict.NOT_EQUIVALENT,
                 f"{ctx.where()}: op {ai} ({a_ops[ai].type}) reads {var} and {why}: "
@@ -109,5 +139,5 @@ def run(ctx) -> list:
     if not results:
         results.append(CheckResult(
             KIND, "reaching definitions", ctx.rank, Verdict.EQUIVALENT,
-            f"{matched} unchanged ops read the same writes as in the original"))
+            f"{len(matched_ops)} kept ops read the same writes as in the original"))
     return results
