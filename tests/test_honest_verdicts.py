@@ -176,8 +176,11 @@ def test_simulator_only_evidence_says_so():
 def test_simulator_disagreeing_with_real_ranks_is_inconclusive(monkeypatch):
     """A simulator whose all-reduce is wrong (sum doubled) disagrees with the
     real gloo ranks on the original program: the verdict is INCONCLUSIVE."""
+    from verify import isolation
     from verify.numeric import simulated_ranks
 
+    # the fault is injected in this process: run the simulator here too
+    monkeypatch.setitem(isolation._SETTINGS, "enabled", False)
     real_reduce = simulated_ranks._reduce
 
     def wrong_reduce(kind, xs):

@@ -78,7 +78,11 @@ class Application:
                 parts.append(f"{len(o.before.ops)}->{len(o.after.ops)}")
         return ",".join(parts)
 
-    def to_dict(self, with_programs: bool = True) -> dict:
+    def to_dict(self, with_programs: bool | None = None) -> dict:
+        """Plain data; whole programs only with ``with_programs`` (default:
+        where the verdict is a finding), a diff always."""
+        if with_programs is None:
+            with_programs = self.verdict != Verdict.EQUIVALENT
         return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
                 "source": self.source, "verdict": self.verdict.value, "status": self.status,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
@@ -107,8 +111,32 @@ def _snapshot(rp, case, rank, which):
     return s
 
 
+def value_checks(adapter, case, outcomes) -> list:
+    """The value proof of every rank (``verify/value``): original and
+    rewritten programs of all ranks executed symbolically together, Z3
+    proving or refuting each watched value for all inputs."""
+    from .value import prove_application
+
+    watched, split = {}, {}
+    for o in outcomes:
+        rp = o.run.original
+        names = list(rp.fetches) + ([rp.loss] if rp.loss else [])
+        ren = adapter.renames(case, o.rank, o.before, o.after)
+        # a value the pass moved to a new name is compared under it
+        watched[o.rank] = [n for n in names if n not in ren]
+        split.update({f.name: f.split for f in rp.feeds})
+
+    def feed_key(rank, name):  # the same data where the numeric runs feed the same
+        key = f"dp{case.dp_index(rank)}"
+        return key + (f"tp{case.tp_index(rank)}" if split.get(name) != "dp" else "")
+
+    return prove_application(f"{adapter.name} on {case.name}", case.ranks, case.rings,
+                             {o.rank: o.before for o in outcomes},
+                             {o.rank: o.after for o in outcomes}, watched, feed_key=feed_key)
+
+
 def run_application(adapter, case, source: str = "installed",
-                    numeric=None, mutator=None) -> Application:
+                    numeric=None, mutator=None, value=True) -> Application:
     """Apply ``adapter``'s pass to every rank of ``case`` and check the result.
 
     ``numeric`` is an optional callable ``(case, adapter, outcomes) ->
@@ -116,6 +144,8 @@ def run_application(adapter, case, source: str = "installed",
     ``mutator`` is an optional ``(rank, operator)``: the operator (see
     ``program_mutants``) edits that rank's rewritten program before any
     check sees it; the Mutation it returns lands in ``app.mutation``.
+    ``value`` runs the value proofs (on every rank, when every rank built
+    and no pass crashed).
     """
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
@@ -169,6 +199,10 @@ def run_application(adapter, case, source: str = "installed",
             f"{unsafe[0].message})"))
     elif numeric is not None and not any(o.error or o.build_error for o in app.outcomes):
         app.checks += numeric(case, adapter, app.outcomes, mutator, app.notes)
+    complete = [o for o in app.outcomes if o.before is not None and not o.error
+                and not o.build_error]
+    if value and complete and len(complete) == len(case.ranks):
+        app.checks += value_checks(adapter, case, complete)
     app.verdict = combine(app.checks)
     app.seconds = time.perf_counter() - start
     for o in app.outcomes:

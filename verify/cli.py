@@ -212,11 +212,8 @@ def _restore_sigterm(previous) -> None:
 
 
 def _summary(apps, path, seconds, out) -> None:
-    from collections import Counter
-
     from .baseline import classify
 
-    by = Counter(a.verdict.value for a in apps)
     bad = [a for a in apps if not a.as_expected]
     print("", file=out)
     for a in bad:  # counterexamples first: what a reviewer needs
@@ -235,8 +232,17 @@ def _summary(apps, path, seconds, out) -> None:
     from .gate import summary_table
 
     print(summary_table(apps), file=out)
+    from .report import summarize
+
+    summ = summarize(apps)
     print(f"{len(apps)} applications in {seconds:.1f}s: " +
-          ", ".join(f"{k} {v}" for k, v in sorted(by.items())), file=out)
+          ", ".join(f"{k} {v}" for k, v in sorted(summ["by_status"].items())), file=out)
+    print("numeric evidence: " + ", ".join(f"{k} {v}" for k, v in
+                                           sorted(summ["numeric_witness"].items())), file=out)
+    vp = summ["value_proofs_by_rank"]
+    if any(vp.values()):
+        print(f"value proofs (per rank): proved {vp['proved']}, refuted {vp['refuted']}, "
+              f"unknown {vp['unknown']}", file=out)
     print(f"report: {path}", file=out)
     print(f"{len(apps) - len(bad)} as expected, {len(bad)} unexpected", file=out)
 

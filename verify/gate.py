@@ -12,7 +12,7 @@ def line(app) -> str:
     mark = "ok " if app.as_expected else "BAD"
     exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
     return (f"{mark} {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
-            f"fired={fired:7s} ops={app.op_delta():15s} {app.verdict.value}{exp}")
+            f"fired={fired:7s} ops={app.op_delta():15s} {app.status}{exp}")
 
 
 BACKENDS = {"none": (), "simulated": ("simulated",), "ranks": ("ranks",),
@@ -64,14 +64,16 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
 
 
 def summary_table(apps) -> str:
-    """Verdict counts per pass, as a small text table."""
+    """Status counts per pass (LEFT_ALONE apart from EQUIVALENT), as a small
+    text table."""
     from collections import Counter
 
-    verdicts = ["EQUIVALENT", "NOT_EQUIVALENT", "PASS_CRASHED", "NOT_APPLIED", "INCONCLUSIVE"]
+    from .html_report import VERDICTS as verdicts
+
     rows = [["pass"] + verdicts + ["unexpected"]]
     for p in dict.fromkeys(a.pass_name for a in apps):
         mine = [a for a in apps if a.pass_name == p]
-        c = Counter(a.verdict.value for a in mine)
+        c = Counter(a.status for a in mine)
         rows.append([p] + [str(c.get(v, 0)) for v in verdicts]
                     + [str(sum(not a.as_expected for a in mine))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

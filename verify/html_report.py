@@ -18,7 +18,10 @@ import os
 import re
 import shlex
 
-VERDICTS = ["EQUIVALENT", "NOT_EQUIVALENT", "PASS_CRASHED", "NOT_APPLIED", "INCONCLUSIVE"]
+# matrix statuses: the verdicts, with EQUIVALENT split into a rewrite found
+# equivalent and a program the pass left alone (its pattern absent)
+VERDICTS = ["EQUIVALENT", "LEFT_ALONE", "NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED",
+            "NOT_APPLIED", "INCONCLUSIVE"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -202,7 +205,7 @@ def _header(report: dict) -> str:
             ("pass source", esc(report.get("source", "installed"))),
             ("created", esc(report.get("created"))), ("platform", esc(env.get("platform", "")))]
     items = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in meta)
-    by = summ.get("by_verdict") or {}
+    by = summ.get("by_status") or summ.get("by_verdict") or {}
     chips = " ".join(f'{_badge(v)} <b>{esc(n)}</b>' for v, n in
                      sorted(by.items(), key=lambda kv: VERDICTS.index(kv[0])
                             if kv[0] in VERDICTS else 99))
@@ -241,7 +244,7 @@ def _alerts(report: dict) -> str:
 
 
 def _controls(report: dict) -> str:
-    present = {a.get("verdict") for a in report.get("applications") or []}
+    present = {a.get("status") or a.get("verdict") for a in report.get("applications") or []}
     order = VERDICTS + sorted(v for v in present if v not in VERDICTS)
     boxes = "".join(
         f'<label class="vbox v-{esc(v)}"><input type="checkbox" class="vfilter" '
@@ -280,7 +283,7 @@ def _matrix(apps, ids) -> str:
                                   "ranks</span>")
             links = []
             for a, aid in entries:
-                v = a.get("verdict")
+                v = a.get("status") or a.get("verdict")
                 un = _unexpected(a)
                 title = f"{p} on {c}: {v} (expected {a.get('expected')})"
                 mark = (f'<span class="unexp-mark">&#9888; unexpected &middot; expected '
@@ -451,12 +454,12 @@ def _diffs(app) -> str:
 
 
 def _section(app, aid) -> str:
-    v = app.get("verdict")
+    v = app.get("status") or app.get("verdict")
     un = _unexpected(app)
     checks = app.get("checks") or []
     first = _first_finding(app)
     oneline = ""
-    if first is not None and v != "EQUIVALENT":
+    if first is not None and v not in ("EQUIVALENT", "LEFT_ALONE"):
         msg = short_message(app, first)
         oneline = (f'<span class="oneline">{esc(msg[:240])}'
                    f'{"&hellip;" if len(msg) > 240 else ""}</span>')
@@ -536,6 +539,8 @@ dl.meta div{display:flex;gap:6px}dt{color:var(--dim)}dd{margin:0;font-weight:600
 .badge{display:inline-block;padding:0 6px;border-radius:3px;font:600 11px/18px ui-monospace,
 "DejaVu Sans Mono",monospace;letter-spacing:.2px;white-space:nowrap}
 .v-EQUIVALENT{background:var(--eq);color:var(--eq-t)}
+.v-LEFT_ALONE{background:#eef3ee;color:#567a56;font-style:italic}
+.v-CONTRACT_BROKEN{background:#fde2cc;color:#8a3b00}
 .v-NOT_EQUIVALENT{background:var(--ne);color:var(--ne-t)}
 .v-PASS_CRASHED{background:var(--pc);color:var(--pc-t)}
 .v-NOT_APPLIED{background:var(--na);color:var(--na-t)}

@@ -37,23 +37,59 @@ def environment() -> dict:
             "platform": platform.platform()}
 
 
+def _witness(app: dict) -> str:
+    """What the numeric evidence of an application rests on."""
+    ws = {c.get("details", {}).get("witness") for c in app.get("checks", [])
+          if c.get("kind") == "numeric" and c.get("rank") is not None}
+    ws.discard(None)
+    if "real ranks" in ws:
+        return "real ranks"
+    return "simulator only" if "simulator only" in ws else "no numeric run"
+
+
 def summarize(apps) -> dict:
-    by = Counter(a["verdict"] if isinstance(a, dict) else a.verdict.value for a in apps)
-    unexpected = [a for a in apps if not (a["as_expected"] if isinstance(a, dict)
-                                          else a.as_expected)]
+    """Counts by verdict, by matrix status (LEFT_ALONE apart from a rewrite
+    found EQUIVALENT), by numeric witness, and of the value proofs."""
+    apps = [a if isinstance(a, dict) else a.to_dict(False) for a in apps]
+    by = Counter(a["verdict"] for a in apps)
+    status = Counter(a.get("status", a["verdict"]) for a in apps)
+    witness = Counter(_witness(a) for a in apps)
+    proofs = Counter(c["verdict"] for a in apps for c in a.get("checks", [])
+                     if c.get("kind") == "value" and c.get("rank") is not None)
+    unexpected = [a for a in apps if not a["as_expected"]]
     return {"total": len(apps), "as_expected": len(apps) - len(unexpected),
-            "unexpected": len(unexpected), "by_verdict": dict(sorted(by.items()))}
+            "unexpected": len(unexpected), "by_verdict": dict(sorted(by.items())),
+            "by_status": dict(sorted(status.items())),
+            "numeric_witness": dict(sorted(witness.items())),
+            "value_proofs_by_rank": {"proved": proofs.get("EQUIVALENT", 0),
+                                     "refuted": proofs.get("NOT_EQUIVALENT", 0),
+                                     "unknown": proofs.get("INCONCLUSIVE", 0)}}
 
 
 def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
-                 command=None, errors=None, with_programs=True) -> dict:
+                 command=None, errors=None, with_programs=None) -> dict:
+    """The report of ``apps``.  Whole programs are kept where a finding needs
+    them (``with_programs=None``: applications not EQUIVALENT), a diff
+    elsewhere, so the report grows with the findings, not the programs."""
     app_dicts = [a if isinstance(a, dict) else a.to_dict(with_programs) for a in apps]
     return {"schema": SCHEMA,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or " ".join(sys.argv),
+            "command": command or user_command(),
             "environment": environment(), "seed": seed, "backend": backend,
             "source": source, "summary": summarize(app_dicts),
             "applications": app_dicts, "errors": list(errors or [])}
+
+
+def user_command() -> str:
+    """The command line as a user types it (``python -m verify run ...``),
+    not the path of ``__main__.py`` that ``sys.argv`` holds."""
+    import shlex
+
+    argv = list(sys.argv)
+    head = argv[0] if argv else ""
+    if head.endswith(("verify/__main__.py", os.path.join("verify", "__main__.py"))):
+        head = "python -m verify"
+    return " ".join([head] + [shlex.quote(a) for a in argv[1:]])
 
 
 def write_report(report: dict, directory: str) -> str:
