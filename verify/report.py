@@ -103,7 +103,8 @@ def write_report(report: dict, directory: str) -> str:
     path = os.path.join(directory, "report.json")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(report, f, indent=1, sort_keys=False, default=str)
+        # compact: index.html is the view for people
+        json.dump(report, f, separators=(",", ":"), sort_keys=False, default=str)
     os.replace(tmp, path)
     # The other views read the report as JSON sees it (tuples as lists, ...).
     with open(path) as f:

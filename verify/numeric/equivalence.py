@@ -128,6 +128,17 @@ def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed, renames=
     return diffs
 
 
+def worst_per_tensor(diffs) -> list:
+    """One row per tensor: its worst step (a failing step first), so the
+    report grows with the watched tensors, not with tensors x steps."""
+    worst = {}
+    for d in diffs:
+        w = worst.get(d.name)
+        if w is None or (w.ok and not d.ok) or (w.ok == d.ok and d.max_abs > w.max_abs):
+            worst[d.name] = d
+    return [d.to_dict() for d in worst.values()]
+
+
 def _vanished(name, step, ref, depth, why):
     d = compare(name, step, ref, ref, depth)
     d.ok, d.note, d.bitwise = False, why, False
@@ -250,7 +261,7 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
             diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed,
                                  renames.get(rank))
             bad = [d for d in diffs if not d.ok]
-            table = [d.to_dict() for d in diffs]
+            table = worst_per_tensor(diffs)
             if not diffs:
                 results.append(CheckResult(KIND, f"{backend} run", rank, Verdict.INCONCLUSIVE,
                                            f"{where} rank {rank}: nothing to compare",
