@@ -23,7 +23,7 @@ import cases  # noqa: E402
 import passes  # noqa: E402
 from verify import isolation  # noqa: E402
 from verify.application import run_application  # noqa: E402
-from verify.gate import pick_backend  # noqa: E402
+from verify.matrix_runner import pick_backend  # noqa: E402
 
 
 def main() -> int:

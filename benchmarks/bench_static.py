@@ -97,7 +97,6 @@ def static_once(adapter, case, rank, before, after) -> dict:
     t0 = now()
     ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
                        before=before, after=after, symbols=dict(case.symbols),
-                       loaded=frozenset(case.loaded_persistables),
                        intended=adapter.intended_changes(case, rank, before, after))
     times["contract"] += now() - t0
     for check in static_checks():  # exactly run_static_checks(ctx), timed per check

@@ -73,7 +73,6 @@ class Case:
     sharded_params: frozenset = frozenset()
     enable_sp: bool = False
     amp_level: str = "o0"
-    loaded_persistables: frozenset = frozenset()  # loaded, not initialised
     # Runs the numeric backends can do faithfully; reason where one cannot.
     gloo_unfaithful: str = ""
     params: dict = field(default_factory=dict)  # free-form builder params

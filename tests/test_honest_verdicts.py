@@ -10,7 +10,7 @@ import cases
 import passes
 from passes.loader import load_pass_file
 from verify.application import run_application
-from verify.gate import pick_backend
+from verify.matrix_runner import pick_backend
 from verify.verdicts import Verdict
 
 _, SIM = pick_backend("simulated", 11)

@@ -104,7 +104,7 @@ def test_rebuilt_program_is_the_one_the_pass_built(pass_name, case_name):
 
 
 def test_numeric_checks_agree_in_and_out_of_process():
-    from verify.gate import pick_backend
+    from verify.matrix_runner import pick_backend
 
     _, numeric = pick_backend("simulated")
     adapter, case = passes.get("promotion"), cases.all_cases()["row_mp_o0_sgd_tp2"]

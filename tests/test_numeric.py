@@ -10,7 +10,7 @@ from cases.program_builder import FORWARD, LOSS, ProgramBuilder
 from passes.base import PassRun
 from verify import program_mutants as pm
 from verify.application import RankOutcome, run_application
-from verify.gate import pick_backend
+from verify.matrix_runner import pick_backend
 from verify.numeric.compare import compare, tolerance
 from verify.numeric.equivalence import numeric_checks
 

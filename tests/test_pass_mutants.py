@@ -19,7 +19,7 @@ import cases
 import passes
 from passes.loader import load_pass_file
 from verify import baseline
-from verify.gate import run_matrix
+from verify.matrix_runner import run_matrix
 from verify.mutation_catalog import PASS_MUTANTS
 from verify.verdicts import Verdict
 
@@ -187,10 +187,13 @@ def test_bias_removed_everywhere_is_caught_by_contract_and_numerics():
 
 def test_dp_broadcast_deleted_is_caught_by_the_broadcast_contract():
     app = run_mutant("promotion_dp_broadcast_deleted.py")
-    assert app.verdict == Verdict.CONTRACT_BROKEN  # values kept
     # ranks 0 and 2 are the first TP ranks of the two DP replicas; ring 12 is
-    # their DP ring.  The numeric runs seed the replicas alike, so only the
-    # contract can see a lost sync.
+    # their DP ring.  The numeric runs seed the replicas alike, so they cannot
+    # see a lost sync; the value proof, where every rank's init is its own
+    # symbol unless a broadcast makes it the root's, refutes it on rank 2.
+    assert app.verdict == Verdict.NOT_EQUIVALENT
     caught_by(app, "contract", "DP broadcast of bias kept", [0, 2], op_index=3,
               op_type="broadcast", var="linear_0.b_0", ring_id=12, program="startup")
-    assert failing_kinds(app) == {"contract"}
+    assert failing_kinds(app) == {"contract", "value"}
+    refuted = [c for c in app.checks if c.kind == "value" and not c.ok]
+    assert 2 in {c.rank for c in refuted}

@@ -25,7 +25,7 @@ from verify.snapshot import Op, ProgramSnapshot, Var
 try:  # gate.py is to be renamed matrix_runner.py
     from verify.matrix_runner import pick_backend
 except ImportError:
-    from verify.gate import pick_backend
+    from verify.matrix_runner import pick_backend
 
 KILLING = set(mutate.KILLING)
 

@@ -182,7 +182,6 @@ def run_application(adapter, case, source: str = "installed",
         app.checks += adapter.contract(case, rank, before, after)
         ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
                            before=before, after=after, symbols=dict(case.symbols),
-                           loaded=frozenset(case.loaded_persistables),
                            intended=adapter.intended_changes(case, rank, before, after),
                            renames=adapter.renames(case, rank, before, after))
         app.checks += run_static_checks(ctx)

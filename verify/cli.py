@@ -104,7 +104,7 @@ def _resolve(args):
 
 def cmd_run(args, out=sys.stdout) -> int:
     from . import report as report_mod
-    from .gate import run_matrix
+    from .matrix_runner import run_matrix
 
     adapters, chosen = _resolve(args)
     loaded = None
@@ -229,7 +229,7 @@ def _summary(apps, path, seconds, out) -> None:
         print(f"    reproduce: python -m verify run --pass {a.pass_name} "
               f"--case {a.case_name}" + (f" --pass-file {a.source}"
                                           if a.source != "installed" else ""), file=out)
-    from .gate import summary_table
+    from .matrix_runner import summary_table
 
     print(summary_table(apps), file=out)
     from .report import summarize

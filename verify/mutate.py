@@ -81,7 +81,7 @@ def pick_backend(name, seed=0):
     try:
         from .matrix_runner import pick_backend as pick
     except ImportError:
-        from .gate import pick_backend as pick
+        from .matrix_runner import pick_backend as pick
     return pick(name, seed)
 
 

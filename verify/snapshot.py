@@ -174,6 +174,8 @@ def _op_record(idx, op) -> Op:
 
 def from_programs(main, startup=None, meta: dict | None = None) -> ProgramSnapshot:
     """Snapshot a live legacy ``main`` (and ``startup``) program."""
+    from paddle.base.framework import Parameter
+
     block = main.global_block()
     ops = [_op_record(i, op) for i, op in enumerate(block.ops)]
     vars_ = {}
@@ -187,7 +189,7 @@ def from_programs(main, startup=None, meta: dict | None = None) -> ProgramSnapsh
             getattr(v.desc, "need_check_feed", lambda: False)())
         vars_[name] = Var(name=name, shape=shape, dtype=_dtype_name(v.dtype),
                           persistable=bool(v.persistable),
-                          is_parameter=v.__class__.__name__ in ("Parameter", "EagerParamBase"),
+                          is_parameter=isinstance(v, Parameter),
                           is_data=is_data)
         if is_data:
             feeds.append(name)

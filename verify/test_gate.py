@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc):
 
 
 def _check(short, case_name, request):
-    from verify.gate import pick_backend
+    from verify.matrix_runner import pick_backend
     from verify.report import DEFAULT_SEED
 
     adapter = passes.get(short)

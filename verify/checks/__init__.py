@@ -18,7 +18,6 @@ class CheckContext:
     before: object  # ProgramSnapshot of the original
     after: object  # ProgramSnapshot of the rewritten program
     symbols: dict = field(default_factory=dict)  # fed var -> dim symbol names
-    loaded: frozenset = frozenset()  # persistables loaded rather than initialised
     intended: dict = field(default_factory=dict)  # var -> reason (reaching defs)
     renames: dict = field(default_factory=dict)  # original var -> its rewritten name
 

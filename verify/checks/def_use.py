@@ -1,8 +1,8 @@
 """Def-before-use: no op reads a tensor before something has written it.
 
 A var is written before op *i* of main when it is fed, written by the
-startup program (parameters and optimizer state), declared by the case as
-loaded from a checkpoint, or written by an op before *i*.  Startup and main
+startup program (parameters and optimizer state), or written by an op
+before *i*.  Startup and main
 are checked together, so a bias init deleted from startup while main still
 reads the bias is a finding; the startup program is checked on its own too.
 """
@@ -29,11 +29,11 @@ def first_undefined_reads(ops, defined) -> list:
 
 def run(ctx) -> list:
     s = ctx.after
-    startup_bad = first_undefined_reads(s.startup_ops, ctx.loaded)
-    main_bad = first_undefined_reads(s.ops, set(s.feeds) | s.startup_writes() | ctx.loaded)
+    startup_bad = first_undefined_reads(s.startup_ops, set())
+    main_bad = first_undefined_reads(s.ops, set(s.feeds) | s.startup_writes())
     before_bad = {v for _, v in first_undefined_reads(
-        ctx.before.ops, set(ctx.before.feeds) | ctx.before.startup_writes() | ctx.loaded)}
-    written = set(s.feeds) | s.startup_writes() | set(ctx.loaded) | \
+        ctx.before.ops, set(ctx.before.feeds) | ctx.before.startup_writes())}
+    written = set(s.feeds) | s.startup_writes() | \
         {n for op in s.ops for n in op.writes()}
     results = []
     for program, bad in (("startup", startup_bad), ("main", main_bad)):

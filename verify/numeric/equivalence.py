@@ -27,8 +27,10 @@ def _serialize(program) -> bytes:
 
 
 def _params(rp):
+    from paddle.base.framework import Parameter
+
     return {n: v for n, v in rp.main.global_block().vars.items()
-            if v.__class__.__name__ == "Parameter"}
+            if isinstance(v, Parameter)}
 
 
 def reduction_depth(rp, world: int, steps: int) -> int:

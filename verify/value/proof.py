@@ -58,8 +58,13 @@ def _peer(rank, name, rings, after_envs):
 
 # -- Z3 ----------------------------------------------------------------------
 class Z3Terms:
+    """Store polynomials as Z3 terms, in a Z3 context of their own: the same
+    application then builds the same terms in the same order, so Z3's models
+    (the counterexamples) are the same on every rerun, in one process or not."""
+
     def __init__(self, store):
         self.s = store
+        self.ctx = z3.Context()
         self.pmemo, self.amemo, self.funcs = {}, {}, {}
 
     def poly(self, pid):
@@ -68,9 +73,9 @@ class Z3Terms:
             terms = []
             for mono, c in self.s.polys[pid]:
                 fs = [self.atom(a) for a in mono]
-                coef = z3.RealVal(f"{c.numerator}/{c.denominator}")
+                coef = z3.RealVal(f"{c.numerator}/{c.denominator}", self.ctx)
                 terms.append(coef if not fs else coef * (fs[0] if len(fs) == 1 else z3.Product(fs)))
-            e = z3.RealVal(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(terms)
+            e = z3.RealVal(0, self.ctx) if not terms else terms[0] if len(terms) == 1 else z3.Sum(terms)
             self.pmemo[pid] = e
         return e
 
@@ -80,7 +85,7 @@ class Z3Terms:
         if f is None:
             tag = hashlib.sha1(repr(attrs).encode()).hexdigest()[:6]
             f = self.funcs[key] = z3.Function(f"{kernel}#{tag}/{n}",
-                                              *([z3.RealSort()] * (n + 1)))
+                                              *([z3.RealSort(self.ctx)] * (n + 1)))
         return f
 
     def atom(self, aid):
@@ -88,7 +93,7 @@ class Z3Terms:
         if e is None:
             key = self.s.atoms[aid]
             if key[0] == "sym":
-                e = z3.Real(key[1])
+                e = z3.Real(key[1], self.ctx)
             elif key[0] == "cut":
                 e = self.poly(key[1])
             else:
@@ -140,11 +145,11 @@ class Evaluator:
 
 def _model_evaluator(store, zt, model):
     def sym(name):
-        return _frac(model.eval(z3.Real(name), model_completion=True))
+        return _frac(model.eval(z3.Real(name, zt.ctx), model_completion=True))
 
     def uf(kernel, attrs, args):
         f = zt.func(kernel, attrs, len(args))
-        return _frac(model.eval(f(*[z3.RealVal(f"{a.numerator}/{a.denominator}")
+        return _frac(model.eval(f(*[z3.RealVal(f"{a.numerator}/{a.denominator}", zt.ctx)
                                     for a in args]), model_completion=True))
     return Evaluator(store, sym, uf)
 
@@ -237,7 +242,8 @@ def _compare(store, zt, ta, tb, timeout_ms, stats):
             break
     asked = [probe] if probe is not None else diff
     stats["queries"] += 1
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=zt.ctx)
+    solver.set("random_seed", 0)
     # a model is only wanted for a difference the probe already confirmed
     solver.set("timeout", int(timeout_ms if probe is None else min(timeout_ms, 1000)))
     solver.add(z3.Or([zt.poly(ea[i].i) != zt.poly(eb[i].i) for i in asked]))

@@ -1,4 +1,5 @@
-"""Runs the pass x case matrix, printing one line per application."""
+"""The matrix runner: every pass on every case, one line per application,
+and the numeric backend choice the command line and the gate share."""
 from __future__ import annotations
 
 import sys
