@@ -28,6 +28,8 @@ An op with no row makes the proof INCONCLUSIVE, never a pass.
 """
 from __future__ import annotations
 
+from verify import collectives
+
 from fractions import Fraction
 
 import numpy as np
@@ -496,31 +498,12 @@ def _ln_stats_dims(op, x):
 
 
 # -- collectives (performed by the executor across ranks) --------------------
-# op type -> (input slot, output slot, kind); all_reduce's kind comes from
-# reduce_type (phi ReduceType: 0 SUM, 1 MAX, 2 MIN, 3 PROD, 4 AVG).
-COLLECTIVES = {
-    "all_reduce": ("x", "out", "allreduce"),
-    "c_allreduce_sum": ("X", "Out", "sum"),
-    "c_allreduce_max": ("X", "Out", "max"),
-    "c_allreduce_min": ("X", "Out", "min"),
-    "c_allreduce_prod": ("X", "Out", "prod"),
-    "mp_allreduce_sum": ("X", "Out", "sum"),
-    "reduce_scatter": ("x", "out", "reduce_scatter"),
-    "c_reducescatter": ("X", "Out", "reduce_scatter"),
-    "all_gather": ("x", "out", "all_gather"),
-    "c_allgather": ("X", "Out", "all_gather"),
-    "broadcast": ("x", "out", "broadcast"),
-    "c_broadcast": ("X", "Out", "broadcast"),
-    "c_identity": ("X", "Out", "identity"),
-}
-REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
+# the one table of collective op types lives in verify/collectives.py
+from verify.collectives import COLLECTIVES  # noqa: E402
 
 
 def collective_kind(op) -> str:
-    kind = COLLECTIVES[op.type][2]
-    if kind == "allreduce":
-        kind = REDUCE_TYPES.get(int(op.attrs.get("reduce_type", 0)), "unknown")
-    return kind
+    return collectives.kind(op.type, op.attrs)
 
 
 def collective(kind, xs, i, root, k):
