@@ -124,7 +124,7 @@ def sample_report() -> dict:
                             "platform": "Linux"},
             "seed": report_mod.DEFAULT_SEED, "backend": "simulated", "source": "installed",
             "summary": report_mod.summarize(apps), "applications": apps, "errors": [],
-            "unfinished": ["verify/test_gate.py::test_overlap[col_2d-simulated]"]}
+            "unfinished": ["verify/test_gate.py::test_pass[overlap-col_2d-simulated]"]}
 
 
 class _Balance(HTMLParser):
@@ -183,7 +183,7 @@ def test_write_report_writes_page_and_junit(tmp_path):
     assert (f"python -m verify run --pass {OVERLAP} --case col_3d_dynamic_batch "
             f"--pass-file {PASS_FILE}</code>") in page
     # unfinished tests are shown prominently
-    assert 'id="unfinished"' in page and "test_overlap[col_2d-simulated]" in page
+    assert 'id="unfinished"' in page and "test_pass[overlap-col_2d-simulated]" in page
     # escaped, self-contained, well formed
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

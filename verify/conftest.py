@@ -58,6 +58,10 @@ def _is_worker(config) -> bool:
 
 def pytest_configure(config):
     _CONFIG["config"] = config
+    import passes
+
+    for adapter in passes.adapters().values():  # one marker per pass, by short name
+        config.addinivalue_line("markers", f"{adapter.short}: applications of {adapter.name}")
     from verify import isolation
 
     isolation.configure(

@@ -3,8 +3,11 @@ its checks inside it.  A test passes when the verdict equals the baseline
 (``verify/baseline.json``); it fails on a new finding and on a finding that
 went away, saying which, with the counterexamples.
 
-Test ids read ``test_promotion[row_mp_o1_sgd_tp2-simulated]``; select with
-``-m overlap`` / ``-m promotion`` (pass), ``-k`` on case names.
+The tests are generated from the pass registry and the cases: adding a pass
+is adding its adapter module, nothing here.  Test ids read
+``test_pass[promotion-row_mp_o1_sgd_tp2-both]``; select with ``-m <short
+name>`` (``-m overlap``, ``-m promotion``: markers registered per adapter),
+``-k`` on case names.
 """
 from __future__ import annotations
 
@@ -35,13 +38,13 @@ def _explain(app, entry, how) -> str:
 
 
 def pytest_generate_tests(metafunc):
-    if "case_name" not in metafunc.fixturenames:
+    if "application" not in metafunc.fixturenames:
         return
-    adapter = passes.get(metafunc.function.__name__.replace("test_", ""))
     backend = metafunc.config.getoption("--backend")
-    metafunc.parametrize("case_name", [
-        pytest.param(name, id=f"{name}-{backend}", marks=[getattr(pytest.mark, adapter.short)])
-        for name in cases.all_cases()])
+    metafunc.parametrize("application", [
+        pytest.param((adapter.short, name), id=f"{adapter.short}-{name}-{backend}",
+                     marks=[getattr(pytest.mark, adapter.short)])
+        for adapter in passes.adapters().values() for name in cases.all_cases()])
 
 
 def _check(short, case_name, request):
@@ -64,9 +67,7 @@ def _check(short, case_name, request):
     assert how == "as baseline", _explain(app, entry, how)
 
 
-def test_overlap(case_name, request):
-    _check("overlap", case_name, request)
-
-
-def test_promotion(case_name, request):
-    _check("promotion", case_name, request)
+def test_pass(application, request):
+    """One application: the pass on the case, every check, against the baseline."""
+    short, case_name = application
+    _check(short, case_name, request)
