@@ -346,3 +346,23 @@ def test_stopped_worker_times_out_names_the_rank_and_pool_recovers():
     again = rank_pool.run_ranks(_specs(), timeout=60)
     for res in again.values():
         assert res.error is None, res.error
+
+
+def test_crashed_rank_is_a_process_crash_and_a_raising_rank_explains_first():
+    """Classification by flag, not by message: a rank whose process died
+    raises ProcessCrash (the numeric check is then INCONCLUSIVE); a rank
+    that raised is reported before ranks that died or waited for it."""
+    import pytest
+
+    from verify.numeric.rank_pool import raise_for_errors
+    from verify.numeric.run_spec import BackendError, ProcessCrash, RankResult
+
+    died = {0: RankResult(0, error="rank 0: worker died", crashed=True),
+            1: RankResult(1, error="rank 1 did not finish", waited=True)}
+    with pytest.raises(ProcessCrash) as exc:
+        raise_for_errors(died)
+    assert exc.value.rank == 0
+    raised = dict(died, 2=RankResult(2, error="Traceback ... ValueError"))
+    with pytest.raises(BackendError) as exc:
+        raise_for_errors(raised)
+    assert exc.value.rank == 2 and not isinstance(exc.value, ProcessCrash)

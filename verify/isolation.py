@@ -86,7 +86,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.numeric.run_spec import BackendError
+from verify.numeric.run_spec import BackendError, ProcessCrash
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 120.0
@@ -126,7 +126,7 @@ def enabled() -> bool:
     return _SETTINGS["enabled"]
 
 
-class WorkerCrash(BackendError):
+class WorkerCrash(ProcessCrash):
     """A numeric run whose worker process died, overran or ran out of memory
     (the program may have crashed Paddle's executor): inconclusive, not a
     difference."""

@@ -14,7 +14,7 @@ from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
 from .inputs import feed_value, param_value
-from .run_spec import BackendError, RankSpec
+from .run_spec import BackendError, ProcessCrash, RankSpec, UnsupportedJob
 
 KIND = "numeric"
 DEFAULT_STEPS = 3
@@ -226,8 +226,6 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         try:
             orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
         except BackendError as exc:
-            from .rank_pool import UnsupportedJob
-
             if isinstance(exc, UnsupportedJob) and notes is not None:
                 notes.append(f"{backend} backend not run: {exc}")
                 continue
@@ -239,10 +237,10 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
             rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames),
                        where + " (rewritten)")
         except BackendError as exc:
-            if type(exc).__name__ == "WorkerCrash":  # crashed/overran: no evidence either way
+            if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way
                 results.append(CheckResult(KIND, f"{backend} run", exc.rank,
                                            Verdict.INCONCLUSIVE,
-                                           f"the rewritten program crashed the executor: "
+                                           f"the rewritten program's run crashed: "
                                            f"{str(exc).splitlines()[0]}",
                                            details={"backend": backend, "error": str(exc)}))
                 continue

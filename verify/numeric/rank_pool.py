@@ -138,9 +138,7 @@ class _PoolBroken(Exception):
     """A pool could not take a job (a worker was gone before it was sent)."""
 
 
-class UnsupportedJob(BackendError):
-    """The job cannot run faithfully on this backend (e.g. two groups on one
-    rank under gloo); the caller should call the check inconclusive."""
+from .run_spec import ProcessCrash, UnsupportedJob  # noqa: E402,F401  (re-exported)
 
 
 # --------------------------------------------------------------- wire format
@@ -601,7 +599,7 @@ class Pool:
                                else "broke the protocol")
                         result = RankResult(rank=r, error=(
                             f"rank {r}: worker process (pid {pid}) {how} "
-                            f"({exc!r})\n" + self.logs([r])))
+                            f"({exc!r})\n" + self.logs([r])), crashed=True)
                     results[r] = result
                     if result.error and failed is None:
                         failed = r
@@ -612,7 +610,7 @@ class Pool:
                         results[r] = RankResult(rank=r, error=(
                             f"rank {r}: the launcher exited (code "
                             f"{self.proc.returncode}) during the job\n"
-                            + self.logs([r])))
+                            + self.logs([r])), crashed=True)
                     pending.clear()
             for r in sorted(pending):
                 if failed is not None:
@@ -625,7 +623,7 @@ class Pool:
                            "hung, e.g. waiting in a collective that a peer never joins")
                     msg = (f"rank {r} did not finish within {timeout:g} s ({why}); "
                            "the pool was killed")
-                results[r] = RankResult(rank=r, error=msg, seconds=timeout)
+                results[r] = RankResult(rank=r, error=msg, seconds=timeout, waited=True)
         except BaseException:
             self.kill()
             raise
@@ -761,5 +759,8 @@ def raise_for_errors(results: dict, where: str = "ranks") -> None:
     (preferring a rank that raised over one abandoned or hung because of it)."""
     errors = [res for _, res in sorted(results.items()) if res.error]
     if errors:
-        first = next((e for e in errors if " raised:" in e.error), errors[0])
-        raise BackendError(f"{where}: rank {first.rank} failed: {first.error}", first.rank)
+        raised = [e for e in errors if not e.crashed and not e.waited]
+        # a rank that raised explains the rest; then one that died
+        first = (raised or [e for e in errors if e.crashed] or errors)[0]
+        cls = ProcessCrash if first.crashed else BackendError
+        raise cls(f"{where}: rank {first.rank} failed: {first.error}", first.rank)

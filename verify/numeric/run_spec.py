@@ -38,6 +38,8 @@ class RankResult:
     steps: list = field(default_factory=list)  # [ {name: np.ndarray} ]
     error: str | None = None  # traceback of the rank when it raised
     seconds: float = 0.0
+    crashed: bool = False  # the rank's process died (a signal, an exit): no verdict
+    waited: bool = False  # hung or abandoned (waiting on a peer that failed)
 
 
 class BackendError(Exception):
@@ -48,3 +50,13 @@ class BackendError(Exception):
     def __init__(self, message, rank=None):
         super().__init__(message)
         self.rank = rank
+
+
+class ProcessCrash(BackendError):
+    """A run whose process died or overran (Paddle's executor may have
+    crashed on the program): evidence neither way, so INCONCLUSIVE."""
+
+
+class UnsupportedJob(BackendError):
+    """The job cannot run faithfully on this backend (e.g. two groups on one
+    rank under gloo); the caller should call the check inconclusive."""
