@@ -362,7 +362,7 @@ def test_crashed_rank_is_a_process_crash_and_a_raising_rank_explains_first():
     with pytest.raises(ProcessCrash) as exc:
         raise_for_errors(died)
     assert exc.value.rank == 0
-    raised = dict(died, 2=RankResult(2, error="Traceback ... ValueError"))
+    raised = {**died, 2: RankResult(2, error="Traceback ... ValueError")}
     with pytest.raises(BackendError) as exc:
         raise_for_errors(raised)
     assert exc.value.rank == 2 and not isinstance(exc.value, ProcessCrash)
