@@ -347,7 +347,10 @@ CASES = [
                  "0.117 to 0.403 and its W update differs (rank 0 then differs "
                  "through the forward all_reduce). Correct only if "
                  "auto_parallel_grad_clip rewrites the norm afterwards, as "
-                 "Paddle's pipeline does"),
+                 "Paddle's pipeline does. Evidence: value proof refutes "
+                 "linear_0.w_0@GRAD on rank 1, numeric run (rank 1's weight "
+                 "grad), reaching definitions; the stale declared stack shape "
+                 "is CONTRACT_BROKEN beside it and no longer decides"),
           clip="local"),
     _case("row_mp_o0_adamw_gclip_tp2",
           "MP, TP 2, AdamW, global-norm clip as auto_parallel_grad_clip leaves it",
