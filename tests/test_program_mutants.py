@@ -22,10 +22,7 @@ from verify import program_mutants as pm
 from verify.application import run_application
 from verify.snapshot import Op, ProgramSnapshot, Var
 
-try:  # gate.py is to be renamed matrix_runner.py
-    from verify.matrix_runner import pick_backend
-except ImportError:
-    from verify.matrix_runner import pick_backend
+from verify.matrix_runner import pick_backend
 
 KILLING = set(mutate.KILLING)
 

@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .application import run_application
+from .matrix_runner import pick_backend
 
 KILLING = ("NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED", "NOT_APPLIED")
 KINDS = ("contract", "shape", "dataflow", "numeric", "value", "pass")
@@ -73,16 +74,6 @@ class MutantResult:
     @property
     def status(self) -> str:
         return "KILLED" if self.killed else "INCONCL" if self.inconclusive else "SURVIVED"
-
-
-def pick_backend(name, seed=0):
-    """``(name, numeric callable)`` from the matrix runner (``gate.py``, to be
-    renamed ``matrix_runner.py``: whichever exists)."""
-    try:
-        from .matrix_runner import pick_backend as pick
-    except ImportError:
-        from .matrix_runner import pick_backend as pick
-    return pick(name, seed)
 
 
 def _deciding(app) -> list:
