@@ -51,7 +51,7 @@ all float32 and run anywhere.
 from __future__ import annotations
 
 from .base import Case, Expect
-from .program_builder import BACKWARD, FORWARD, LOSS, OPTIMIZE, ProgramBuilder
+from .program_builder import BACKWARD, FORWARD, OPTIMIZE, ProgramBuilder
 
 PROMOTION = "auto_parallel_fused_linear_promotion"
 B, S, K, N = 4, 4, 8, 6  # global batch, sequence, in (row-split) and out features

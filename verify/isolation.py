@@ -531,17 +531,6 @@ def _last_progress(out: Outcome):
 
 
 # ================================================================== worker
-def _watch_parent(pid: int) -> None:
-    while True:
-        time.sleep(0.5)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            os._exit(3)
-        except PermissionError:
-            pass
-
-
 class _WorkerState:
     def __init__(self, stack_fd: int):
         self.stack_fd = stack_fd
@@ -661,7 +650,9 @@ def worker_main() -> int:
     from verify.numeric.rank_pool import connect
 
     parent = int(os.environ["VERIFY_ISOLATION_PARENT"])
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    from verify.parent_watch import exit_with_parent
+
+    exit_with_parent(parent)
     authkey = bytes.fromhex(os.environ.pop("VERIFY_ISOLATION_AUTHKEY"))
     stack_file = open(os.environ["VERIFY_ISOLATION_STACKS"], "w+")
     state = _WorkerState(stack_file.fileno())

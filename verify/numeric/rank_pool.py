@@ -111,7 +111,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import select
 import shutil
 import signal

@@ -52,7 +52,6 @@ import verify.legacy_ir  # noqa: E402,F401  (first: sets the legacy IR flag)
 import argparse
 import os
 import sys
-import threading
 import traceback
 
 import numpy as np
@@ -70,18 +69,6 @@ def _debug(what: str) -> None:
     if os.environ.get("RANK_POOL_DEBUG") == "1":
         print(f"[rank_worker {time.time():.3f} +{time.time() - _T0:.3f}s] {what}",
               file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------- watchdog
-def _watch_controller(pid: int) -> None:
-    while True:
-        time.sleep(0.5)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            os._exit(3)
-        except PermissionError:
-            pass
 
 
 # -------------------------------------------------------------------- worker
@@ -268,7 +255,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pool-id", required=True)
     args = parser.parse_args(argv)
     ppid = int(os.environ["RANK_POOL_CONTROLLER_PID"])
-    threading.Thread(target=_watch_controller, args=(ppid,), daemon=True).start()
+    from verify.parent_watch import exit_with_parent
+
+    exit_with_parent(ppid)
     addr = os.environ["RANK_POOL_ADDR"]
     # the pool's secret: from the environment (never argv), then forgotten there
     authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV))

@@ -499,9 +499,6 @@ def _ln_stats_dims(op, x):
 
 # -- collectives (performed by the executor across ranks) --------------------
 # the one table of collective op types lives in verify/collectives.py
-from verify.collectives import COLLECTIVES  # noqa: E402
-
-
 def collective_kind(op) -> str:
     return collectives.kind(op.type, op.attrs)
 

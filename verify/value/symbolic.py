@@ -51,7 +51,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .semantics import (COLLECTIVES, RANDOM_INIT, ROWS, Tensor, Unsupported,
+from verify.collectives import COLLECTIVES, communicates
+
+from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported,
                         collective, collective_kind, leaf_dims)
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
@@ -373,7 +375,7 @@ class Executor:
                     continue
                 while st.pos < len(st.ops):
                     op = st.ops[st.pos]
-                    if op.type in COLLECTIVES and op.type != "c_identity":
+                    if communicates(op.type):
                         break
                     if op.type == "c_identity":
                         st.env[op.outputs["Out"][0]] = self._read(st, op.inputs["X"][0], op)

@@ -1,0 +1,26 @@
+"""A child process that must not outlive its parent (isolation workers, rank
+workers): a daemon thread polls the parent and exits the child when it is
+gone, so a killed controller never leaves orphans behind."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+
+def _watch(pid: int, period: float) -> None:
+    while True:
+        time.sleep(period)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(3)
+        except PermissionError:  # alive, owned by someone else
+            pass
+
+
+def exit_with_parent(pid: int, period: float = 0.5) -> threading.Thread:
+    """Start the watch of ``pid``; returns the daemon thread."""
+    t = threading.Thread(target=_watch, args=(pid, period), daemon=True)
+    t.start()
+    return t
