@@ -116,6 +116,9 @@ def test_forward_axes_swap_before_promoted_bias_add_is_caught():
     r0 = [c for c in num if c.rank == 0][0]
     out = [t for t in r0.details["tensors"] if t["name"] == "linear_0.tmp_2"]
     assert out and not out[0]["ok"] and "renamed" in out[0]["note"]
+    # the value proof sees it too, comparing the output under its new name
+    refuted = [c for c in app.checks if c.kind == "value" and c.rank == 0 and not c.ok]
+    assert refuted and "linear_0.tmp_2" in refuted[0].details["refuted"]
     good = run_application(passes.get("promotion"), case, numeric=SIM)
     assert good.verdict == Verdict.EQUIVALENT
 

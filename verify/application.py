@@ -50,6 +50,7 @@ class Application:
     verdict: Verdict = Verdict.INCONCLUSIVE
     mutation: object = None  # program_mutants.Mutation when a mutant was checked
     notes: list = field(default_factory=list)  # what was not run, and why
+    case_file: str = ""  # the case file the case came from ("" built-in)
 
     @property
     def as_expected(self) -> bool:
@@ -84,7 +85,8 @@ class Application:
         if with_programs is None:
             with_programs = self.verdict != Verdict.EQUIVALENT
         return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
-                "source": self.source, "verdict": self.verdict.value, "status": self.status,
+                "source": self.source, "case_file": self.case_file,
+                "verdict": self.verdict.value, "status": self.status,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
                 "expected_reason": self.expected.reason, "as_expected": self.as_expected,
                 "seconds": round(self.seconds, 3), "notes": list(self.notes),
@@ -117,13 +119,12 @@ def value_checks(adapter, case, outcomes) -> list:
     proving or refuting each watched value for all inputs."""
     from .value import prove_application
 
-    watched, split = {}, {}
+    watched, split, renames = {}, {}, {}
     for o in outcomes:
         rp = o.run.original
-        names = list(rp.fetches) + ([rp.loss] if rp.loss else [])
-        ren = adapter.renames(case, o.rank, o.before, o.after)
+        watched[o.rank] = list(rp.fetches) + ([rp.loss] if rp.loss else [])
         # a value the pass moved to a new name is compared under it
-        watched[o.rank] = [n for n in names if n not in ren]
+        renames[o.rank] = adapter.renames(case, o.rank, o.before, o.after)
         split.update({f.name: f.split for f in rp.feeds})
 
     def feed_key(rank, name):  # the same data where the numeric runs feed the same
@@ -132,7 +133,8 @@ def value_checks(adapter, case, outcomes) -> list:
 
     return prove_application(f"{adapter.name} on {case.name}", case.ranks, case.rings,
                              {o.rank: o.before for o in outcomes},
-                             {o.rank: o.after for o in outcomes}, watched, feed_key=feed_key)
+                             {o.rank: o.after for o in outcomes}, watched, feed_key=feed_key,
+                             renames=renames)
 
 
 def run_application(adapter, case, source: str = "installed",
@@ -149,7 +151,7 @@ def run_application(adapter, case, source: str = "installed",
     """
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
-                      source=source)
+                      source=source, case_file=getattr(case, "source_file", "") or "")
     for rank in case.ranks:
         try:
             run = adapter.apply(case, rank)

@@ -303,7 +303,7 @@ def _counterexample(store, rank, var, ta, info, peer):
 # -- the check -----------------------------------------------------------------
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
                       watched: dict | None = None, timeout_ms: int = 5000,
-                      feed_key=None, reduce_to: int = 2) -> list:
+                      feed_key=None, reduce_to: int = 2, renames: dict | None = None) -> list:
     """One CheckResult (kind "value") per rank; see module docstring.
 
     ``watched``: {rank: [var names]} watched IN ADDITION to
@@ -311,6 +311,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     ``feed_key(rank, feed) -> str``: ranks with the same key get the same
     feed symbols (default: every rank its own; pass the data-parallel index
     as the numeric runs do, so TP peers see the same batch).
+    ``renames``: {rank: {original var: rewritten var}} for values the pass
+    moved to a new name; they are compared under it, never dropped.
     """
     start = time.perf_counter()
     store = Store()
@@ -362,7 +364,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             ta = env_a[r].get(name)
             if ta is None:
                 continue  # the original never gives it a value
-            tb, peer = env_b[r].get(name), None
+            new = ((renames or {}).get(r) or {}).get(name)
+            tb, peer = env_b[r].get(name if new is None else new), None
             if tb is None:
                 peer = _peer(r, name, rings, env_b)
                 if peer is None and name not in must:
@@ -377,7 +380,9 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 tb = env_b[peer][name]
             out = _compare(store, zt, ta, tb, timeout_ms, stats)
             if out is None:
-                proved.append(name if peer is None else f"{name} (rank {peer}'s copy)")
+                proved.append(name if peer is None and new is None else
+                              f"{name} (as {new})" if peer is None else
+                              f"{name} (rank {peer}'s copy)")
             elif out[0] == "refuted":
                 refuted.append(name)
                 cexs.append(_counterexample(store, r, name, ta, out[1], peer))
