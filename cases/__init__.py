@@ -21,12 +21,15 @@ def all_cases() -> dict:
     return out
 
 
-def select(patterns=None) -> list:
+def select(patterns=None, extra=()) -> list:
     """Cases whose names match any glob in ``patterns`` (all when empty).
 
+    ``extra``: more cases to choose among (a case file's, see
+    ``cases/case_files.py``), after the built-in ones.
     A pattern that matches nothing raises ``KeyError`` naming it.
     """
     cases = all_cases()
+    cases.update({c.name: c for c in extra})
     if not patterns:
         return list(cases.values())
     chosen = []

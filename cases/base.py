@@ -76,6 +76,8 @@ class Case:
     # Runs the numeric backends can do faithfully; reason where one cannot.
     gloo_unfaithful: str = ""
     params: dict = field(default_factory=dict)  # free-form builder params
+    # The case file a case came from (``--case-file``); "" for built-in cases.
+    source_file: str = ""
 
     @property
     def ranks(self) -> list:

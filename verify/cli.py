@@ -20,7 +20,9 @@ def _parser():
     p = argparse.ArgumentParser(prog="python -m verify",
                                 description="Verify Paddle's distributed rewrite passes.")
     sub = p.add_subparsers(dest="cmd")
-    sub.add_parser("list", help="list passes and cases")
+    lst = sub.add_parser("list", help="list passes and cases")
+    lst.add_argument("--case-file", dest="case_files", action="append", default=[],
+                     metavar="PATH", help="also list the cases of this case file")
     sub.add_parser("mutate", help="mutation testing of the checker (see verify/mutate.py)",
                    add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
@@ -31,6 +33,10 @@ def _parser():
                      metavar="NAME", help="pass name or short name (repeatable; default all)")
     run.add_argument("--case", dest="cases", action="append", default=[],
                      metavar="GLOB", help="case name glob (repeatable; default all)")
+    run.add_argument("--case-file", dest="case_files", action="append", default=[],
+                     metavar="PATH", help="a Python file defining CASES with the public "
+                     "case API (verify/case_api.py); its cases join the built-in ones "
+                     "(repeatable)")
     run.add_argument("--pass-file", metavar="PATH",
                      help="load the pass from this source file instead of the installed Paddle")
     run.add_argument("--report-dir", metavar="DIR", default=None,
@@ -55,7 +61,19 @@ class _Terminated(BaseException):
     """SIGTERM during a run (handled like Ctrl-C: partial report, exit 143)."""
 
 
-def cmd_list(out=sys.stdout) -> int:
+def file_cases(paths) -> list:
+    """The cases of ``--case-file`` files; bad input is a UsageError."""
+    if not paths:
+        return []
+    from cases.case_files import CaseFileError, load_case_files
+
+    try:
+        return load_case_files(paths)
+    except CaseFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_list(out=sys.stdout, case_files=()) -> int:
     import cases
     import passes
 
@@ -63,7 +81,7 @@ def cmd_list(out=sys.stdout) -> int:
     for name, a in passes.adapters().items():
         print(f"  {name}  (short: {a.short})", file=out)
     print("cases:", file=out)
-    for c in cases.all_cases().values():
+    for c in list(cases.all_cases().values()) + file_cases(case_files):
         exp = ", ".join(f"{passes.get(p).short}: "
                         f"{'fires' if e.fires else 'left alone'} -> {e.verdict}"
                         for p, e in c.expect.items())
@@ -96,7 +114,7 @@ def _resolve(args):
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     try:
-        chosen = cases.select(args.cases)
+        chosen = cases.select(args.cases, extra=file_cases(args.case_files))
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     return adapters, chosen
@@ -228,7 +246,8 @@ def _summary(apps, path, seconds, out) -> None:
                 print(f"      counterexample: {c.counterexample}", file=out)
         print(f"    reproduce: python -m verify run --pass {a.pass_name} "
               f"--case {a.case_name}" + (f" --pass-file {a.source}"
-                                          if a.source != "installed" else ""), file=out)
+                                          if a.source != "installed" else "")
+              + (f" --case-file {a.case_file}" if a.case_file else ""), file=out)
     from .matrix_runner import summary_table
 
     print(summary_table(apps), file=out)
@@ -256,7 +275,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "list":
-            return cmd_list()
+            return cmd_list(case_files=args.case_files)
         if args.cmd == "run":
             return cmd_run(args)
         if args.cmd == "baseline":

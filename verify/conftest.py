@@ -25,6 +25,11 @@ def pytest_addoption(parser):
     group.addoption("--pass-file", default=None, metavar="PATH",
                     help="verify the pass defined in this source file instead of "
                          "the installed one (pre-merge use)")
+    group.addoption("--case-file", dest="verify_case_files", action="append", default=[],
+                    metavar="PATH",
+                    help="a Python file defining CASES with the public case API "
+                         "(verify/case_api.py); its cases join the gate, judged against "
+                         "their own Expect (repeatable)")
     group.addoption("--backend", default="both",
                     choices=["none", "simulated", "ranks", "both"],
                     help="numeric backend of the gate (default: both = simulator + real ranks, cross-checked)")
@@ -73,6 +78,15 @@ def pytest_configure(config):
         from passes.loader import load_pass_file
 
         config._verify_pass_file = load_pass_file(path)
+    config._verify_case_files = []
+    paths = config.getoption("verify_case_files", default=None)
+    if paths:
+        from cases.case_files import CaseFileError, load_case_files
+
+        try:
+            config._verify_case_files = load_case_files(paths)
+        except CaseFileError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if _is_worker(config):
         config._verify_run_dir = config.workerinput.get("verify_run_dir")
         return

@@ -53,6 +53,8 @@ def repro_command(app: dict) -> str:
     source = app.get("source") or "installed"
     if source != "installed":
         cmd += f" --pass-file {shlex.quote(str(source))}"
+    if app.get("case_file"):
+        cmd += f" --case-file {shlex.quote(str(app['case_file']))}"
     return cmd
 
 
@@ -473,6 +475,9 @@ def _section(app, aid) -> str:
     source = app.get("source") or "installed"
     src = (f'<div><span class="dim">pass source</span> <code>{esc(source)}</code></div>'
            if source != "installed" else "")
+    if app.get("case_file"):
+        src += (f'<div><span class="dim">case file</span> '
+                f'<code>{esc(app["case_file"])}</code></div>')
     seconds = app.get("seconds")
     secs = f"{seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
     attrs = (f'class="app{" unexpected" if un else ""}" id="{aid}" '

@@ -27,7 +27,8 @@ _BASELINE = baseline.load()
 def _explain(app, entry, how) -> str:
     lines = [f"{how}: {app.pass_name} on {app.case_name} is {app.verdict.value}, "
              f"baseline {entry['verdict']} ({entry['reason']})",
-             f"reproduce: python -m verify run --pass {app.pass_name} --case {app.case_name}"]
+             f"reproduce: python -m verify run --pass {app.pass_name} --case {app.case_name}"
+             + (f" --case-file {app.case_file}" if app.case_file else "")]
     worst = [c for c in app.checks if not c.ok]
     worst.sort(key=lambda c: c.counterexample is None)  # counterexamples first
     for c in worst[:12]:
@@ -44,7 +45,13 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("application", [
         pytest.param((adapter.short, name), id=f"{adapter.short}-{name}-{backend}",
                      marks=[getattr(pytest.mark, adapter.short)])
-        for adapter in passes.adapters().values() for name in cases.all_cases()])
+        for adapter in passes.adapters().values()
+        for name in list(cases.all_cases()) + [c.name for c in _file_cases(metafunc.config)]])
+
+
+def _file_cases(config) -> list:
+    """Cases of ``--case-file`` files (verify/conftest.py loads them)."""
+    return getattr(config, "_verify_case_files", None) or []
 
 
 def _check(short, case_name, request):
@@ -52,8 +59,14 @@ def _check(short, case_name, request):
     from verify.report import DEFAULT_SEED
 
     adapter = passes.get(short)
-    case = cases.all_cases()[case_name]
-    entry = _BASELINE["entries"].get(baseline.key(adapter.name, case.name))
+    mine = {c.name: c for c in _file_cases(request.config)}
+    case = mine.get(case_name) or cases.all_cases()[case_name]
+    if case.name in mine:  # a case file's case: its own Expect is its baseline
+        e = case.expectation(adapter.name)
+        entry = {"fires": e.fires, "verdict": e.verdict,
+                 "reason": e.reason or f"stated in {case.source_file}"}
+    else:
+        entry = _BASELINE["entries"].get(baseline.key(adapter.name, case.name))
     assert entry is not None, (f"no baseline entry for {adapter.name} on {case.name}: "
                                "run `python -m verify baseline` and review the diff")
     loaded = getattr(request.config, "_verify_pass_file", None)
