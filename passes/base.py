@@ -22,6 +22,7 @@ class PassRun:
     # by a signal or hit its memory limit (verify/isolation.py); the stack or
     # log is in ``error`` and ``rewritten`` is then an unrewritten build.
     crash: str | None = None
+    out_of_memory: bool = False  # the pass raised MemoryError (its worker is then replaced)
 
 
 class PassAdapter:
@@ -29,6 +30,13 @@ class PassAdapter:
 
     name: str = ""  # the Paddle registration name
     short: str = ""  # short name for test ids and markers
+    ir: str = "legacy"  # the IR of the programs the pass rewrites: "legacy" or "pir"
+
+    def handles(self, case) -> bool:
+        """Whether this pass is applied to ``case`` at all: only cases of its
+        own IR are paired with it (the matrix, the gate and the baseline
+        hold no pass x case of different IRs)."""
+        return self.ir == getattr(case, "ir", "legacy")
 
     def attrs(self, case, rp) -> dict:
         """The pass attrs for ``rp`` (a RankProgram of ``case``)."""
@@ -67,12 +75,14 @@ class PassAdapter:
                     prog.global_block()._sync_with_cpp()
             except (Exception, SystemExit) as exc:  # the pass's own bug: keep everything
                 failure["tb"] = traceback.format_exc()
-                failure["type"] = type(exc).__name__
+                failure["type"] = type(exc).__name__  # for display
+                failure["oom"] = isinstance(exc, MemoryError)
             finally:
                 logging.disable(logging.NOTSET)
 
         rewritten = case.build(rank, then=apply_pass)
-        return PassRun(original, rewritten, failure.get("tb"), failure.get("type"))
+        return PassRun(original, rewritten, failure.get("tb"), failure.get("type"),
+                       out_of_memory=failure.get("oom", False))
 
     def pattern_present(self, snap) -> bool:
         """Whether ``snap`` (an original program) holds the pattern this pass
@@ -126,6 +136,11 @@ class PassAdapter:
         msg = "the pass fired on its pattern" if fired else \
             "pattern absent; the pass left the program alone, as it must"
         return CheckResult("contract", name, rank, Verdict.EQUIVALENT, msg, details=details)
+
+
+def pairs(adapters, cases) -> list:
+    """``[(adapter, case)]`` of every adapter with every case of its IR."""
+    return [(a, c) for a in adapters for c in cases if a.handles(c)]
 
 
 def finding(name, rank, message, **cex) -> CheckResult:

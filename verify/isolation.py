@@ -604,7 +604,7 @@ class _WorkerState:
                 "streams": streams,
                 "params_grads": [(p.name, g.name) for p, g in rw.params_grads],
                 "error": run.error, "error_type": run.error_type,
-                "healthy": run.error_type != "MemoryError"}
+                "healthy": not run.out_of_memory}
 
     def simulate(self, payload: dict) -> dict:
         from verify.numeric import simulated_ranks as sim
