@@ -28,6 +28,17 @@ def _parser():
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
     base.add_argument("--check", action="store_true",
                       help="only check that the file is up to date (exit 1 if not)")
+    rep = sub.add_parser("repro", help="write a self-contained reproducer of one "
+                         "application (needs only Paddle; exit 1 while the defect is present)")
+    rep.add_argument("--pass", dest="pass_name", required=True, metavar="NAME")
+    rep.add_argument("--case", dest="case_name", required=True, metavar="NAME")
+    rep.add_argument("--out", metavar="FILE", default=None,
+                     help="where the script goes (default reports/repro/repro_<pass>_<case>.py)")
+    rep.add_argument("--pass-file", metavar="PATH",
+                     help="embed this pass source instead of using the installed pass")
+    rep.add_argument("--case-file", dest="case_files", action="append", default=[],
+                     metavar="PATH", help="a case file the case comes from (repeatable)")
+    rep.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
     run = sub.add_parser("run", help="apply passes to cases and check every application")
     run.add_argument("--pass", dest="passes", action="append", default=[],
                      metavar="NAME", help="pass name or short name (repeatable; default all)")
@@ -202,6 +213,42 @@ def cmd_run(args, out=sys.stdout) -> int:
     return 0 if all(a.as_expected for a in apps) else 1
 
 
+def cmd_repro(args, out=sys.stdout) -> int:
+    import cases
+    import passes
+
+    from . import repro
+
+    try:
+        adapter = passes.get(args.pass_name)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    table = {**cases.all_cases(), **{c.name: c for c in file_cases(args.case_files)}}
+    case = table.get(args.case_name)
+    if case is None:
+        raise UsageError(f"unknown case {args.case_name!r}; known: {', '.join(table)}")
+    if args.pass_file:
+        from passes.loader import PassFileError, load_pass_file
+
+        try:
+            loaded = load_pass_file(args.pass_file)
+        except PassFileError as exc:
+            raise UsageError(str(exc)) from None
+        loaded.restore()
+        if adapter.name not in loaded.registered:
+            raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
+                             f"not {adapter.name}")
+    try:
+        path = repro.write(adapter, case, args.out, args.pass_file, args.seed)
+    except repro.ReproError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    print(f"wrote {path}\nrun it with: python {path}   (exit 1 while the defect is "
+          "present, 0 once fixed)", file=out)
+    return 0
+
+
 def _on_sigterm():
     """SIGTERM raises _Terminated in the main thread while a run goes on."""
     import signal
@@ -278,6 +325,8 @@ def main(argv=None) -> int:
             return cmd_list(case_files=args.case_files)
         if args.cmd == "run":
             return cmd_run(args)
+        if args.cmd == "repro":
+            return cmd_repro(args)
         if args.cmd == "baseline":
             return cmd_baseline(args)
         _parser().print_help()

@@ -46,9 +46,30 @@ def fmt(value) -> str:
     return "" if value is None else str(value)
 
 
+def _reproducer(app: dict, verdict) -> str:
+    if verdict in (None, "EQUIVALENT"):
+        return ""
+    return ('<div><span class="dim">reproducer (one file, needs only Paddle; exit 1 while '
+            f'the defect is present)</span> <code class="repro">'
+            f'{esc(reproducer_command(app))}</code></div>')
+
+
 def repro_command(app: dict) -> str:
     """The command that reproduces this one application."""
     cmd = (f"python -m verify run --pass {shlex.quote(str(app.get('pass', '')))} "
+           f"--case {shlex.quote(str(app.get('case', '')))}")
+    source = app.get("source") or "installed"
+    if source != "installed":
+        cmd += f" --pass-file {shlex.quote(str(source))}"
+    if app.get("case_file"):
+        cmd += f" --case-file {shlex.quote(str(app['case_file']))}"
+    return cmd
+
+
+def reproducer_command(app: dict) -> str:
+    """The command that writes this application's self-contained reproducer
+    (``python -m verify repro``; the script needs only Paddle)."""
+    cmd = (f"python -m verify repro --pass {shlex.quote(str(app.get('pass', '')))} "
            f"--case {shlex.quote(str(app.get('case', '')))}")
     source = app.get("source") or "installed"
     if source != "installed":
@@ -499,6 +520,7 @@ def _section(app, aid) -> str:
    <div><span class="dim">why expected:</span> {esc(app.get('expected_reason'))}</div>
    {src}
    <div><span class="dim">reproduce</span> <code class="repro">{esc(repro_command(app))}</code></div>
+   {_reproducer(app, v)}
   </div>
   {_counterexamples(checks)}
   {_tracebacks(app)}

@@ -1,0 +1,124 @@
+"""``python -m verify repro``: one self-contained reproducer per application.
+
+Every finding of the baseline gets a reproducer that, run in a fresh
+interpreter with only Paddle (``python -I`` from an empty directory, no
+PYTHONPATH), exits 1 on today's Paddle; an EQUIVALENT application's exits 0.
+"""
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from verify import legacy_ir  # noqa: F401
+
+import cases  # noqa: E402
+import passes  # noqa: E402
+from verify import baseline, repro  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINDINGS = sorted((k.split("::")[0], k.split("::")[1], e["verdict"])
+                  for k, e in baseline.load()["entries"].items()
+                  if e["verdict"] != "EQUIVALENT")
+
+
+def _run_isolated(path, cwd):
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith(("PADDLE_", "VERIFY_", "FLAGS_"))}
+    p = subprocess.run([sys.executable, "-I", str(path)], cwd=str(cwd), env=env,
+                       capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every finding's reproducer and col_3d_static's, written and run."""
+    out_dir = tmp_path_factory.mktemp("repros")
+    run_dir = tmp_path_factory.mktemp("empty")
+    table = cases.all_cases()
+    jobs = FINDINGS + [("allreduce_matmul_grad_overlapping", "col_3d_static", "EQUIVALENT")]
+    paths = {}
+    for pass_name, case_name, _ in jobs:
+        adapter = passes.get(pass_name)
+        paths[(pass_name, case_name)] = repro.write(
+            adapter, table[case_name], str(out_dir / f"{adapter.short}_{case_name}.py"))
+    with ThreadPoolExecutor(2) as pool:
+        done = dict(zip(paths, pool.map(lambda p: _run_isolated(p, run_dir), paths.values())))
+    return paths, done
+
+
+def test_the_baseline_has_findings():
+    assert len(FINDINGS) >= 10
+
+
+@pytest.mark.parametrize("pass_name,case_name,verdict", FINDINGS,
+                         ids=[f"{p.split('_')[-1]}-{c}" for p, c, _ in FINDINGS])
+def test_finding_reproducer_exits_1(outcomes, pass_name, case_name, verdict):
+    paths, done = outcomes
+    code, out, err = done[(pass_name, case_name)]
+    assert code == 1, f"{paths[(pass_name, case_name)]}: exit {code}\n{out}\n{err[-3000:]}"
+    assert "DEFECT" in out
+    evidence = {"PASS_CRASHED": "Traceback", "NOT_APPLIED": "did nothing",
+                "NOT_EQUIVALENT": "NOT_EQUIVALENT"}[verdict]
+    assert evidence in out, out
+
+
+def test_equivalent_reproducer_exits_0(outcomes):
+    paths, done = outcomes
+    code, out, err = done[("allreduce_matmul_grad_overlapping", "col_3d_static")]
+    assert code == 0, f"exit {code}\n{out}\n{err[-3000:]}"
+    assert "no defect" in out
+
+
+def test_reproducer_imports_nothing_of_the_suite(outcomes):
+    paths, _ = outcomes
+    text = open(paths[("allreduce_matmul_grad_overlapping", "col_3d_static")]).read()
+    for mod in ("verify", "cases", "passes"):
+        assert f"import {mod}" not in text and f"from {mod}" not in text
+
+
+def test_embedded_pass_file_decides(tmp_path):
+    """A mended pass file embedded in the reproducer of a crash: exit 0."""
+    mended = os.path.join(ROOT, "tests", "fixed_passes", "overlap_fold_mended.py")
+    out = tmp_path / "r.py"
+    p = subprocess.run([sys.executable, "-m", "verify", "repro", "--pass", "overlap",
+                        "--case", "col_3d_dynamic_batch", "--pass-file", mended,
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    code, stdout, err = _run_isolated(out, tmp_path)
+    assert code == 0, stdout + err
+    assert "pass source embedded from" in stdout and "no defect" in stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--pass", "nope", "--case", "col_3d_static"], "unknown pass 'nope'"),
+    (["--pass", "overlap", "--case", "nope"], "unknown case 'nope'"),
+    (["--pass", "overlap", "--case", "col_3d_static", "--pass-file", "/no/such.py"],
+     "does not exist"),
+])
+def test_repro_bad_input_is_one_line_and_exit_2(args, needle):
+    p = subprocess.run([sys.executable, "-m", "verify", "repro", *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(lines) == 1 and needle in lines[0], p.stderr
+
+
+def test_html_report_links_each_findings_reproducer():
+    from verify.html_report import render_html
+
+    app = {"pass": "allreduce_matmul_grad_overlapping", "case": "col_2d", "ranks": [0, 1],
+           "source": "installed", "verdict": "PASS_CRASHED", "expected": "PASS_CRASHED",
+           "expected_fires": True, "expected_reason": "r", "as_expected": True,
+           "seconds": 0.1, "checks": [], "rank_outcomes": []}
+    ok = dict(app, case="col_3d_static", verdict="EQUIVALENT", expected="EQUIVALENT")
+    from verify import report as report_mod
+
+    page = render_html(report_mod.build_report([app, ok]))
+    assert "python -m verify repro --pass allreduce_matmul_grad_overlapping --case col_2d" \
+        in page
+    assert "verify repro --pass allreduce_matmul_grad_overlapping --case col_3d_static" \
+        not in page
+    json.dumps(app)

@@ -1,0 +1,150 @@
+"""``python -m verify repro``: one self-contained reproducer file per application.
+
+The file (``verify/repro_script.py`` with this application's data filled in)
+needs only the installed Paddle: it rebuilds every rank's original programs
+from their serialized ProgramDescs plus the recorded dist attrs (which the
+descs do not carry), applies the pass (installed, or the ``--pass-file``
+source embedded in the file) with the attrs the adapter gives it, and prints
+the evidence (the traceback; the pass doing nothing where its pattern is
+present; or the values that differ between the original and the rewritten
+programs of all ranks, run with Paddle's executor and a lock-step simulator
+for the collectives).  It exits 1 while the defect is present, 0 once the
+rewrite is faithful, 2 when it cannot judge.
+
+What the file records per rank: main/startup desc bytes (base64), every op's
+and var's dist attr, the pass attrs that are not programs (``global_rank``,
+``enable_sp``, ``amp_level``; ``dist_context`` and ``params_grads`` are
+rebuilt), whether the pass's documented pattern is present (the adapter's
+matcher, run here on the original), feeds, fetches, loss, the rank's DP/TP
+position; for the case: rings, Paddle's process groups, sharded parameters,
+the seed.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import zlib
+
+from verify.legacy_ir import paddle_module
+
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro_script.py")
+STEPS = 3
+
+
+class ReproError(Exception):
+    pass
+
+
+def _attrs_record(attrs: dict, rp) -> dict:
+    out = {}
+    for k, v in attrs.items():
+        if v is rp.dist_context:
+            out[k] = {"$": "dist_context"}
+        elif k == "params_grads":
+            out[k] = {"$": "params_grads"}
+        else:
+            try:
+                json.dumps(v)
+            except TypeError:
+                raise ReproError(f"pass attr {k!r} ({type(v).__name__}) cannot be written "
+                                 "to a reproducer") from None
+            out[k] = v
+    return out
+
+
+def payload(adapter, case, pass_file=None, seed=None) -> dict:
+    """Everything the reproducer of ``adapter`` on ``case`` needs, as JSON data."""
+    paddle = paddle_module()
+    from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
+
+    from cases.engine_planned import _mesh_record, _program_record
+    from verify.report import DEFAULT_SEED
+    from verify.snapshot import from_programs
+
+    ranks = {}
+    mesh = None
+    for rank in case.ranks:
+        rp = case.build(rank)
+        ctx = rp.dist_context
+        if mesh is None:
+            meshes = [m for m in ctx.process_meshes if _mesh_record(m)]
+            mesh = _mesh_record(meshes[0]) if meshes else None
+        snap = from_programs(rp.main, rp.startup)
+        present = adapter.pattern_present(snap)
+        ranks[str(rank)] = {
+            "main": base64.b64encode(rp.main.desc.serialize_to_string()).decode(),
+            "startup": base64.b64encode(rp.startup.desc.serialize_to_string()).decode(),
+            "random_seed": int(rp.main.random_seed or 0),
+            "dist": {"main": _program_record(rp.main, ctx),
+                     "startup": _program_record(rp.startup, ctx)},
+            "attrs": _attrs_record(adapter.attrs(case, rp), rp),
+            "params_grads": [[p.name, g.name] for p, g in rp.params_grads],
+            "pattern": (f"{adapter.name}'s documented pattern, found by the suite's "
+                        "matcher on the original") if present else "",
+            "feeds": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype,
+                       "split": f.split} for f in rp.feeds],
+            "fetches": list(rp.fetches), "loss": rp.loss,
+            "dp_index": case.dp_index(rank), "tp_index": case.tp_index(rank),
+        }
+    if mesh is None:
+        import numpy as np
+
+        arr = np.array(case.mesh)
+        mesh = {"shape": list(arr.shape), "process_ids": arr.flatten().tolist(),
+                "dim_names": ["dp", "mp"][-arr.ndim:]}
+    source = None
+    if pass_file:
+        with open(pass_file) as f:
+            source = f.read()
+    low = case.params.get("amp_dtype")
+    fp32_twin = case.amp_level in ("o1", "o2") and bool(low) and low != "float32" \
+        and not paddle.is_compiled_with_cuda()
+    return {
+        "pass": adapter.name, "case": case.name,
+        "expected": case.expectation(adapter.name).verdict,
+        "pass_source": source, "pass_file": os.path.abspath(pass_file) if pass_file else "",
+        "mesh": mesh,
+        "rings": {str(k): [list(map(int, g)) for g in v] for k, v in case.rings.items()},
+        "process_groups": {str(g.id): list(map(int, g.ranks))
+                           for g in get_all_process_groups()},
+        "sharded_params": sorted(case.sharded_params), "fp32_twin": fp32_twin,
+        "seed": DEFAULT_SEED if seed is None else int(seed), "steps": STEPS,
+        "ranks": ranks,
+    }
+
+
+def script(adapter, case, pass_file=None, seed=None) -> str:
+    """The reproducer's source text."""
+    data = payload(adapter, case, pass_file, seed)
+    blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
+    lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
+    text = open(TEMPLATE).read()
+    title = f"{adapter.name} on case {case.name}" + (
+        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
+    return text.replace("__TITLE__", title).replace("__PAYLOAD__", lines)
+
+
+def default_out(adapter, case) -> str:
+    return os.path.join("reports", "repro", f"repro_{adapter.short}_{case.name}.py")
+
+
+def command(pass_name, case_name, pass_file=None, case_file=None) -> str:
+    """The command line that writes this application's reproducer."""
+    import shlex
+
+    cmd = f"python -m verify repro --pass {shlex.quote(pass_name)} --case {shlex.quote(case_name)}"
+    if pass_file and pass_file != "installed":
+        cmd += f" --pass-file {shlex.quote(pass_file)}"
+    if case_file:
+        cmd += f" --case-file {shlex.quote(case_file)}"
+    return cmd
+
+
+def write(adapter, case, out=None, pass_file=None, seed=None) -> str:
+    out = out or default_out(adapter, case)
+    text = script(adapter, case, pass_file, seed)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(text)
+    return out
