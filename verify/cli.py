@@ -25,6 +25,8 @@ def _parser():
                      metavar="PATH", help="also list the cases of this case file")
     sub.add_parser("mutate", help="mutation testing of the checker (see verify/mutate.py)",
                    add_help=False)
+    sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
+                   "matcher reads (see verify/vocabulary.py)", add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
     base.add_argument("--check", action="store_true",
                       help="only check that the file is up to date (exit 1 if not)")
@@ -319,6 +321,10 @@ def main(argv=None) -> int:
         from .mutate import main as mutate_main
 
         return mutate_main(argv[1:])
+    if argv[:1] == ["vocabulary"]:
+        from .vocabulary import main as vocabulary_main
+
+        return vocabulary_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "list":
