@@ -76,6 +76,9 @@ class Case:
     # Runs the numeric backends can do faithfully; reason where one cannot.
     gloo_unfaithful: str = ""
     params: dict = field(default_factory=dict)  # free-form builder params
+    # The IR of the programs the builder makes: "legacy" (ProgramDesc) or
+    # "pir"; a pass adapter is paired only with cases of its own IR.
+    ir: str = "legacy"
     # The case file a case came from (``--case-file``); "" for built-in cases.
     source_file: str = ""
 

@@ -222,6 +222,8 @@ def test_pattern_matcher_agrees_with_every_case_declaration(short):
     adapter = passes.get(short)
     disagree = []
     for case in cases.all_cases().values():
+        if not adapter.handles(case):
+            continue
         declared = case.expectation(adapter.name).fires
         for rank in case.ranks[:2]:
             rp = case.build(rank)

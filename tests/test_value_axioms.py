@@ -364,6 +364,78 @@ def test_reduce_type_codes_are_paddles():
         assert S.collective_kind(Op(0, "all_reduce", {}, {}, {"reduce_type": t})) == kind
 
 
+# -- PIR ops (slots and attrs as verify/pir_snapshot.py records them) --------------
+@pytest.mark.parametrize("tx", [False, True])
+@pytest.mark.parametrize("ty", [False, True])
+@pytest.mark.parametrize("sx,sy", MM_SHAPES)
+def test_pir_matmul_and_its_grad(sx, sy, tx, ty):
+    x, y = _t(r(*sx), tx).copy(), _t(r(*sy), ty).copy()
+
+    def fwd(x, y):
+        return np.einsum("...ij,...jk->...ik", _t(x, tx), _t(y, ty))
+    attrs = {"transpose_x": tx, "transpose_y": ty}
+    out = run("pd_op.matmul", {"x": [x], "y": [y]}, attrs)["out"]
+    close(out, fwd(x, y))
+    g = r(*out.shape)
+    grads = run("pd_op.matmul_grad", {"x": [x], "y": [y], "out_grad": [g]}, attrs)
+    close(grads["x_grad"], vjp(lambda v: fwd(v, y), x, g))
+    close(grads["y_grad"], vjp(lambda v: fwd(x, v), y, g))
+
+
+@pytest.mark.parametrize("shape,target", [((2, 3, 4), [6, 4]), ((2, 3, 4), [0, -1])])
+def test_pir_reshape(shape, target):
+    x = r(*shape)
+    ref = x.reshape([shape[i] if t == 0 else t for i, t in enumerate(target)])
+    close(run("pd_op.reshape", {"x": [x], "shape": [np.array(target)]},
+              {"shape@value": target})["out"], ref)
+
+
+@pytest.mark.parametrize("perm", [[1, 0, 2], [2, 0, 1], [0, 2, 1]])
+def test_pir_transpose_and_its_grad(perm):
+    x = r(2, 3, 4)
+    out = run("pd_op.transpose", {"x": [x]}, {"perm": perm})["out"]
+    close(out, np.transpose(x, perm))
+    g = r(*out.shape)
+    close(run("pd_op.transpose_grad", {"out_grad": [g]}, {"perm": perm})["x_grad"],
+          vjp(lambda v: np.transpose(v, perm), x, g))
+
+
+def test_pir_square_mean_and_grads():
+    x = r(2, 3, 4)
+    close(run("pd_op.square", {"x": [x]})["out"], x * x)
+    g = r(2, 3, 4)
+    close(run("pd_op.square_grad", {"x": [x], "out_grad": [g]})["x_grad"], vjp(np.square, x, g))
+    for axis, keep in (([], False), ([1], False), ([0, 2], True)):
+        fwd = (lambda v: np.mean(v, axis=tuple(axis) or None, keepdims=keep))
+        attrs = {"axis@value": axis, "keepdim": keep}
+        out = run("pd_op.mean", {"x": [x], "axis": [np.array(axis)]}, attrs)["out"]
+        close(out, fwd(x))
+        gm = r(*np.shape(fwd(x)))
+        close(run("pd_op.mean_grad", {"x": [x], "out_grad": [gm], "axis": [np.array(axis)]},
+                  attrs)["x_grad"], vjp(fwd, x, gm))
+
+
+def test_pir_sgd_and_constants():
+    p, g, lr = r(3, 2), r(3, 2), np.array(0.1)
+    close(run("pd_op.sgd_", {"param": [p], "learning_rate": [lr], "grad": [g]})["param_out"],
+          p - 0.1 * g)
+    close(run("pd_op.full", {}, {"shape": [2, 3], "value": 0.25})["out"], np.full((2, 3), 0.25))
+    close(run("pd_op.full_int_array", {}, {"value": [8, -1]})["out"], [8, -1])
+    x = r(2, 3)
+    close(run("pd_op.full_like", {"x": [x], "value": [np.array([1.5])]},
+              {"value@value": 1.5})["out"], np.full((2, 3), 1.5))
+
+
+def test_pir_definitions_and_named_writes():
+    """builtin.parameter / pd_op.data bind nothing (the entry's value stays);
+    set_parameter / shadow_output write their operand under the name."""
+    assert run("builtin.parameter", {}, {"parameter_name": "w"}) == {}
+    assert run("pd_op.data", {}, {"name": "x"}) == {}
+    x = r(2, 3)
+    close(run("builtin.set_parameter", {"operands": [x]})["parameter"], x)
+    close(run("builtin.shadow_output", {"operands": [x]})["output"], x)
+
+
 def test_every_row_is_tested():
     """Runs last in this file (pytest keeps file order)."""
     missing = set(S.ROWS) - TESTED

@@ -107,8 +107,12 @@ def error_line(tb: str) -> str:
 
 
 def _snapshot(rp, case, rank, which):
-    s = snap_mod.from_programs(rp.main, rp.startup,
-                               meta={"case": case.name, "rank": rank, "program": which})
+    meta = {"case": case.name, "rank": rank, "program": which}
+    if getattr(case, "ir", "legacy") == "pir":  # the same snapshot form, from PIR
+        from .pir_snapshot import snapshot_rank
+
+        return snapshot_rank(rp, meta)
+    s = snap_mod.from_programs(rp.main, rp.startup, meta=meta)
     s.feeds = sorted(f.name for f in rp.feeds)
     return s
 
@@ -149,6 +153,9 @@ def run_application(adapter, case, source: str = "installed",
     ``value`` runs the value proofs (on every rank, when every rank built
     and no pass crashed).
     """
+    if hasattr(adapter, "handles") and not adapter.handles(case):
+        raise ValueError(f"{adapter.name} rewrites {adapter.ir} programs; case {case.name} "
+                         f"is {getattr(case, 'ir', 'legacy')}: not a pair the matrix makes")
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
                       source=source, case_file=getattr(case, "source_file", "") or "")

@@ -46,21 +46,23 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
     the run is interrupted)."""
     name, numeric = pick_backend(backend, seed)
     apps = [] if apps is None else apps
-    total = len(adapters) * len(cases)
+    from passes.base import pairs
+
+    todo = pairs(adapters, cases)  # a pass meets only cases of its own IR
+    total = len(todo)
     bar = out is not None and hasattr(out, "isatty") and out.isatty()
-    for adapter in adapters:
-        for case in cases:
-            if bar:  # a progress bar on a terminal; finished lines scroll above it
-                done = len(apps)
-                filled = int(30 * done / max(total, 1))
-                out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} "
-                          f"{adapter.short} {case.name[:30]:30s}")
-                out.flush()
-            app = run_application(adapter, case, source=source, numeric=numeric)
-            apps.append(app)
-            if out is not None:
-                prefix = "\r\033[K" if bar else ""
-                print(prefix + f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
+    for adapter, case in todo:
+        if bar:  # a progress bar on a terminal; finished lines scroll above it
+            done = len(apps)
+            filled = int(30 * done / max(total, 1))
+            out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} "
+                      f"{adapter.short} {case.name[:30]:30s}")
+            out.flush()
+        app = run_application(adapter, case, source=source, numeric=numeric)
+        apps.append(app)
+        if out is not None:
+            prefix = "\r\033[K" if bar else ""
+            print(prefix + f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
     return apps, name
 
 

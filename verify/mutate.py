@@ -121,6 +121,8 @@ def _jobs(adapters, cases):
     apps = []
     for adapter in adapters:
         for case in cases:
+            if getattr(case, "ir", "legacy") != "legacy":
+                continue  # program mutants edit legacy programs only (PIR: not yet)
             entry = base.get(baseline.key(adapter.name, case.name))
             if entry and entry["verdict"] == "EQUIVALENT" and entry["fires"]:
                 apps.append((adapter, case))

@@ -46,7 +46,9 @@ def pytest_generate_tests(metafunc):
         pytest.param((adapter.short, name), id=f"{adapter.short}-{name}-{backend}",
                      marks=[getattr(pytest.mark, adapter.short)])
         for adapter in passes.adapters().values()
-        for name in list(cases.all_cases()) + [c.name for c in _file_cases(metafunc.config)]])
+        for name, case in list(cases.all_cases().items()) +
+        [(c.name, c) for c in _file_cases(metafunc.config)]
+        if adapter.handles(case)])  # a pass meets only cases of its own IR
 
 
 def _file_cases(config) -> list:

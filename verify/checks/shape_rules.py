@@ -353,3 +353,88 @@ RULES = {
     # losses
     "softmax_with_cross_entropy": _softmax_ce,
 }
+
+
+# -- PIR ops (keyed by op.name(); slots and attrs as verify/pir_snapshot.py
+# records them: a constant operand's value is the attr "<slot>@value") ------
+def _pir_matmul(s):
+    return {"out": [matmul_shape(s, s("x"), s("y"), bool(s.attr("transpose_x")),
+                                 bool(s.attr("transpose_y")))]}
+
+
+def _pir_matmul_grad(s):
+    out = matmul_shape(s, s("x"), s("y"), bool(s.attr("transpose_x")),
+                       bool(s.attr("transpose_y")))
+    dout = s("out_grad")
+    s.need(len(dout) == len(out), f"out_grad has rank {len(dout)}, the product {len(out)}")
+    for i, (a, b) in enumerate(zip(dout, out)):
+        s.need(eq(a, b), f"out_grad dim {i} ({a}) is not the product's ({b})")
+    return {"x_grad": [s("x")], "y_grad": [s("y")]}
+
+
+def _pir_reshape(s):
+    target = s.attr("shape@value")
+    if target is None:
+        raise RuleError("reshape target is not a constant (no shape@value)")
+    return {"out": [reshape_target(s, s("x"), list(target))]}
+
+
+def _pir_mean(s):
+    axis = s.attr("axis@value")
+    if axis is None:
+        raise RuleError("mean axes are not a constant (no axis@value)")
+    return {"out": [reduce_shape(s, s("x"), list(axis), bool(s.attr("keepdim")), False)]}
+
+
+def _pir_sgd(s):
+    p, g = s("param"), s("grad")
+    s.need(len(p) == len(g), "grad has another rank than param")
+    for i, (a, b) in enumerate(zip(p, g)):
+        s.need(eq(a, b), f"grad dim {i} ({b}) differs from param's ({a})")
+    return {"param_out": [p]}
+
+
+def _pir_transpose(s):
+    x, perm = s("x"), list(s.attr("perm", []))
+    if sorted(perm) != list(range(len(x))):
+        s.need(False, f"perm {perm} is not a permutation of rank {len(x)}")
+        return {}
+    return {"out": [[x[p] for p in perm]]}
+
+
+def _pir_transpose_grad(s):
+    g, perm = s("out_grad"), list(s.attr("perm", []))
+    if sorted(perm) != list(range(len(g))):
+        s.need(False, f"perm {perm} is not a permutation of rank {len(g)}")
+        return {}
+    inv = [perm.index(i) for i in range(len(perm))]
+    return {"x_grad": [[g[p] for p in inv]]}
+
+
+def _pir_definition(s):
+    """builtin.parameter / pd_op.data / ...: the declared shape IS the
+    definition (nothing to infer)."""
+    return {}
+
+
+RULES.update({
+    "builtin.parameter": _pir_definition,
+    "pd_op.data": _pir_definition,
+    "builtin.set_parameter": _pir_definition,
+    "builtin.shadow_output": _pir_definition,
+    "pd_op.full": lambda s: {"out": [list(s.attr("shape", []))]},
+    "pd_op.full_int_array": lambda s: {"out": [[len(s.attr("value", []))]]},
+    "pd_op.uniform": lambda s: {"out": [list(s.attr("shape@value") or [])]}
+    if s.attr("shape@value") is not None else {},
+    "pd_op.full_like": same_as("x", "out"),
+    "pd_op.matmul": _pir_matmul,
+    "pd_op.matmul_grad": _pir_matmul_grad,
+    "pd_op.reshape": _pir_reshape,
+    "pd_op.transpose": _pir_transpose,
+    "pd_op.transpose_grad": _pir_transpose_grad,
+    "pd_op.square": same_as("x", "out"),
+    "pd_op.square_grad": grads_like(x_grad="x"),
+    "pd_op.mean": _pir_mean,
+    "pd_op.mean_grad": grads_like(x_grad="x"),
+    "pd_op.sgd_": _pir_sgd,
+})

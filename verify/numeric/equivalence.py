@@ -174,6 +174,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                    steps: int = DEFAULT_STEPS, adapter=None, mutator=None,
                    notes=None) -> list:
     """CheckResults of kind ``numeric`` for one application."""
+    if getattr(case, "ir", "legacy") == "pir":  # PIR programs: their own runner
+        from .pir_runner import pir_numeric_checks
+
+        return pir_numeric_checks(case, outcomes, backends=backends, seed=seed, steps=steps,
+                                  adapter=adapter, notes=notes)
     paddle_module()
     originals = {o.rank: o.run.original for o in outcomes}
     rewrittens = {o.rank: o.run.rewritten for o in outcomes}

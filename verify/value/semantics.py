@@ -614,3 +614,104 @@ ROWS = {
 # Startup ops that draw random values: their output is an input symbol.
 RANDOM_INIT = {"uniform_random", "gaussian_random", "truncated_gaussian_random",
                "randint", "randperm"}
+
+
+# -- PIR ops (keyed by op.name(); slots and attrs as verify/pir_snapshot.py
+# records them).  Each is the legacy row of the same kernel, reached through
+# a renaming of slots and attrs (one meaning per kernel), or a definition. ---
+class _OpView:
+    __slots__ = ("type", "attrs", "inputs", "outputs", "idx")
+
+    def __init__(self, op, attrs):
+        self.type, self.attrs = op.type, attrs
+        self.inputs, self.outputs, self.idx = op.inputs, op.outputs, getattr(op, "idx", 0)
+
+
+def _via(row, ins_map, outs_map, attrs_fn=lambda a: a):
+    """A PIR row from a legacy ``row``: PIR input slots renamed by
+    ``ins_map``, legacy outputs back by ``outs_map``, attrs by ``attrs_fn``."""
+    def pir_row(op, ins, k):
+        legacy_ins = {ins_map[s]: v for s, v in ins.items() if s in ins_map}
+        out = row(_OpView(op, attrs_fn(dict(op.attrs))), legacy_ins, k)
+        return {outs_map[s]: v for s, v in out.items() if s in outs_map}
+    return pir_row
+
+
+def _pir_trans(a):
+    return {**a, "trans_x": bool(a.get("transpose_x")), "trans_y": bool(a.get("transpose_y"))}
+
+
+def _pir_reduce_attrs(a):
+    axis = a.get("axis@value")
+    if axis is None:
+        raise Unsupported("mean axes are not a constant (no axis@value)")
+    return {**a, "dim": list(axis), "keep_dim": bool(a.get("keepdim")),
+            "reduce_all": not axis}
+
+
+def _pir_reshape_attrs(a):
+    if a.get("shape@value") is None:
+        raise Unsupported("reshape target is not a constant (no shape@value)")
+    return {**a, "shape": list(a["shape@value"])}
+
+
+def _pir_full_int_array(op, ins, k):
+    vals = list(op.attrs.get("value") or [])
+    arr = np.empty([len(vals)], dtype=object)
+    for i, v in enumerate(vals):
+        arr[i] = k.const(v)
+    return {"out": [Tensor(arr, [((len(vals), len(vals)),)], "int64")]}
+
+
+def _pir_full_like(op, ins, k):
+    x = _t(ins, "x")
+    if op.attrs.get("value@value") is None:
+        raise Unsupported("full_like value is not a constant (no value@value)")
+    arr = np.empty(x.arr.shape, dtype=object)
+    arr.fill(k.const(op.attrs["value@value"]))
+    return {"out": [Tensor(arr, x.dims, x.dtype)]}
+
+
+def _pir_named(in_slot, out_slot):
+    """builtin.set_parameter / shadow_output: the operand under the name the
+    op writes (slot ``parameter`` / ``output`` of the snapshot)."""
+    def row(op, ins, k):
+        return {out_slot: [_t(ins, in_slot)]}
+    return row
+
+
+def _pir_definition(op, ins, k):
+    """builtin.parameter / pd_op.data: binds nothing; the value under the
+    name is the entry's (startup's write, or a feed, or a fresh input)."""
+    return {}
+
+
+ROWS.update({
+    "builtin.parameter": _pir_definition,
+    "pd_op.data": _pir_definition,
+    "builtin.set_parameter": _pir_named("operands", "parameter"),
+    "builtin.shadow_output": _pir_named("operands", "output"),
+    "pd_op.full": _via(fill_constant, {}, {"Out": "out"}),
+    "pd_op.full_int_array": _pir_full_int_array,
+    "pd_op.full_like": _pir_full_like,
+    "pd_op.matmul": _via(matmul, {"x": "X", "y": "Y"}, {"Out": "out"}, _pir_trans),
+    "pd_op.matmul_grad": _via(matmul_grad, {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
+                              {"X@GRAD": "x_grad", "Y@GRAD": "y_grad"}, _pir_trans),
+    "pd_op.reshape": _via(reshape, {"x": "X"}, {"Out": "out"}, _pir_reshape_attrs),
+    "pd_op.transpose": _via(transpose, {"x": "X"}, {"Out": "out"},
+                            lambda a: {**a, "axis": list(a.get("perm") or [])}),
+    "pd_op.transpose_grad": _via(transpose, {"out_grad": "X"}, {"Out": "x_grad"},
+                                 lambda a: {**a, "axis": [list(a.get("perm") or []).index(i)
+                                                          for i in range(len(a.get("perm")
+                                                                             or []))]}),
+    "pd_op.square": _via(square, {"x": "X"}, {"Out": "out"}),
+    "pd_op.square_grad": _via(square_grad, {"x": "X", "out_grad": "Out@GRAD"},
+                              {"X@GRAD": "x_grad"}),
+    "pd_op.mean": _via(_reduce(mean=True), {"x": "X"}, {"Out": "out"}, _pir_reduce_attrs),
+    "pd_op.mean_grad": _via(_reduce_grad(mean=True), {"x": "X", "out_grad": "Out@GRAD"},
+                            {"X@GRAD": "x_grad"}, _pir_reduce_attrs),
+    "pd_op.sgd_": _via(sgd, {"param": "Param", "grad": "Grad", "learning_rate": "LearningRate",
+                             "master_param": "MasterParam"},
+                       {"ParamOut": "param_out", "MasterParamOut": "master_param_out"}),
+})
+RANDOM_INIT |= {"pd_op.uniform", "pd_op.gaussian"}

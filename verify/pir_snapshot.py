@@ -1,0 +1,322 @@
+"""A PIR program as the same plain :class:`~verify.snapshot.ProgramSnapshot`
+every check reads (one snapshot form for both IRs).
+
+A PIR program is SSA already: every value is written once, by the op that
+defines it.  The snapshot gives each value one stable name and then looks
+exactly like a legacy snapshot, so def-use, reaching definitions, the shape
+table, the value proofs, diffs and reports need no second implementation.
+
+The form
+--------
+* **Value names.**  The result of ``builtin.parameter`` is named by its
+  ``parameter_name``, the result of ``pd_op.data`` by its ``name``; every
+  other value is ``%<n>``, ``n`` counting the results of the main program's
+  ops in program order (startup values: ``startup%<n>``).  A null result
+  (a gradient nobody asked for) is left out of its slot.  Two builds of one
+  program get equal snapshots.  A *rewritten* program is named from the
+  original's table: ops are keyed by ``op.id()`` (a process-wide counter
+  Paddle never reuses, so an op the pass erased can never lend its name to a
+  new one); kept values keep their names and values the pass created get
+  the next free ``%<n>`` in program order.  So a kept op renders the same
+  before and after the rewrite, and a value the pass replaced shows up as a
+  rename of its consumers (``verify.renames``).  Never compare Values with
+  ``==`` (PIR's operator patch builds a ``pd_op.equal``).
+* **Op.** ``type`` = ``op.name()`` (``"pd_op.matmul_grad"``).  Slots: the
+  operand / result names of the op's signature
+  (``op.get_input_names()`` / ``get_output_names()``: ``x``, ``y``,
+  ``out_grad`` -> ``x_grad``, ``y_grad``); an op without that interface
+  (``builtin.*``) has one slot ``operands`` and one ``results``.
+  ``builtin.set_parameter`` (startup) writes its ``parameter_name`` in the
+  synthetic slot ``parameter`` so "the startup program writes ``w``" reads
+  the same as in a legacy startup.
+* **Attrs**: ``op.attrs()`` made plain (dtypes and places as strings),
+  ``op_callstack`` dropped; ``chunk_id`` = ``op.chunk_id``; ``op_role`` as
+  Paddle stores it (-1 when unset); ``dist_attr`` (process mesh shape and
+  ids, operand/result placements as strings) when the op has one; nested
+  blocks as ``blocks`` = their op counts (their ops are not snapshotted: a
+  known limit).  A constant operand, one defined by ``pd_op.full_int_array``
+  (``value``) or ``pd_op.full`` (``value``), is also recorded in its
+  consumer's attrs as ``<slot>@value`` (the reshape target of
+  ``pd_op.reshape``, the axes of ``pd_op.mean``): rules see attrs, not other
+  ops.
+* ``Op.role`` = ``op.op_role`` when set, else 0 (forward); ``Op.stream`` =
+  the ``execution_stream`` attr when set, else ``"default"``.
+* **Var** per value: ``shape`` = ``value.shape`` (``-1`` dynamic),
+  ``dtype`` = ``float32`` style; a vector-typed result (``builtin.combine``)
+  has ``shape`` ``[]`` and dtype ``vector<...>`` (its type string);
+  ``persistable``, ``is_parameter`` (``builtin.parameter``), ``is_data``
+  (``pd_op.data`` that is not persistable; a persistable ``pd_op.data``,
+  such as the learning rate, is a global the startup program writes with
+  ``builtin.shadow_output``, whose synthetic slot ``output`` names it).
+  Value dist attrs, when present, are in
+  ``meta["dist_values"]``.
+* ``feeds``: the ``pd_op.data`` names; ``meta["ir"] = "pir"``.
+
+The one Paddle-touching entry is :func:`from_pir_programs`; Paddle must be in
+PIR mode while it runs (``paddle.pir_utils.IrGuard()``: this process runs
+Paddle in legacy mode, see ``verify/legacy_ir.py``; building and reading
+PIR programs in process under ``IrGuard`` works on 3.3.1).
+"""
+from __future__ import annotations
+
+from .snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
+
+_NOISE_ATTRS = {"op_callstack"}
+CONSTANT_OPS = {"pd_op.full_int_array", "pd_op.full"}
+
+
+class Names:
+    """Stable value names: ``(op.id(), result index) -> name``."""
+
+    def __init__(self, prefix: str = "%"):
+        self.prefix = prefix
+        self.table = {}
+        self.counter = 0
+
+    def key(self, value):
+        op = value.get_defining_op()
+        return None if op is None else (op.id(), value.index())
+
+    def name(self, value):
+        k = self.key(value)
+        return None if k is None else self.table.get(k)
+
+    def assign(self, program) -> "Names":
+        """Name every result of ``program``'s global block not named yet,
+        in program order (parameters and data by their own names)."""
+        for op in program.global_block().ops:
+            attrs = _safe_attrs(op)
+            for i, v in enumerate(op.results()):
+                k = (op.id(), i)
+                if k in self.table or _is_null(v):
+                    continue
+                if op.name() == "builtin.parameter":
+                    self.table[k] = str(attrs.get("parameter_name"))
+                elif op.name() == "pd_op.data":
+                    self.table[k] = str(attrs.get("name"))
+                else:
+                    self.table[k] = f"{self.prefix}{self.counter}"
+                    self.counter += 1
+        return self
+
+    def carried(self, original_program, clone_program) -> "Names":
+        """The table for ``clone_program`` (``original_program.clone()``,
+        not rewritten yet): op i of the clone gets op i's names."""
+        out = Names(self.prefix)
+        out.counter = self.counter
+        a, b = original_program.global_block().ops, clone_program.global_block().ops
+        if len(a) != len(b):
+            raise ValueError(f"clone has {len(b)} ops, the original {len(a)}")
+        for oa, ob in zip(a, b):
+            if oa.name() != ob.name():
+                raise ValueError(f"clone op {ob.name()} stands where {oa.name()} was")
+            for i in range(oa.num_results()):
+                name = self.table.get((oa.id(), i))
+                if name is not None:
+                    out.table[(ob.id(), i)] = name
+        return out
+
+
+def _is_null(value) -> bool:
+    """A null operand or a null-typed result (an unrequested grad).  Never
+    ask a null Value for its type: that can crash the process."""
+    try:
+        return not value.initialized()
+    except Exception:
+        return True
+
+
+def _safe_attrs(op) -> dict:
+    try:
+        return dict(op.attrs())
+    except Exception:
+        return {}
+
+
+def _plain_attr(v):
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain_attr(x) for x in v]
+    s = str(v)
+    return _dtype_name(s) if s.startswith("paddle.") else s
+
+
+def _slot_names(op, which: str, n: int) -> list:
+    if op.name().startswith("builtin."):  # no signature; asking crashes on 3.3.1
+        return None
+    try:
+        names = list(op.get_input_names() if which == "in" else op.get_output_names())
+    except Exception:
+        names = []
+    if len(names) != n:
+        return None
+    return names
+
+
+def _dist_attr(op):
+    try:
+        d = op.dist_attr
+    except Exception:
+        return None
+    if d is None:
+        return None
+    out = {}
+    try:
+        mesh = d.process_mesh
+        out["mesh"] = {"shape": list(mesh.shape), "process_ids": list(mesh.process_ids)}
+    except Exception:
+        pass
+    for key, getter in (("operands", "operands"), ("results", "results")):
+        try:
+            out[key] = [str(x) for x in getattr(d, getter)()]
+        except Exception:
+            pass
+    return out or str(d)
+
+
+def _var(name, value, kind):
+    if _is_null(value):
+        return None
+    try:
+        dense = value.is_dense_tensor_type()
+    except Exception:
+        dense = False
+    if dense:
+        try:
+            shape = [int(d) for d in value.shape]
+        except Exception:
+            shape = []
+        dtype = _dtype_name(value.dtype)
+    else:
+        shape, dtype = [], str(value.type())
+    try:
+        persistable = bool(value.persistable)
+    except Exception:
+        persistable = False
+    return Var(name=name, shape=shape, dtype=dtype, persistable=persistable or kind == "param",
+               is_parameter=kind == "param", is_data=kind == "data" and not persistable)
+
+
+def _constant(op, attrs):
+    """The constant a ``pd_op.full_int_array`` / ``pd_op.full`` defines."""
+    if op is None or op.name() not in CONSTANT_OPS:
+        return None
+    return _plain_attr(attrs.get("value"))
+
+
+def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> list:
+    ops = []
+    const_of = {}
+    for idx, op in enumerate(program.global_block().ops):
+        attrs_raw = _safe_attrs(op)
+        opname = op.name()
+        n_in, n_out = op.num_operands(), op.num_results()
+        in_slots = _slot_names(op, "in", n_in) or (["operands"] * n_in)
+        out_slots = _slot_names(op, "out", n_out) or (["results"] * n_out)
+        inputs, outputs = {}, {}
+        attrs = {k: _plain_attr(v) for k, v in attrs_raw.items() if k not in _NOISE_ATTRS}
+        for i, slot in enumerate(in_slots):
+            inputs.setdefault(slot, [])
+            src = op.operand_source(i)
+            if _is_null(src):
+                continue
+            nm = names.name(src)
+            if nm is None:
+                nm = f"<unnamed operand {i} of op {idx}>"
+            inputs[slot].append(nm)
+            if nm in const_of:
+                attrs[f"{slot}@value"] = const_of[nm]
+        kind = "param" if opname == "builtin.parameter" else \
+            "data" if opname == "pd_op.data" else ""
+        for i, slot in enumerate(out_slots):
+            outputs.setdefault(slot, [])
+            v = op.result(i)
+            nm = names.name(v)
+            if nm is None or _is_null(v):
+                continue
+            outputs[slot].append(nm)
+            var = _var(nm, v, kind)
+            if var is not None:
+                vars_[nm] = var
+            c = _constant(op, attrs_raw)
+            if c is not None:
+                const_of[nm] = c
+            try:
+                vd = v.dist_attr()
+            except Exception:
+                vd = None
+            if vd is not None:
+                meta.setdefault("dist_values", {})[nm] = str(vd)
+        if opname == "builtin.set_parameter":
+            outputs["parameter"] = [str(attrs_raw.get("parameter_name"))]
+        if opname == "builtin.shadow_output":  # a persistable written by name
+            outputs["output"] = [str(attrs_raw.get("output_name"))]
+        try:
+            attrs["chunk_id"] = int(op.chunk_id)
+        except Exception:
+            pass
+        try:
+            role_raw = int(op.op_role)
+        except Exception:
+            role_raw = -1
+        attrs["op_role"] = role_raw
+        dist = _dist_attr(op)
+        if dist is not None:
+            attrs["dist_attr"] = dist
+        try:
+            blocks = op.blocks()
+        except Exception:
+            blocks = []
+        if blocks:
+            attrs["blocks"] = [len(b.ops) for b in blocks]
+            meta.setdefault("nested_blocks", []).append(
+                {"program": "startup" if startup else "main", "op_index": idx,
+                 "op_type": opname, "ops": attrs["blocks"]})
+        stream = attrs.get("execution_stream") or "default"
+        ops.append(Op(idx=idx, type=opname, inputs=inputs, outputs=outputs, attrs=attrs,
+                      role=role_raw if role_raw >= 0 else 0, stream=str(stream)))
+    return ops
+
+
+def value_names(main) -> Names:
+    """The name table of an original (unrewritten) main program."""
+    return Names("%").assign(main)
+
+
+def from_pir_programs(main, startup=None, names: Names | None = None,
+                      startup_names: Names | None = None,
+                      meta: dict | None = None) -> ProgramSnapshot:
+    """Snapshot a live PIR ``main`` (and ``startup``).
+
+    ``names``: the table the original was named with (for a rewritten
+    program: :meth:`Names.carried` taken before the pass ran); values it
+    does not know are named afresh, after the ones it holds.
+    """
+    meta = dict(meta or {})
+    meta["ir"] = "pir"
+    names = names if names is not None else Names("%")
+    names.assign(main)
+    vars_ = {}
+    ops = _records(main, names, vars_, meta, startup=False)
+    feeds = sorted(n for n, v in vars_.items() if v.is_data)
+    sops = []
+    if startup is not None:
+        sn = startup_names if startup_names is not None else Names("startup%")
+        sn.assign(startup)
+        svars = {}
+        sops = _records(startup, sn, svars, meta, startup=True)
+        for n, v in svars.items():
+            vars_.setdefault(n, v)
+    return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=sops, feeds=feeds, meta=meta)
+
+
+def snapshot_rank(rp, meta: dict | None = None) -> ProgramSnapshot:
+    """The snapshot of a case's PIR RankProgram (``cases.pir_matmul_grad``),
+    named with its table; ``feeds`` are the case's fed names."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        s = from_pir_programs(rp.main, rp.startup, getattr(rp, "names", None), meta=meta)
+    s.feeds = sorted(f.name for f in rp.feeds)
+    return s
