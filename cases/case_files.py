@@ -186,6 +186,15 @@ def _validate(path: str, index: int, case) -> FileCase:
 
 def _load_one(path: str) -> dict:
     path = os.path.abspath(path)
+    if os.path.isdir(path) or os.path.basename(path) == "plan.json":
+        # a program dir (verify/program_dir.py): one planned case
+        from verify.program_dir import ProgramDirError, load_program_dir
+
+        try:
+            case = load_program_dir(path)
+        except ProgramDirError as exc:
+            raise CaseFileError(str(exc)) from None
+        return {case.name: case}
     if not os.path.isfile(path):
         raise CaseFileError(f"case file {path} does not exist")
     mtime = os.path.getmtime(path)

@@ -23,6 +23,10 @@ def _parser():
     lst = sub.add_parser("list", help="list passes and cases")
     lst.add_argument("--case-file", dest="case_files", action="append", default=[],
                      metavar="PATH", help="also list the cases of this case file")
+    lst.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
+                     metavar="DIR",
+                     help="a program dir (python -m verify plan, or the documented format "
+                          "in verify/program_dir.py) as one more case (repeatable)")
     sub.add_parser("mutate", help="mutation testing of the checker (see verify/mutate.py)",
                    add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
@@ -40,7 +44,18 @@ def _parser():
                      help="embed this pass source instead of using the installed pass")
     rep.add_argument("--case-file", dest="case_files", action="append", default=[],
                      metavar="PATH", help="a case file the case comes from (repeatable)")
+    rep.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
+                     metavar="DIR",
+                     help="a program dir (python -m verify plan, or the documented format "
+                          "in verify/program_dir.py) as one more case (repeatable)")
     rep.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
+    pl = sub.add_parser("plan", help="plan MODEL.py for every rank with Paddle's Engine "
+                        "(CPU) and write a program dir")
+    pl.add_argument("model", metavar="MODEL.py")
+    pl.add_argument("--ranks", type=int, required=True)
+    pl.add_argument("--mesh", default=None,
+                    help="DPxTP (e.g. 2x2) or a JSON list (default: 1-D TP over all ranks)")
+    pl.add_argument("--out", required=True, metavar="DIR")
     run = sub.add_parser("run", help="apply passes to cases and check every application")
     run.add_argument("--pass", dest="passes", action="append", default=[],
                      metavar="NAME", help="pass name or short name (repeatable; default all)")
@@ -50,6 +65,10 @@ def _parser():
                      metavar="PATH", help="a Python file defining CASES with the public "
                      "case API (verify/case_api.py); its cases join the built-in ones "
                      "(repeatable)")
+    run.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
+                     metavar="DIR",
+                     help="a program dir (python -m verify plan, or the documented format "
+                          "in verify/program_dir.py) as one more case (repeatable)")
     run.add_argument("--pass-file", metavar="PATH",
                      help="load the pass from this source file instead of the installed Paddle")
     run.add_argument("--report-dir", metavar="DIR", default=None,
@@ -127,7 +146,11 @@ def _resolve(args):
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     try:
-        chosen = cases.select(args.cases, extra=file_cases(args.case_files))
+        extra = file_cases(args.case_files + args.program_dirs)
+        if args.program_dirs and not args.cases and not args.case_files:
+            chosen = extra  # a program dir alone: just its programs
+        else:
+            chosen = cases.select(args.cases, extra=extra)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     return adapters, chosen
@@ -215,6 +238,17 @@ def cmd_run(args, out=sys.stdout) -> int:
     return 0 if all(a.as_expected for a in apps) else 1
 
 
+def cmd_plan(args, out=sys.stdout) -> int:
+    from .plan import PlanError, plan
+
+    try:
+        path = plan(args.model, args.ranks, args.mesh, args.out)
+    except PlanError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {path}\ncheck it with: python -m verify run --program-dir {path}", file=out)
+    return 0
+
+
 def cmd_repro(args, out=sys.stdout) -> int:
     import cases
     import passes
@@ -225,7 +259,8 @@ def cmd_repro(args, out=sys.stdout) -> int:
         adapter = passes.get(args.pass_name)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
-    table = {**cases.all_cases(), **{c.name: c for c in file_cases(args.case_files)}}
+    table = {**cases.all_cases(), **{c.name: c for c in file_cases(
+        args.case_files + args.program_dirs)}}
     case = table.get(args.case_name)
     if case is None:
         raise UsageError(f"unknown case {args.case_name!r}; known: {', '.join(table)}")
@@ -328,11 +363,13 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "list":
-            return cmd_list(case_files=args.case_files)
+            return cmd_list(case_files=args.case_files + args.program_dirs)
         if args.cmd == "run":
             return cmd_run(args)
         if args.cmd == "repro":
             return cmd_repro(args)
+        if args.cmd == "plan":
+            return cmd_plan(args)
         if args.cmd == "baseline":
             return cmd_baseline(args)
         _parser().print_help()

@@ -1,0 +1,220 @@
+"""``python -m verify plan MODEL.py --ranks N [--mesh M] --out DIR``.
+
+Plans a model written in plain Paddle (see ``examples/tiny_mlp.py`` for what
+the file defines) with Paddle's own auto-parallel planner, the legacy
+``Engine`` on CPU, for every rank, and writes the per-rank programs and all
+the passes need to DIR in the program-dir format (``verify/program_dir.py``).
+
+Each rank is planned in a fresh subprocess (``python -m verify.plan --rank
+R ...``) because the Engine reads ``PADDLE_TRAINER_ID`` /
+``PADDLE_TRAINERS_NUM`` when Paddle's distributed env is first queried and
+leaves global state behind; as in ``cases/engine_planned.py`` it gets a
+synthetic cluster and its ``_init_comm`` / ``_initialize`` are no-ops
+(planning without running); everything else is the planner's own code.
+Strategy: ``auto_mode = "semi"``, ``sp_optimization.enable = False``, the
+passes under test left off (the suite applies them); the model file may edit
+it (``configure(strategy)``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parent.parent
+SEED = 1234
+
+
+class PlanError(Exception):
+    pass
+
+
+def parse_mesh(text, ranks: int) -> list:
+    """``None`` -> ``[0..N-1]``; ``"DPxTP"`` -> a DP x TP mesh; else JSON lists."""
+    if text is None:
+        return list(range(ranks))
+    text = text.strip()
+    if "x" in text and not text.startswith("["):
+        try:
+            dp, tp = (int(t) for t in text.split("x"))
+        except ValueError:
+            raise PlanError(f"--mesh {text!r}: expected DPxTP (e.g. 2x2) or a JSON list") \
+                from None
+        mesh = [[i * tp + j for j in range(tp)] for i in range(dp)]
+    else:
+        try:
+            mesh = json.loads(text)
+        except json.JSONDecodeError:
+            raise PlanError(f"--mesh {text!r}: expected DPxTP (e.g. 2x2) or a JSON list") \
+                from None
+    flat = sorted(r for row in mesh for r in (row if isinstance(row, list) else [row]))
+    if flat != list(range(ranks)):
+        raise PlanError(f"--mesh {text!r} holds ranks {flat}, not 0..{ranks - 1}")
+    return mesh
+
+
+def _load_model(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_verify_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("build_model", "loss", "optimizer", "inputs", "labels"):
+        if not hasattr(module, name):
+            raise PlanError(f"model file {path} defines no {name!r} "
+                            "(see examples/tiny_mlp.py)")
+    return module
+
+
+def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
+    """In the rank's subprocess: plan and write rank<R>/ (main, startup, meta)."""
+    from verify.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    import numpy as np
+    from paddle.distributed.auto_parallel.static import parallelizer_v2
+    from paddle.distributed.auto_parallel.static.cluster import Cluster
+    from paddle.distributed.auto_parallel.static.process_group import (
+        get_all_process_groups,
+    )
+    from paddle.distributed.fleet import auto
+
+    from cases.engine_planned import _mesh_record, _program_record
+    from verify.program_dir import FORMAT, VERSION
+
+    nranks = int(np.array(mesh).size)
+    paddle.static.default_main_program().random_seed = SEED
+    paddle.static.default_startup_program().random_seed = SEED
+    names = ["mp"] if np.array(mesh).ndim == 1 else ["dp", "mp"]
+    pmesh = auto.ProcessMesh(mesh, dim_names=names)
+    model = _load_model(model_path)
+    layer = model.build_model(pmesh)
+    opt = model.optimizer(layer.parameters())
+    strategy = auto.Strategy()
+    strategy.auto_mode = "semi"
+    strategy.seed = SEED
+    strategy.sp_optimization.enable = False
+    if hasattr(model, "configure"):
+        model.configure(strategy)
+    cluster = Cluster()
+    cluster.gen_default_config_cluster(node_count=1, device_count=nranks)
+    engine = auto.Engine(layer, model.loss, opt, cluster=cluster, strategy=strategy)
+    engine._init_comm = lambda: None
+    engine._initialize = lambda *a, **k: None
+    seen = {}
+    original_post = parallelizer_v2.Parallelizer._apply_post_optimization
+
+    def recording_post(self, main_program, startup_program, rank_, params_grads):
+        seen["params_grads"] = [[p.name, g.name] for p, g in params_grads]
+        return original_post(self, main_program, startup_program, rank_, params_grads)
+
+    parallelizer_v2.Parallelizer._apply_post_optimization = recording_post
+    try:
+        engine.prepare(inputs_spec=list(model.inputs), labels_spec=list(model.labels),
+                       mode="train")
+    finally:
+        parallelizer_v2.Parallelizer._apply_post_optimization = original_post
+    ctx = engine._dist_contexts["train"]
+    main = ctx.dist_main_programs[rank]
+    startup = ctx.dist_startup_programs[rank]
+    batch = int(getattr(model, "BATCH", 2))
+    feeds = []
+    for var in list(ctx.serial_feed_vars["inputs"]) + list(ctx.serial_feed_vars["labels"]):
+        v = main.global_block().var(var.name)
+        shape = [int(d) for d in v.shape]
+        feeds.append({"name": v.name, "shape": shape,
+                      "concrete_shape": [batch if d == -1 else d for d in shape],
+                      "dtype": paddle.base.data_feeder.convert_dtype(v.dtype),
+                      "split": "dp"})
+    loss = ctx.serial_loss
+    loss = loss[0] if isinstance(loss, (list, tuple)) else loss
+    meta = {
+        "format": FORMAT, "version": VERSION, "rank": rank, "world_size": nranks,
+        "paddle_version": paddle.__version__, "paddle_commit": paddle.version.commit,
+        "mesh": _mesh_record(pmesh),
+        "process_groups": {str(g.id): list(g.ranks) for g in get_all_process_groups()},
+        "feeds": feeds, "loss": loss.name,
+        "fetches": [v.name for v in ctx.serial_fetch_vars["outputs"]],
+        "params_grads": seen.get("params_grads", []),
+        "main": _program_record(main, ctx), "startup": _program_record(startup, ctx),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "main.pdmodel").write_bytes(main.desc.serialize_to_string())
+    (out_dir / "startup.pdmodel").write_bytes(startup.desc.serialize_to_string())
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+
+def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0) -> Path:
+    """Plan every rank (in parallel subprocesses) and write the program dir."""
+    from verify.program_dir import write_plan_json
+
+    model_path = os.path.abspath(model_path)
+    if not os.path.isfile(model_path):
+        raise PlanError(f"model file {model_path} does not exist")
+    if ranks < 1:
+        raise PlanError("--ranks must be at least 1")
+    mesh = parse_mesh(mesh_text, ranks)
+    out = Path(out).resolve()
+    if out.exists() and any(out.iterdir()):
+        raise PlanError(f"output directory {out} exists and is not empty")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=out.parent))
+    procs = {}
+    env0 = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
+    for r in range(ranks):
+        env = dict(env0, PADDLE_TRAINER_ID=str(r), PADDLE_TRAINERS_NUM=str(ranks),
+                   FLAGS_enable_pir_api="0",
+                   PYTHONPATH=os.pathsep.join([str(_REPO)] + [p for p in [
+                       os.environ.get("PYTHONPATH")] if p]))
+        procs[r] = subprocess.Popen(
+            [sys.executable, "-m", "verify.plan", "--rank", str(r), "--model", model_path,
+             "--mesh-json", json.dumps(mesh), "--rank-dir", str(tmp / f"rank{r}")],
+            cwd=str(_REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+    errors = []
+    for r, p in procs.items():
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            errors.append(f"rank {r}: planning timed out after {timeout:g} s")
+            continue
+        if p.returncode != 0:
+            lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
+            errors.append(f"rank {r}: {lines[-1] if lines else f'exit {p.returncode}'}")
+    if errors:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PlanError("planning failed: " + "; ".join(errors[:2]))
+    write_plan_json(tmp, name=Path(model_path).stem, mesh=mesh, model=model_path)
+    if out.exists():
+        out.rmdir()
+    os.rename(tmp, out)
+    return out
+
+
+def _main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="python -m verify.plan")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--mesh-json", required=True)
+    ap.add_argument("--rank-dir", required=True)
+    a = ap.parse_args(argv)
+    if os.environ.get("PADDLE_TRAINER_ID") != str(a.rank):
+        print("run through `python -m verify plan`", file=sys.stderr)
+        return 2
+    t = time.time()
+    _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
+    print(f"rank {a.rank} planned in {time.time() - t:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
