@@ -29,11 +29,17 @@ SPLIT = "_pir_split_matmul_grad_to_matmul"
 B, S = 2, 4
 
 
+# what a reproducer (verify/pir_repro.py) embeds besides build_programs
+REPRO_CONSTANTS = {"B": B, "S": S}
+
+
 class PirCase(Case):
     """A case whose programs are PIR programs (``ir = "pir"``)."""
 
 
-def _shapes(p):
+def _shapes(p, B=B, S=S):
+    """(x as declared, x as fed, w0, w1, transpose_x, transpose_y); plain Python
+    (a reproducer embeds this function's source)."""
     k, h, n = (8, 8, 8) if p.get("square", True) else (8, 6, 4)
     two_d, tx, ty = p.get("two_d", False), p.get("tx", False), p.get("ty", False)
     batch, seq = (-1 if p.get("dynamic") else B), p.get("seq", S)
@@ -50,12 +56,12 @@ def _shapes(p):
     return (act(lead, k), act(concrete_lead, k), weight(k, h), weight(h, n), tx, ty)
 
 
-def build(case: Case, rank: int) -> RankProgram:
+def build_programs(params):
+    """``(main, startup, loss, params_grads, x_fed_shape)``, built under PIR;
+    needs only Paddle and :func:`_shapes` (a reproducer embeds both)."""
     import paddle
 
-    from verify.pir_snapshot import value_names
-
-    x_shape, x_concrete, w0_shape, w1_shape, tx, ty = _shapes(case.params)
+    x_shape, x_concrete, w0_shape, w1_shape, tx, ty = _shapes(params)
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
@@ -71,6 +77,19 @@ def build(case: Case, rank: int) -> RankProgram:
             loss = paddle.mean(paddle.square(o))
             opt = paddle.optimizer.SGD(learning_rate=0.1)
             _, params_grads = opt.minimize(loss)
+    return main, startup, loss, params_grads, x_concrete
+
+
+REPRO_SOURCES = (_shapes,)
+
+
+def build(case: Case, rank: int) -> RankProgram:
+    import paddle
+
+    from verify.pir_snapshot import value_names
+
+    main, startup, loss, params_grads, x_concrete = build_programs(case.params)
+    with paddle.pir_utils.IrGuard():
         names = value_names(main)
         grads = []  # dX and dW of every matmul_grad (dX of layer 1 is dh)
         for op in main.global_block().ops:
@@ -78,12 +97,12 @@ def build(case: Case, rank: int) -> RankProgram:
                 grads += [names.name(op.result(0)), names.name(op.result(1))]
         sgd_outs = [names.name(op.result(0)) for op in main.global_block().ops
                     if op.name() == "pd_op.sgd_"]
-    rp = PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
-                        params_grads=params_grads,
-                        feeds=[FeedSpec("x", tuple(x_concrete))],
-                        loss=names.name(loss), fetches=[n for n in grads + sgd_outs if n],
-                        names=names)
-    return rp
+        loss_name = names.name(loss)
+    return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
+                          params_grads=params_grads,
+                          feeds=[FeedSpec("x", tuple(x_concrete))],
+                          loss=loss_name, fetches=[n for n in grads + sgd_outs if n],
+                          names=names)
 
 
 from dataclasses import dataclass  # noqa: E402

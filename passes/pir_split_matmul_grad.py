@@ -64,6 +64,15 @@ class PirSplitMatmulGrad(PassAdapter):
         rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
         return PassRun(original, rewritten, tb, etype)
 
+    def repro_apply_source(self) -> str:
+        """``apply_pass(main)`` for a self-contained reproducer (verify/pir_repro.py)."""
+        return """
+def apply_pass(main):
+    from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
+        PipelineVirtualPipelinePass)
+    PipelineVirtualPipelinePass._pir_split_matmul_grad_ops_to_matmul(None, main)
+"""
+
     def pattern_present(self, snap) -> bool:
         return any(op.type == "pd_op.matmul_grad" for op in snap.ops)
 
@@ -99,6 +108,63 @@ class PirSplitMatmulGrad(PassAdapter):
                                f"{bad[0].role} chunk {bad[0].attrs.get('chunk_id')}, not the "
                                f"grad's", op_index=bad[0].idx))
         return out
+
+    def predict(self, case, rank, before) -> list:
+        """Check, before applying, the ops the helper will build for each
+        grad, as it builds them: flags ignored (its guard looks for
+        ``trans_x``), fold targets ``[x0 * x1, *x[2:]]`` from the declared
+        static dims (a -1 batch gives a negative dim, a 2-D x a 1-D fold)."""
+        from verify.checks.shape_check import check_snapshot
+        from verify.snapshot import Op, ProgramSnapshot
+
+        results = []
+        grads = before.ops_of_type("pd_op.matmul_grad")
+        states = {g.idx: None for g in grads}
+        if grads:
+            check_snapshot(before, rank, "", case.symbols, capture=states)
+        for g in grads:
+            x, y, dout = g.inputs["x"][0], g.inputs["y"][0], g.inputs["out_grad"][0]
+            dy = (g.outputs.get("y_grad") or ["plan.dY"])[0]
+            xs, os_, ys = before.shape(x), before.shape(dout), before.shape(y)
+            if xs is None or os_ is None or ys is None or len(xs) < 2 or len(os_) < 2:
+                continue
+            where = f"{self.name} plan for op {g.idx} on {case.name} rank {rank}"
+            if g.attrs.get("transpose_x") or g.attrs.get("transpose_y"):
+                from verify.verdicts import CheckResult, Verdict
+
+                results.append(CheckResult(
+                    "shape", "prediction", rank, Verdict.NOT_EQUIVALENT,
+                    f"{where}: the grad has transpose_x={g.attrs.get('transpose_x')} "
+                    f"transpose_y={g.attrs.get('transpose_y')}, but the guard tests "
+                    "has_attr('trans_x'/'trans_y') (PIR spells transpose_*): it will be "
+                    "split as if untransposed",
+                    counterexample={"rank": rank, "op_index": g.idx,
+                                    "attrs": {k: g.attrs.get(k)
+                                              for k in ("transpose_x", "transpose_y")}},
+                    details={"crashes_executor": False}))
+            plan = [
+                Op(0, "pd_op.matmul", {"x": [dout], "y": [y]}, {"out": ["plan.dX"]},
+                   {"transpose_x": False, "transpose_y": True}, 1),
+                Op(0, "pd_op.reshape", {"x": [x]}, {"out": ["plan.X2d"]},
+                   {"shape@value": [xs[0] * xs[1], *xs[2:]]}, 1),
+                Op(0, "pd_op.reshape", {"x": [dout]}, {"out": ["plan.dOut2d"]},
+                   {"shape@value": [os_[0] * os_[1], *os_[2:]]}, 1),
+                Op(0, "pd_op.matmul", {"x": ["plan.X2d"], "y": ["plan.dOut2d"]},
+                   {"out": ["plan.dY2d"]}, {"transpose_x": True, "transpose_y": False}, 1),
+                Op(0, "pd_op.reshape", {"x": ["plan.dY2d"]}, {"out": [dy]},
+                   {"shape@value": list(before.shape(dy) or ys)}, 1),
+            ]
+            for k, op in enumerate(plan):
+                op.idx = g.idx + k
+            planned = ProgramSnapshot(plan, before.vars, feeds=before.feeds)
+            for r in check_snapshot(planned, rank, where, case.symbols,
+                                    {g.idx + k for k in (1, 2, 4)}, name="prediction",
+                                    start=states[g.idx]):
+                if r.counterexample is not None:
+                    r.counterexample["planned_for_op"] = g.idx
+                    r.message += f" [planned from pd_op.matmul_grad at op {g.idx}]"
+                results.append(r)
+        return results
 
     def renames(self, case, rank, before, after) -> dict:
         """Each split grad's dX lives on in the matmul reading (dOut, Y), its

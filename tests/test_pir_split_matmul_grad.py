@@ -26,6 +26,7 @@ def test_untransposed_split_is_proved_and_run():
     assert [c.verdict for c in _check(app, "value")] == [Verdict.EQUIVALENT]
     assert [c.verdict for c in _check(app, "numeric")] == [Verdict.EQUIVALENT]
     assert all(c.ok for c in _check(app, "shape") + _check(app, "dataflow"))
+    assert any(c.advisory for c in _check(app, "shape"))  # the plan was checked too
 
 
 def test_transposed_weight_split_as_if_untransposed_is_refuted():
@@ -38,8 +39,9 @@ def test_transposed_weight_split_as_if_untransposed_is_refuted():
     assert abs(cex["original"] - cex["rewritten"]) > cex["tol"]
     (val,) = _check(app, "value")
     assert val.verdict == Verdict.NOT_EQUIVALENT and val.counterexample["var"]
-    # shapes agree (square weight), so only the values tell
-    assert all(c.ok for c in _check(app, "shape"))
+    # shapes agree (square weight), so only the values tell (the advisory
+    # prediction names the ignored flag)
+    assert all(c.ok for c in _check(app, "shape") if not c.advisory)
 
 
 def test_transposed_x_with_equal_dims_is_refuted_too():
@@ -59,3 +61,37 @@ def test_non_square_transposed_weight_crashes_in_the_pass():
     app = _app("pir_mm_3d_ty_nonsquare")
     assert app.verdict == Verdict.PASS_CRASHED
     assert "matmul" in _check(app, "pass")[0].message
+
+
+def test_predictions_explain_each_finding_before_the_pass_runs():
+    dyn = _app("pir_mm_3d_dynamic")
+    pred = [c for c in dyn.checks if c.advisory and not c.ok]
+    assert any("[-4, 8]" in c.message for c in pred)
+    ty = _app("pir_mm_3d_ty_square")
+    assert any("split as if untransposed" in c.message for c in ty.checks if c.advisory)
+    ok = _app("pir_mm_3d")
+    assert all(c.ok for c in ok.checks if c.advisory)
+
+
+def test_pir_reproducers_need_only_paddle(tmp_path):
+    """An EQUIVALENT application's reproducer exits 0, a finding's 1 (the
+    findings' are also run by tests/test_repro.py)."""
+    import os
+    import subprocess
+    import sys
+
+    from verify import repro
+
+    adapter = passes.get("vpp_split")
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith(("PADDLE_", "VERIFY_", "FLAGS_"))}
+    for case_name, code, needle in (("pir_mm_3d_nonsquare", 0, "no defect"),
+                                    ("pir_mm_3d_ty_square", 1, "NOT_EQUIVALENT")):
+        path = repro.write(adapter, cases.all_cases()[case_name],
+                           str(tmp_path / f"{case_name}.py"))
+        text = open(path).read()
+        for mod in ("verify", "cases", "passes"):
+            assert f"import {mod}" not in text and f"from {mod}" not in text
+        p = subprocess.run([sys.executable, "-I", path], cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == code and needle in p.stdout, p.stdout + p.stderr[-2000:]

@@ -116,6 +116,10 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
 
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text."""
+    if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/pir_repro.py
+        from .pir_repro import script as pir_script
+
+        return pir_script(adapter, case, pass_file, seed)
     data = payload(adapter, case, pass_file, seed)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))

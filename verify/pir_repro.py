@@ -1,0 +1,135 @@
+"""Self-contained reproducers of PIR applications (``python -m verify repro``
+on a case with ``ir = "pir"``).
+
+The script needs only Paddle: it embeds the case's own program builder
+(``build_programs(params)`` of the case's module, plus the helpers named in
+its ``REPRO_SOURCES``) and the adapter's ``repro_apply_source()`` (a function
+``apply_pass(main)`` doing what the adapter does), builds the program, applies
+the pass to a clone, and runs both with identical seeded parameters and
+inputs for three SGD steps under PIR.  It prints ``DEFECT`` with a
+traceback (the pass raised) or the first differing value (``NOT_EQUIVALENT``:
+tensor, step, index, both values) and exits 1; ``no defect`` and exit 0 when
+every loss and parameter agrees; 2 when it cannot judge.
+"""
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+BODY = r'''
+import sys
+import traceback
+import zlib
+
+import numpy as np
+import paddle
+
+STEPS, SEED = 3, __SEED__
+
+
+def _rng(name, *more):
+    return np.random.default_rng([SEED, zlib.crc32(name.encode()), *more])
+
+
+def run(main, startup, loss, x_shape):
+    """[{"loss", "w0", "w1", ...}] per step."""
+    out = []
+    with paddle.pir_utils.IrGuard():
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+            names = sorted(op.attrs()["parameter_name"] for op in main.global_block().ops
+                           if op.name() == "builtin.parameter")
+            for n in names:
+                t = scope.find_var(n).get_tensor()
+                shape = np.array(t).shape
+                bound = 1.0 / np.sqrt(max(shape[0], 1))
+                t.set(_rng(n, 0).uniform(-bound, bound, size=shape).astype("float32"),
+                      paddle.CPUPlace())
+            for k in range(STEPS):
+                x = _rng("x", k).standard_normal(size=x_shape).astype("float32")
+                got = exe.run(main, feed={"x": x}, fetch_list=[loss])
+                step = {"loss": np.array(got[0])}
+                for n in names:
+                    step[n] = np.array(scope.find_var(n).get_tensor())
+                out.append(step)
+    return out
+
+
+def main_():
+    print(f"reproducer: {TITLE}")
+    main, startup, loss, _, x_shape = build_programs(PARAMS)
+    with paddle.pir_utils.IrGuard():
+        mapping = paddle.pir.IrMapping()
+        rewritten = main.clone(mapping)
+        loss2 = mapping.look_up(loss)
+        try:
+            apply_pass(rewritten)
+        except Exception:
+            traceback.print_exc(file=sys.stdout)
+            print("DEFECT: the pass raised (Traceback above)")
+            return 1
+    try:
+        ref = run(main, startup, loss, x_shape)
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+        print("cannot judge: the ORIGINAL program does not run")
+        return 2
+    try:
+        got = run(rewritten, startup, loss2, x_shape)
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+        print("NOT_EQUIVALENT: the rewritten program fails where the original runs")
+        print("DEFECT")
+        return 1
+    for k, (a, b) in enumerate(zip(ref, got)):
+        for name in a:
+            r, c = a[name].astype(np.float64), b[name].astype(np.float64)
+            if r.shape != c.shape:
+                print(f"NOT_EQUIVALENT: {name} at step {k}: shape {list(c.shape)} vs "
+                      f"{list(r.shape)}")
+                print("DEFECT")
+                return 1
+            tol = 1e-5 * (np.abs(r) + np.sqrt(np.mean(r * r)) + 1e-30)
+            bad = np.abs(r - c) > tol
+            if bad.any():
+                i = tuple(int(j) for j in np.argwhere(bad)[0])
+                print(f"NOT_EQUIVALENT: {name} after step {k} index {list(i)}: rewritten "
+                      f"{c[i]:.6g} vs original {r[i]:.6g} ({int(bad.sum())} of {bad.size} "
+                      "elements differ)")
+                print("DEFECT: the rewritten program computes other values")
+                return 1
+    print(f"no defect: loss and parameters agree over {STEPS} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())
+'''
+
+
+def script(adapter, case, pass_file=None, seed=None) -> str:
+    """The reproducer's source text for a PIR ``case``."""
+    from .repro import ReproError
+
+    if pass_file:
+        raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
+    get = getattr(adapter, "repro_apply_source", None)
+    if get is None:
+        raise ReproError(f"{adapter.name} gives no apply source for a PIR reproducer")
+    mod = inspect.getmodule(case.builder)
+    if not hasattr(mod, "build_programs"):
+        raise ReproError(f"case {case.name}'s module has no build_programs(params)")
+    parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
+             'Paddle.\nExit 1 while the defect is present, 0 once the rewrite is '
+             'faithful, 2 when it cannot judge."""',
+             f"TITLE = {adapter.name + ' on case ' + case.name!r}",
+             f"PARAMS = {dict(case.params)!r}"]
+    for name, value in getattr(mod, "REPRO_CONSTANTS", {}).items():
+        parts.append(f"{name} = {value!r}")
+    for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
+        parts.append(textwrap.dedent(inspect.getsource(fn)))
+    parts.append(textwrap.dedent(get()))
+    body = BODY.replace("__SEED__", str(0 if seed is None else int(seed)))
+    return "\n\n".join(parts) + "\n" + body
