@@ -233,6 +233,36 @@ def test_stack(axis):
     close(run("stack", {"X": xs}, {"axis": axis})["Y"], np.stack(xs, axis=axis))
 
 
+@pytest.mark.parametrize("shape,axis,attrs", [
+    ((4, 2, 3), 0, {"num": 2}), ((2, 6), 1, {"num": 3}), ((2, 6), -1, {"sections": [2, 2, 2]}),
+    ((6, 2), 0, {"sections": [3, -1]})])
+def test_split(shape, axis, attrs):
+    x = r(*shape)
+    first = run("split", {"X": [x]}, {"axis": axis, **attrs})["Out"]
+    n = attrs.get("num") or len(attrs["sections"])
+    ref = np.split(x, n, axis=axis)
+    close(first, ref[0])
+    op = Op(0, "split", {"X": ["X0"]}, {"Out": [f"o{i}" for i in range(n)]},
+            {"axis": axis, **attrs})
+    got = S.ROWS["split"](op, {"X": [T(x)]}, K)["Out"]
+    assert len(got) == n
+    for g, want in zip(got, ref):
+        close(g.arr, want)
+        assert g.orig == want.shape
+
+
+def test_split_of_a_gathered_dim_undoes_the_gather():
+    """On reduced shapes: all_gather then split gives each rank's tensor
+    back with its own dims (what reduce_scatter of the same sum gives)."""
+    xs = [S.Tensor(np.array(r(2, 3), dtype=object), S.leaf_dims((4, 3), 2)) for _ in range(2)]
+    gathered = S.collective("all_gather", xs, 0, 0, K)
+    op = Op(0, "split", {"X": ["g"]}, {"Out": ["a", "b"]}, {"axis": 0, "num": 2})
+    parts = S.ROWS["split"](op, {"X": [gathered]}, K)["Out"]
+    for p, x in zip(parts, xs):
+        assert p.dims == x.dims
+        close(p.arr, x.arr)
+
+
 @pytest.mark.parametrize("op_type", ["cast", "assign", "c_identity"])
 def test_identities(op_type):
     x = r(2, 3)

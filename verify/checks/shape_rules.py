@@ -232,6 +232,37 @@ def _stack(s):
     return {"Y": [base[:axis] + [len(xs)] + base[axis:]]}
 
 
+def _split(s):
+    """``split`` along ``axis`` into ``num`` equal chunks, or by ``sections``
+    (one -1 inferred); tensor-valued axis/sections are not modelled."""
+    if s.has("AxisTensor") or s.has("SectionsTensorList"):
+        raise RuleError("split with a tensor-valued axis or sections")
+    x = list(s("X"))
+    axis = int(s.attr("axis", 0))
+    axis = axis + len(x) if axis < 0 else axis
+    if not 0 <= axis < len(x):
+        s.need(False, f"axis {s.attr('axis')} is out of range for rank {len(x)}")
+        return {}
+    d = x[axis]
+    sections = [int(v) for v in s.attr("sections", []) or []]
+    if sections:
+        known = sum(v for v in sections if v != -1)
+        free = sections.count(-1)
+        s.need(free <= 1, "more than one -1 in sections")
+        if free:
+            s.need(d - known > 0, f"sections {sections} leave nothing for -1 of dim {d}")
+            sections = [d - known if v == -1 else v for v in sections]
+        else:
+            s.need(eq(d, known), f"sections {sections} do not add up to dim {axis} ({d})")
+        return {"Out": [x[:axis] + [v] + x[axis + 1:] for v in sections]}
+    n = int(s.attr("num", 0))
+    if n <= 0:
+        raise RuleError("split without num or sections")
+    s.need(d % n == 0, f"dim {axis} ({d}) is not divisible by num {n}")
+    part = d // n if is_static(d) else d / n
+    return {"Out": [x[:axis] + [part] + x[axis + 1:] for _ in range(n)]}
+
+
 def _sum(s):
     xs = s.all("X")
     for i, x in enumerate(xs[1:], 1):
@@ -330,6 +361,7 @@ RULES = {
     "squared_l2_norm": lambda s: (s("X"), {})[1],
     "sum": _sum,
     "stack": _stack,
+    "split": _split,
     # constants and initialisers
     "fill_constant": from_attr(),
     "uniform_random": from_attr(),

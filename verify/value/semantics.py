@@ -318,6 +318,38 @@ def stack(op, ins, k):
     return {"Y": [Tensor(out, dims, xs[0].dtype)]}
 
 
+def split(op, ins, k):
+    """``split`` into equal chunks along ``axis`` (``num``, or equal
+    ``sections``): an index map.  On reduced shapes a chunk of a dim whose
+    first factor is the chunk count (an all_gather's) is the rest of it;
+    otherwise original and reduced sizes must both divide, as for
+    reduce_scatter (``collective``)."""
+    if _has(ins, "AxisTensor") or _has(ins, "SectionsTensorList"):
+        raise Unsupported("split with a tensor-valued axis or sections")
+    x = _t(ins, "X")
+    nd = x.arr.ndim
+    axis = int(op.attrs.get("axis", 0)) % max(nd, 1)
+    sections = [int(v) for v in op.attrs.get("sections") or []]
+    if -1 in sections:  # one inferred section: what the others leave
+        sections = [x.orig[axis] - sum(v for v in sections if v != -1) if v == -1 else v
+                    for v in sections]
+    n = len(sections) if sections else int(op.attrs.get("num", 0))
+    if n <= 0 or len(set(sections)) > 1:
+        raise Unsupported(f"split into unequal sections {sections}")
+    d = x.dims[axis]
+    r = x.arr.shape[axis]
+    if d[0] == (n, n):
+        piece = d[1:] or ((1, 1),)
+    else:
+        o = _prod(a for a, _ in d)
+        if o % n or r % n:
+            raise Unsupported(f"split of reduced dim {r} (size {o}) into {n}")
+        piece = ((o // n, r // n),)
+    dims = list(x.dims)
+    dims[axis] = piece
+    return {"Out": [Tensor(part, dims, x.dtype) for part in np.split(x.arr, n, axis=axis)]}
+
+
 def identity(in_slot="X", out_slot="Out"):
     def row(op, ins, k):
         x = _t(ins, in_slot)
@@ -564,6 +596,7 @@ ROWS = {
     "transpose2": transpose,
     "transpose": transpose,
     "stack": stack,
+    "split": split,
     "cast": identity(),
     "assign": identity(),
     "c_identity": identity(),
