@@ -22,8 +22,9 @@ as if untransposed).  Contract: no ``pd_op.matmul_grad`` remains; each one
 is replaced by two ``pd_op.matmul`` (and the reshapes of the fold); the new
 ops carry the grad op's ``op_role`` and ``chunk_id``.
 
-PIR programs are applied in this process (no isolation worker yet: a PIR
-program does not travel as a ProgramDesc).
+In an isolation worker (``verify/isolation.py``) the rewritten programs come
+back through PIR's own serialization (``export_rewritten`` /
+``import_rewritten``), with their value names by position.
 """
 from __future__ import annotations
 
@@ -40,9 +41,6 @@ class PirSplitMatmulGrad(PassAdapter):
     def attrs(self, case, rp) -> dict:
         return {}
 
-    def apply(self, case, rank: int) -> PassRun:
-        return self.apply_local(case, rank)
-
     def apply_local(self, case, rank: int) -> PassRun:
         import dataclasses
 
@@ -53,6 +51,7 @@ class PirSplitMatmulGrad(PassAdapter):
 
         original = case.build(rank)
         tb = etype = None
+        oom = False
         with paddle.pir_utils.IrGuard():
             main = original.main.clone()
             startup = original.startup.clone()
@@ -61,8 +60,32 @@ class PirSplitMatmulGrad(PassAdapter):
                 PipelineVirtualPipelinePass._pir_split_matmul_grad_ops_to_matmul(None, main)
             except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
                 tb, etype = traceback.format_exc(), type(exc).__name__
+                oom = isinstance(exc, MemoryError)
         rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype)
+        return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
+
+    # -- isolation (verify/isolation.py): a PIR program travels serialized
+    def export_rewritten(self, rp) -> dict:
+        """The rewritten programs as PIR's own serialization, and the value
+        names of main by position (op index, result index)."""
+        import paddle
+
+        from verify.pir_snapshot import export_programs
+
+        with paddle.pir_utils.IrGuard():
+            return export_programs(rp.main, rp.startup, rp.names)
+
+    def import_rewritten(self, fresh, exported):
+        """A RankProgram from :meth:`export_rewritten` and a fresh build."""
+        import dataclasses
+
+        import paddle
+
+        from verify.pir_snapshot import import_programs
+
+        with paddle.pir_utils.IrGuard():
+            main, startup, names = import_programs(exported)
+        return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
     def repro_apply_source(self) -> str:
         """``apply_pass(main)`` for a self-contained reproducer (verify/pir_repro.py)."""

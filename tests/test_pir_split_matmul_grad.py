@@ -95,3 +95,19 @@ def test_pir_reproducers_need_only_paddle(tmp_path):
         p = subprocess.run([sys.executable, "-I", path], cwd=str(tmp_path), env=env,
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == code and needle in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+def test_pir_application_in_an_isolation_worker_equals_the_in_process_one():
+    from verify import isolation
+    from verify.pir_snapshot import snapshot_rank
+
+    adapter = passes.get("vpp_split")
+    for case_name in ("pir_mm_3d_ty_square", "pir_mm_3d_dynamic"):
+        case = cases.all_cases()[case_name]
+        local = adapter.apply_local(case, 0)
+        remote = isolation.apply_pass(adapter, case, 0)
+        assert isolation.workers(), "the job ran in a worker"
+        assert snapshot_rank(remote.rewritten).to_dict() == \
+            snapshot_rank(local.rewritten).to_dict()
+        assert (remote.error is None) == (local.error is None)
+        assert remote.error_type == local.error_type

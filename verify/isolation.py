@@ -439,10 +439,10 @@ def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=No
     # built here while the worker applies the pass
     (status, answer), (original, fresh) = _run_job(
         "apply", payload, timeout, memory, lambda: (case.build(rank), case.build(rank)))
-    return _pass_run(status, answer, original, fresh, timeout, memory)
+    return _pass_run(status, answer, original, fresh, timeout, memory, adapter)
 
 
-def _pass_run(status, answer, original, fresh, timeout, memory):
+def _pass_run(status, answer, original, fresh, timeout, memory, adapter=None):
     from passes.base import PassRun
 
     if status == "ok" and answer.get("memory"):
@@ -459,7 +459,8 @@ def _pass_run(status, answer, original, fresh, timeout, memory):
     if answer.get("build_error"):
         raise RuntimeError("the case failed to build in the isolation worker:\n"
                            + answer["build_error"])
-    rewritten = _rebuild(fresh, answer)
+    rewritten = adapter.import_rewritten(fresh, answer["exported"]) \
+        if "exported" in answer else _rebuild(fresh, answer)
     error, etype = answer.get("error"), answer.get("error_type")
     crash = None
     if etype == "MemoryError" and memory:
@@ -587,6 +588,10 @@ class _WorkerState:
         finally:
             self.unlimit()
         rw = run.rewritten
+        export = getattr(adapter, "export_rewritten", None)
+        if export is not None:  # programs that do not travel as a ProgramDesc (PIR)
+            return {"exported": export(rw), "error": run.error, "error_type": run.error_type,
+                    "healthy": not run.out_of_memory}
         streams = {}
         for which, prog in (("main", rw.main), ("startup", rw.startup)):
             s = {}

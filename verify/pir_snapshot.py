@@ -320,3 +320,53 @@ def snapshot_rank(rp, meta: dict | None = None) -> ProgramSnapshot:
         s = from_pir_programs(rp.main, rp.startup, getattr(rp, "names", None), meta=meta)
     s.feeds = sorted(f.name for f in rp.feeds)
     return s
+
+
+# -- PIR programs across processes (isolation workers) ---------------------------
+def export_programs(main, startup, names: Names) -> dict:
+    """``main`` and ``startup`` in PIR's serialization (``serialize_pir_program``)
+    and ``main``'s value names by position, for :func:`import_programs`."""
+    import os
+    import tempfile
+
+    from paddle.base import core
+
+    names.assign(main)
+    out = {"names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
+                     for op in main.global_block().ops], "counter": names.counter}
+    with tempfile.TemporaryDirectory() as d:
+        for which, prog in (("main", main), ("startup", startup)):
+            path = os.path.join(d, which + ".json")
+            core.serialize_pir_program(prog, path, True, False, True)
+            with open(path, "rb") as f:
+                out[which] = f.read()
+    return out
+
+
+def import_programs(data: dict):
+    """``(main, startup, names)`` from :func:`export_programs`."""
+    import os
+    import tempfile
+
+    import paddle
+    from paddle.base import core
+
+    progs = {}
+    with tempfile.TemporaryDirectory() as d:
+        for which in ("main", "startup"):
+            path = os.path.join(d, which + ".json")
+            with open(path, "wb") as f:
+                f.write(data[which])
+            prog = paddle.static.Program()
+            core.deserialize_pir_program(path, prog, -1)
+            progs[which] = prog
+    names = Names("%")
+    names.counter = data["counter"]
+    ops = progs["main"].global_block().ops
+    if len(ops) != len(data["names"]):
+        raise ValueError(f"deserialized main has {len(ops)} ops, {len(data['names'])} sent")
+    for op, per_op in zip(ops, data["names"]):
+        for i, n in enumerate(per_op):
+            if n is not None and i < op.num_results():
+                names.table[(op.id(), i)] = n
+    return progs["main"], progs["startup"], names
