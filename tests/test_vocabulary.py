@@ -106,6 +106,26 @@ def test_pir_names(tmp_path):
                    ("undefined", "op_type", "", "pd_op.c_allreduce_summ")}, got
 
 
+def test_no_false_alarms_from_substrings_branches_and_markers(tmp_path):
+    """``"c_" in op.type`` is not a type; an ``if op.type == "cast":`` types
+    only its body; an attr Paddle's Python sets as a marker is known."""
+    src = _HEAD + '''
+    def _apply_single_impl(self, main_program, startup_program, context):
+        for op in main_program.global_block().ops:
+            if "c_" in op.type or "grad" in op.type:
+                continue
+            if op.type == "cast":
+                x = op.input("X")[0]
+                continue
+            if op.has_attr("dtype") and op.attr("dtype") == 5:
+                pass
+            if op.has_attr("master_grad_cast"):
+                pass
+'''
+    assert vocabulary.audit("fake", _write(tmp_path, src)) == []
+    assert "master_grad_cast" in vocabulary.marker_attrs()
+
+
 def test_planned_programs_are_checked(tmp_path):
     """A defined collective the planner never emits is ``unplanned``."""
     src = _HEAD + '''
@@ -145,6 +165,7 @@ def test_baseline_suppresses_known_findings(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("name", ["auto_parallel_sequence_parallel_optimization",
+                                  "auto_parallel_sharding",
                                   "allreduce_matmul_grad_overlapping",
                                   "auto_parallel_supplement_explicit_dependencies",
                                   "fuse_all_reduce", "_pir_split_matmul_grad_to_matmul"])
@@ -156,5 +177,6 @@ def test_reported_defects_found_on_installed_paddle(name):
             "allreduce_matmul_grad_overlapping": ("op_type", "", "c_allreduce_sum"),
             "auto_parallel_supplement_explicit_dependencies": ("attr", "all_reduce", "op_type"),
             "fuse_all_reduce": ("op_type", "", "c_allreduce_sum"),
+            "auto_parallel_sharding": ("output", "all_reduce", "Out"),
             "_pir_split_matmul_grad_to_matmul": ("attr", "pd_op.matmul_grad", "trans_x")}
     assert want[name] in got, got

@@ -17,7 +17,9 @@ from the pass's *source*, without running it:
   comparisons of earlier operands guard the later ones), to the types of a
   receiver assigned from the same expression (``block.ops[i - 1]`` and
   ``block.ops[idx - 1]``), or, failing both, to the op type its name spells
-  (``allreduce_op`` -> ``all_reduce``);
+  (``allreduce_op`` -> ``all_reduce``); a positive test in an ``if`` types
+  only that branch, ``if pred(op):`` leaves ``op`` untyped there, and
+  ``"c_" in op.type`` (a substring test) types nothing;
 * the names it reads are ``.input("S")``, ``.output("S")``, ``.attr("a")``,
   ``.has_attr("a")`` (also through ``.desc``), ``.attrs()["a"]`` and
   ``.attrs().get("a")``, and the compared op types;
@@ -35,7 +37,8 @@ from the pass's *source*, without running it:
 
 A read whose receiver is bound to several types is a finding only when none
 of them defines the name; a read whose receiver is bound to none is one only
-when no op at all defines it.  Findings are compared with
+when no op at all defines it (an attr Paddle's Python sets on ops as a
+marker, ``set_bool_attr("master_grad_cast", ...)``, counts as defined).  Findings are compared with
 ``verify/vocabulary_baseline.json`` (reviewed, with reasons): the command
 exits 0 when they are the same, 1 when a finding is new or one went away,
 2 on bad input, as ``python -m verify run`` does.
@@ -68,6 +71,7 @@ EXTRA_PASSES = {
     "auto_parallel_data_parallel_optimization":
         ("paddle.distributed.passes.auto_parallel_data_parallel_optimization", None),
     "auto_parallel_grad_clip": ("paddle.distributed.passes.auto_parallel_grad_clip", None),
+    "auto_parallel_sharding": ("paddle.distributed.passes.auto_parallel_sharding", None),
     "fuse_all_reduce": ("paddle.distributed.passes.fuse_all_reduce", None),
     "_pir_split_matmul_grad_to_matmul":
         ("paddle.distributed.passes.pass_utils", "_pir_split_matmul_grad_to_matmul"),
@@ -228,6 +232,27 @@ def _split_params(params: str) -> list:
     return out
 
 
+_SETTER = re.compile(r"""(?:_set_attr|set_[a-z0-9_]*attr)\(\s*['"]([A-Za-z0-9_@]+)['"]""")
+
+
+@functools.lru_cache(maxsize=1)
+def marker_attrs() -> frozenset:
+    """Attr names Paddle's own Python sets on ops (``op._set_attr("x", ...)``,
+    ``op.set_bool_attr("x", ...)``): markers such as ``master_grad_cast``
+    that no op declares but a pass may probe on any op."""
+    from verify.legacy_ir import paddle_module
+
+    root = os.path.dirname(paddle_module().__file__)
+    out = set()
+    for sub in ("distributed", "static", "optimizer", "base", "amp", "incubate"):
+        for path in glob.glob(os.path.join(root, sub, "**", "*.py"), recursive=True):
+            with open(path, errors="replace") as f:
+                text = f.read()
+            if "attr(" in text:
+                out.update(_SETTER.findall(text))
+    return frozenset(out)
+
+
 def planned_vocabulary() -> dict:
     """{op type: {"input": set, "output": set, "attr": set}} of the ops in the
     main and startup programs Paddle's Engine planned for the engine_planned
@@ -307,6 +332,7 @@ class _FunctionReads(ast.NodeVisitor):
         self.op_types = []  # (name, ir, line)
         self.pir = fname.startswith("_pir") or "_pir_" in fname
         self.calls = set()  # names of functions called
+        self.body_only = set()  # ids of positive if-test comparisons
 
     def _types(self, recv) -> set:
         stack = self.scopes.setdefault(recv, [set()])
@@ -327,18 +353,19 @@ class _FunctionReads(ast.NodeVisitor):
             self.visit(child)
 
     def visit_If(self, node):
-        self.visit(node.test)
-        typed = set()
-        for n in ast.walk(node.test):
-            c = self._comparison(n)
-            if c is not None:
-                typed.add(c[0])
         frame = {}
         tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
         for t in tests:  # if op.type == "x" [or ...]: the body reads an x
             c = self._comparison(t)
             if c is not None and c[3]:
                 frame.setdefault(c[0], set()).update(c[1])
+                self.body_only.add(id(t))
+        self.visit(node.test)
+        typed = set()
+        for n in ast.walk(node.test):
+            c = self._comparison(n)
+            if c is not None:
+                typed.add(c[0])
         for n in ast.walk(node.test):  # if pred(op): op's type is the predicate's
             if isinstance(n, ast.Call) and not isinstance(n.func, ast.Attribute):
                 for arg in n.args:
@@ -386,6 +413,8 @@ class _FunctionReads(ast.NodeVisitor):
             other = left
         if recv is None:
             return None
+        if other is left and isinstance(op, (ast.In, ast.NotIn)):
+            return None  # "c_" in op.type: a substring test, not a type
         names = self._strings(other)
         if not names:
             return None
@@ -398,7 +427,8 @@ class _FunctionReads(ast.NodeVisitor):
         c = self._comparison(node)
         if c is not None:
             recv, names, ir, _ = c
-            self._types(recv).update(names)
+            if id(node) not in self.body_only:  # else it types only its if's body
+                self._types(recv).update(names)
             self.all_types.setdefault(recv, set()).update(names)
             if ir == "pir":
                 self.pir = True
@@ -671,7 +701,10 @@ def audit_reads(pass_name: str, reads: list, planned: dict | None) -> list:
             continue
         vocab = [defined[t] for t in known]
         if not known or any(v is None for v in vocab):
-            # unbound (or a type whose names are unknown): any op will do
+            # unbound (or a type whose names are unknown): any op will do,
+            # and an attr Paddle's Python sets on ops as a marker is known
+            if r.kind == "attr" and r.name in marker_attrs():
+                continue
             if r.ir == "legacy" and not any(v is not None and r.name in v[r.kind]
                                             for v in defined.values()):
                 add(r.kind, r.name, "", "undefined",
