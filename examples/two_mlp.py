@@ -5,6 +5,9 @@ with bias, so the promotion pass has two row-parallel biases to promote.
 
     python -m verify plan examples/two_mlp.py --ranks 2 --out /tmp/two_mlp
     python -m verify run --program-dir /tmp/two_mlp
+    python -m verify plan examples/two_mlp.py --ranks 4 --mesh 2x2 --out /tmp/two_mlp_dp
+      (DP 2 x TP 2: the batch is split over "dp"; the promotion pass fires on
+       all four ranks and keeps every value)
 
 (See ``examples/tiny_mlp.py`` for what a model file defines.)
 """
@@ -44,11 +47,14 @@ class MLP(nn.Layer):
 class TwoMLP(nn.Layer):
     def __init__(self, mesh):
         super().__init__()
+        self.mesh = mesh
         self.norm = nn.LayerNorm(H)
         self.mlp1 = MLP(mesh)
         self.mlp2 = MLP(mesh)
 
     def forward(self, x):
+        if "dp" in self.mesh.dim_names:  # --mesh DPxTP: the batch split over dp
+            x = auto.shard_tensor(x, self.mesh, ["dp", None, None])
         return self.mlp2(self.mlp1(self.norm(x)))
 
 

@@ -128,3 +128,22 @@ def test_bad_plan_input_is_one_line_and_exit_2(tmp_path):
     bad.write_text("import paddle\ndef build_model(mesh):\n    return None\n")
     code, _, err = run("plan", str(bad), "--ranks", "2", "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "defines no 'loss'"), err
+
+
+def test_plan_a_dp_x_tp_mesh(tmp_path):
+    """``--mesh 2x2``: four ranks planned, DP and TP rings recorded, the
+    promotion pass fires on every rank and keeps every value."""
+    model = os.path.join(ROOT, "examples", "two_mlp.py")
+    out = tmp_path / "two4"
+    code, stdout, err = run("plan", model, "--ranks", "4", "--mesh", "2x2", "--out", str(out))
+    assert code == 0, stdout + err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["mesh"] == [[0, 1], [2, 3]]
+    groups = sorted(g for gs in plan["rings"].values() for g in gs)
+    assert [0, 1] in groups and [0, 2] in groups and [2, 3] in groups and [1, 3] in groups
+    code, stdout, err = run("run", "--program-dir", str(out), "--pass", "promotion",
+                            "--backend", "simulated", "--report-dir", str(tmp_path / "r"))
+    assert code == 0, stdout + err
+    (app,) = json.load(open(tmp_path / "r" / "report.json"))["applications"]
+    assert app["verdict"] == "EQUIVALENT"
+    assert all(o["fired"] for o in app["rank_outcomes"])
