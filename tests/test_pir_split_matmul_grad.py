@@ -111,3 +111,33 @@ def test_pir_application_in_an_isolation_worker_equals_the_in_process_one():
             snapshot_rank(local.rewritten).to_dict()
         assert (remote.error is None) == (local.error is None)
         assert remote.error_type == local.error_type
+
+
+def test_pir_numeric_runs_go_to_a_worker_and_agree_with_in_process_runs():
+    import numpy as np
+
+    from verify import isolation
+    from verify.numeric import pir_runner
+    from verify.pir_snapshot import snapshot_rank
+
+    case = cases.all_cases()["pir_mm_3d_nonsquare"]
+    rp = case.build(0)
+    s = snapshot_rank(rp)
+    watch = list(rp.fetches) + [rp.loss]
+    remote = pir_runner.run_program(rp, s, watch, 0, 2)
+    assert isolation.workers() or not isolation.enabled()
+    before = isolation.enabled()
+    isolation.configure(enabled=False)
+    try:
+        local = pir_runner.run_program(rp, s, watch, 0, 2)
+    finally:
+        isolation.configure(enabled=before)
+    for a, b in zip(remote, local):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # a failure inside the worker comes back as one line, not a bare traceback
+    try:
+        pir_runner.run_program(rp, s, ["%no_such_value"], 0, 1)
+    except RuntimeError as exc:
+        assert "no value named %no_such_value" in pir_runner._why(exc)
+    else:
+        raise AssertionError("a missing value must fail")

@@ -520,6 +520,27 @@ def run_simulated(specs: dict, where: str = "simulated", timeout=None, memory=No
     return answer["results"]
 
 
+def run_call(module: str, function: str, kwargs: dict, where: str, timeout=None,
+             memory=None):
+    """``module.function(**kwargs)`` (a function of the suite, ``verify.*``) in
+    a worker; its (picklable) result.  It raising is a RuntimeError carrying
+    the traceback; a worker that died, overran or ran out of memory raises
+    :class:`WorkerCrash` (e.g. PIR numeric runs, ``verify/numeric/pir_runner.py``)."""
+    if not enabled():
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(**kwargs)
+    timeout, memory = _limits(timeout, memory)
+    (status, answer), _ = _run_job("call", {"module": module, "function": function,
+                                            "kwargs": kwargs}, timeout, memory)
+    if status == "crash":
+        out: Outcome = answer
+        raise WorkerCrash(f"{where}: crashed the executor: {out.summary}\n{out.detail}")
+    if answer.get("error"):
+        raise RuntimeError(answer["error"])
+    return answer["result"]
+
+
 def _last_progress(out: Outcome):
     """(rank, "startup"|"main") the simulator was executing, from the stack dump."""
     import re
@@ -611,6 +632,21 @@ class _WorkerState:
                 "error": run.error, "error_type": run.error_type,
                 "healthy": not run.out_of_memory}
 
+    def call(self, payload: dict) -> dict:
+        import importlib
+
+        if not payload["module"].startswith("verify."):
+            return {"error": f"refused: {payload['module']} is not a module of the suite"}
+        try:
+            fn = getattr(importlib.import_module(payload["module"]), payload["function"])
+            return {"result": fn(**payload["kwargs"])}
+        except MemoryError:
+            raise
+        except Exception:
+            return {"error": traceback.format_exc()}
+        finally:
+            self.unlimit()
+
     def simulate(self, payload: dict) -> dict:
         from verify.numeric import simulated_ranks as sim
 
@@ -683,6 +719,8 @@ def worker_main() -> int:
                 answer = state.apply(payload)
             elif kind == "simulate":
                 answer = state.simulate(payload)
+            elif kind == "call":
+                answer = state.call(payload)
             else:
                 answer = {"error": f"unknown job {kind!r}"}
         except MemoryError:

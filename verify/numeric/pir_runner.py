@@ -7,10 +7,12 @@ every watched value (the case's loss and fetches, by value name; a value the
 pass renamed is fetched under its new name) is compared per element with
 the dtype- and depth-derived tolerances of ``compare.py``.
 
-Limits, stated: the programs run in this process (not in an isolation
-worker), one rank at a time, with no collectives (the cases of this slice are
-single-rank); real ranks do not run PIR programs yet, so the witness is the
-simulator's executor alone and the checks say so.
+Each run goes to an isolation worker (``verify.isolation.run_call``; the
+programs travel in PIR's own serialization), so an executor crash is an
+INCONCLUSIVE check, not the end of the run.  Limits, stated: one rank at a
+time, no collectives (the cases of this slice are single-rank); real ranks do
+not run PIR programs yet, so the witness is the executor alone and the
+checks say so.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
 from .inputs import feed_value, param_value
+from .run_spec import ProcessCrash
 
 KIND = "numeric"
 
@@ -37,14 +40,36 @@ def _values_by_name(program, names) -> dict:
     return out
 
 
-def run_program(rp, snap, watch: list, seed: int, steps: int) -> list:
+def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -> list:
     """``[{name: ndarray}]`` per step; ``watch`` names values of ``rp.main``
-    (named by ``rp.names``)."""
+    (named by ``rp.names``).  Runs in an isolation worker when isolation is
+    enabled (the programs travel in PIR's serialization): a crash of Paddle's
+    executor is then a ``WorkerCrash``, never the end of the run."""
+    import paddle
+
+    from verify import isolation
+    from verify.pir_snapshot import export_programs
+
+    with paddle.pir_utils.IrGuard():
+        exported = export_programs(rp.main, rp.startup, rp.names)
+    params = {n: (list(v.shape), v.dtype) for n, v in snap.vars.items() if v.is_parameter}
+    feeds = [(f.name, list(f.shape), f.dtype) for f in rp.feeds]
+    return isolation.run_call("verify.numeric.pir_runner", "run_exported",
+                              {"exported": exported, "params": params, "feeds": feeds,
+                               "watch": list(watch), "seed": seed, "steps": steps},
+                              where or "PIR executor run")
+
+
+def run_exported(exported, params, feeds, watch, seed, steps) -> list:
+    """The run itself (in whichever process): see :func:`run_program`."""
     import numpy as np
     import paddle
 
+    from verify.pir_snapshot import import_programs
+
     with paddle.pir_utils.IrGuard():
-        values = _values_by_name(rp.main, rp.names)
+        main, startup, names = import_programs(exported)
+        values = _values_by_name(main, names)
         missing = [n for n in watch if n not in values]
         if missing:
             raise KeyError(f"no value named {missing[0]} in the program")
@@ -53,18 +78,24 @@ def run_program(rp, snap, watch: list, seed: int, steps: int) -> list:
         exe = paddle.static.Executor(paddle.CPUPlace())
         out = []
         with paddle.static.scope_guard(scope):
-            exe.run(rp.startup)
-            for name, var in snap.vars.items():
-                if var.is_parameter:
-                    val = param_value(seed, name, var.shape, var.dtype)
-                    scope.var(name).get_tensor().set(np.ascontiguousarray(val),
-                                                     paddle.CPUPlace())
+            exe.run(startup)
+            for name, (shape, dtype) in params.items():
+                val = param_value(seed, name, shape, dtype)
+                scope.var(name).get_tensor().set(np.ascontiguousarray(val), paddle.CPUPlace())
             for k in range(steps):
-                feed = {f.name: feed_value(seed, f.name, f.shape, f.dtype, 0, k)
-                        for f in rp.feeds}
-                got = exe.run(rp.main, feed=feed, fetch_list=fetch)
+                feed = {n: feed_value(seed, n, shape, dtype, 0, k) for n, shape, dtype in feeds}
+                got = exe.run(main, feed=feed, fetch_list=fetch)
                 out.append({n: np.array(a) for n, a in zip(watch, got)})
         return out
+
+
+def _why(exc) -> str:
+    """One line: the exception line of a worker's traceback, or the exception."""
+    from verify.application import error_line
+
+    text = str(exc)
+    return error_line(text) if "Traceback" in text else \
+        f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:300]}"
 
 
 def _depth(snap, steps) -> int:
@@ -89,11 +120,10 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
         watch = list(dict.fromkeys(list(rp_o.fetches) + ([rp_o.loss] if rp_o.loss else [])))
         where = f"PIR executor run of {case.name}"
         try:
-            ref = run_program(rp_o, o.before, watch, seed, steps)
+            ref = run_program(rp_o, o.before, watch, seed, steps, where + " (original)")
         except Exception as exc:
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
-                                       f"the ORIGINAL program does not run: "
-                                       f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+                                       f"the ORIGINAL program does not run: {_why(exc)}",
                                        details={"backend": backend,
                                                 "traceback": traceback.format_exc()}))
             continue
@@ -102,12 +132,18 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
         vanished = [n for n, c in zip(watch, cand_names) if c not in present]
         try:
             cand = run_program(rp_r, o.after, [c for c in cand_names if c in present],
-                               seed, steps)
+                               seed, steps, where + " (rewritten)")
+        except ProcessCrash as exc:  # crashed or overran: evidence neither way
+            results.append(CheckResult(
+                KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
+                f"the rewritten program's run crashed: {str(exc).splitlines()[0]}",
+                details={"backend": backend, "error": str(exc)}))
+            continue
         except Exception as exc:
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.NOT_EQUIVALENT,
                 f"{where} rank {o.rank}: the rewritten program fails where the original runs: "
-                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}",
+                f"{_why(exc)}",
                 counterexample={"rank": o.rank, "error": str(exc)[:2000]},
                 details={"backend": backend}))
             continue
