@@ -124,6 +124,9 @@ def test_bad_plan_input_is_one_line_and_exit_2(tmp_path):
     code, _, err = run("plan", MODEL, "--ranks", "2", "--mesh", "3x3",
                        "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "holds ranks"), err
+    code, _, err = run("plan", MODEL, "--ranks", "2", "--strategy",
+                       str(tmp_path / "none.json"), "--out", str(tmp_path / "o"))
+    assert code == 2 and one_error_line(err, "strategy file"), err
     bad = tmp_path / "bad_model.py"
     bad.write_text("import paddle\ndef build_model(mesh):\n    return None\n")
     code, _, err = run("plan", str(bad), "--ranks", "2", "--out", str(tmp_path / "o"))
@@ -147,3 +150,12 @@ def test_plan_a_dp_x_tp_mesh(tmp_path):
     (app,) = json.load(open(tmp_path / "r" / "report.json"))["applications"]
     assert app["verdict"] == "EQUIVALENT"
     assert all(o["fired"] for o in app["rank_outcomes"])
+
+
+def test_gate_takes_a_program_dir(planned, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "verify/test_gate.py", "--program-dir", str(planned), "-k",
+                        "promotion and tiny_mlp", "--backend", "none",
+                        "--report-dir", str(tmp_path / "g")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr

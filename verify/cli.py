@@ -56,6 +56,9 @@ def _parser():
     pl.add_argument("--mesh", default=None,
                     help="DPxTP (e.g. 2x2) or a JSON list (default: 1-D TP over all ranks)")
     pl.add_argument("--out", required=True, metavar="DIR")
+    pl.add_argument("--strategy", default=None, metavar="FILE",
+                    help="JSON settings of auto.Strategy, e.g. "
+                         "{\"sp_optimization\": {\"enable\": true}}")
     run = sub.add_parser("run", help="apply passes to cases and check every application")
     run.add_argument("--pass", dest="passes", action="append", default=[],
                      metavar="NAME", help="pass name or short name (repeatable; default all)")
@@ -242,7 +245,8 @@ def cmd_plan(args, out=sys.stdout) -> int:
     from .plan import PlanError, plan
 
     try:
-        path = plan(args.model, args.ranks, args.mesh, args.out)
+        path = plan(args.model, args.ranks, args.mesh, args.out,
+                    strategy_path=args.strategy)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path}\ncheck it with: python -m verify run --program-dir {path}", file=out)

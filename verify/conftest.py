@@ -30,6 +30,11 @@ def pytest_addoption(parser):
                     help="a Python file defining CASES with the public case API "
                          "(verify/case_api.py); its cases join the gate, judged against "
                          "their own Expect (repeatable)")
+    group.addoption("--program-dir", dest="verify_program_dirs", action="append",
+                    default=[], metavar="DIR",
+                    help="a program dir (python -m verify plan; verify/program_dir.py) as "
+                         "one more gate case, judged against its plan.json expectations "
+                         "(default: every pass EQUIVALENT) (repeatable)")
     group.addoption("--backend", default="both",
                     choices=["none", "simulated", "ranks", "both"],
                     help="numeric backend of the gate (default: both = simulator + real ranks, cross-checked)")
@@ -79,7 +84,8 @@ def pytest_configure(config):
 
         config._verify_pass_file = load_pass_file(path)
     config._verify_case_files = []
-    paths = config.getoption("verify_case_files", default=None)
+    paths = (config.getoption("verify_case_files", default=None) or []) + \
+        (config.getoption("verify_program_dirs", default=None) or [])
     if paths:
         from cases.case_files import CaseFileError, load_case_files
 

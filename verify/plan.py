@@ -12,8 +12,9 @@ leaves global state behind; as in ``cases/engine_planned.py`` it gets a
 synthetic cluster and its ``_init_comm`` / ``_initialize`` are no-ops
 (planning without running); everything else is the planner's own code.
 Strategy: ``auto_mode = "semi"``, ``sp_optimization.enable = False``, the
-passes under test left off (the suite applies them); the model file may edit
-it (``configure(strategy)``).
+passes under test left off (the suite applies them); ``--strategy FILE``
+(JSON: ``{"sp_optimization": {"enable": true}, "seed": 7}``) and then the
+model file (``configure(strategy)``) may change it.
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def _load_model(path: str):
     return module
 
 
-def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
+def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path,
+               strategy_settings=None) -> None:
     """In the rank's subprocess: plan and write rank<R>/ (main, startup, meta)."""
     from verify.legacy_ir import paddle_module
 
@@ -99,6 +101,13 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     strategy.auto_mode = "semi"
     strategy.seed = SEED
     strategy.sp_optimization.enable = False
+    for key, value in (strategy_settings or {}).items():
+        if isinstance(value, dict):  # a section: {"sp_optimization": {"enable": true}}
+            section = getattr(strategy, key)
+            for k, v in value.items():
+                setattr(section, k, v)
+        else:
+            setattr(strategy, key, value)
     if hasattr(model, "configure"):
         model.configure(strategy)
     cluster = Cluster()
@@ -149,8 +158,27 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 
 
-def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0) -> Path:
+def read_strategy(path) -> dict:
+    """``--strategy FILE``: JSON settings of ``auto.Strategy``, sections as
+    objects (``{"sp_optimization": {"enable": false}, "seed": 7}``)."""
+    if path is None:
+        return {}
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise PlanError(f"strategy file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise PlanError(f"strategy file {path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"strategy file {path}: expected a JSON object")
+    return data
+
+
+def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
+         strategy_path=None) -> Path:
     """Plan every rank (in parallel subprocesses) and write the program dir."""
+    settings = read_strategy(strategy_path)
     from verify.program_dir import write_plan_json
 
     model_path = os.path.abspath(model_path)
@@ -173,7 +201,8 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0) -
                        os.environ.get("PYTHONPATH")] if p]))
         procs[r] = subprocess.Popen(
             [sys.executable, "-m", "verify.plan", "--rank", str(r), "--model", model_path,
-             "--mesh-json", json.dumps(mesh), "--rank-dir", str(tmp / f"rank{r}")],
+             "--mesh-json", json.dumps(mesh), "--rank-dir", str(tmp / f"rank{r}"),
+             "--strategy-json", json.dumps(settings)],
             cwd=str(_REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
     errors = []
@@ -193,7 +222,9 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0) -
 
         shutil.rmtree(tmp, ignore_errors=True)
         raise PlanError("planning failed: " + "; ".join(errors[:2]))
-    write_plan_json(tmp, name=Path(model_path).stem, mesh=mesh, model=model_path)
+    sp = bool((settings.get("sp_optimization") or {}).get("enable", False))
+    write_plan_json(tmp, name=Path(model_path).stem, mesh=mesh, model=model_path,
+                    enable_sp=sp)
     if out.exists():
         out.rmdir()
     os.rename(tmp, out)
@@ -206,12 +237,14 @@ def _main(argv) -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--mesh-json", required=True)
     ap.add_argument("--rank-dir", required=True)
+    ap.add_argument("--strategy-json", default="{}")
     a = ap.parse_args(argv)
     if os.environ.get("PADDLE_TRAINER_ID") != str(a.rank):
         print("run through `python -m verify plan`", file=sys.stderr)
         return 2
     t = time.time()
-    _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
+    _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir),
+               json.loads(a.strategy_json))
     print(f"rank {a.rank} planned in {time.time() - t:.1f}s")
     return 0
 

@@ -73,7 +73,8 @@ def _check_format(data: dict, path: Path) -> None:
                               f"this reader's {VERSION}")
 
 
-def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None) -> Path:
+def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
+                    enable_sp: bool = False) -> Path:
     """``plan.json`` of a folder whose ``rank<R>/meta.json`` are written."""
     import numpy as np
 
@@ -98,7 +99,7 @@ def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None)
                                       for i, d in enumerate(f["shape"])]
     data = {"format": FORMAT, "version": VERSION, "name": name, "mesh": mesh,
             "rings": rings, "sharded_params": sorted(sharded), "symbols": symbols,
-            "enable_sp": False, "amp_level": "o0", "model": model,
+            "enable_sp": enable_sp, "amp_level": "o0", "model": model,
             "expect": expect or {}}
     path = folder / "plan.json"
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
