@@ -161,3 +161,29 @@ def test_matcher_agrees_with_the_pir_cases(case_name):
     case, _, s = snap(case_name)
     adapter = passes.get("vpp_split")
     assert adapter.pattern_present(s) == case.expectation(adapter.name).fires
+
+
+def test_dist_attrs_of_a_sharded_program():
+    """Mesh and placements of ops and values; ops without a signature
+    (dist_op.*) are read without asking for one (that crashes 3.3.1)."""
+    import paddle
+    import paddle.distributed as dist
+
+    from verify.pir_snapshot import from_pir_programs, value_names
+
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            mesh = dist.ProcessMesh([0, 1], dim_names=["x"])
+            x = paddle.static.data("x", [4, 8], "float32")
+            y = dist.shard_tensor(x, mesh, [dist.Shard(0)])
+            y * 2
+        s = from_pir_programs(main, startup, value_names(main))
+    shard = s.ops_of_type("dist_op.shard_tensor")[0]
+    assert shard.inputs == {"operands": ["x"]}
+    assert shard.attrs["dist_attr"]["mesh"] == {"shape": [2], "process_ids": [0, 1]}
+    assert "Shard(dim=0)" in shard.attrs["dist_attr"]["results"][0]
+    out = shard.outputs["results"][0]
+    assert s.var(out).shape == [4, 8]  # global
+    assert s.meta["dist_values"][out]["local_shape"] == [2, 8]
+    assert "Shard(dim=0)" in s.meta["dist_values"][out]["dist_attr"]

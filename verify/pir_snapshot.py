@@ -49,7 +49,8 @@ The form
   such as the learning rate, is a global the startup program writes with
   ``builtin.shadow_output``, whose synthetic slot ``output`` names it).
   Value dist attrs, when present, are in
-  ``meta["dist_values"]``.
+  ``meta["dist_values"]`` (``{"dist_attr": text, "local_shape": [...]}``;
+  ``Var.shape`` is the global shape).
 * ``feeds``: the ``pd_op.data`` names; ``meta["ir"] = "pir"``.
 
 The one Paddle-touching entry is :func:`from_pir_programs`; Paddle must be in
@@ -61,7 +62,8 @@ from __future__ import annotations
 
 from .snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
 
-_NOISE_ATTRS = {"op_callstack"}
+# op_dist_attr: the raw text of what ``dist_attr`` records structured
+_NOISE_ATTRS = {"op_callstack", "op_dist_attr"}
 CONSTANT_OPS = {"pd_op.full_int_array", "pd_op.full"}
 
 
@@ -143,7 +145,9 @@ def _plain_attr(v):
 
 
 def _slot_names(op, which: str, n: int) -> list:
-    if op.name().startswith("builtin."):  # no signature; asking crashes on 3.3.1
+    # Only pd_op.* ops carry the signature interface; asking any other op
+    # (builtin.*, dist_op.*) for it dereferences null in 3.3.1 (SIGSEGV).
+    if not op.name().startswith("pd_op."):
         return None
     try:
         names = list(op.get_input_names() if which == "in" else op.get_output_names())
@@ -247,7 +251,12 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
             except Exception:
                 vd = None
             if vd is not None:
-                meta.setdefault("dist_values", {})[nm] = str(vd)
+                rec = {"dist_attr": str(vd)}
+                try:
+                    rec["local_shape"] = [int(d) for d in v._local_shape]
+                except Exception:
+                    pass
+                meta.setdefault("dist_values", {})[nm] = rec
         if opname == "builtin.set_parameter":
             outputs["parameter"] = [str(attrs_raw.get("parameter_name"))]
         if opname == "builtin.shadow_output":  # a persistable written by name
