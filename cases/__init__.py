@@ -7,7 +7,8 @@ import importlib
 from .base import Case, Expect, FeedSpec, RankProgram
 
 FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack",
-            "pir_matmul_grad", "sequence_parallel"]
+            "pir_matmul_grad", "sequence_parallel",
+            "engine_sp"]
 
 
 def all_cases() -> dict:

@@ -228,14 +228,24 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
             super().__init__()
             self.norm = nn.LayerNorm(H)
             self.fc1 = nn.Linear(H, FFN)   # column parallel
-            self.fc2 = nn.Linear(FFN, H)   # row parallel
+            # row parallel; without bias in the sequence-parallel variant, so
+            # that reshard's split directly follows the all_reduce
+            self.fc2 = nn.Linear(FFN, H, bias_attr=False if params.get("sp") else None)
 
         def forward(self, x):
             auto.shard_tensor(self.fc1.weight, mesh, [None, "mp"])
             auto.shard_tensor(self.fc1.bias, mesh, ["mp"])
             auto.shard_tensor(self.fc2.weight, mesh, ["mp", None])
             h = self.fc1(self.norm(x))
-            return self.fc2(_activation(h, act))
+            out = self.fc2(_activation(h, act))
+            if params.get("sp"):
+                # sequence parallel after the row-parallel linear (as Paddle's
+                # own SP test marks it): replicated, then sharded along dim 0,
+                # so reshard splits the all_reduce's result
+                auto.shard_tensor(out, mesh, [None, None, None])
+                out = _activation(out, "relu")
+                auto.shard_tensor(out, mesh, ["mp", None, None])
+            return out
 
     model = MLPBlock()
     if params.get("optimizer", "sgd") == "adamw":

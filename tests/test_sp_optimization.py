@@ -17,7 +17,8 @@ from verify.verdicts import Verdict
 _, SIM = pick_backend("simulated", 11)
 HERE = os.path.dirname(__file__)
 MENDED = os.path.join(HERE, "fixed_passes", "sp_optimization_x_slot_mended.py")
-SP_CASES = [n for n, c in cases.all_cases().items() if c.family == "sequence_parallel"]
+SP_CASES = [n for n, c in cases.all_cases().items()
+            if c.family in ("sequence_parallel", "engine_sp")]
 
 
 def _bad(app, kind=None):
@@ -46,8 +47,9 @@ def test_matcher_needs_the_ranks_own_chunk():
     assert fused_pairs(snap) and not fused_pairs(snap, case, 0)
 
 
-def test_installed_pass_crashes_on_the_x_slot():
-    app = run_application(passes.get("sp_opt"), cases.all_cases()["sp_opt_tp2_sgd"])
+@pytest.mark.parametrize("name", ["sp_opt_tp2_sgd", "engine_mlp_sp_tp2_sgd"])
+def test_installed_pass_crashes_on_the_x_slot(name):
+    app = run_application(passes.get("sp_opt"), cases.all_cases()[name])
     assert app.verdict == Verdict.PASS_CRASHED
     crashed = [c for c in app.checks if c.kind == "pass"]
     assert {c.rank for c in crashed} == {0, 1}
@@ -68,6 +70,16 @@ def test_mended_pass_is_proved_equivalent(mended):
     assert app.verdict == Verdict.EQUIVALENT, [c.message for c in _bad(app)]
     assert any(c.name == "fused" and c.ok for c in app.checks)
     assert any(c.kind == "numeric" and c.ok for c in app.checks)
+    assert any(c.kind == "value" and c.ok for c in app.checks)
+
+
+def test_mended_pass_on_the_planners_program_is_proved_equivalent(mended):
+    """The Engine's own TP+SP program (cases/engine_sp.py): the installed
+    pass crashes on it, the mended one fuses it, proved and run."""
+    case = cases.all_cases()["engine_mlp_sp_tp2_sgd"]
+    app = run_application(passes.get("sp_opt"), case, source=mended.path, numeric=SIM)
+    assert app.fired_ranks == [0, 1]
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in _bad(app)]
     assert any(c.kind == "value" and c.ok for c in app.checks)
 
 

@@ -255,15 +255,18 @@ def marker_attrs() -> frozenset:
 
 def planned_vocabulary() -> dict:
     """{op type: {"input": set, "output": set, "attr": set}} of the ops in the
-    main and startup programs Paddle's Engine planned for the engine_planned
-    cases (every rank); empty when they cannot be planned here."""
+    main and startup programs Paddle's Engine planned for the Engine-planned
+    cases (engine_planned, engine_sp; every rank)."""
     from verify.legacy_ir import paddle_module
 
     paddle = paddle_module()
+    import cases
     from cases import engine_planned
 
     out = {}
-    for case in engine_planned.CASES:
+    for case in cases.all_cases().values():
+        if case.builder is not engine_planned.build:
+            continue
         folder = engine_planned.planned_dir(case.params)
         for r in case.ranks:
             for prog in ("main", "startup"):
