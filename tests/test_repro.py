@@ -122,3 +122,15 @@ def test_html_report_links_each_findings_reproducer():
     assert "verify repro --pass allreduce_matmul_grad_overlapping --case col_3d_static" \
         not in page
     json.dumps(app)
+
+
+def test_reproducer_of_a_case_file_case(tmp_path):
+    example = os.path.join(ROOT, "examples", "my_cases.py")
+    out = tmp_path / "r.py"
+    p = subprocess.run([sys.executable, "-m", "verify", "repro", "--pass", "promotion",
+                        "--case", "my_row_parallel", "--case-file", example,
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    code, stdout, err = _run_isolated(out, tmp_path)
+    assert code == 0 and "no defect" in stdout, stdout + err
