@@ -187,3 +187,22 @@ def test_dist_attrs_of_a_sharded_program():
     assert s.var(out).shape == [4, 8]  # global
     assert s.meta["dist_values"][out]["local_shape"] == [2, 8]
     assert "Shard(dim=0)" in s.meta["dist_values"][out]["dist_attr"]
+
+
+def test_nested_blocks_are_noted_and_control_flow_is_read_safely():
+    import paddle
+
+    from verify.pir_snapshot import from_pir_programs, value_names
+
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [4], "float32")
+            p = paddle.static.data("p", [1], "bool")
+            paddle.static.nn.cond(p, lambda: x * 2, lambda: x + 1)
+        s = from_pir_programs(main, startup, value_names(main))
+    (op,) = s.ops_of_type("pd_op.if")
+    assert op.inputs == {"operands": ["p"]} and op.attrs["blocks"] == [3, 3]
+    assert s.meta["nested_blocks"] == [{"program": "main", "op_index": op.idx,
+                                        "op_type": "pd_op.if", "ops": [3, 3]}]
+    assert all("blocks" not in o.attrs for o in s.ops if o is not op)

@@ -144,10 +144,17 @@ def _plain_attr(v):
     return _dtype_name(s) if s.startswith("paddle.") else s
 
 
+_NO_SIGNATURE = {"pd_op.select_input", "pd_op.select_output", "pd_op.has_elements",
+                 "pd_op.tuple_push", "pd_op.tuple_pop"}
+
+
 def _slot_names(op, which: str, n: int) -> list:
-    # Only pd_op.* ops carry the signature interface; asking any other op
-    # (builtin.*, dist_op.*) for it dereferences null in 3.3.1 (SIGSEGV).
-    if not op.name().startswith("pd_op."):
+    # Asking an op without the signature interface (OpYamlInfoInterface)
+    # dereferences null in 3.3.1 (SIGSEGV, no exception): builtin.*,
+    # dist_op.*, and the pd_op control-flow ops (if/while/pylayer carry
+    # regions; select_input/select_output/has_elements/tuple_* none).
+    if not op.name().startswith("pd_op.") or op.name() in _NO_SIGNATURE or \
+            op.num_regions():
         return None
     try:
         names = list(op.get_input_names() if which == "in" else op.get_output_names())
@@ -273,8 +280,8 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
         dist = _dist_attr(op)
         if dist is not None:
             attrs["dist_attr"] = dist
-        try:
-            blocks = op.blocks()
+        try:  # op.blocks() is a lazy (always truthy) sequence: list it
+            blocks = list(op.blocks()) if op.num_regions() else []
         except Exception:
             blocks = []
         if blocks:
