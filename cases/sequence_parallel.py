@@ -26,7 +26,9 @@ the *other* rank's chunk (``r_{1-k}``): a sum followed by a split is then
 not a reduce-scatter (which gives each rank its own chunk), so the pattern
 is absent and a pass that fuses it anyway changes the values.
 
-Rings: 0 = tensor parallel.  Numeric runs: the simulator only, since
+Rings: 0 = tensor parallel (each row of the mesh); with DP, each column's
+data-parallel ring has its process-group registry id, as in
+``cases/row_parallel.py``.  Numeric runs: the simulator only, since
 ``reduce_scatter`` (the rewritten program's) has no gloo implementation.
 
 On 3.3.1 the pass raises on every program where it finds its pattern:
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from .base import Case, Expect
 from .program_builder import BACKWARD, ProgramBuilder
+from .row_parallel import _scale, dp_ring
 
 SP_OPT = "auto_parallel_sequence_parallel_optimization"
 S, B, K, N = 4, 2, 8, 6  # sequence, batch, in (row-split) and out features
@@ -46,30 +49,36 @@ RESHARD_SCOPE = "/auto_parallel/reshard"
 def build(case: Case, rank: int):
     p = case.params
     b = ProgramBuilder(case, rank)
-    tp = p["tp"]
+    tp, dp = p["tp"], p.get("dp", 1)
+    mp_axis, dp_axis = (1, 0) if dp > 1 else (0, -1)
     k = case.tp_index(rank)
     kept = (k + 1) % tp if p.get("other_chunk") else k
-    kl = K // tp
-    batch = -1 if p.get("dynamic_batch") else B
+    kl, bl = K // tp, B // dp
+    batch = -1 if p.get("dynamic_batch") else bl
+    dp_ring_id = dp_ring(p["dp_groups"], rank) if dp > 1 else None
 
-    w = b.param("linear_0.w_0", [kl, N], mapping=[0, -1])
+    w = b.param("linear_0.w_0", [kl, N], mapping=[mp_axis, -1])
     bias = b.param("linear_0.b_0", [N], mapping=[-1])
+    if dp > 1:  # one broadcast per mesh axis a parameter is replicated along
+        b.startup_broadcast(w.name, dp_ring_id)
+        b.startup_broadcast(bias.name, dp_ring_id)
     b.startup_broadcast(bias.name, TP_RING)
     lr = b.persistable("learning_rate_0", [], "float32", 0.1)
 
     # -- forward ------------------------------------------------------------
-    x = b.data("x", [S, batch, kl], [S, B, kl], mapping=[-1, -1, 0])
+    x = b.data("x", [S, batch, kl], [S, bl, kl], mapping=[-1, dp_axis, mp_axis])
     b.feeds[-1].split = "tp"  # every rank holds another K-shard of x
-    mm = b.var("linear_0.tmp_0", [S, batch, N])
+    mm = b.var("linear_0.tmp_0", [S, batch, N], mapping=[-1, dp_axis, -1])
     mm_op = b.op("matmul_v2", {"X": [x], "Y": [w]}, {"Out": [mm]},
                  {"trans_x": False, "trans_y": False})
-    r = mm if p.get("inplace") else b.var("linear_0.tmp_1", [S, batch, N])
+    r = mm if p.get("inplace") else b.var("linear_0.tmp_1", [S, batch, N],
+                                          mapping=[-1, dp_axis, -1])
     b.all_reduce(mm, r, TP_RING)
-    chunks = [b.var(f"{r.name}.split_{i}", [S // tp, batch, N], mapping=[0, -1, -1])
-              for i in range(tp)]
+    chunks = [b.var(f"{r.name}.split_{i}", [S // tp, batch, N],
+                    mapping=[mp_axis, dp_axis, -1]) for i in range(tp)]
     split = b.op("split", {"X": [r]}, {"Out": chunks}, {"axis": 0, "num": tp, "sections": []})
     split._set_attr("op_namescope", RESHARD_SCOPE)  # as reshard marks its ops
-    out = b.var("linear_0.tmp_2", [S // tp, batch, N], mapping=[0, -1, -1])
+    out = b.var("linear_0.tmp_2", [S // tp, batch, N], mapping=[mp_axis, dp_axis, -1])
     add_op = b.op("elementwise_add", {"X": [chunks[kept]], "Y": [bias]}, {"Out": [out]},
                   {"axis": -1})
     b.mse_loss(out, "mean_0.tmp_0", split="tp")
@@ -78,10 +87,16 @@ def build(case: Case, rank: int):
     chunk_g, bias_g = b.grad_of(chunks[kept]), b.grad_of(bias)
     b.grad_op(add_op)
     b.all_reduce(bias_g, bias_g, TP_RING, BACKWARD)
+    if dp > 1:  # data-parallel sync of the bias grad
+        b.all_reduce(bias_g, bias_g, dp_ring_id, BACKWARD)
+        _scale(b, bias_g, 1.0 / dp)
     mm_g = b.grad_of(mm)
     b.all_gather(chunk_g, mm_g, TP_RING, tp, BACKWARD)
     w_g = b.grad_of(w)
     b.grad_op(mm_op, inputs={"Out@GRAD": [mm_g]}, outputs={"X@GRAD": []})
+    if dp > 1:  # data-parallel sync of the weight grad
+        b.all_reduce(w_g, w_g, dp_ring_id, BACKWARD)
+        _scale(b, w_g, 1.0 / dp)
     b.params_grads += [(w, w_g), (bias, bias_g)]
     b.fetches += [w_g.name, bias_g.name]
 
@@ -103,14 +118,23 @@ _CRASH = ("the pass finds the all_reduce + reshard split and raises before "
           "sp_optimization_x_slot_mended.py) the rewrite is proved equivalent")
 
 
-def _case(name, summary, expect, *, tp=2, opt="sgd", **params):
-    mesh = list(range(tp))
+def _case(name, summary, expect, *, tp=2, dp=1, opt="sgd", **params):
+    if dp > 1:  # rows: tensor-parallel groups; columns: data-parallel ones
+        mesh = [[r * tp + i for i in range(tp)] for r in range(dp)]
+        dp_groups = [[row[i] for row in mesh] for i in range(tp)]
+        rings = {TP_RING: [list(row) for row in mesh]}
+        rings.update({dp_ring(dp_groups, g[0]): [g] for g in dp_groups})
+    else:
+        mesh, dp_groups = list(range(tp)), []
+        rings = {TP_RING: [list(mesh)]}
     symbols = {"x": (None, "B", None)} if params.get("dynamic_batch") else {}
     return Case(name=name, family="sequence_parallel", summary=summary, mesh=mesh,
-                builder=build, expect={SP_OPT: expect}, rings={TP_RING: [list(mesh)]},
+                builder=build, expect={SP_OPT: expect}, rings=rings,
                 symbols=symbols, sharded_params=frozenset({"linear_0.w_0"}),
-                enable_sp=True, gloo_unfaithful=_GLOO,
-                params=dict(tp=tp, opt=opt, **params))
+                enable_sp=True,
+                gloo_unfaithful=_GLOO + ("; DP+TP uses two rings, gloo honours only the "
+                                         "first communicator a process uses" if dp > 1 else ""),
+                params=dict(tp=tp, dp=dp, opt=opt, dp_groups=dp_groups, **params))
 
 
 CASES = [
@@ -120,6 +144,10 @@ CASES = [
           "TP2+SP, in-place all_reduce as the planner emits it, AdamW, x [4, -1, 4]",
           Expect(True, "PASS_CRASHED", _CRASH), opt="adamw", inplace=True,
           dynamic_batch=True),
+    _case("sp_opt_dp2_tp2_sgd",
+          "DP2 x TP2+SP (mesh [[0,1],[2,3]]): the sum and split on each TP ring, "
+          "grads synced over the DP rings, SGD",
+          Expect(True, "PASS_CRASHED", _CRASH), dp=2),
     _case("sp_opt_tp2_other_chunk",
           "TP2: all_reduce -> split, each rank keeps the OTHER rank's chunk (not a "
           "reduce-scatter)",

@@ -63,10 +63,11 @@ def mended():
     loaded.restore()
 
 
-def test_mended_pass_is_proved_equivalent(mended):
-    case = cases.all_cases()["sp_opt_tp2_inplace_adamw_dyn"]
+@pytest.mark.parametrize("name", ["sp_opt_tp2_inplace_adamw_dyn", "sp_opt_dp2_tp2_sgd"])
+def test_mended_pass_is_proved_equivalent(mended, name):
+    case = cases.all_cases()[name]
     app = run_application(passes.get("sp_opt"), case, source=mended.path, numeric=SIM)
-    assert app.fired_ranks == [0, 1]
+    assert app.fired_ranks == case.ranks
     assert app.verdict == Verdict.EQUIVALENT, [c.message for c in _bad(app)]
     assert any(c.name == "fused" and c.ok for c in app.checks)
     assert any(c.kind == "numeric" and c.ok for c in app.checks)
