@@ -53,6 +53,25 @@ def _attrs_record(attrs: dict, rp) -> dict:
     return out
 
 
+def _pattern_text(adapter, snap) -> str:
+    """Where the adapter's matcher found the pass's documented pattern."""
+    import sys
+
+    mod = sys.modules.get(type(adapter).__module__)
+    where = []
+    try:
+        if hasattr(mod, "matched_pairs"):  # overlap: matmul_v2_grad -> allreduce of dX
+            where = [f"{g.type} op {g.idx} -> {ar.type} op {ar.idx} of its X@GRAD"
+                     for g, ar in mod.matched_pairs(snap)]
+        elif hasattr(mod, "biases"):  # promotion: bias added after a row collective
+            where = [f"bias {b} added at op {i} after a row-parallel collective"
+                     for b, i in mod.biases(snap).items()]
+    except Exception:
+        where = []
+    return "; ".join(where) or f"{adapter.name}'s documented pattern, found by the " \
+        "suite's matcher on the original"
+
+
 def payload(adapter, case, pass_file=None, seed=None) -> dict:
     """Everything the reproducer of ``adapter`` on ``case`` needs, as JSON data."""
     paddle = paddle_module()
@@ -80,8 +99,7 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
                      "startup": _program_record(rp.startup, ctx)},
             "attrs": _attrs_record(adapter.attrs(case, rp), rp),
             "params_grads": [[p.name, g.name] for p, g in rp.params_grads],
-            "pattern": (f"{adapter.name}'s documented pattern, found by the suite's "
-                        "matcher on the original") if present else "",
+            "pattern": _pattern_text(adapter, snap) if present else "",
             "feeds": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype,
                        "split": f.split} for f in rp.feeds],
             "fetches": list(rp.fetches), "loss": rp.loss,
