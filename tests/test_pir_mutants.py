@@ -1,0 +1,55 @@
+"""The checker checks itself on PIR: in-region mutants of a faithful PIR
+rewrite (``pir_mm_3d``, EQUIVALENT today) must be caught."""
+from __future__ import annotations
+
+import pytest
+
+from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+
+import cases  # noqa: E402
+import passes  # noqa: E402
+from verify.application import run_application  # noqa: E402
+from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.verdicts import Verdict  # noqa: E402
+
+
+def _new_matmuls(main):
+    """The pd_op.matmul ops the split inserted (the backward half of main)."""
+    ops = main.global_block().ops
+    first_bwd = next(i for i, o in enumerate(ops) if o.name() == "pd_op.mean_grad")
+    return [o for o in ops[first_bwd:] if o.name() == "pd_op.matmul"]
+
+
+def flip_dx_transpose(main, startup, snap, rank):
+    """dX = dOut W (not W^T): same shapes with square weights."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        mm = _new_matmuls(main)[0]
+        mm.set_bool_attr("transpose_y", False)
+    return "transpose_y of the dX matmul flipped"
+
+
+def swap_sgd_grads(main, startup, snap, rank):
+    """Each weight updated with the other weight's gradient (equal shapes)."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        sgds = [o for o in main.global_block().ops if o.name() == "pd_op.sgd_"]
+        g0, g1 = sgds[0].operand_source(2), sgds[1].operand_source(2)
+        sgds[0].operand(2).set_source(g1)
+        sgds[1].operand(2).set_source(g0)
+    return "sgd_ grads swapped"
+
+
+@pytest.mark.parametrize("mutant", [flip_dx_transpose, swap_sgd_grads],
+                         ids=lambda f: f.__name__)
+def test_in_region_mutants_of_a_pir_rewrite_are_caught(mutant):
+    _, numeric = pick_backend("simulated", 0)
+    case = cases.all_cases()["pir_mm_3d"]
+    app = run_application(passes.get("vpp_split"), case, numeric=numeric,
+                          mutator=(0, mutant))
+    assert app.mutation
+    assert app.verdict == Verdict.NOT_EQUIVALENT, [c.message for c in app.checks if not c.ok]
+    kinds = {c.kind for c in app.checks if c.verdict == Verdict.NOT_EQUIVALENT}
+    assert {"value", "numeric"} <= kinds, kinds
