@@ -158,4 +158,8 @@ CASES = [
           Expect(True, "NOT_EQUIVALENT", "the guard misses transpose_x; with S = K the "
                  "helper's assertion passes and the grad is split as if untransposed"),
           tx=True, seq=8),
+    _case("pir_mm_3d_txty_square", "3-D x stored [B,K,S] and weights [N,K] (both "
+          "transposed), S = K = N = 8",
+          Expect(True, "NOT_EQUIVALENT", "both flags missed by the guard: split as if "
+                 "untransposed; shapes agree, values differ"), tx=True, ty=True, seq=8),
 ]
