@@ -148,9 +148,10 @@ CASES = [
                  "dX = dOut W^T instead of dOut W, dW = X^T dOut instead of dOut^T X "
                  "(shapes agree because W is square; values differ)"), ty=True),
     _case("pir_mm_3d_ty_nonsquare", "3-D x, weights stored [N,K] (transpose_y), 8x6, 6x4",
-          Expect(True, "PASS_CRASHED", "split as if untransposed: dOut [.., 4] times the "
-                 "untransposed-as-transposed W [4, 6] does not contract; PIR's matmul "
-                 "shape inference raises inside the pass"), ty=True, square=False),
+          Expect(True, "PASS_CRASHED", "split as if untransposed: the first grad split "
+                 "(layer 0, dOut [2,4,6], W stored [6,8]) gets dX = matmul(dOut, W, "
+                 "transpose_y=True), contracting 6 with 8; PIR's matmul shape inference "
+                 "raises inside the pass"), ty=True, square=False),
     _case("pir_mm_3d_tx", "3-D x stored [B,K,S] (transpose_x), S=4 != K=8",
           Expect(True, "PASS_CRASHED", "the guard misses transpose_x; the helper's own "
                  "assertion on the first two dims of x and out_grad fails"), tx=True),
