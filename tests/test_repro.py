@@ -134,3 +134,17 @@ def test_reproducer_of_a_case_file_case(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     code, stdout, err = _run_isolated(out, tmp_path)
     assert code == 0 and "no defect" in stdout, stdout + err
+
+
+def test_run_writes_and_links_each_findings_reproducer(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "verify", "run", "--pass", "overlap",
+                        "--case", "col_2d", "--case", "col_3d_static", "--backend", "none",
+                        "--report-dir", str(tmp_path / "r")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.load(open(tmp_path / "r" / "report.json"))
+    got = {a["case"]: a.get("reproducer") for a in rep["applications"]}
+    assert got == {"col_2d": "repro/repro_overlap_col_2d.py", "col_3d_static": None}
+    assert 'href="repro/repro_overlap_col_2d.py"' in open(tmp_path / "r" / "index.html").read()
+    code, out, err = _run_isolated(tmp_path / "r" / got["col_2d"], tmp_path)
+    assert code == 1 and "PASS_CRASHED" in out, out + err

@@ -218,6 +218,8 @@ def cmd_run(args, out=sys.stdout) -> int:
         if loaded is not None:
             loaded.restore()
     rep = report_mod.build_report(apps, seed=seed, backend=backend, source=source)
+    if interrupted is None:
+        _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed)
     if interrupted is not None:
         done = {(a.pass_name, a.case_name) for a in apps}
         rep["interrupted"] = interrupted[0]
@@ -239,6 +241,32 @@ def cmd_run(args, out=sys.stdout) -> int:
               file=out)
         return interrupted[1]
     return 0 if all(a.as_expected for a in apps) else 1
+
+
+def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
+    """A reproducer (``verify repro``) of every finding, under the report's
+    ``repro/``; the report's application gets its relative path
+    (``reproducer``), which the HTML page links."""
+    from . import repro
+
+    by_name = {a.name: a for a in adapters}
+    by_case = {c.name: c for c in chosen}
+    for app in rep.get("applications", []):
+        if app.get("verdict") in (None, "EQUIVALENT"):
+            continue
+        adapter, case = by_name.get(app.get("pass")), by_case.get(app.get("case"))
+        if adapter is None or case is None:
+            continue
+        rel = os.path.join("repro", f"repro_{adapter.short}_{case.name}.py")
+        try:
+            repro.write(adapter, case, os.path.join(report_dir, rel),
+                        loaded.path if loaded is not None and adapter.name in
+                        loaded.registered else None, seed)
+        except Exception as exc:  # never costs the report
+            app.setdefault("notes", []).append(
+                f"no reproducer written: {type(exc).__name__}: {exc}")
+            continue
+        app["reproducer"] = rel
 
 
 def cmd_plan(args, out=sys.stdout) -> int:

@@ -49,8 +49,12 @@ def fmt(value) -> str:
 def _reproducer(app: dict, verdict) -> str:
     if verdict in (None, "EQUIVALENT"):
         return ""
+    link = ""
+    if app.get("reproducer"):  # written beside the report by python -m verify run
+        link = (f' <a href="{esc(app["reproducer"])}">{esc(app["reproducer"])}</a>'
+                f' <span class="dim">(run: python {esc(app["reproducer"])})</span>')
     return ('<div><span class="dim">reproducer (one file, needs only Paddle; exit 1 while '
-            f'the defect is present)</span> <code class="repro">'
+            f'the defect is present)</span>{link} <code class="repro">'
             f'{esc(reproducer_command(app))}</code></div>')
 
 
