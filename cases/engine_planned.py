@@ -257,7 +257,9 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
     strategy = auto.Strategy()
     strategy.auto_mode = "semi"
     strategy.seed = SEED
-    strategy.sp_optimization.enable = False
+    # off: the suite applies the passes itself; "sp_default" keeps 3.3.1's
+    # default (True), so the planner runs the SP optimization pass itself
+    strategy.sp_optimization.enable = bool(params.get("sp_default"))
     cluster = Cluster()
     cluster.gen_default_config_cluster(node_count=1, device_count=nranks)
     engine = auto.Engine(model, nn.MSELoss(), opt, cluster=cluster,

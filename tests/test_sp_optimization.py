@@ -114,3 +114,16 @@ def test_contract_catches_a_wrong_ring(tmp_path, mended):
     wrong = [c for c in app.checks if c.name == "reduce_scatter replaces the sum"]
     assert wrong and all(c.verdict == Verdict.CONTRACT_BROKEN for c in wrong)
     assert "ring 7" in wrong[0].message
+
+
+def test_default_strategy_stops_the_planner():
+    """What 3.3.1 does to a user who marks sequence parallelism and changes
+    nothing else: sp_optimization.enable defaults to True, the planner runs
+    the pass inside engine.prepare, and planning fails on the X slot."""
+    from cases import engine_planned
+
+    with pytest.raises(RuntimeError) as err:
+        engine_planned.planned_dir({"act": "gelu", "optimizer": "sgd", "sp": True,
+                                    "sp_default": True})
+    assert "Input X cannot be found in operator all_reduce" in str(err.value)
+    assert "auto_parallel_sequence_parallel_optimization" in str(err.value)
