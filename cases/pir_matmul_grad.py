@@ -143,24 +143,24 @@ CASES = [
           Expect(True, "PASS_CRASHED", "2-D and dynamic: the fold gives [-8], and the "
                  "pass raises"), two_d=True, dynamic=True),
     _case("pir_mm_3d_ty_square", "3-D x, weights stored [N,K] (transpose_y), square",
-          Expect(True, "NOT_EQUIVALENT", "the guard tests has_attr('trans_y') while PIR "
+          Expect(False, "NOT_EQUIVALENT", "the guard tests has_attr('trans_y') while PIR "
                  "spells transpose_y, so the transposed grad is split as if untransposed: "
                  "dX = dOut W^T instead of dOut W, dW = X^T dOut instead of dOut^T X "
                  "(shapes agree because W is square; values differ)"), ty=True),
     _case("pir_mm_3d_ty_nonsquare", "3-D x, weights stored [N,K] (transpose_y), 8x6, 6x4",
-          Expect(True, "PASS_CRASHED", "split as if untransposed: the first grad split "
+          Expect(False, "PASS_CRASHED", "split as if untransposed: the first grad split "
                  "(layer 0, dOut [2,4,6], W stored [6,8]) gets dX = matmul(dOut, W, "
                  "transpose_y=True), contracting 6 with 8; PIR's matmul shape inference "
                  "raises inside the pass"), ty=True, square=False),
     _case("pir_mm_3d_tx", "3-D x stored [B,K,S] (transpose_x), S=4 != K=8",
-          Expect(True, "PASS_CRASHED", "the guard misses transpose_x; the helper's own "
+          Expect(False, "PASS_CRASHED", "the guard misses transpose_x; the helper's own "
                  "assertion on the first two dims of x and out_grad fails"), tx=True),
     _case("pir_mm_3d_tx_square", "3-D x stored [B,K,S] (transpose_x), S = K = 8",
-          Expect(True, "NOT_EQUIVALENT", "the guard misses transpose_x; with S = K the "
+          Expect(False, "NOT_EQUIVALENT", "the guard misses transpose_x; with S = K the "
                  "helper's assertion passes and the grad is split as if untransposed"),
           tx=True, seq=8),
     _case("pir_mm_3d_txty_square", "3-D x stored [B,K,S] and weights [N,K] (both "
           "transposed), S = K = N = 8",
-          Expect(True, "NOT_EQUIVALENT", "both flags missed by the guard: split as if "
+          Expect(False, "NOT_EQUIVALENT", "both flags missed by the guard: split as if "
                  "untransposed; shapes agree, values differ"), tx=True, ty=True, seq=8),
 ]

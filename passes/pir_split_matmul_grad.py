@@ -15,12 +15,13 @@ _pir_split_matmul_grad_ops_to_matmul(program)`` (its guard is
 each matmul_grad in reverse order), on a clone of the case's main program
 (``program.clone()``); the original is never touched.
 
-Documented pattern: a ``pd_op.matmul_grad`` (the VPP split exists for every
-matmul backward; transposed operands are documented as unsupported, so the
-pass must either split them correctly or leave them alone: never split them
-as if untransposed).  Contract: no ``pd_op.matmul_grad`` remains; each one
-is replaced by two ``pd_op.matmul`` (and the reshapes of the fold); the new
-ops carry the grad op's ``op_role`` and ``chunk_id``.
+Documented pattern: an untransposed ``pd_op.matmul_grad`` (the helper's own
+assertion messages: "with trans_x == True is not supported"); a transposed
+one may be left alone, and splitting it as if untransposed is a finding (the
+value proof and the executor runs decide it).  Contract: no untransposed
+``pd_op.matmul_grad`` remains; each split one is replaced by two
+``pd_op.matmul`` (and the reshapes of the fold); the new ops carry the grad
+op's ``op_role`` and ``chunk_id``.
 
 In an isolation worker (``verify/isolation.py``) the rewritten programs come
 back through PIR's own serialization (``export_rewritten`` /
@@ -45,10 +46,8 @@ class PirSplitMatmulGrad(PassAdapter):
         import dataclasses
 
         import paddle
-        from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
-            PipelineVirtualPipelinePass,
-        )
 
+        vpp = _vpp_class()
         original = case.build(rank)
         tb = etype = None
         oom = False
@@ -57,7 +56,7 @@ class PirSplitMatmulGrad(PassAdapter):
             startup = original.startup.clone()
             names = original.names.carried(original.main, main)
             try:
-                PipelineVirtualPipelinePass._pir_split_matmul_grad_ops_to_matmul(None, main)
+                vpp._pir_split_matmul_grad_ops_to_matmul(None, main)
             except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
                 tb, etype = traceback.format_exc(), type(exc).__name__
                 oom = isinstance(exc, MemoryError)
@@ -97,24 +96,29 @@ def apply_pass(main):
 """
 
     def pattern_present(self, snap) -> bool:
-        return any(op.type == "pd_op.matmul_grad" for op in snap.ops)
+        """An untransposed ``pd_op.matmul_grad``: the helper documents
+        transposed ones as unsupported (they may be left alone)."""
+        return bool(_splittable(snap))
 
     def contract(self, case, rank, before, after) -> list:
         out = [self.fired_check(case, rank, before, after)]
         grads = before.ops_of_type("pd_op.matmul_grad")
         if not grads:
             return out
-        left = after.ops_of_type("pd_op.matmul_grad")
+        want = len(_splittable(before))
+        left_all = after.ops_of_type("pd_op.matmul_grad")
+        left = _splittable(after)
         if left:
             out.append(finding("matmul_grad split", rank,
-                               f"{len(left)} pd_op.matmul_grad remain after the split "
-                               f"(op {left[0].idx})", op_index=left[0].idx))
+                               f"{len(left)} untransposed pd_op.matmul_grad remain after the "
+                               f"split (op {left[0].idx})", op_index=left[0].idx))
         else:
             out.append(holds("matmul_grad split", rank,
-                             f"all {len(grads)} pd_op.matmul_grad split"))
+                             f"all {want} untransposed pd_op.matmul_grad split"
+                             + (f"; {len(left_all)} transposed left alone" if left_all else "")))
         n_before = len(before.ops_of_type("pd_op.matmul"))
         n_after = len(after.ops_of_type("pd_op.matmul"))
-        want = n_before + 2 * (len(grads) - len(left))
+        want = n_before + 2 * (len(grads) - len(left_all))
         if n_after != want:
             out.append(finding("two matmuls each", rank,
                                f"{n_after} pd_op.matmul after the split, expected {want} "
@@ -212,6 +216,24 @@ def apply_pass(main):
         return {n: "a gradient the split recomputes with new ops (judged by the value "
                    "proof and the numeric runs)"
                 for o in _inserted(before, after) for n in o.writes()}
+
+
+def _splittable(snap) -> list:
+    """The matmul_grad ops the split exists for: neither operand transposed."""
+    return [op for op in snap.ops_of_type("pd_op.matmul_grad")
+            if not op.attrs.get("transpose_x") and not op.attrs.get("transpose_y")]
+
+
+def _vpp_class():
+    """The registered ``pipeline_scheduler_VPP`` class (a pass file loaded
+    with ``--pass-file`` replaces it), else the installed one."""
+    from paddle.distributed.passes.pass_base import PassBase
+    from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
+        PipelineVirtualPipelinePass,
+    )
+
+    return PassBase._REGISTERED_PASSES.get("pipeline_scheduler_VPP",
+                                           PipelineVirtualPipelinePass)
 
 
 def _inserted(before, after) -> list:

@@ -141,3 +141,36 @@ def test_pir_numeric_runs_go_to_a_worker_and_agree_with_in_process_runs():
         assert "no value named %no_such_value" in pir_runner._why(exc)
     else:
         raise AssertionError("a missing value must fail")
+
+
+def test_a_mended_guard_leaves_transposed_grads_alone_and_the_findings_go_away():
+    """What the gate sees once Paddle's VPP guard reads PIR's transpose_x /
+    transpose_y: the transposed cases are left alone (FIXED findings), the
+    untransposed ones still split and proved."""
+    from paddle.distributed.passes.pass_base import PassBase
+    from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
+        PipelineVirtualPipelinePass, _pir_split_matmul_grad_to_matmul)
+
+    from verify import isolation
+
+    class Mended(PipelineVirtualPipelinePass):
+        def _pir_split_matmul_grad_ops_to_matmul(self, program):
+            for block in program.blocks:
+                ids = [i for i, op in enumerate(block.ops) if op.name() == "pd_op.matmul_grad"
+                       and not op.attrs().get("transpose_x")
+                       and not op.attrs().get("transpose_y")]
+                for i in reversed(ids):
+                    _pir_split_matmul_grad_to_matmul(block, i)
+
+    registry = PassBase._REGISTERED_PASSES
+    saved, before = registry.get("pipeline_scheduler_VPP"), isolation.enabled()
+    registry["pipeline_scheduler_VPP"] = Mended
+    isolation.configure(enabled=False)  # the worker would load the installed pass
+    try:
+        for name in ("pir_mm_3d_ty_square", "pir_mm_3d_ty_nonsquare", "pir_mm_3d_tx"):
+            app = _app(name)
+            assert app.status == "LEFT_ALONE", (name, app.verdict)
+        assert _app("pir_mm_3d").status == "EQUIVALENT"
+    finally:
+        registry["pipeline_scheduler_VPP"] = saved
+        isolation.configure(enabled=before)
