@@ -53,3 +53,28 @@ def test_in_region_mutants_of_a_pir_rewrite_are_caught(mutant):
     assert app.verdict == Verdict.NOT_EQUIVALENT, [c.message for c in app.checks if not c.ok]
     kinds = {c.kind for c in app.checks if c.verdict == Verdict.NOT_EQUIVALENT}
     assert {"value", "numeric"} <= kinds, kinds
+
+
+def test_every_in_region_operator_mutates_a_pir_rewrite_or_says_why_not():
+    """The in-region operators of ``verify mutate`` act on PIR programs too
+    (their edits are carried out by verify/program_edits.py): each one that
+    finds a site on a faithful PIR rewrite makes a mutant the checks kill;
+    write_past_reader has no site in SSA, wrong_ring none without a
+    collective."""
+    from verify import program_mutants as pm
+
+    _, numeric = pick_backend("simulated", 0)
+    case = cases.all_cases()["pir_mm_3d"]
+    adapter = passes.get("vpp_split")
+    made = {}
+    for op in pm.IN_REGION_OPERATORS:
+        mutator = pm.prepare(op, adapter, case, 0)
+        if mutator is None:
+            made[op.__name__] = None
+            continue
+        app = run_application(adapter, case, numeric=numeric, mutator=(0, mutator))
+        assert app.mutation and app.mutation.scope == "in_region", op.__name__
+        made[op.__name__] = app.verdict
+    assert made.pop("write_past_reader") is None
+    assert made.pop("wrong_ring") is None
+    assert made and all(v == Verdict.NOT_EQUIVALENT for v in made.values()), made

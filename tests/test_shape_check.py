@@ -96,3 +96,27 @@ def test_prediction_is_clean_where_the_pass_works():
     case, before, _, _ = snapshots("overlap", "col_3d_static", 0)
     pred = passes.get("overlap").predict(case, 0, before)
     assert pred and all(r.verdict == Verdict.EQUIVALENT for r in pred)
+
+
+def test_pir_scale_keeps_its_input_shape_and_a_wrong_declared_shape_is_caught():
+    """pd_op.scale's row, on a program Paddle itself built (its own shape
+    inference declared the result), then with the result's declared shape
+    broken."""
+    import paddle
+
+    from verify.pir_snapshot import from_pir_programs
+
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [2, 3, 4], "float32")
+            paddle._C_ops.scale(x, 0.5, 0.25, True)
+        snap = from_pir_programs(main, startup)
+    scale = next(o for o in snap.ops if o.type == "pd_op.scale")
+    assert snap.var(scale.outputs["out"][0]).shape == [2, 3, 4]
+    every = set(range(len(snap.ops)))
+    ok = shape_check.check_snapshot(snap, 0, "test", {}, every)
+    assert all(r.verdict == Verdict.EQUIVALENT for r in ok), [r.message for r in ok]
+    snap.vars[scale.outputs["out"][0]] = Var(scale.outputs["out"][0], [2, 4, 3], "float32")
+    bad = shape_check.check_snapshot(snap, 0, "test", {}, every)
+    assert any(r.verdict != Verdict.EQUIVALENT for r in bad)

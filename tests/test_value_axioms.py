@@ -445,6 +445,15 @@ def test_pir_square_mean_and_grads():
                   attrs)["x_grad"], vjp(fwd, x, gm))
 
 
+@pytest.mark.parametrize("factor,bias,after", [(0.5, 0.25, True), (-1.0, 0.0, False),
+                                               (3.0, -2.0, False)])
+def test_pir_scale(factor, bias, after):
+    x = r(2, 3)
+    ref = x * factor + bias if after else (x + bias) * factor
+    close(run("pd_op.scale", {"x": [x], "scale": [np.array([factor])]},
+              {"scale@value": factor, "bias": bias, "bias_after_scale": after})["out"], ref)
+
+
 def test_pir_sgd_and_constants():
     p, g, lr = r(3, 2), r(3, 2), np.array(0.1)
     close(run("pd_op.sgd_", {"param": [p], "learning_rate": [lr], "grad": [g]})["param_out"],

@@ -121,14 +121,18 @@ def _jobs(adapters, cases):
     apps = []
     for adapter in adapters:
         for case in cases:
-            if getattr(case, "ir", "legacy") != "legacy":
-                continue  # program mutants edit legacy programs only (PIR: not yet)
+            if hasattr(adapter, "handles") and not adapter.handles(case):
+                continue
             entry = base.get(baseline.key(adapter.name, case.name))
             if entry and entry["verdict"] == "EQUIVALENT" and entry["fires"]:
                 apps.append((adapter, case))
     jobs = {"in_region": [], "legacy": []}
+    # The whole-program operators edit ProgramDescs; the in-region ones
+    # describe their edits as data (verify/program_edits.py), so they
+    # mutate PIR programs too.
+    legacy_apps = [(a, c) for a, c in apps if getattr(c, "ir", "legacy") == "legacy"]
     for k, op in enumerate(pm.LEGACY_OPERATORS):
-        for adapter, case in apps:
+        for adapter, case in legacy_apps:
             rank = case.ranks[(k + len(case.name)) % len(case.ranks)]
             jobs["legacy"].append(("legacy", adapter, case, [rank], op))
     for op in pm.IN_REGION_OPERATORS:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 from verify.legacy_ir import paddle_module
 
+from .program_edits import Edit, EditNotPossible, _reorder, apply_legacy, apply_pir
+
 COLLECTIVES = {"all_reduce", "c_allreduce_sum", "mp_allreduce_sum", "reduce_scatter",
                "all_gather", "broadcast", "c_identity"}
 
@@ -41,23 +43,6 @@ class Mutation:
     equivalent_by_argument: str = ""
     scope: str = "legacy"  # legacy | in_region
     site: dict = field(default_factory=dict)  # op index, op type, var, ...
-
-
-def _reorder(block, order):
-    """Rebuild ``block``'s op list in ``order`` (indices into the old list)."""
-    paddle = paddle_module()
-    scratch = paddle.static.Program().global_block()
-    copies = []
-    for i in order:
-        d = scratch.desc.append_op()
-        d.copy_from(block.ops[i].desc)
-        copies.append(d)
-    for i in reversed(range(len(block.ops))):
-        block._remove_op(i, sync=False)
-    for d in copies:
-        nd = block.desc.append_op()
-        nd.copy_from(d)
-    block._sync_with_cpp()
 
 
 def _deps(a, b) -> bool:
@@ -244,16 +229,24 @@ SHAPE_ONLY = {("elementwise_add_grad", "X"), ("elementwise_add_grad", "Y"),
               ("elementwise_sub_grad", "X"), ("elementwise_sub_grad", "Y"),
               ("reduce_mean_grad", "X"), ("reduce_sum_grad", "X"),
               ("reshape2_grad", "XShape"), ("transpose2_grad", "XShape"),
-              ("fill_zeros_like", "X"), ("fill_any_like", "X")}
+              ("fill_zeros_like", "X"), ("fill_any_like", "X"),
+              # PIR spellings
+              ("pd_op.add_grad", "x"), ("pd_op.add_grad", "y"),
+              ("pd_op.subtract_grad", "x"), ("pd_op.subtract_grad", "y"),
+              ("pd_op.mean_grad", "x"), ("pd_op.sum_grad", "x"),
+              ("pd_op.reshape_grad", "xshape"), ("pd_op.full_like", "x")}
 # (op type, input slot, output slot) whose output equals that input in value
 # (when their shapes are equal).
 VALUE_COPIES = {("c_identity", "X", "Out"), ("assign", "X", "Out"),
                 ("share_data", "X", "Out"), ("memcpy", "X", "Out"),
                 ("elementwise_add_grad", "Out@GRAD", "X@GRAD"),
                 ("elementwise_add_grad", "Out@GRAD", "Y@GRAD"),
-                ("elementwise_sub_grad", "Out@GRAD", "X@GRAD")}
+                ("elementwise_sub_grad", "Out@GRAD", "X@GRAD"),
+                ("pd_op.assign", "x", "out"), ("pd_op.add_grad", "out_grad", "x_grad"),
+                ("pd_op.add_grad", "out_grad", "y_grad"),
+                ("pd_op.subtract_grad", "out_grad", "x_grad")}
 REDUCE_MAX = 1  # phi ReduceType::kRedMax
-NO_VALUE_SLOTS = {"XShape"}
+NO_VALUE_SLOTS = {"XShape", "xshape"}
 
 
 @dataclass
@@ -366,8 +359,9 @@ class Plan:
     of the chosen-on program to the live program's."""
 
     mutation: Mutation
-    edit: object  # (main, startup, tr) -> None
+    edit: Edit  # carried out by verify/program_edits.py on either IR
     ops: list
+    ir: str = "legacy"
 
     def translation(self, main):
         """``{name: live name}``, or None when the programs do not align."""
@@ -386,10 +380,16 @@ class Plan:
         return tr
 
     def apply(self, main, startup):
-        tr = self.translation(main)
-        if tr is None:
-            return None
-        self.edit(main, startup, lambda n: tr.get(n, n))
+        if self.ir == "pir":
+            try:
+                apply_pir(self.edit, main, startup, self.ops)
+            except EditNotPossible:
+                return None
+        else:
+            tr = self.translation(main)
+            if tr is None:
+                return None
+            apply_legacy(self.edit, main, startup, lambda n: tr.get(n, n))
         return Mutation(**{k: (dict(v) if isinstance(v, dict) else v)
                            for k, v in self.mutation.__dict__.items()})
 
@@ -425,35 +425,8 @@ def _mutation(label, desc, op, var, **site):
                     site=dict(op_index=op.idx, op_type=op.type, var=var, **site))
 
 
-def _fresh(block, name, like, shape=None):
-    src = block.var(like)
-    return block.create_var(name=name, shape=list(src.shape) if shape is None else shape,
-                            dtype=src.dtype, persistable=False, stop_gradient=True)
-
-
-def _insert_after_and_redirect(idx, var, fresh, readers, op_type, outputs, attrs):
-    """An edit: insert ``op_type`` reading ``var`` (slot X) after op ``idx``,
-    writing the fresh vars of ``outputs`` (``slot: (name suffix, "same" |
-    "xshape")``), and make ``readers`` (op indices, before the insertion)
-    read ``var + fresh`` instead of ``var``."""
-
-    def edit(main, startup, tr):
-        block = main.global_block()
-        v = tr(var)
-        role = block.ops[idx].desc.attr("op_role") if block.ops[idx].desc.has_attr("op_role") \
-            else 0
-        shape = list(block.var(v).shape)
-        names = {}
-        for slot, (suffix, shape_of) in outputs.items():
-            names[slot] = [v + suffix]
-            if not block.has_var(v + suffix):
-                _fresh(block, v + suffix, v, shape if shape_of == "same" else [0] + shape)
-        block._insert_op(idx + 1, type=op_type, inputs={"X": [v]}, outputs=names,
-                         attrs=dict(attrs, op_role=int(role)))
-        for r in readers:
-            block.ops[r + 1]._rename_input(v, v + fresh)
-
-    return edit
+def _plan(mutation, edit, after) -> "Plan":
+    return Plan(mutation, edit, after.ops, after.meta.get("ir", "legacy"))
 
 
 def _tensor_sites(after, reg, need_pair=False):
@@ -487,21 +460,19 @@ def _choose_swap_axes(before, after, reg, rank):
     a, b = _equal_axes(v.shape)
     perm = list(range(len(v.shape)))
     perm[a], perm[b] = b, a
-    fresh = "@mutant.swapped"
-    edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "transpose2",
-                                      {"Out": (fresh, "same"),
-                                       "XShape": (fresh + ".xshape", "xshape")},
-                                      {"axis": perm})
-    desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: a transpose2 "
+    edit = Edit("insert_unary", op.idx, var=n, readers=readers,
+                params={"unary": "transpose", "perm": perm})
+    desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: a transpose "
             f"swapping axes {a} and {b} (both {v.shape[a]}) is inserted after it and its "
-            f"reader(s) {readers} read {n + fresh}")
-    return Plan(_mutation("swapped axes", desc, op, n, axes=[a, b], readers=readers), edit,
-                after.ops)
+            f"reader(s) {readers} read its result")
+    return _plan(_mutation("swapped axes", desc, op, n, axes=[a, b], readers=readers), edit,
+                 after)
 
 
 # Adam's update m / (sqrt(v) + eps) does not change (up to eps) when its
 # gradient is scaled by a positive factor at every step.
-SCALE_INVARIANT_SINKS = {("adam", "Grad"), ("adamw", "Grad"), ("lamb", "Grad")}
+SCALE_INVARIANT_SINKS = {("adam", "Grad"), ("adamw", "Grad"), ("lamb", "Grad"),
+                         ("pd_op.adam_", "grad"), ("pd_op.adamw_", "grad")}
 # (op type, input slot) of ops whose outputs are positively homogeneous of
 # degree 1 in that input (the others fixed): a positive scale of the input
 # scales the outputs (some outputs may not depend on it at all).
@@ -509,7 +480,25 @@ HOMOGENEOUS = {("matmul_v2", "X"), ("matmul_v2", "Y"), ("matmul_v2_grad", "Out@G
                ("elementwise_mul", "X"), ("elementwise_mul", "Y"),
                ("elementwise_add_grad", "Out@GRAD"), ("elementwise_sub_grad", "Out@GRAD"),
                ("cast", "X"), ("reshape2", "X"), ("transpose2", "X"), ("assign", "X"),
-               ("c_identity", "X"), ("reduce_sum", "X"), ("reduce_mean", "X")}
+               ("c_identity", "X"), ("reduce_sum", "X"), ("reduce_mean", "X"),
+               ("pd_op.matmul", "x"), ("pd_op.matmul", "y"), ("pd_op.matmul_grad", "out_grad"),
+               ("pd_op.multiply", "x"), ("pd_op.multiply", "y"),
+               ("pd_op.add_grad", "out_grad"), ("pd_op.subtract_grad", "out_grad"),
+               ("pd_op.cast", "x"), ("pd_op.reshape", "x"), ("pd_op.transpose", "x"),
+               ("pd_op.assign", "x"), ("pd_op.sum", "x"),
+               ("pd_op.mean", "x")}
+
+
+def _is_param_grad(op, name, params) -> bool:
+    """``name`` (an output of ``op``) is a parameter's gradient: legacy
+    ``w@GRAD``; PIR: the ``<slot>_grad`` result of a grad op whose ``<slot>``
+    operand is a parameter."""
+    if name.endswith("@GRAD") and name[:-5] in params:
+        return True
+    for slot, names in op.outputs.items():
+        if name in names and slot.endswith("_grad"):
+            return any(n in params for n in op.inputs.get(slot[:-5], []))
+    return False
 
 
 def scale_invariance(snap, var, idx) -> str:
@@ -532,7 +521,7 @@ def scale_invariance(snap, var, idx) -> str:
             if (op.type, slot) not in HOMOGENEOUS:
                 return ""
             for out_name, _ in _value_outputs(snap, op):
-                if out_name.endswith("@GRAD") and out_name[:-5] in params:
+                if _is_param_grad(op, out_name, params):
                     return ""  # a gradient the numeric runs compare
                 todo.append((out_name, op.idx))
     if not sinks:
@@ -553,16 +542,13 @@ def _scaled(factor, label, salt):
             live = [s for s in sites if not why[id(s)]]
             sites = live or sites
         op, n, v, readers = sites[(rank + salt) % len(sites)]
-        fresh = f"@mutant.{'neg' if factor < 0 else 'scaled'}"
-        edit = _insert_after_and_redirect(op.idx, n, fresh, readers, "scale",
-                                          {"Out": (fresh, "same")},
-                                          {"scale": float(factor), "bias": 0.0,
-                                           "bias_after_scale": True})
+        edit = Edit("insert_unary", op.idx, var=n, readers=readers,
+                    params={"unary": "scale", "factor": float(factor)})
         desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) writes {n} {v.shape}: "
                 f"scaled by {factor} before its reader(s) {readers}")
         m = _mutation(label, desc, op, n, factor=factor, readers=readers)
         m.equivalent_by_argument = why.get(id(sites[(rank + salt) % len(sites)]), "")
-        return Plan(m, edit, after.ops)
+        return _plan(m, edit, after)
 
     return choose
 
@@ -593,16 +579,16 @@ def _choose_sibling(before, after, reg, rank):
         return None
     op, slot, n, v, w = cands[rank % len(cands)]
 
-    def edit(main, startup, tr):
-        main.global_block().ops[op.idx]._rename_input(tr(n), tr(w))
+    edit = Edit("rename_input", op.idx, var=n, new=w, slot=slot)
 
     desc = (f"op {op.idx} ({op.type}, {reg.where(op.idx)}) reads {w} instead of {n} in slot "
             f"{slot} (both {v.shape} {v.dtype}; {w} is written before it)")
-    return Plan(_mutation("sibling operand", desc, op, n, slot=slot, sibling=w), edit,
-                after.ops)
+    return _plan(_mutation("sibling operand", desc, op, n, slot=slot, sibling=w), edit, after)
 
 
 def _choose_moved_write(before, after, reg, rank):
+    if after.meta.get("ir") == "pir":
+        return None  # SSA: a definition moved past its use is no program at all
     cands = []
     for i in reg.sites():
         p = after.ops[i]
@@ -628,17 +614,13 @@ def _choose_moved_write(before, after, reg, rank):
         return None
     p, n, v, r = cands[rank % len(cands)]
 
-    def edit(main, startup, tr):
-        nops = len(main.global_block().ops)
-        order = [k for k in range(nops) if k != p.idx]
-        order.insert(order.index(r.idx) + 1, p.idx)
-        _reorder(main.global_block(), order)
+    edit = Edit("move_after", p.idx, var=n, params={"reader": r.idx})
 
     w = _last_writer(after, n, p.idx)
     prior = f"op {w} ({after.ops[w].type})" if w is not None else "the startup program/feed"
     desc = (f"op {p.idx} ({p.type}, {reg.where(p.idx)}) writing {n} moved after its first "
             f"reader, op {r.idx} ({r.type}), which now reads the value {prior} wrote")
-    return Plan(_mutation("write past reader", desc, p, n, reader=r.idx), edit, after.ops)
+    return _plan(_mutation("write past reader", desc, p, n, reader=r.idx), edit, after)
 
 
 def _ring(op):
@@ -663,15 +645,14 @@ def _choose_wrong_ring(before, after, reg, rank):
         return None
     op, attr, old, new = cands[rank % len(cands)]
 
-    def edit(main, startup, tr):
-        main.global_block().ops[op.idx].desc._set_int32_attr(attr, int(new))
+    edit = Edit("set_int_attr", op.idx, params={"attr": attr, "value": int(new)})
 
     var = (op.inputs.get("x") or op.inputs.get("X") or [""])[0]
     what = (f"ring {old} -> {new} (a ring this rank also uses)" if attr == "ring_id"
             else "reduce_type SUM -> MAX (the rank has one ring)")
     desc = f"op {op.idx} ({op.type}, {reg.where(op.idx)}) on {var}: {what}"
-    return Plan(_mutation("wrong ring", desc, op, var, attr=attr, old=old, new=new), edit,
-                after.ops)
+    return _plan(_mutation("wrong ring", desc, op, var, attr=attr, old=old, new=new), edit,
+                 after)
 
 
 swap_axes = RegionOperator("swap_axes", "swapped axes", _choose_swap_axes)
@@ -718,16 +699,15 @@ class Prepared:
         return m
 
 
-def snapshots(run):
-    """Snapshots (original, rewritten) of a ``passes.PassRun``, with feeds."""
-    from .snapshot import from_programs
+def snapshots(run, case=None, rank=None):
+    """Snapshots (original, rewritten) of a ``passes.PassRun``, with feeds,
+    as the application takes them (either IR)."""
+    from .application import _snapshot
 
-    out = []
-    for rp in (run.original, run.rewritten):
-        s = from_programs(rp.main, rp.startup)
-        s.feeds = sorted(set(s.feeds) | {f.name for f in rp.feeds})
-        out.append(s)
-    return out
+    if case is None:
+        case = type("LegacyCase", (), {"name": "", "ir": "legacy"})()
+    return [_snapshot(rp, case, rank, which)
+            for rp, which in ((run.original, "original"), (run.rewritten, "rewritten"))]
 
 
 def prepare(operator, adapter, case, rank):
@@ -744,7 +724,7 @@ def prepare(operator, adapter, case, rank):
     run = adapter.apply(case, rank)
     if run.error:
         return None
-    before, after = snapshots(run)
+    before, after = snapshots(run, case, rank)
     plan = operator.plan(before, after, rank)
     return None if plan is None else Prepared(operator, plan, rank, before, after)
 

@@ -465,6 +465,7 @@ RULES.update({
     "pd_op.transpose": _pir_transpose,
     "pd_op.transpose_grad": _pir_transpose_grad,
     "pd_op.square": same_as("x", "out"),
+    "pd_op.scale": same_as("x", "out"),
     "pd_op.square_grad": grads_like(x_grad="x"),
     "pd_op.mean": _pir_mean,
     "pd_op.mean_grad": grads_like(x_grad="x"),

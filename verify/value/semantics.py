@@ -688,6 +688,12 @@ def _pir_reshape_attrs(a):
     return {**a, "shape": list(a["shape@value"])}
 
 
+def _pir_scale_attrs(a):
+    if a.get("scale@value") is None:
+        raise Unsupported("scale factor is not a constant (no scale@value)")
+    return {**a, "scale": a["scale@value"]}
+
+
 def _pir_full_int_array(op, ins, k):
     vals = list(op.attrs.get("value") or [])
     arr = np.empty([len(vals)], dtype=object)
@@ -738,6 +744,7 @@ ROWS.update({
                                                           for i in range(len(a.get("perm")
                                                                              or []))]}),
     "pd_op.square": _via(square, {"x": "X"}, {"Out": "out"}),
+    "pd_op.scale": _via(scale, {"x": "X"}, {"Out": "out"}, _pir_scale_attrs),
     "pd_op.square_grad": _via(square_grad, {"x": "X", "out_grad": "Out@GRAD"},
                               {"X@GRAD": "x_grad"}),
     "pd_op.mean": _via(_reduce(mean=True), {"x": "X"}, {"Out": "out"}, _pir_reduce_attrs),
