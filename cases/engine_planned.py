@@ -220,7 +220,10 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
 
     paddle.static.default_main_program().random_seed = SEED
     paddle.static.default_startup_program().random_seed = SEED
-    mesh = auto.ProcessMesh(MESH, dim_names=DIM_NAMES)
+    # "parallel": "mp" (default, the TP2 model) or "dp" (DP2: parameters
+    # replicated, the batch of x sharded along the mesh dim "dp")
+    data_parallel = params.get("parallel", "mp") == "dp"
+    mesh = auto.ProcessMesh(MESH, dim_names=["dp"] if data_parallel else DIM_NAMES)
     act = params.get("act", "gelu")
 
     class MLPBlock(nn.Layer):
@@ -233,6 +236,9 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
             self.fc2 = nn.Linear(FFN, H, bias_attr=False if params.get("sp") else None)
 
         def forward(self, x):
+            if data_parallel:
+                auto.shard_tensor(x, mesh, ["dp", None, None])
+                return self.fc2(_activation(self.fc1(self.norm(x)), act))
             auto.shard_tensor(self.fc1.weight, mesh, [None, "mp"])
             auto.shard_tensor(self.fc1.bias, mesh, ["mp"])
             auto.shard_tensor(self.fc2.weight, mesh, ["mp", None])
@@ -248,18 +254,28 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
             return out
 
     model = MLPBlock()
+    # "grad_clip": a clip norm -> ClipGradByGlobalNorm on the optimizer
+    clip = paddle.nn.ClipGradByGlobalNorm(float(params["grad_clip"])) \
+        if params.get("grad_clip") else None
     if params.get("optimizer", "sgd") == "adamw":
         opt = paddle.optimizer.AdamW(learning_rate=0.01, weight_decay=0.01,
-                                     parameters=model.parameters())
+                                     parameters=model.parameters(), grad_clip=clip)
     else:
         opt = paddle.optimizer.SGD(learning_rate=0.1,
-                                   parameters=model.parameters())
+                                   parameters=model.parameters(), grad_clip=clip)
     strategy = auto.Strategy()
     strategy.auto_mode = "semi"
     strategy.seed = SEED
     # off: the suite applies the passes itself; "sp_default" keeps 3.3.1's
     # default (True), so the planner runs the SP optimization pass itself
     strategy.sp_optimization.enable = bool(params.get("sp_default"))
+    # "strategy": {"dp_optimization.enable": True, ...} overrides
+    for path, value in (params.get("strategy") or {}).items():
+        *owners, field = path.split(".")
+        obj = strategy
+        for o in owners:
+            obj = getattr(obj, o)
+        setattr(obj, field, value)
     cluster = Cluster()
     cluster.gen_default_config_cluster(node_count=1, device_count=nranks)
     engine = auto.Engine(model, nn.MSELoss(), opt, cluster=cluster,
@@ -275,6 +291,10 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
 
     def recording_post(self, main_program, startup_program, rank_, params_grads):
         seen["params_grads"] = [[p.name, g.name] for p, g in params_grads]
+        if params.get("post") is False:
+            # "post": False keeps the programs as partition + reshard left
+            # them, before the post-partition passes (the suite applies them)
+            return None
         return original_post(self, main_program, startup_program, rank_,
                              params_grads)
 
@@ -307,7 +327,8 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
         "rank": rank,
         "world_size": nranks,
         "params": params,
-        "mesh": {"shape": [len(MESH)], "process_ids": MESH, "dim_names": DIM_NAMES},
+        "mesh": {"shape": [len(MESH)], "process_ids": MESH,
+                 "dim_names": list(mesh.dim_names)},
         "process_meshes": [_mesh_record(m) for m in ctx.process_meshes],
         "process_groups": {str(g.id): list(g.ranks) for g in get_all_process_groups()},
         "feeds": feeds,
@@ -520,7 +541,7 @@ def build(case: Case, rank: int) -> RankProgram:
                            f"case declares {sorted(case.rings)}")
 
     ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
-    mesh = ProcessMesh(list(case.mesh), dim_names=DIM_NAMES)
+    mesh = ProcessMesh(list(MESH), dim_names=meta["mesh"]["dim_names"])
     ctx.add_process_mesh(mesh)
     _annotate(main, meta["main"], ctx, mesh)
     _annotate(startup, meta["startup"], ctx, mesh)
