@@ -755,3 +755,50 @@ ROWS.update({
                        {"ParamOut": "param_out", "MasterParamOut": "master_param_out"}),
 })
 RANDOM_INIT |= {"pd_op.uniform", "pd_op.gaussian"}
+
+
+# -- PIR collectives' neighbours (fuse_allreduce_split_to_reducescatter) ---------
+# pd_op.all_reduce(_) / reduce_scatter / all_gather are collectives: the
+# executor performs them from verify/collectives.py.  A vector value
+# (split_with_num's ``out``, a ``vec[...]``) of equal pieces is held as ONE
+# Tensor: the pieces stacked along a new leading dim (original size = count);
+# builtin.slice / builtin.split take pieces out of it again.
+def _pir_split_with_num(op, ins, k):
+    axis = op.attrs.get("axis@value")
+    if axis is None:
+        raise Unsupported("split_with_num axis is not a constant (no axis@value)")
+    axis = int(axis[0] if isinstance(axis, list) else axis)
+    parts = split(_OpView(op, {"axis": axis, "num": int(op.attrs.get("num", 0))}),
+                  {"X": ins.get("x")}, k)["Out"]
+    n = len(parts)
+    return {"out": [Tensor(np.stack([p.arr for p in parts]), [((n, n),)] + list(parts[0].dims),
+                           parts[0].dtype)]}
+
+
+def _pir_vector_piece(op, ins, k):
+    """builtin.slice: piece ``index`` of a stacked vector value."""
+    v = _t(ins, "operands")
+    i = int(op.attrs.get("index", 0))
+    if not 0 <= i < v.arr.shape[0]:
+        raise Unsupported(f"builtin.slice index {i} of a vector of {v.arr.shape[0]}")
+    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)]}
+
+
+def _pir_vector_pieces(op, ins, k):
+    """builtin.split: every piece of a stacked vector value, in order."""
+    v = _t(ins, "operands")
+    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)
+                        for i in range(v.arr.shape[0])]}
+
+
+ROWS.update({
+    "pd_op.assign": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    "pd_op.split_with_num": _pir_split_with_num,
+    "builtin.slice": _pir_vector_piece,
+    "builtin.split": _pir_vector_pieces,
+    "pd_op.add": _via(ROWS["elementwise_add"], {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.add_": _via(ROWS["elementwise_add"], {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.add_grad": _via(ROWS["elementwise_add_grad"],
+                           {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
+                           {"X@GRAD": "x_grad", "Y@GRAD": "y_grad"}),
+})
