@@ -471,3 +471,64 @@ RULES.update({
     "pd_op.mean_grad": grads_like(x_grad="x"),
     "pd_op.sgd_": _pir_sgd,
 })
+
+
+# -- PIR collectives and their neighbours (fuse_allreduce_split_to_reducescatter).
+# A vector value (split_with_num's ``out``) of equal pieces has the shape of
+# the pieces stacked: ``[count] + piece`` (its declared type is a ``vec[...]``,
+# which the checker does not compare); builtin.slice / builtin.split take
+# pieces out of it.
+def _pir_split_with_num(s):
+    axis = s.attr("axis@value")
+    if axis is None:
+        raise RuleError("split_with_num axis is not a constant (no axis@value)")
+    axis = int(axis[0] if isinstance(axis, list) else axis)
+    x = list(s("x"))
+    axis = axis + len(x) if axis < 0 else axis
+    if not 0 <= axis < len(x):
+        s.need(False, f"axis {axis} is out of range for rank {len(x)}")
+        return {}
+    n = int(s.attr("num", 0))
+    if n <= 0:
+        raise RuleError("split_with_num without num")
+    d = x[axis]
+    s.need(d % n == 0, f"dim {axis} ({d}) is not divisible by num {n}")
+    part = d // n if is_static(d) else d / n
+    return {"out": [[n] + x[:axis] + [part] + x[axis + 1:]]}
+
+
+def _pir_vector_piece(s):
+    v = s("operands")
+    i = int(s.attr("index", 0))
+    s.need(0 <= i < v[0] if is_static(v[0]) else True,
+           f"builtin.slice index {i} of a vector of {v[0]}")
+    return {"results": [list(v[1:])]}
+
+
+def _pir_vector_pieces(s):
+    v = s("operands")
+    return {"results": [list(v[1:]) for _ in range(int(v[0]))]}
+
+
+def _pir_add(s):
+    return {"out": [broadcast(s, s("x"), s("y"), -1)]}
+
+
+def _pir_add_grad(s):
+    broadcast(s, s("x"), s("y"), s.attr("axis", -1))
+    return {"x_grad": [s("x")], "y_grad": [s("y")]}
+
+
+RULES.update({
+    "pd_op.all_reduce": same_as("x", "out"),
+    "pd_op.all_reduce_": same_as("x", "out"),
+    "pd_op.reduce_scatter": _reduce_scatter,
+    "pd_op.all_gather": _all_gather,
+    "pd_op.assign": same_as("x", "out"),
+    "pd_op.split_with_num": _pir_split_with_num,
+    "builtin.slice": _pir_vector_piece,
+    "builtin.split": _pir_vector_pieces,
+    "pd_op.add": _pir_add,
+    "pd_op.add_": _pir_add,
+    "pd_op.add_grad": _pir_add_grad,
+})
