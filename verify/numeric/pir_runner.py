@@ -9,10 +9,9 @@ the dtype- and depth-derived tolerances of ``compare.py``.
 
 Each run goes to an isolation worker (``verify.isolation.run_call``; the
 programs travel in PIR's own serialization), so an executor crash is an
-INCONCLUSIVE check, not the end of the run.  Limits, stated: one rank at a
-time, no collectives (the cases of this slice are single-rank); real ranks do
-not run PIR programs yet, so the witness is the executor alone and the
-checks say so.
+INCONCLUSIVE check, not the end of the run.  Limits, stated: real ranks do
+not run PIR programs yet, so the witness is the executor (and the
+simulator's collectives) alone and the checks say so.
 """
 from __future__ import annotations
 
@@ -58,6 +57,54 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -
                               {"exported": exported, "params": params, "feeds": feeds,
                                "watch": list(watch), "seed": seed, "steps": steps},
                               where or "PIR executor run")
+
+
+def multi_rank(case, outcomes) -> bool:
+    """Whether a case's programs need every rank at once (several ranks, or a
+    collective anywhere): then :func:`run_ranks` runs them in lock step."""
+    from verify.collectives import communicates
+
+    return case.world_size > 1 or any(communicates(op.type) for o in outcomes
+                                      for op in o.before.ops + o.after.ops)
+
+
+def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int) -> tuple:
+    """``(params, feeds per step)`` of ``rank``, chosen as the legacy
+    simulator's specs choose them (``equivalence.make_specs``): a sharded
+    parameter by the rank's TP index, a feed by its DP replica (and TP
+    index for ``split="tp"``)."""
+    shard = case.tp_index(rank)
+    params = {n: param_value(seed, n, v.shape, v.dtype,
+                             shard if n in case.sharded_params else 0)
+              for n, v in snap.vars.items() if v.is_parameter}
+    feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
+                                 case.dp_index(rank) if f.split == "dp"
+                                 else case.dp_index(rank) * 1000 + shard, k)
+              for f in rp.feeds} for k in range(steps)]
+    return params, feeds
+
+
+def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
+              where: str = "") -> dict:
+    """Every rank's PIR programs in lock step (``verify/numeric/pir_ranks.py``),
+    in an isolation worker when isolation is enabled; ``{rank: [{name:
+    ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``."""
+    import paddle
+
+    from verify import isolation
+    from verify.pir_snapshot import export_programs
+
+    ranks = {}
+    for r, rp in rps.items():
+        with paddle.pir_utils.IrGuard():
+            exported = export_programs(rp.main, rp.startup, rp.names)
+        params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps)
+        ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
+                    "watch": list(watch[r])}
+    return isolation.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
+                              {"ranks": ranks, "rings": dict(case.rings), "steps": steps,
+                               "where": where or "PIR simulator"},
+                              where or "PIR simulator run")
 
 
 def run_exported(exported, params, feeds, watch, seed, steps) -> list:
@@ -114,25 +161,62 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
     if notes is not None and "ranks" in backends:
         notes.append("ranks backend not run: PIR programs are run by Paddle's executor in "
                      "one process (pir_runner); numeric evidence comes from it only")
+    multi = bool(outcomes) and multi_rank(case, outcomes)
+    plan = {}
     for o in outcomes:
-        rp_o, rp_r = o.run.original, o.run.rewritten
+        rp_o = o.run.original
         ren = adapter.renames(case, o.rank, o.before, o.after) if adapter is not None else {}
         watch = list(dict.fromkeys(list(rp_o.fetches) + ([rp_o.loss] if rp_o.loss else [])))
-        where = f"PIR executor run of {case.name}"
+        cand_names = [ren.get(n, n) for n in watch]
+        present = set(o.after.vars)
+        plan[o.rank] = (watch, cand_names, [c for c in cand_names if c in present])
+    ref_all = cand_all = ref_err = cand_err = None
+    if multi:  # every rank at once, collectives simulated between stages
+        where = f"PIR simulator run of {case.name}"
         try:
-            ref = run_program(rp_o, o.before, watch, seed, steps, where + " (original)")
+            ref_all = run_ranks(case, {o.rank: o.run.original for o in outcomes},
+                                {o.rank: o.before for o in outcomes},
+                                {r: p[0] for r, p in plan.items()}, seed, steps,
+                                where + " (original)")
+        except Exception as exc:
+            ref_err = exc
+        if ref_err is None:
+            try:
+                cand_all = run_ranks(case, {o.rank: o.run.rewritten for o in outcomes},
+                                     {o.rank: o.after for o in outcomes},
+                                     {r: p[2] for r, p in plan.items()}, seed, steps,
+                                     where + " (rewritten)")
+            except Exception as exc:
+                cand_err = exc
+    for o in outcomes:
+        rp_o, rp_r = o.run.original, o.run.rewritten
+        watch, cand_names, cand_present = plan[o.rank]
+        where = f"PIR {'simulator' if multi else 'executor'} run of {case.name}"
+        try:
+            if ref_err is not None:
+                raise ref_err
+            ref = ref_all[o.rank] if multi else \
+                run_program(rp_o, o.before, watch, seed, steps, where + " (original)")
         except Exception as exc:
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                                        f"the ORIGINAL program does not run: {_why(exc)}",
                                        details={"backend": backend,
                                                 "traceback": traceback.format_exc()}))
             continue
-        present = set(o.after.vars)
-        cand_names = [ren.get(n, n) for n in watch]
-        vanished = [n for n, c in zip(watch, cand_names) if c not in present]
+        vanished = [n for n, c in zip(watch, cand_names) if c not in cand_present]
         try:
-            cand = run_program(rp_r, o.after, [c for c in cand_names if c in present],
-                               seed, steps, where + " (rewritten)")
+            if cand_err is not None:
+                bad = getattr(cand_err, "rank", None)
+                if bad is not None and bad != o.rank:
+                    results.append(CheckResult(
+                        KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
+                        f"{where} rank {o.rank}: not compared: rank {bad}'s rewritten "
+                        f"program does not run ({_why(cand_err)})",
+                        details={"backend": backend}))
+                    continue
+                raise cand_err
+            cand = cand_all[o.rank] if multi else \
+                run_program(rp_r, o.after, cand_present, seed, steps, where + " (rewritten)")
         except ProcessCrash as exc:  # crashed or overran: evidence neither way
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
@@ -147,7 +231,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 counterexample={"rank": o.rank, "error": str(exc)[:2000]},
                 details={"backend": backend}))
             continue
-        depth = _depth(o.before, steps)
+        depth = _depth(o.before, steps) * (case.world_size if multi else 1)
         diffs = []
         for k in range(steps):
             for n, c in zip(watch, cand_names):

@@ -1,0 +1,186 @@
+"""Several ranks of PIR programs in lock step, in one process: the PIR side
+of the simulator (``simulated_ranks.py`` does the same for legacy programs
+and owns the lock-step loop and the collectives, which this module reuses).
+
+A PIR program cannot be cut into pieces that share a scope the way a legacy
+block can (its values are SSA results, not scope variables), so each rank's
+main program becomes *stages*: stage j is a clone in which the results of
+the first j communicating collectives are replaced by fed ``pd_op.data``
+values (``__pir_coll_<i>``), the j-th collective and everything after it
+erased, and the j-th collective's input fetched; the last stage keeps every
+op, all collectives replaced, and fetches the watched values.  The
+simulator performs each collective between stages (``simulated_ranks.
+_perform``: sum/max/min/prod/avg all-reduce, reduce-scatter and all-gather
+along dim 0, broadcast) over the case's rings.  A stage re-runs the ops
+before its collective: fine for pure ops, wrong for state, so a program with
+an in-place write to a persistable value (an optimizer update) before its
+last collective is refused (``BackendError``), never run.
+
+Limits, stated: startup programs must hold no collective; nested blocks are
+not cut (a collective inside one is not found).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from verify.collectives import COLLECTIVES, communicates
+from verify.collectives import kind as collective_kind
+
+from .run_spec import BackendError
+
+
+class _PirColl:
+    """What ``simulated_ranks._lockstep``/``_perform`` read of a collective."""
+
+    def __init__(self, op, index, n):
+        slot_in, slot_out, _ = COLLECTIVES[op.name()]
+        attrs = dict(op.attrs())
+        self.type = op.name()
+        self.index = index
+        self.x = f"__pir_in_{n}"
+        self.out = f"__pir_coll_{n}"
+        self.ring = int(attrs.get("ring_id", 0))
+        self.kind = collective_kind(op.name(), attrs)
+        self.root = int(attrs.get("root", 0))
+
+
+def _stage(main, cut_ops: list, j: int, watch_pos: list):
+    """Stage ``j`` of ``main`` (see the module docstring): ``(program,
+    fetch values)``; ``cut_ops`` are the collectives' op indices and
+    ``watch_pos`` ``[(op index, result index)]`` of the watched values."""
+    import paddle
+
+    prog = main.clone()
+    ops = list(prog.global_block().ops)
+    fetch = []
+    if j < len(cut_ops):
+        fetch = [ops[cut_ops[j]].operand_source(0)]
+    else:
+        fetch = [ops[i].result(k) for i, k in watch_pos]
+    with paddle.static.program_guard(prog):
+        paddle.pir.reset_insertion_point_to_start()
+        for i in range(min(j, len(cut_ops))):
+            op = ops[cut_ops[i]]
+            res = op.result(0)
+            new = paddle.static.data(f"__pir_coll_{i}", list(res.shape),
+                                     str(res.dtype).replace("paddle.", ""))
+            res.replace_all_uses_with(new)
+        paddle.pir.reset_insertion_point_to_end()
+    if j < len(cut_ops):
+        for op in reversed(ops[cut_ops[j]:]):
+            op.erase()
+    for i in range(min(j, len(cut_ops))):
+        ops[cut_ops[i]].erase()
+    feeds = [op.attrs()["name"] for op in prog.global_block().ops if op.name() == "pd_op.data"]
+    return prog, fetch, feeds
+
+
+def _refuse_state_before_cut(main, cut_ops, where, rank):
+    """An in-place op on a persistable value before the last collective would
+    run once per stage: refuse the program."""
+    if not cut_ops:
+        return
+    for idx, op in enumerate(main.global_block().ops[:cut_ops[-1]]):
+        name = op.name()
+        if not name.endswith("_") or communicates(name):
+            continue
+        for v in op.operands_source():
+            d = v.get_defining_op() if v.initialized() else None
+            if d is not None and d.name() in ("builtin.parameter", "pd_op.data") and \
+                    getattr(v, "persistable", False):
+                raise BackendError(f"{where}: rank {rank} op {idx} ({name}) writes the "
+                                   "persistable value in place before the last collective; "
+                                   "the PIR simulator re-runs that prefix per stage and "
+                                   "cannot run it", rank)
+
+
+class _PirRank:
+    """One rank: its stages, scope, and the values exchanged at collectives
+    (the interface ``simulated_ranks._lockstep`` drives)."""
+
+    def __init__(self, rank, exported, params, feeds, watch, where):
+        import paddle
+
+        from verify.pir_snapshot import import_programs
+
+        from .inputs import param_value  # noqa: F401  (values come from the caller)
+
+        self.rank = rank
+        self.where = where
+        main, startup, names = import_programs(exported)
+        ops = list(main.global_block().ops)
+        self.cut_ops = [i for i, op in enumerate(ops) if communicates(op.name())]
+        for i in self.cut_ops:
+            if ops[i].num_operands() != 1 or ops[i].num_results() != 1:
+                raise BackendError(f"{where}: rank {rank} op {i} ({ops[i].name()}) is not "
+                                   "a one-in one-out collective", rank)
+        _refuse_state_before_cut(main, self.cut_ops, where, rank)
+        if any(communicates(op.name()) for op in startup.global_block().ops):
+            raise BackendError(f"{where}: rank {rank}'s startup program holds a collective "
+                               "(not simulated for PIR programs)", rank)
+        pos = {names.table.get((op.id(), k)): (i, k) for i, op in enumerate(ops)
+               for k in range(op.num_results())}
+        missing = [n for n in watch if n not in pos]
+        if missing:
+            raise KeyError(f"rank {rank}: no value named {missing[0]} in the program")
+        self.watch = list(watch)
+        self.colls = [_PirColl(ops[i], i, n) for n, i in enumerate(self.cut_ops)]
+        self.stages = [_stage(main, self.cut_ops, j, [pos[n] for n in watch])
+                       for j in range(len(self.cut_ops) + 1)]
+        self.place = paddle.CPUPlace()
+        self.scope = paddle.static.Scope()
+        self.exe = paddle.static.Executor(self.place)
+        with paddle.static.scope_guard(self.scope):
+            self.exe.run(startup)
+        for name, value in params.items():
+            if self.scope.find_var(name) is not None:
+                self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
+        self.feeds = feeds  # [{name: array}] per step
+        self.values, self.result, self.pos, self.step = {}, None, 0, 0
+
+    def start(self, step: int):
+        self.values, self.result, self.pos, self.step = {}, None, 0, step
+
+    def get(self, name):
+        return self.values.get(name)
+
+    def set(self, name, value):
+        self.values[name] = value
+
+    def advance(self):
+        """Run the stage up to the next collective; return it, or None after
+        the last stage (the watched values are then in ``result``)."""
+        import paddle
+
+        prog, fetch, feed_names = self.stages[self.pos]
+        feed = {**self.feeds[self.step], **self.values}
+        feed = {n: feed[n] for n in feed_names if n in feed}
+        with paddle.static.scope_guard(self.scope):
+            got = self.exe.run(prog, feed=feed, fetch_list=fetch)
+        if self.pos < len(self.colls):
+            c = self.colls[self.pos]
+            self.values[c.x] = np.array(got[0])
+            return c
+        self.result = {n: np.array(a) for n, a in zip(self.watch, got)}
+        return None
+
+
+def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator"):
+    """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
+    "params": {name: array}, "feeds": [{name: array}] per step, "watch"}}``
+    (see :func:`verify.numeric.pir_runner.run_ranks`)."""
+    import paddle
+
+    from .simulated_ranks import _lockstep
+
+    with paddle.pir_utils.IrGuard():
+        states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
+                                   d["watch"], where) for r, d in sorted(ranks.items())}
+        out = {r: [] for r in states}
+        for k in range(steps):
+            for st in states.values():
+                st.start(k)
+            _lockstep(states, rings, f"{where} step {k}")
+            for r, st in states.items():
+                out[r].append(st.result)
+        return out
