@@ -475,6 +475,31 @@ def test_pir_definitions_and_named_writes():
     close(run("builtin.shadow_output", {"operands": [x]})["output"], x)
 
 
+def test_pir_collective_neighbours():
+    """pd_op.assign, split_with_num (its vector held stacked), builtin.slice /
+    builtin.split, pd_op.add / add_ / add_grad, against numpy."""
+    x = r(4, 6)
+    close(run("pd_op.assign", {"x": [x]})["out"], x)
+    for axis in (0, 1):
+        vec = run("pd_op.split_with_num", {"x": [x]}, {"num": 2, "axis@value": axis})["out"]
+        parts = np.split(x, 2, axis=axis)
+        close(vec, np.stack(parts))
+        for i in (0, 1):
+            close(run("builtin.slice", {"operands": [vec]}, {"index": i})["results"], parts[i])
+        op = Op(0, "builtin.split", {"operands": ["v"]}, {"results": ["a", "b"]}, {})
+        TESTED.add("builtin.split")
+        got = S.ROWS["builtin.split"](op, {"operands": [T(vec)]}, K)["results"]
+        for t, want in zip(got, parts):
+            close(t.arr, want)
+    y, b = r(4, 6), r(6)
+    close(run("pd_op.add", {"x": [x], "y": [y]})["out"], x + y)
+    close(run("pd_op.add_", {"x": [x], "y": [b]})["out"], x + b)
+    g = r(4, 6)
+    res = run("pd_op.add_grad", {"x": [x], "y": [b], "out_grad": [g]}, {"axis": -1})
+    close(res["x_grad"], g)
+    close(res["y_grad"], g.sum(axis=0))
+
+
 def test_every_row_is_tested():
     """Runs last in this file (pytest keeps file order)."""
     missing = set(S.ROWS) - TESTED
