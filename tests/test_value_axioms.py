@@ -46,6 +46,12 @@ class FloatKernels:
             return max(a)
         if kernel == "min":
             return min(a)
+        if kernel == "lookup_select":  # the real kernel: the id names this row
+            row, pad = int(at["row"]), int(at["padding_idx"])
+            return 1.0 if int(a[0]) == row and int(a[0]) != pad else 0.0
+        if kernel == "softmax":
+            e = [math.exp(v - max(a)) for v in a]
+            return e[int(at["index"])] / sum(e)
         if kernel.startswith(("adamw.", "adam.")):
             return _adamw_kernel(kernel.split(".")[1], a, at)
         return ("opaque", kernel, len(a))
@@ -498,6 +504,69 @@ def test_pir_collective_neighbours():
     res = run("pd_op.add_grad", {"x": [x], "y": [b], "out_grad": [g]}, {"axis": -1})
     close(res["x_grad"], g)
     close(res["y_grad"], g.sum(axis=0))
+
+
+# -- the GPT model's ops, against Paddle's own kernels (dygraph, same phi kernels) --
+def _pd(fn):
+    import paddle
+    with paddle.base.dygraph.guard():
+        return fn(paddle)
+
+
+@pytest.mark.parametrize("pad", [-1, 2])
+def test_lookup_table_v2_and_its_grad_against_paddle(pad):
+    w, g = r(5, 3), r(2, 3, 3)
+    ids = np.array([[0, 4, 2], [2, 2, 1]])
+    attrs = {"padding_idx": pad}
+    got = run("lookup_table_v2", {"Ids": [ids], "W": [w]}, attrs)["Out"]
+    dw = run("lookup_table_v2_grad", {"Ids": [ids], "W": [w], "Out@GRAD": [g]},
+             attrs)["W@GRAD"]
+
+    def ref(paddle):
+        wt = paddle.to_tensor(w, stop_gradient=False)
+        out = paddle.nn.functional.embedding(paddle.to_tensor(ids), wt,
+                                             padding_idx=None if pad < 0 else pad)
+        (out * paddle.to_tensor(g)).sum().backward()
+        return out.numpy(), wt.grad.numpy()
+    out_ref, dw_ref = _pd(ref)
+    close(got, out_ref)
+    close(dw, dw_ref)
+    # exact in the table: each output element is linear in the row it reads
+    assert np.count_nonzero(dw[2]) == 0 if pad == 2 else np.count_nonzero(dw[3]) == 0
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_and_its_grad_against_paddle(axis):
+    x, g = r(2, 3, 4), r(2, 3, 4)
+
+    def ref(paddle):
+        xt = paddle.to_tensor(x, stop_gradient=False)
+        out = paddle.nn.functional.softmax(xt, axis=axis)
+        (dx,) = paddle.grad(out, xt, paddle.to_tensor(g))
+        return out.numpy(), dx.numpy()
+    out_ref, dx_ref = _pd(ref)
+    close(run("softmax", {"X": [x]}, {"axis": axis})["Out"], out_ref)
+    close(run("softmax_grad", {"Out": [out_ref], "Out@GRAD": [g]}, {"axis": axis})["X@GRAD"],
+          dx_ref)
+
+
+@pytest.mark.parametrize("target,perm", [([0, 12], [2, 0, 1]), ([6, 2, 2], [1, 2, 0])])
+def test_reshape2_and_transpose2_grads_against_paddle(target, perm):
+    x = r(2, 3, 4)
+    xshape = np.zeros((0, 2, 3, 4))  # XShape: [0] + X's shape, no values
+    shaped = [x.shape[i] if t == 0 else t for i, t in enumerate(target)]
+    g_r, g_t = r(*shaped), r(*np.transpose(x, perm).shape)
+
+    def ref(paddle):
+        xt = paddle.to_tensor(x, stop_gradient=False)
+        (dr,) = paddle.grad(paddle.reshape(xt, shaped), xt, paddle.to_tensor(g_r))
+        (dt,) = paddle.grad(paddle.transpose(xt, perm), xt, paddle.to_tensor(g_t))
+        return dr.numpy(), dt.numpy()
+    dr_ref, dt_ref = _pd(ref)
+    close(run("reshape2_grad", {"Out@GRAD": [g_r], "XShape": [xshape]},
+              {"shape": target})["X@GRAD"], dr_ref)
+    close(run("transpose2_grad", {"Out@GRAD": [g_t], "XShape": [xshape]},
+              {"axis": perm})["X@GRAD"], dt_ref)
 
 
 def test_every_row_is_tested():

@@ -532,3 +532,25 @@ RULES.update({
     "pd_op.add_": _pir_add,
     "pd_op.add_grad": _pir_add_grad,
 })
+
+
+# -- the GPT model's ops (embedding lookup, softmax grad) ----------------------
+def _lookup(s):
+    w = s("W")
+    s.need(len(w) == 2, f"lookup table W has rank {len(w)}, not 2")
+    return {"Out": [list(s("Ids")) + [w[-1]]]}
+
+
+def _softmax_grad(s):
+    y, g = s("Out"), s("Out@GRAD")
+    s.need(len(y) == len(g), f"Out@GRAD has rank {len(g)}, Out {len(y)}")
+    for i, (a, b) in enumerate(zip(y, g)):
+        s.need(eq(a, b), f"Out@GRAD dim {i} ({b}) is not Out's ({a})")
+    return {"X@GRAD": [y]}
+
+
+RULES.update({
+    "lookup_table_v2": _lookup,
+    "lookup_table_v2_grad": grads_like(**{"W@GRAD": "W"}),
+    "softmax_grad": _softmax_grad,
+})

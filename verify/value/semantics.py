@@ -802,3 +802,100 @@ ROWS.update({
                            {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
                            {"X@GRAD": "x_grad", "Y@GRAD": "y_grad"}),
 })
+
+
+# -- the GPT model's ops (embedding lookup, softmax, the layout grads) --------
+def _onehot(op, ids: Tensor, rows: int, k):
+    """``oh[..., v]``: whether id ``ids[...]`` selects table row ``v``.
+
+    Why a lookup is modelled so: the proof's feeds (the ids too) are input
+    symbols, so a gather by concrete index is not available; a lookup is
+    linear in the table row it selects, ``out[i] = sum_v sel_v(id_i) W[v]``,
+    with ``sel_v`` an uninterpreted function of the id alone (one per row
+    ``v`` and ``padding_idx``: the real kernel is 1 for the row the id names
+    and 0 elsewhere, 0 everywhere for the padding id).  Sound: every
+    interpretation, the real one too, satisfies what a proof concludes; and
+    exact in the table, so a rewrite that moves the lookup's grad across
+    ranks or re-associates it with the tied matmul's stays provable.  The
+    same ``sel_v(id)`` atoms serve the grad (``dW[v] = sum_i sel_v(id_i)
+    dOut[i]``), so forward and backward agree on which rows were read."""
+    pad = int(op.attrs.get("padding_idx", -1))
+    oh = np.empty(ids.arr.shape + (rows,), dtype=object)
+    for idx in np.ndindex(ids.arr.shape):
+        for v in range(rows):
+            oh[idx + (v,)] = k.uf("lookup_select", [ids.arr[idx]],
+                                  (("padding_idx", repr(pad)), ("row", repr(v))))
+    return oh
+
+
+def lookup_table_v2(op, ins, k):
+    ids, w = _t(ins, "Ids"), _t(ins, "W")
+    if w.arr.ndim != 2:
+        raise Unsupported(f"lookup table of rank {w.arr.ndim}")
+    oh = _onehot(op, ids, w.arr.shape[0], k)
+    out = np.matmul(oh.reshape(-1, w.arr.shape[0]), w.arr).reshape(
+        ids.arr.shape + (w.arr.shape[1],))
+    return {"Out": [Tensor(np.asarray(out), list(ids.dims) + [w.dims[1]], w.dtype)]}
+
+
+def lookup_table_v2_grad(op, ins, k):
+    if op.attrs.get("is_sparse", False):
+        raise Unsupported("sparse lookup_table_v2_grad (a SelectedRows W@GRAD)")
+    ids, w, g = _t(ins, "Ids"), _t(ins, "W"), _t(ins, "Out@GRAD")
+    rows, width = w.arr.shape
+    oh = _onehot(op, ids, rows, k).reshape(-1, rows)
+    dw = np.matmul(_tr(oh), g.arr.reshape(-1, width))
+    return {"W@GRAD": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
+
+
+def softmax(op, ins, k):
+    """Each output element an uninterpreted function of the elements of its
+    row along ``axis`` and of its position in that row (softmax is not a
+    polynomial; it reads nothing outside the row)."""
+    x = _t(ins, "X")
+    nd = x.arr.ndim
+    axis = int(op.attrs.get("axis", -1)) % max(nd, 1)
+    xa = np.moveaxis(x.arr, axis, -1)
+    out = np.empty(xa.shape, dtype=object)
+    attrs = _attrs_key(op)
+    for idx in np.ndindex(xa.shape[:-1]):
+        row = list(xa[idx])
+        for j in range(len(row)):
+            out[idx + (j,)] = k.uf("softmax", row, attrs + (("index", repr(j)),))
+    return {"Out": [Tensor(np.moveaxis(out, -1, axis), x.dims, x.dtype)]}
+
+
+def softmax_grad(op, ins, k):
+    """``dX = Out * (dOut - sum(dOut * Out, axis))``: a polynomial in Out and
+    dOut (Paddle's softmax_grad reads only those)."""
+    y, g = _t(ins, "Out"), _t(ins, "Out@GRAD")
+    axis = int(op.attrs.get("axis", -1)) % max(y.arr.ndim, 1)
+    s = (g.arr * y.arr).sum(axis=axis, keepdims=True)
+    return {"X@GRAD": [Tensor(np.asarray(y.arr * (g.arr - s)), y.dims, y.dtype)]}
+
+
+def reshape2_grad(op, ins, k):
+    """dOut reshaped back to X's shape, which XShape declares as [0] + X."""
+    g, xs = _t(ins, "Out@GRAD"), _t(ins, "XShape")
+    target = list(xs.orig[1:])
+    dims = reshape_dims(g.dims, target, k.reduce_to)
+    shape = [_prod(r for _, r in d) for d in dims]
+    return {"X@GRAD": [Tensor(g.arr.reshape(shape), dims, g.dtype)]}
+
+
+def transpose2_grad(op, ins, k):
+    """dOut transposed by the inverse of the forward's ``axis``."""
+    g = _t(ins, "Out@GRAD")
+    perm = [int(a) % max(g.arr.ndim, 1) for a in op.attrs.get("axis", [])]
+    inv = [perm.index(i) for i in range(len(perm))]
+    return {"X@GRAD": [Tensor(np.transpose(g.arr, inv), [g.dims[p] for p in inv], g.dtype)]}
+
+
+ROWS.update({
+    "lookup_table_v2": lookup_table_v2,
+    "lookup_table_v2_grad": lookup_table_v2_grad,
+    "softmax": softmax,
+    "softmax_grad": softmax_grad,
+    "reshape2_grad": reshape2_grad,
+    "transpose2_grad": transpose2_grad,
+})
