@@ -237,10 +237,34 @@ def _vpp_class():
 
 
 def _inserted(before, after) -> list:
+    """Ops the pass created: not in ``before`` by their text, and not a kept
+    op whose operands the pass redirected (same type and attrs as an op of
+    ``before`` that is gone by its text, e.g. the optimizer reading the new
+    dW: it keeps its own role)."""
+    from collections import Counter
+
     from verify.checks.shape_check import inserted_ops
 
+    def signature(o):
+        return (o.type, repr(sorted((k, repr(v)) for k, v in o.attrs.items())))
+
     idx = inserted_ops(before, after)
-    return [o for o in after.ops if o.idx in idx]
+    kept = Counter(o.render() for o in after.ops)
+    gone = Counter()
+    for o in before.ops:
+        if kept[o.render()] > 0:
+            kept[o.render()] -= 1
+        else:
+            gone[signature(o)] += 1
+    out = []
+    for o in after.ops:
+        if o.idx not in idx:
+            continue
+        if gone[signature(o)] > 0:
+            gone[signature(o)] -= 1
+            continue
+        out.append(o)
+    return out
 
 
 ADAPTER = PirSplitMatmulGrad()

@@ -56,6 +56,9 @@ def _parser():
     pl.add_argument("--mesh", default=None,
                     help="DPxTP (e.g. 2x2) or a JSON list (default: 1-D TP over all ranks)")
     pl.add_argument("--out", required=True, metavar="DIR")
+    pl.add_argument("--ir", choices=["legacy", "pir"], default="legacy",
+                    help="legacy: the Engine (ProgramDesc); pir: dist.to_static (PIR), "
+                         "see examples/tiny_mlp_pir.py")
     pl.add_argument("--strategy", default=None, metavar="FILE",
                     help="JSON settings of auto.Strategy, e.g. "
                          "{\"sp_optimization\": {\"enable\": true}}")
@@ -274,7 +277,7 @@ def cmd_plan(args, out=sys.stdout) -> int:
 
     try:
         path = plan(args.model, args.ranks, args.mesh, args.out,
-                    strategy_path=args.strategy)
+                    strategy_path=args.strategy, ir=args.ir)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path}\ncheck it with: python -m verify run --program-dir {path}", file=out)

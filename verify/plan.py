@@ -176,8 +176,14 @@ def read_strategy(path) -> dict:
 
 
 def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
-         strategy_path=None) -> Path:
-    """Plan every rank (in parallel subprocesses) and write the program dir."""
+         strategy_path=None, ir: str = "legacy") -> Path:
+    """Plan every rank (in parallel subprocesses) and write the program dir;
+    ``ir="pir"`` plans with ``dist.to_static`` (``verify/pir_plan.py``)."""
+    if ir not in ("legacy", "pir"):
+        raise PlanError(f"--ir {ir!r}: expected legacy or pir")
+    if ir == "pir" and strategy_path:
+        raise PlanError("--strategy applies to the legacy Engine; a PIR model file sets "
+                        "its own placements")
     settings = read_strategy(strategy_path)
     from verify.program_dir import write_plan_json
 
@@ -195,6 +201,14 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
     procs = {}
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
     for r in range(ranks):
+        if ir == "pir":
+            from verify import pir_plan
+
+            procs[r] = subprocess.Popen(
+                pir_plan.command(r, model_path, mesh, tmp / f"rank{r}"), cwd=str(_REPO),
+                env=pir_plan.plan_env(r, ranks, _REPO), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            continue
         env = dict(env0, PADDLE_TRAINER_ID=str(r), PADDLE_TRAINERS_NUM=str(ranks),
                    FLAGS_enable_pir_api="0",
                    PYTHONPATH=os.pathsep.join([str(_REPO)] + [p for p in [
@@ -224,7 +238,7 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
         raise PlanError("planning failed: " + "; ".join(errors[:2]))
     sp = bool((settings.get("sp_optimization") or {}).get("enable", False))
     write_plan_json(tmp, name=Path(model_path).stem, mesh=mesh, model=model_path,
-                    enable_sp=sp)
+                    enable_sp=sp, ir=ir)
     if out.exists():
         out.rmdir()
     os.rename(tmp, out)

@@ -36,6 +36,13 @@ Format ``paddle-pass-verify/program-dir``, version 1
                      "vars": {name: {"mesh", "dims_mapping", "chunk_id"} | null}},
          "startup": {...same...}}
 
+A PIR program dir (``python -m verify plan --ir pir``, ``verify/pir_plan.py``)
+has ``"ir": "pir"`` in ``plan.json`` and per rank ``main.json`` /
+``startup.json`` (PIR's own serialization, ``serialize_pir_program``),
+``names.json`` (the value names of ``verify/pir_snapshot.py`` by op and
+result index) and ``meta.json`` (feeds, loss and fetches by value name,
+process groups, ``counter``); PIR programs carry their dist attrs themselves.
+
 Dist attrs are recorded beside the descs because the 3.3.1 protos carry
 none.  A var without a record is replicated on the default mesh; an op with
 ``"mesh": null`` gets no dist attr.  Readers refuse another ``format`` or a
@@ -74,7 +81,7 @@ def _check_format(data: dict, path: Path) -> None:
 
 
 def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
-                    enable_sp: bool = False) -> Path:
+                    enable_sp: bool = False, ir: str = "legacy") -> Path:
     """``plan.json`` of a folder whose ``rank<R>/meta.json`` are written."""
     import numpy as np
 
@@ -90,7 +97,7 @@ def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
             if sorted(members) not in groups:
                 groups.append(sorted(members))
         params = {p for p, _ in meta.get("params_grads", [])}
-        for vname, rec in meta["main"]["vars"].items():
+        for vname, rec in (meta["main"]["vars"].items() if "main" in meta else ()):
             if vname in params and rec and any(d != -1 for d in rec["dims_mapping"]):
                 sharded.add(vname)
         for f in meta["feeds"]:
@@ -101,6 +108,8 @@ def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
             "rings": rings, "sharded_params": sorted(sharded), "symbols": symbols,
             "enable_sp": enable_sp, "amp_level": "o0", "model": model,
             "expect": expect or {}}
+    if ir != "legacy":
+        data["ir"] = ir
     path = folder / "plan.json"
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
@@ -180,6 +189,22 @@ def build(case, rank: int):
                        fetches=fetches + ([meta["loss"]] if meta.get("loss") else []))
 
 
+def build_pir(case, rank: int):
+    """A rank's PIR RankProgram from a dir planned with ``--ir pir``."""
+    from cases.base import FeedSpec
+    from cases.pir_matmul_grad import PirRankProgram
+    from verify.pir_plan import load_rank
+
+    main, startup, names, meta = load_rank(Path(case.params["dir"]) / f"rank{rank}")
+    feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
+                      f.get("split", "dp")) for f in meta["feeds"]]
+    loss = meta.get("loss")
+    return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
+                          params_grads=[], feeds=feeds, loss=loss,
+                          fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
+                          names=names)
+
+
 def load_program_dir(path: str):
     """The Case of a program dir; ProgramDirError (one line) on bad input."""
     import numpy as np
@@ -198,8 +223,13 @@ def load_program_dir(path: str):
         if key not in plan:
             raise ProgramDirError(f"{folder / 'plan.json'}: no {key!r}")
     ranks = sorted(int(r) for r in np.array(plan["mesh"]).flatten())
+    ir = plan.get("ir", "legacy")
+    if ir not in ("legacy", "pir"):
+        raise ProgramDirError(f"{folder / 'plan.json'}: unknown ir {ir!r}")
+    files = ("main.json", "startup.json", "names.json", "meta.json") if ir == "pir" else \
+        ("main.pdmodel", "startup.pdmodel", "meta.json")
     for r in ranks:
-        for f in ("main.pdmodel", "startup.pdmodel", "meta.json"):
+        for f in files:
             if not (folder / f"rank{r}" / f).is_file():
                 raise ProgramDirError(f"program dir {folder}: rank{r}/{f} is missing")
     table = passes.adapters()
@@ -212,25 +242,31 @@ def load_program_dir(path: str):
         expect[name] = Expect(bool(e.get("fires", True)), e.get("verdict", "EQUIVALENT"),
                               e.get("reason", ""))
     case = Case(name=str(plan["name"]), family="program_dir",
-                summary=f"planned programs in {folder}", mesh=plan["mesh"], builder=build,
+                summary=f"planned {'PIR ' if ir == 'pir' else ''}programs in {folder}",
+                mesh=plan["mesh"], builder=build_pir if ir == "pir" else build,
                 expect={}, rings={int(k): v for k, v in plan["rings"].items()},
                 symbols={k: tuple(v) for k, v in plan.get("symbols", {}).items()},
                 sharded_params=frozenset(plan.get("sharded_params", [])),
                 enable_sp=bool(plan.get("enable_sp", False)),
                 amp_level=plan.get("amp_level", "o0"), params={"dir": str(folder)},
-                source_file=str(folder))
+                source_file=str(folder), ir=ir)
     # Unstated passes must keep every value; whether they must fire is what
     # their documented pattern says on the planned programs.
     try:
-        from verify.snapshot import from_programs
+        if ir == "pir":
+            from verify.pir_snapshot import snapshot_rank as snap_of
+        else:
+            from verify.snapshot import from_programs
 
-        snaps = [from_programs(rp.main, rp.startup) for rp in (case.build(r) for r in ranks)]
+            def snap_of(rp):
+                return from_programs(rp.main, rp.startup)
+        snaps = [snap_of(rp) for rp in (case.build(r) for r in ranks)]
     except Exception as exc:
         raise ProgramDirError(f"program dir {folder} does not load: "
                               f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
                               ) from None
     for name, adapter in table.items():
-        if name in expect or getattr(adapter, "ir", "legacy") != "legacy":
+        if name in expect or getattr(adapter, "ir", "legacy") != ir:
             continue
         try:
             fires = any(adapter.pattern_present(s) for s in snaps)
