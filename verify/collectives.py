@@ -22,6 +22,9 @@ COLLECTIVES = {
     "c_allgather": ("X", "Out", "all_gather"),
     "broadcast": ("x", "out", "broadcast"),
     "c_broadcast": ("X", "Out", "broadcast"),
+    # the sum (reduce_type, as all_reduce) lands on the group's rank root_id
+    # only; the other ranks' out keeps their own x (in place: sharding stage 2)
+    "reduce": ("x", "out", "reduce"),
     # forward of a column-parallel linear: identity on values (its backward
     # is the all-reduce); no communication, so the simulator does not cut at it
     "c_identity": ("X", "Out", "identity"),
@@ -53,7 +56,15 @@ def kind(op_type: str, attrs: dict) -> str:
     k = COLLECTIVES[op_type][2]
     if k == "allreduce":
         return REDUCE_TYPES.get(int(attrs.get("reduce_type", 0)), "unknown")
+    if k == "reduce":  # reduce_sum, reduce_max, ...: to the root only
+        return "reduce_" + REDUCE_TYPES.get(int(attrs.get("reduce_type", 0)), "unknown")
     return k
+
+
+def root_of(attrs: dict) -> int:
+    """The root of a rooted collective (broadcast: ``root``; reduce:
+    ``root_id``), an index in its ring's group."""
+    return int(attrs.get("root", attrs.get("root_id", 0)))
 
 
 def is_allreduce_sum(op) -> bool:

@@ -52,11 +52,7 @@ def _stage(main, cut_ops: list, j: int, watch_pos: list):
 
     prog = main.clone()
     ops = list(prog.global_block().ops)
-    fetch = []
-    if j < len(cut_ops):
-        fetch = [ops[cut_ops[j]].operand_source(0)]
-    else:
-        fetch = [ops[i].result(k) for i, k in watch_pos]
+    fed = {}  # op index of a replaced collective -> the data value standing for it
     with paddle.static.program_guard(prog):
         paddle.pir.reset_insertion_point_to_start()
         for i in range(min(j, len(cut_ops))):
@@ -65,7 +61,12 @@ def _stage(main, cut_ops: list, j: int, watch_pos: list):
             new = paddle.static.data(f"__pir_coll_{i}", list(res.shape),
                                      str(res.dtype).replace("paddle.", ""))
             res.replace_all_uses_with(new)
+            fed[cut_ops[i]] = new
         paddle.pir.reset_insertion_point_to_end()
+    if j < len(cut_ops):
+        fetch = [ops[cut_ops[j]].operand_source(0)]
+    else:
+        fetch = [fed[i] if i in fed else ops[i].result(k) for i, k in watch_pos]
     if j < len(cut_ops):
         for op in reversed(ops[cut_ops[j]:]):
             op.erase()

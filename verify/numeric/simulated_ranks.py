@@ -42,7 +42,8 @@ class _Coll:
         if kind == "allreduce":
             kind = REDUCE_TYPES.get(int(op.desc.attr("reduce_type")), "unknown")
         self.kind = kind
-        self.root = int(op.desc.attr("root")) if op.desc.has_attr("root") else 0
+        self.root = int(op.desc.attr("root")) if op.desc.has_attr("root") else \
+            int(op.desc.attr("root_id")) if op.desc.has_attr("root_id") else 0
 
 
 def _pieces(program):
@@ -83,6 +84,9 @@ def _group(rings, ring, rank, where):
     raise BackendError(f"{where}: rank {rank} runs a collective on ring {ring}, "
                        f"but the case declares no group of ring {ring} holding it "
                        f"(rings: {rings})", rank)
+
+
+_ROOTED_REDUCTIONS = tuple("reduce_" + r for r in REDUCE_TYPES.values())
 
 
 def _reduce(kind, arrays):
@@ -234,6 +238,10 @@ def _perform(group, colls, states, where):
         elif kind == "broadcast":
             root = c.root if c.root < n else group.index(c.root) if c.root in group else 0
             out = xs[root]
+        elif kind in _ROOTED_REDUCTIONS:
+            # the reduction lands on the root (index in the group) only; the
+            # other ranks' out keeps their own x
+            out = _reduce(kind[len("reduce_"):], xs) if i == c.root else xs[i]
         else:
             raise BackendError(f"{where}: unsupported collective {c.type}")
         states[m].set(c.out, out)

@@ -572,6 +572,9 @@ def collective(kind, xs, i, root, k):
         return Tensor(out, [((n, n),) + tuple(x.dims[0])] + list(x.dims[1:]), x.dtype)
     if kind == "broadcast":
         return Tensor(xs[root].arr, xs[root].dims, xs[root].dtype)
+    if kind in ("reduce_sum", "reduce_avg"):
+        # reduce to the root only: the other ranks keep their own x
+        return collective(kind[len("reduce_"):], xs, i, root, k) if i == root else x
     raise Unsupported(f"collective kind {kind}")
 
 

@@ -51,7 +51,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.collectives import COLLECTIVES, communicates
+from verify.collectives import COLLECTIVES, communicates, root_of
 
 from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported,
                         collective, collective_kind, leaf_dims)
@@ -426,7 +426,7 @@ class Executor:
         kind = collective_kind(ops[0])
         slot_in, slot_out, _ = COLLECTIVES[ops[0].type]
         xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
-        root = int(ops[0].attrs.get("root", 0))
+        root = root_of(ops[0].attrs)
         root = group.index(root) if root in group else (root if root < len(group) else 0)
         for i, (m, o) in enumerate(zip(group, ops)):
             try:
