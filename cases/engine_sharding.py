@@ -1,0 +1,67 @@
+"""Data-parallel programs planned by Paddle's ``Engine`` for the sharding pass.
+
+The ``engine_planned`` model (LN -> linear -> act -> linear, MSE loss;
+planned per rank in a subprocess and cached by ``cases/engine_planned.py``)
+on a DP2 mesh ``[0, 1]`` (dim ``dp``, every parameter replicated, the batch
+of ``x`` split along ``dp``), with ``sharding.enable`` left at its default
+(False) so the planner does not shard: the suite applies
+``auto_parallel_sharding`` itself.  The programs are taken where the
+Parallelizer would hand them to the sharding pass: after partition and
+reshard, before the post-partition passes (``post=False``; the passes the
+Parallelizer runs before sharding -- SP optimization, promotion, master
+grad, DP optimization -- are all off in this strategy, so the programs are
+the same)::
+
+    forward on the local batch [1, 4, 8]
+    backward: per parameter grad  all_reduce(g, SUM) [ring 12, /data_parallel]
+                                  -> scale(g, 1/2)
+    sgd | adamw per parameter (AdamW: moments and beta pows, optimizer states)
+
+The sharding stage is a case param (``stage``: 1 or 2), read by the adapter
+(``passes/auto_parallel_sharding.py``): the registry holds one adapter per
+pass name, so the stage is chosen per case.  ``degree`` is the DP degree, 2.
+
+Grad clip: ``ClipGradByGlobalNorm`` cannot be built in legacy mode on 3.3.1
+(see ``CLIP_NOTE``), so no clip case is planned.
+"""
+from __future__ import annotations
+
+from .base import Case, Expect
+from .engine_planned import MESH, build as _planned_build
+
+SHARDING = "auto_parallel_sharding"
+DEPS = "auto_parallel_supplement_explicit_dependencies"
+RING = 12  # the planner's process group [0, 1] (id 0: the world group)
+
+CLIP_NOTE = (
+    "ClipGradByGlobalNorm: in legacy mode 3.3.1's clip builds its global norm "
+    "with paddle.sum / paddle.sqrt on legacy Variables, which raise, so a "
+    "program with clip cannot be planned on this version")
+
+
+def build(case, rank):
+    return _planned_build(case, rank)
+
+
+def _case(name, summary, expect, **params):
+    return Case(name=name, family="engine_sharding", summary=summary,
+                mesh=[[r] for r in MESH], builder=build, expect=expect,
+                rings={RING: [list(MESH)], 0: [list(MESH)]}, symbols={},
+                sharded_params=frozenset(), enable_sp=False, amp_level="o0",
+                gloo_unfaithful="",
+                params={"parallel": "dp", "post": False, **params})
+
+
+CASES = [
+    _case("engine_shard_dp2_sgd_s1",
+          "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
+          "split by batch); sharding stage 1 applied by the suite",
+          {}, act="relu", optimizer="sgd", stage=1),
+    _case("engine_shard_dp2_adamw_s1",
+          "as engine_shard_dp2_sgd_s1 with AdamW (moments, beta pows: the optimizer "
+          "states sharding partitions); stage 1",
+          {}, act="relu", optimizer="adamw", stage=1),
+    _case("engine_shard_dp2_adamw_s2",
+          "as engine_shard_dp2_adamw_s1, stage 2 (gradients reduced to their owner)",
+          {}, act="relu", optimizer="adamw", stage=2),
+]
