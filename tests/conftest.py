@@ -11,6 +11,29 @@ from verify.checks import CheckContext  # noqa: E402
 from verify.snapshot import from_programs  # noqa: E402
 
 
+def live_processes_marked(marker: str) -> set:
+    """PIDs of live (not zombie) processes whose environment holds the
+    ``NAME=value`` entry ``marker`` (how the suite tags the worker processes
+    it starts on behalf of a parent)."""
+    import os
+
+    mine = marker.encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mine in env and state not in (b"Z", b"X"):
+            found.add(int(entry))
+    return found
+
+
 def snapshots(pass_name, case_name, rank):
     """(case, before, after) snapshots of the real pass on a real case."""
     case = cases.all_cases()[case_name]

@@ -20,6 +20,7 @@ from verify import isolation  # noqa: E402
 from verify.application import run_application  # noqa: E402
 from verify.snapshot import from_programs  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
+from conftest import live_processes_marked  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(ROOT, "tests", "mutants", "faults")
@@ -30,21 +31,7 @@ _EXTRA = {"mkldnn_data_type", "use_quantizer", "onednn_data_type", "use_onednn",
 
 def _my_workers() -> set:
     """Live isolation workers started by this process."""
-    mine = f"VERIFY_ISOLATION_PARENT={os.getpid()}".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if mine in env and state not in (b"Z", b"X"):
-            found.add(int(entry))
-    return found
+    return live_processes_marked(f"VERIFY_ISOLATION_PARENT={os.getpid()}")
 
 
 @pytest.fixture(autouse=True)
@@ -285,7 +272,9 @@ def test_interrupted_run_writes_a_partial_report(tmp_path, signum, code):
     assert rep["interrupted"] and len(rep["not_run"]) == 3 - len(rep["applications"])
     assert {"pass": "allreduce_matmul_grad_overlapping", "case": "col_trans_y"} \
         in rep["not_run"]
-    time.sleep(1.0)
+    gone_by = time.monotonic() + 15  # a loaded machine reaps slowly
+    while time.monotonic() < gone_by and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
     assert workers and not any(_alive(pid) for pid in workers)
 
 
@@ -298,17 +287,7 @@ def _alive(pid: int) -> bool:
 
 
 def _children_of(parent: int) -> set:
-    mine = f"VERIFY_ISOLATION_PARENT={parent}".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if mine in f.read().split(b"\0"):
-                        found.add(int(entry))
-            except OSError:
-                pass
-    return found
+    return live_processes_marked(f"VERIFY_ISOLATION_PARENT={parent}")
 
 
 def test_report_dir_vanishing_mid_run_is_one_clear_error(tmp_path):

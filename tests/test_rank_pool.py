@@ -11,6 +11,7 @@ from verify import legacy_ir  # noqa: F401  (before paddle)
 from verify.legacy_ir import paddle_module
 from verify.numeric import rank_pool
 from verify.numeric.run_spec import BackendError, RankSpec
+from conftest import live_processes_marked
 
 paddle = paddle_module()
 
@@ -46,21 +47,7 @@ def _specs(world=2, programs=None, feeds=None, rings=None, steps=1):
 
 def _my_workers() -> list[int]:
     """Live rank_worker / launcher processes started on behalf of this process."""
-    mine = f"RANK_POOL_CONTROLLER_PID={os.getpid()}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if mine in env and state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
+    return sorted(live_processes_marked(f"RANK_POOL_CONTROLLER_PID={os.getpid()}"))
 
 
 def _pools(world: int = 2) -> list:
