@@ -8,7 +8,7 @@ from .base import Case, Expect, FeedSpec, RankProgram
 
 FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack",
             "pir_matmul_grad", "sequence_parallel",
-            "engine_sp", "pir_collectives", "engine_sharding"]
+            "engine_sp", "pir_collectives", "engine_sharding", "engine_dp"]
 
 
 def all_cases() -> dict:

@@ -554,3 +554,12 @@ RULES.update({
     "lookup_table_v2_grad": grads_like(**{"W@GRAD": "W"}),
     "softmax_grad": _softmax_grad,
 })
+
+
+# auto_parallel_data_parallel_optimization: grads become views of one fused
+# buffer (its aligned size is the kernel's; only the views are checked); the
+# pass's dependency op orders vars without computing them
+RULES.update({
+    "coalesce_tensor": lambda s: {"Output": s.all("Input")},
+    "nop": lambda s: {},
+})

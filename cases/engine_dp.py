@@ -1,0 +1,194 @@
+"""Data-parallel programs planned by Paddle's own ``Engine`` (DP2).
+
+The ``engine_planned`` model (LN -> linear -> act -> linear, MSE; planned
+per rank in a subprocess and cached by ``cases/engine_planned.py``) on a
+1-D mesh ``[0, 1]`` named ``dp``: every parameter replicated, the batch of
+``x`` sharded along ``dp`` (``params["parallel"] = "dp"``).  The programs
+are taken *before* the post-partition passes (``post=False``), as partition
+and reshard leave them, since the passes under test run after that point::
+
+    forward on the local batch [1, 4, 8]
+    backward: per parameter grad,  all_reduce(g, SUM) [ring 12, namescope
+              /data_parallel/...] -> scale(g, 1/2) [namescope /data_parallel]
+    sgd per parameter
+
+Case mesh ``[[0], [1]]`` (DP2 x TP1): the two ranks get different batches
+(the value proof and the numeric runs key the feeds by the DP index).
+"""
+from __future__ import annotations
+
+from .base import Case, Expect
+from .engine_planned import MESH, build as _planned_build
+
+DP_OPT = "auto_parallel_data_parallel_optimization"
+GRAD_CLIP = "auto_parallel_grad_clip"
+SHARDING = "auto_parallel_sharding"
+PROMOTION = "auto_parallel_fused_linear_promotion"
+OVERLAP = "allreduce_matmul_grad_overlapping"
+RING = 12  # the planner's process group [0, 1] (id 0: the world group)
+
+
+CLIP_NAMESCOPE = "/gradient_clip/"
+OPTIMIZE = 2
+
+
+def build(case, rank):
+    rp = _planned_build(case, rank)
+    if case.params.get("clip_norm"):
+        insert_global_norm_clip(rp, float(case.params["clip_norm"]))
+    return rp
+
+
+def insert_global_norm_clip(rp, clip_norm):
+    """Insert, before the first optimizer op, the ops 3.3.1's
+    ``ClipGradByGlobalNorm._static_clip`` appends (``paddle/nn/clip.py``):
+    ``squared_l2_norm`` per grad, ``stack`` + ``reduce_sum`` (its ``_add_n``),
+    ``sqrt``, ``fill_constant`` (``paddle.full``), ``elementwise_max``,
+    ``elementwise_div`` and an in-place ``elementwise_mul`` per grad, all in
+    name scope ``/gradient_clip`` with the Optimize role, each grad's local
+    norm included (no cross-rank reduction: ``auto_parallel_grad_clip``
+    adds that after partitioning).
+
+    Why by hand: the Engine cannot build this clip in legacy mode on 3.3.1
+    -- ``_static_clip``'s ``_add_n`` calls ``paddle.stack(...).sum()``, which
+    raises "sum(): argument (position 1) must be Value, but got None"
+    (``engine_planned`` with ``grad_clip`` fails the same way).
+    """
+    from paddle.distributed.auto_parallel.static.utils import (
+        naive_set_dist_op_attr_for_program_by_mesh,
+        set_var_dist_attr,
+    )
+
+    block = rp.main.global_block()
+    ctx = rp.dist_context
+    mesh = ctx.process_meshes[0]
+    at = next(i for i, op in enumerate(block.ops)
+              if op.has_attr("op_role") and op.attr("op_role") == OPTIMIZE
+              and "Param" in op.input_names)
+    pos = [at]
+
+    def var(name, shape):
+        v = block.create_var(name=name, shape=shape, dtype="float32")
+        set_var_dist_attr(ctx, v, [-1] * len(shape), mesh)
+        return v
+
+    def op(type, inputs, outputs, attrs=None):
+        attrs = dict(attrs or {}, op_role=OPTIMIZE)
+        o = block._insert_op(pos[0], type=type, inputs=inputs, outputs=outputs, attrs=attrs)
+        o._set_attr("op_namescope", CLIP_NAMESCOPE)  # the constructor sets the current scope
+        naive_set_dist_op_attr_for_program_by_mesh(o, mesh, ctx)
+        pos[0] += 1
+        return o
+
+    squares = []
+    for i, (_, grad) in enumerate(rp.params_grads):
+        sq = var(f"squared_l2_norm_{i}.tmp_0", [1])
+        op("squared_l2_norm", {"X": [grad]}, {"Out": [sq]})
+        squares.append(sq)
+    stacked = var("stack_0.tmp_0", [len(squares), 1])
+    op("stack", {"X": squares}, {"Y": [stacked]}, {"axis": 0})
+    total = var("sum_0.tmp_0", [])
+    op("reduce_sum", {"X": [stacked]}, {"Out": [total]},
+       {"dim": [], "keep_dim": False, "reduce_all": True})
+    norm = var("sqrt_0.tmp_0", [])
+    op("sqrt", {"X": [total]}, {"Out": [norm]})
+    max_norm = var("full_0.tmp_0", [1])
+    op("fill_constant", {}, {"Out": [max_norm]},
+       {"shape": [1], "dtype": max_norm.dtype, "value": clip_norm})
+    biggest = var("maximum_0.tmp_0", [1])
+    op("elementwise_max", {"X": [max_norm], "Y": [norm]}, {"Out": [biggest]}, {"axis": -1})
+    factor = var("divide_0.tmp_0", [1])
+    op("elementwise_div", {"X": [max_norm], "Y": [biggest]}, {"Out": [factor]}, {"axis": -1})
+    for _, grad in rp.params_grads:
+        op("elementwise_mul", {"X": [grad], "Y": [factor]}, {"Out": [grad]}, {"axis": -1})
+    block._sync_with_cpp()
+
+
+TP_SHARDED = frozenset({"linear_0.w_0", "linear_0.b_0", "linear_1.w_0"})
+
+
+def _case(name, summary, expect, parallel="dp", **params):
+    dp = parallel == "dp"
+    return Case(name=name, family="engine_dp", summary=summary,
+                mesh=[[r] for r in MESH] if dp else list(MESH), builder=build,
+                expect=expect,
+                rings={RING: [list(MESH)], 0: [list(MESH)]}, symbols={},
+                sharded_params=frozenset() if dp else TP_SHARDED, enable_sp=False,
+                amp_level="o0", gloo_unfaithful="",
+                params={"parallel": parallel, "post": False, **params})
+
+
+_DP_OPT_COALESCE = Expect(
+    True, "NOT_EQUIVALENT",
+    "fires on both ranks: the six scale(1/2) ops go, the loss seed fill_constant "
+    "becomes 0.5; the six grads become views of one coalesce_tensor buffer summed by "
+    "one all_reduce on ring 12 (gradient_sync_stream, nop dependencies around it); "
+    "the contract holds (each grad summed once over ring 12 with the same factor). "
+    "But the pass inserts coalesce_tensor before the first grad's producer "
+    "(op 13, before elementwise_add_grad), so it reads all six grads before anything "
+    "writes them: def-before-use on both ranks. The in-process simulator's legacy "
+    "executor tolerates it (values match over 3 steps), the executor real ranks use "
+    "(PIR in executor) refuses to build the program: (NotFound) Cannot find "
+    "linear_1.b_0@GRAD in scope. The value proof is INCONCLUSIVE: views aliasing one "
+    "buffer have no semantics row")
+_CLIP_DP = Expect(
+    True, "CONTRACT_BROKEN",
+    "pure data parallel: the pass splits the six squared norms between the ranks by "
+    "size (rank 0: layer_norm w, linear_0 w, linear_1 b; rank 1: the rest) and sums "
+    "the partial norms with all_reduce ring 0 (all ranks) before sqrt: the global "
+    "norm is each grad counted once (contract holds), and the values are proved equal "
+    "(the grads were already synced, so every rank's local norm was already global). "
+    "It leaves stack_0.tmp_0 declared [6, 1] where the stack now makes [3, 1] "
+    "(stale declared shape: CONTRACT_BROKEN)")
+_CLIP_TP = Expect(
+    True, "NOT_EQUIVALENT",
+    "the pass does what it exists for: rank 0 keeps every squared norm, rank 1 drops "
+    "the replicated grads' (layer_norm w/b, linear_1.b_0), the partial sums are "
+    "all_reduced over ring 0 (contract: 9 gradient pieces, each counted once). The "
+    "values differ from the original BY DESIGN: the original (as partitioning leaves "
+    "it, what the Engine hands the pass) clips each rank with its local norm, so "
+    "value proof and numeric run refute equality with it (linear_1.b_0@GRAD, "
+    "layer_norm_0.b_0@GRAD). The right reference is the serial program, not built "
+    "here; the contract is the evidence. Rank 1's stack_0.tmp_0 keeps its stale "
+    "declared [6, 1] (CONTRACT_BROKEN beside it)")
+
+_SHARDING_DP = Expect(
+    True, "EQUIVALENT",
+    "as on the engine_sharding cases (the same DP2 programs): the sharding pass "
+    "(stage 1 by default) fires on both ranks and the values are kept")
+_SHARDING_TP = Expect(
+    False, "PASS_CRASHED",
+    "a TP2 program has no data-parallel group; the sharding pass raises "
+    "NotImplementedError: So far Only and Exactly one data parallel group in network "
+    "are supported, but got [0] different data parallel groups")
+_PROMOTION_CLIP = Expect(
+    True, "NOT_EQUIVALENT",
+    "the row_mp_o0_sgd_clip_tp2 finding on the planner's own program: the promotion "
+    "fires (rank 1 loses b2 = linear_1.b_0, its grad op, sgd and init) and on rank 1 it "
+    "also deletes squared_l2_norm(linear_1.b_0@GRAD) from the clip, so rank 1's local "
+    "norm changes (stack 6 -> 5 norms) and so do its clip factor and updates (numeric "
+    "run: rank 1 linear_1.w_0@GRAD at step 1). In the Engine's order "
+    "auto_parallel_grad_clip runs next and counts replicated grads on rank 0 only, so "
+    "the pair is judged by the engine_pipeline case engine_pipeline_tp2_clip")
+_OVERLAP_TP = Expect(
+    True, "NOT_APPLIED",
+    "as on engine_mlp_*: the column-parallel dX all_reduce is spelled all_reduce; the "
+    "pass matches only c_allreduce_sum")
+
+CASES = [
+    _case("engine_dp2_sgd",
+          "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
+          "split by batch), before the post-partition passes",
+          {DP_OPT: _DP_OPT_COALESCE, SHARDING: _SHARDING_DP}, act="relu", optimizer="sgd"),
+    _case("engine_dp2_sgd_clip",
+          "engine_dp2_sgd with a global-norm clip (0.05) inserted as 3.3.1's static "
+          "clip emits it (the Engine cannot build it in legacy mode)",
+          {DP_OPT: _DP_OPT_COALESCE, GRAD_CLIP: _CLIP_DP, SHARDING: _SHARDING_DP},
+          act="relu", optimizer="sgd",
+          clip_norm=0.05),
+    _case("engine_tp2_sgd_clip",
+          "engine_mlp_tp2_sgd (TP2, gelu, SGD) before the post-partition passes, "
+          "with a global-norm clip (0.05) inserted as 3.3.1's static clip emits it",
+          {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP,
+           SHARDING: _SHARDING_TP}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
+]
