@@ -39,6 +39,24 @@ CLIP_NOTE = (
     "program with clip cannot be planned on this version")
 
 
+_S1 = Expect(True, "EQUIVALENT",
+             "the Engine's DP2 program is the pass's pattern (every parameter updated by "
+             "an optimizer op from a gradient all-reduced over the DP ring 12); stage 1 "
+             "keeps the all-reduces, keeps each optimizer op (and its states) on the "
+             "parameter's owner only (greedy_even by numel: rank 0 owns layer_norm_0.b_0, "
+             "linear_0.w_0, linear_1.b_0; rank 1 the others) and appends a broadcast of "
+             "every parameter from its owner on ring 12; every parameter, gradient, the "
+             "loss and the activation proved equal on both ranks and equal after 3 "
+             "steps (simulator and real gloo ranks)")
+_S2 = Expect(True, "EQUIVALENT",
+             "stage 2: as stage 1, and each gradient's all_reduce becomes a reduce "
+             "(root_id = the owner) over ring 12; a rank keeps the unreduced local "
+             "gradient of a parameter it does not own, read by nothing (dropped from the "
+             "comparison as dead, verify/dead_values.py); every parameter after the "
+             "owner's broadcast is proved equal on both ranks and equal after 3 "
+             "steps, in the simulator and on real gloo ranks (reduce has a CPU kernel)")
+
+
 def build(case, rank):
     return _planned_build(case, rank)
 
@@ -56,12 +74,12 @@ CASES = [
     _case("engine_shard_dp2_sgd_s1",
           "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
           "split by batch); sharding stage 1 applied by the suite",
-          {}, act="relu", optimizer="sgd", stage=1),
+          {SHARDING: _S1}, act="relu", optimizer="sgd", stage=1),
     _case("engine_shard_dp2_adamw_s1",
           "as engine_shard_dp2_sgd_s1 with AdamW (moments, beta pows: the optimizer "
           "states sharding partitions); stage 1",
-          {}, act="relu", optimizer="adamw", stage=1),
+          {SHARDING: _S1}, act="relu", optimizer="adamw", stage=1),
     _case("engine_shard_dp2_adamw_s2",
           "as engine_shard_dp2_adamw_s1, stage 2 (gradients reduced to their owner)",
-          {}, act="relu", optimizer="adamw", stage=2),
+          {SHARDING: _S2}, act="relu", optimizer="adamw", stage=2),
 ]

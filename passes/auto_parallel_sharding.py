@@ -182,5 +182,30 @@ class ShardingAdapter(PassAdapter):
                 + ("; gradients reduced to their owners" if stage >= 2 else "")))
         return results
 
+    def intended_changes(self, case, rank, before, after) -> dict:
+        """Stage 2 replaces each gradient's all-reduce by a reduce to its
+        owner: the gradient's later readers see the reduce."""
+        if stage_of(case) < 2:
+            return {}
+        sums = grad_sums(after)
+        return {g: f"stage 2: written by the reduce to its owner (op {op.idx}, root_id "
+                   f"{op.attrs.get('root_id')}) that replaced the all-reduce"
+                for g, op in sums.items() if op.type == "reduce"}
+
+    def unobserved(self, case, rank, before, after) -> dict:
+        """Stage 2: a gradient reduced to another rank keeps this rank's local
+        value, and its optimizer op is gone here (the owner updates the
+        parameter and broadcasts it, which is compared)."""
+        if stage_of(case) < 2:
+            return {}
+        upd = optimizer_updates(after)
+        out = {}
+        for p, op in optimizer_updates(before).items():
+            g = (op.inputs.get("Grad") or [None])[0]
+            if g and p not in upd:
+                out[g] = (f"stage 2: {g} is reduced to {p}'s owner; rank {rank} no longer "
+                          f"updates {p} and keeps its local gradient")
+        return out
+
 
 ADAPTER = ShardingAdapter()

@@ -107,6 +107,13 @@ class PassAdapter:
 
         return consumer_renames(before, after)
 
+    def unobserved(self, case, rank, before, after) -> dict:
+        """``{var: reason}``: values the rewrite leaves stale on purpose on
+        ``rank`` (no reader is left; e.g. a gradient reduced to another rank).
+        The value and numeric checks drop one only where
+        ``verify/dead_values.py`` confirms it is dead in ``after``."""
+        return {}
+
     def predict(self, case, rank, before) -> list:
         """Static predictions made from the original alone (e.g. the shapes
         the pass will build); a list of advisory CheckResults."""

@@ -125,14 +125,17 @@ def value_checks(adapter, case, outcomes) -> list:
     """The value proof of every rank (``verify/value``): original and
     rewritten programs of all ranks executed symbolically together, Z3
     proving or refuting each watched value for all inputs."""
+    from .dead_values import unobserved
     from .value import prove_application
 
-    watched, split, renames = {}, {}, {}
+    watched, split, renames, dead = {}, {}, {}, {}
     for o in outcomes:
         rp = o.run.original
         watched[o.rank] = list(rp.fetches) + ([rp.loss] if rp.loss else [])
         # a value the pass moved to a new name is compared under it
         renames[o.rank] = adapter.renames(case, o.rank, o.before, o.after)
+        # values the pass leaves stale on purpose, confirmed dead (verify/dead_values.py)
+        dead[o.rank] = unobserved(adapter, case, o.rank, o.before, o.after)
         split.update({f.name: f.split for f in rp.feeds})
 
     def feed_key(rank, name):  # the same data where the numeric runs feed the same
@@ -142,7 +145,7 @@ def value_checks(adapter, case, outcomes) -> list:
     return prove_application(f"{adapter.name} on {case.name}", case.ranks, case.rings,
                              {o.rank: o.before for o in outcomes},
                              {o.rank: o.after for o in outcomes}, watched, feed_key=feed_key,
-                             renames=renames)
+                             renames=renames, unobserved=dead)
 
 
 def run_application(adapter, case, source: str = "installed",

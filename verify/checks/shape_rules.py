@@ -371,6 +371,7 @@ RULES = {
     "mp_allreduce_sum": same_as("X", "Out"),
     "all_reduce": same_as("x", "out"),
     "broadcast": same_as("x", "out"),
+    "reduce": same_as("x", "out"),  # to root_id; the others keep x (sharding stage 2)
     "c_broadcast": same_as("X", "Out"),
     "reduce_scatter": _reduce_scatter,
     "all_gather": _all_gather,

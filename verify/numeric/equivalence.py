@@ -94,19 +94,24 @@ def _first_tp_rank(case, rank):
     return None
 
 
-def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed, renames=None) -> list:
+def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed, renames=None,
+                 unobserved=()) -> list:
     """TensorDiffs of one rank over all steps.
 
     A watched value of the original is compared under its name in the
     rewritten program, or under the new name the adapter maps it to
     (``renames``); a parameter the pass removed on this rank is compared
     with the first TP rank's copy; any other watched value that vanished is
-    a failure, never dropped.
+    a failure, never dropped, except a value the pass leaves stale on
+    purpose that is dead in the rewritten program (``unobserved``, checked by
+    ``verify/dead_values.py``).
     """
     renames = renames or {}
     diffs = []
     for k, (ref_step, cand_step) in enumerate(zip(orig.steps, rew.steps)):
         for name, ref in ref_step.items():
+            if name in unobserved:
+                continue
             new = renames.get(name)
             if name in cand_step:
                 diffs.append(compare(name, k, ref, cand_step[name], depth))
@@ -214,6 +219,10 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                      f"{case.params.get('amp_dtype')} matmul kernels]")
     renames = {o.rank: adapter.renames(case, o.rank, o.before, o.after)
                for o in outcomes} if adapter is not None else {}
+    from verify.dead_values import unobserved
+
+    dead = {o.rank: unobserved(adapter, case, o.rank, o.before, o.after)
+            for o in outcomes} if adapter is not None else {}
     results = []
     runs = {}
     # what keeps real CPU ranks from running this case faithfully (a float32
@@ -264,7 +273,7 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
             removed |= {g.name for p, g in rp_o.params_grads if p.name in removed}
             depth = reduction_depth(rp_o, case.world_size, steps)
             diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed,
-                                 renames.get(rank))
+                                 renames.get(rank), dead.get(rank) or ())
             bad = [d for d in diffs if not d.ok]
             table = worst_per_tensor(diffs)
             if not diffs:

@@ -41,6 +41,8 @@ class _Coll:
         self.ring = int(op.desc.attr("ring_id")) if op.desc.has_attr("ring_id") else 0
         if kind == "allreduce":
             kind = REDUCE_TYPES.get(int(op.desc.attr("reduce_type")), "unknown")
+        elif kind == "reduce":  # to the root only: reduce_sum, reduce_max, ...
+            kind = "reduce_" + REDUCE_TYPES.get(int(op.desc.attr("reduce_type")), "unknown")
         self.kind = kind
         self.root = int(op.desc.attr("root")) if op.desc.has_attr("root") else \
             int(op.desc.attr("root_id")) if op.desc.has_attr("root_id") else 0

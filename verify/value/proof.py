@@ -303,7 +303,8 @@ def _counterexample(store, rank, var, ta, info, peer):
 # -- the check -----------------------------------------------------------------
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
                       watched: dict | None = None, timeout_ms: int = 5000,
-                      feed_key=None, reduce_to: int = 2, renames: dict | None = None) -> list:
+                      feed_key=None, reduce_to: int = 2, renames: dict | None = None,
+                      unobserved: dict | None = None) -> list:
     """One CheckResult (kind "value") per rank; see module docstring.
 
     ``watched``: {rank: [var names]} watched IN ADDITION to
@@ -313,6 +314,9 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     as the numeric runs do, so TP peers see the same batch).
     ``renames``: {rank: {original var: rewritten var}} for values the pass
     moved to a new name; they are compared under it, never dropped.
+    ``unobserved``: {rank: {var: reason}} values the pass leaves stale on
+    purpose and that are dead in the rewritten program
+    (``verify/dead_values.py``): not compared, listed in the details.
     """
     start = time.perf_counter()
     store = Store()
@@ -360,7 +364,10 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         must = default_watch(befores[r])
         names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
         proved, refuted, unknown, cexs, absent = [], [], [], [], []
+        dead = (unobserved or {}).get(r) or {}
         for name in names:
+            if name in dead:
+                continue  # stale on purpose and read by nothing (listed below)
             ta = env_a[r].get(name)
             if ta is None:
                 continue  # the original never gives it a value
@@ -394,6 +401,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                    "unknown": [n for n, _ in unknown], "absent_in_rewritten": absent,
                    "by_normal_form": stats["normal_form"], "by_z3": stats["z3_proved"],
                    "ops_executed": ops_a + ops_b, "terms": len(store.polys)}
+        if dead:
+            details["unobserved"] = dict(dead)
         if refuted:
             c = cexs[0]
             where_var = f"{c['var']}" + (f" (vs rank {c['compared_with_rank']}'s copy)"
@@ -420,5 +429,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED: {len(proved)} watched values equal for all inputs "
                 f"({stats['normal_form']} by canonical form, {stats['z3_proved']} by Z3, "
-                f"{stats['queries']} Z3 queries); {ROUNDING}", details=details))
+                f"{stats['queries']} Z3 queries); {ROUNDING}"
+                + (f"; not compared, stale on purpose and dead: {', '.join(sorted(dead))}"
+                   if dead else ""), details=details))
     return results
