@@ -47,17 +47,10 @@ FILES = ("main.json", "startup.json", "names.json", "meta.json")
 
 
 def _load_model(path: str):
-    import importlib.util
-
     from verify.plan import PlanError
+    from verify.plan import _load_model as load
 
-    spec = importlib.util.spec_from_file_location("_verify_pir_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for name in ("build_model", "loss", "optimizer", "inputs", "labels"):
-        if not hasattr(module, name):
-            raise PlanError(f"model file {path} defines no {name!r} "
-                            "(see examples/tiny_mlp_pir.py)")
+    module = load(path, "examples/tiny_mlp_pir.py")
     for spec_ in list(module.inputs) + list(module.labels):
         if any(d == -1 for d in list(spec_.shape)[1:]):
             raise PlanError(f"model file {path}: input {spec_.name} {list(spec_.shape)} has "

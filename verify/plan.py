@@ -59,7 +59,8 @@ def parse_mesh(text, ranks: int) -> list:
     return mesh
 
 
-def _load_model(path: str):
+def _load_model(path: str, example: str = "examples/tiny_mlp.py"):
+    """The model file as a module; PlanError naming what it lacks."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_verify_model", path)
@@ -67,8 +68,7 @@ def _load_model(path: str):
     spec.loader.exec_module(module)
     for name in ("build_model", "loss", "optimizer", "inputs", "labels"):
         if not hasattr(module, name):
-            raise PlanError(f"model file {path} defines no {name!r} "
-                            "(see examples/tiny_mlp.py)")
+            raise PlanError(f"model file {path} defines no {name!r} (see {example})")
     return module
 
 

@@ -226,8 +226,10 @@ def load_program_dir(path: str):
     ir = plan.get("ir", "legacy")
     if ir not in ("legacy", "pir"):
         raise ProgramDirError(f"{folder / 'plan.json'}: unknown ir {ir!r}")
-    files = ("main.json", "startup.json", "names.json", "meta.json") if ir == "pir" else \
-        ("main.pdmodel", "startup.pdmodel", "meta.json")
+    if ir == "pir":
+        from verify.pir_plan import FILES as files
+    else:
+        files = ("main.pdmodel", "startup.pdmodel", "meta.json")
     for r in ranks:
         for f in files:
             if not (folder / f"rank{r}" / f).is_file():
