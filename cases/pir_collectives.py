@@ -27,10 +27,12 @@ whole observable result.
 from __future__ import annotations
 
 from .base import Case, Expect, FeedSpec
-from .pir_matmul_grad import PirCase, PirRankProgram
+from .pir_matmul_grad import SPLIT, PirCase, PirRankProgram
 
 PASS = "fuse_allreduce_split_to_reducescatter_pass"
 S, H, N = 4, 6, 8
+SP_S = 2  # the SP case's sequence: one row per rank (reduced shapes of the value
+# proof then agree between the gathered grad and the all-reduced output)
 RINGS = {0: [[0, 1]]}
 STREAM_ATTRS = {"execution_stream": "default", "force_record_event": False,
                 "event_to_record": "", "events_to_wait": []}
@@ -78,6 +80,107 @@ def build_programs(params, rank):
     return main, startup
 
 
+def _grad_op(blk, type_, inputs, outputs, attrs):
+    """A grad op appended to the desc directly (grad ops have no op proto for
+    ``Block.append_op``; the PIR translator reads descs)."""
+    d = blk.desc.append_op()
+    d.set_type(type_)
+    for slot, vs in inputs.items():
+        d.set_input(slot, [v.name for v in vs])
+    for slot, vs in outputs.items():
+        d.set_output(slot, [v.name for v in vs])
+    for k, v in attrs.items():
+        d._set_attr(k, v)
+
+
+def build_programs_sp(params, rank):
+    """``(main, startup)`` of the documented pattern 2 (row-parallel linear
+    with bias under sequence parallelism, forward and backward), rank ``rank``::
+
+        out1 = matmul(x [S=2, B, K/2], w [K/2, H])    partial sums [2, 2, 6]
+        out2 = all_reduce_(out1); out3 = add(out2, bias [H])
+        out6 = assign(builtin.slice(split_with_num(out3, 2, axis 0), rank))
+        y    = scale(out6, 2.0)                                  watched
+        backward of out6 (its grad ``dy`` [1, 2, 6] fed):
+        dall = all_gather(assign(dy)); d2, db = add_grad(out2, bias, dall)
+        db2  = add_(db_acc, db)     (a bias grad accumulated, ``db_acc`` fed)
+        dx, dw = matmul_grad(x, w, d2)                           watched
+        scale(dw, 1.0)                          (dW's reader, as an optimizer's)
+    """
+    import paddle
+
+    from verify.legacy_ir import paddle_module
+
+    paddle_module()
+    legacy = paddle.static.Program()
+    blk = legacy.global_block()
+
+    def var(name, shape, data=False):
+        return blk.create_var(name=name, shape=shape, dtype="float32", is_data=data)
+
+    S = SP_S
+    x, w, b = var("x", [S, 2, 4], True), var("w", [4, H], True), var("bias", [H], True)
+    dy, acc = var("dy", [S // 2, 2, H], True), var("db_acc", [H], True)
+    out1, out3 = var("out1", [S, 2, H]), var("out3", [S, 2, H])
+    blk.append_op(type="matmul_v2", inputs={"X": [x], "Y": [w]}, outputs={"Out": [out1]},
+                  attrs={"trans_x": False, "trans_y": False})
+    blk.append_op(type="all_reduce", inputs={"x": [out1]}, outputs={"out": [out1]},
+                  attrs={"ring_id": 0, "reduce_type": 0})
+    blk.append_op(type="elementwise_add", inputs={"X": [out1], "Y": [b]},
+                  outputs={"Out": [out3]}, attrs={"axis": -1})
+    chunks = [var(f"chunk{i}", [S // 2, 2, H]) for i in range(2)]
+    blk.append_op(type="split", inputs={"X": [out3]}, outputs={"Out": chunks},
+                  attrs={"num": 2, "axis": 0})
+    out6, y = var("out6", [S // 2, 2, H]), var("y", [S // 2, 2, H])
+    blk.append_op(type="assign", inputs={"X": [chunks[rank]]}, outputs={"Out": [out6]})
+    blk.append_op(type="scale", inputs={"X": [out6]}, outputs={"Out": [y]},
+                  attrs={"scale": 2.0})
+    dya, dall = var("dy_assign", [S // 2, 2, H]), var("dall", [S, 2, H])
+    blk.append_op(type="assign", inputs={"X": [dy]}, outputs={"Out": [dya]})
+    blk.append_op(type="all_gather", inputs={"x": [dya]}, outputs={"out": [dall]},
+                  attrs={"ring_id": 0, "nranks": 2})
+    d2, db = var("d2", [S, 2, H]), var("db", [H])
+    _grad_op(blk, "elementwise_add_grad", {"X": [out1], "Y": [b], "Out@GRAD": [dall]},
+             {"X@GRAD": [d2], "Y@GRAD": [db]}, {"axis": -1})
+    blk.append_op(type="elementwise_add", inputs={"X": [acc], "Y": [db]},
+                  outputs={"Out": [acc]}, attrs={"axis": -1})
+    dx, dw = var("dx", [S, 2, 4]), var("dw", [4, H])
+    _grad_op(blk, "matmul_v2_grad", {"X": [x], "Y": [w], "Out@GRAD": [d2]},
+             {"X@GRAD": [dx], "Y@GRAD": [dw]}, {"trans_x": False, "trans_y": False})
+    dw_used = var("dw_used", [4, H])  # dW has a reader, as an optimizer would read it
+    blk.append_op(type="scale", inputs={"X": [dw]}, outputs={"Out": [dw_used]},
+                  attrs={"scale": 1.0})
+    with paddle.pir_utils.IrGuard():
+        main = paddle.pir.translate_to_pir(legacy.desc)
+        startup = paddle.static.Program()
+        for op in main.global_block().ops:
+            if op.name() == "pd_op.all_reduce_":
+                op.set_bool_attr("force_record_event", STREAM_ATTRS["force_record_event"])
+                op.set_str_attr("event_to_record", STREAM_ATTRS["event_to_record"])
+                op.set_str_array_attr("events_to_wait", STREAM_ATTRS["events_to_wait"])
+    return main, startup
+
+
+def build_sp(case: Case, rank: int) -> PirRankProgram:
+    import paddle
+
+    from verify.pir_snapshot import value_names
+
+    main, startup = build_programs_sp(case.params, rank)
+    with paddle.pir_utils.IrGuard():
+        names = value_names(main)
+        watch = []
+        for op in main.global_block().ops:
+            if op.name() in ("pd_op.scale", "pd_op.add_", "pd_op.matmul_grad"):
+                watch += [names.name(v) for v in op.results() if v.initialized()]
+    feeds = [FeedSpec("x", (SP_S, 2, 4), split="tp"), FeedSpec("w", (4, H), split="tp"),
+             FeedSpec("bias", (H,)), FeedSpec("dy", (SP_S // 2, 2, H), split="tp"),
+             FeedSpec("db_acc", (H,))]
+    return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
+                          params_grads=[], feeds=feeds, loss=None,
+                          fetches=[n for n in watch if n], names=names)
+
+
 def build(case: Case, rank: int) -> PirRankProgram:
     import paddle
 
@@ -98,10 +201,10 @@ GLOO = ("reduce_scatter does not run on gloo (CPU), and real ranks do not run PI
         "programs yet: the simulator alone decides")
 
 
-def _case(name, summary, expect, **params):
+def _case(name, summary, expect, builder=build, also=None, **params):
     return PirCase(name=name, family="pir_collectives", summary=summary, mesh=[0, 1],
-                   builder=build, expect={PASS: expect}, rings=RINGS, params=params,
-                   ir="pir", gloo_unfaithful=GLOO)
+                   builder=builder, expect={PASS: expect, **(also or {})}, rings=RINGS,
+                   params=params, ir="pir", gloo_unfaithful=GLOO)
 
 
 CASES = [
@@ -110,6 +213,16 @@ CASES = [
           Expect(True, "EQUIVALENT", "the pattern: all_reduce_ + assign + split_with_num + "
                  "builtin.slice become one reduce_scatter over ring 0; rank r's chunk r is "
                  "exactly what reduce_scatter leaves it (proved and simulated)")),
+    _case("rs_sp_bias", "TP2+SP row-parallel linear with bias: all_reduce_ -> add(bias) -> "
+          "split along dim 0 -> own chunk, backward all_gather -> add_grad -> matmul_grad",
+          Expect(True, "NOT_EQUIVALENT", "pattern 2 fuses to reduce_scatter -> add(bias) and "
+                 "moves add_grad before the all_gather: the bias grad becomes the sum over "
+                 "this rank's rows only (the other rank's share is lost), where the program "
+                 "summed the gathered grad of all ranks; nothing in the pattern all-reduces "
+                 "it afterwards. Forward chunk, dX and dW stay equal"),
+          builder=build_sp,
+          also={SPLIT: Expect(True, "EQUIVALENT", "an untransposed matmul_grad with a 3-D x: "
+                              "the VPP split folds and splits it faithfully")}),
     _case("rs_no_stream_attrs", "the same program without the all-reduce's stream/event "
           "attrs (as a program without a multi-stream schedule has it)",
           Expect(True, "NOT_APPLIED", "the DRR source pattern binds execution_stream, "

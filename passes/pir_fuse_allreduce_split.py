@@ -120,7 +120,7 @@ def apply_pass(main):
                     out.append(holds("near-miss left alone", rank,
                                      f"{ar.type} at op {ar.idx} ({m['why']}) left alone"))
                 continue
-            rs = [o for o in scatters if o.inputs.get("x") == ar.inputs.get("x")]
+            rs = [o for o in scatters if _same_source(before, after, ar, o)]
             if not rs:
                 out.append(finding("reduce_scatter in place", rank,
                                    f"the {ar.type} at op {ar.idx} is gone but no "
@@ -157,10 +157,46 @@ def apply_pass(main):
                                  f"{m['num']}, keeping chunk {m['index']}"))
         return out
 
+    def renames(self, case, rank, before, after) -> dict:
+        """Consumers' renames, and for ops the DRR rewrite re-created (pattern 2
+        rebuilds the matmul, add_grad, add_ and matmul_grad): each vanished
+        result of the k-th op of a type is the same slot of the k-th op of
+        that type after the rewrite."""
+        from verify.renames import consumer_renames
+
+        out = consumer_renames(before, after)
+        present = set(after.vars)
+        for typ in {o.type for o in before.ops}:
+            bs, as_ = before.ops_of_type(typ), after.ops_of_type(typ)
+            if len(bs) != len(as_):
+                continue
+            for b, a in zip(bs, as_):
+                for slot, names in b.outputs.items():
+                    for old, new in zip(names, a.outputs.get(slot, [])):
+                        if old not in present and old not in out and new != old:
+                            out[old] = new
+        return out
+
     def intended_changes(self, case, rank, before, after) -> dict:
         return {n: "the rank's chunk now comes from the reduce_scatter (judged by the value "
                    "proof and the simulated run)"
                 for o in after.ops_of_type("pd_op.reduce_scatter") for n in o.writes()}
+
+
+def _same_source(before, after, ar, rs) -> bool:
+    """The reduce_scatter ``rs`` reads what the all-reduce ``ar`` read: the same
+    value, or the result of an op of the same type, operands and attrs (the
+    DRR rewrite re-creates the matmul of pattern 2)."""
+    a, b = (ar.inputs.get("x") or [None])[0], (rs.inputs.get("x") or [None])[0]
+    if a == b:
+        return True
+    pa = next((o for o in before.ops if a in o.writes()), None)
+    pb = next((o for o in after.ops if b in o.writes()), None)
+    strip = ("op_role", "chunk_id", "persistable", "stop_gradient", "dist_attr")
+    return pa is not None and pb is not None and pa.type == pb.type and \
+        pa.inputs == pb.inputs and \
+        {k: v for k, v in pa.attrs.items() if k not in strip} == \
+        {k: v for k, v in pb.attrs.items() if k not in strip}
 
 
 # -- the matcher (snapshots only) ---------------------------------------------
@@ -194,9 +230,14 @@ def chains(snap, rank=None) -> list:
         slot_in, slot_out, _ = COLLECTIVES[ar.type]
         src = (ar.inputs.get(slot_in) or [None])[0]
         res = (ar.outputs.get(slot_out) or [None])[0]
-        mid = _only(users, res, "pd_op.assign") or _only(users, res, "pd_op.add")
-        if mid is None:
-            continue
+        mid = _only(users, res, "pd_op.assign")
+        if mid is None:  # pattern 2: the bias add, the other reader its add_grad
+            rest = users.get(res, [])
+            adds = [u for u in rest if u.type == "pd_op.add"]
+            if len(adds) != 1 or any(u.type not in ("pd_op.add", "pd_op.add_grad")
+                                     for u in rest):
+                continue
+            mid = adds[0]
         split = _only(users, mid.outputs["out"][0], "pd_op.split_with_num")
         if split is None or (split.inputs.get("x") or [None])[0] != mid.outputs["out"][0]:
             continue
@@ -218,9 +259,12 @@ def chains(snap, rank=None) -> list:
         if mid.type == "pd_op.assign":  # pattern 1: a matmul's partial dX
             feeds_mm = feeds_mm and not mm.attrs.get("transpose_x") and \
                 bool(mm.attrs.get("transpose_y"))
-        else:  # pattern 2: the slice is assigned, the out grad all-gathered
+        else:  # pattern 2: the slice is assigned, the add's grad all-gathered
+            grads = [u for u in users.get(res, []) if u.type == "pd_op.add_grad"]
+            gathered = [producer.get((g.inputs.get("out_grad") or [None])[0]) for g in grads]
             feeds_mm = feeds_mm and _only(users, sl.outputs["results"][0], "pd_op.assign") \
-                is not None
+                is not None and len(grads) == 1 and gathered[0] is not None and \
+                gathered[0].type == "pd_op.all_gather"
         why = [w for w, bad in (
             (f"reduce {red}", red != "sum"), (f"split along dim {axis}", axis != 0),
             (f"chunk {index} kept by ring position {position}", index != position),

@@ -52,6 +52,11 @@ The form
   ``meta["dist_values"]`` (``{"dist_attr": text, "local_shape": [...]}``;
   ``Var.shape`` is the global shape).
 * ``feeds``: the ``pd_op.data`` names; ``meta["ir"] = "pir"``.
+* A keyword block argument (``block.add_kwarg``: a persistable read by name
+  from the scope, such as the gradient merge's ``w@GRAD@MERGE``) is named by
+  its keyword, declared persistable, and listed in ``meta["block_kwargs"]``.
+  PIR's serializer drops keyword arguments on 3.3.1, so a program holding
+  them cannot travel to an isolation worker.
 
 The one Paddle-touching entry is :func:`from_pir_programs`; Paddle must be in
 PIR mode while it runs (``paddle.pir_utils.IrGuard()``: this process runs
@@ -219,6 +224,7 @@ def _constant(op, attrs):
 def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> list:
     ops = []
     const_of = {}
+    kwargs = _block_kwargs(program)
     for idx, op in enumerate(program.global_block().ops):
         attrs_raw = _safe_attrs(op)
         opname = op.name()
@@ -233,6 +239,8 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
             if _is_null(src):
                 continue
             nm = names.name(src)
+            if nm is None:
+                nm = _kwarg_name(src, kwargs, vars_, meta)
             if nm is None:
                 nm = f"<unnamed operand {i} of op {idx}>"
             inputs[slot].append(nm)
@@ -295,6 +303,39 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
     return ops
 
 
+def _block_kwargs(program) -> list:
+    """``[(keyword, Value)]`` of the global block's keyword arguments (a
+    persistable the block reads by name from the scope, e.g. the gradient
+    merge's ``w@GRAD@MERGE``)."""
+    try:
+        return list(program.global_block().kwargs().items())
+    except Exception:
+        return []
+
+
+def _kwarg_name(src, kwargs, vars_, meta):
+    """A keyword block argument is named by its keyword and declared as a
+    persistable Var (written by the startup program's ``shadow_output`` of
+    that name); listed in ``meta["block_kwargs"]``."""
+    for key, kv in kwargs:
+        try:
+            same = src.is_same(kv)
+        except Exception:
+            same = False
+        if not same:
+            continue
+        if key not in vars_:
+            var = _var(key, kv, "")
+            if var is not None:
+                var.persistable = True
+                vars_[key] = var
+            meta.setdefault("block_kwargs", [])
+            if key not in meta["block_kwargs"]:
+                meta["block_kwargs"].append(key)
+        return key
+    return None
+
+
 def value_names(main) -> Names:
     """The name table of an original (unrewritten) main program."""
     return Names("%").assign(main)
@@ -349,7 +390,8 @@ def export_programs(main, startup, names: Names) -> dict:
 
     names.assign(main)
     out = {"names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
-                     for op in main.global_block().ops], "counter": names.counter}
+                     for op in main.global_block().ops], "counter": names.counter,
+           "attrs": [_scalar_attrs(op) for op in main.global_block().ops]}
     with tempfile.TemporaryDirectory() as d:
         for which, prog in (("main", main), ("startup", startup)):
             path = os.path.join(d, which + ".json")
@@ -385,4 +427,38 @@ def import_programs(data: dict):
         for i, n in enumerate(per_op):
             if n is not None and i < op.num_results():
                 names.table[(op.id(), i)] = n
+    for op, attrs in zip(ops, data.get("attrs") or []):
+        _restore_attrs(op, attrs)
     return progs["main"], progs["startup"], names
+
+
+def _scalar_attrs(op) -> dict:
+    """An op's str/bool/int/str-list attrs: the serialization drops some of them
+    (the stream/event attrs a multi-stream schedule sets: ``execution_stream``,
+    ``force_record_event``, ``event_to_record``, ``events_to_wait``), and a
+    DRR pattern that binds them no longer matches without them."""
+    out = {}
+    for k, v in _safe_attrs(op).items():
+        if k in _NOISE_ATTRS:
+            continue
+        if isinstance(v, (bool, int, str)) or (
+                isinstance(v, list) and all(isinstance(x, str) for x in v) and
+                k == "events_to_wait"):
+            out[k] = v
+    return out
+
+
+def _restore_attrs(op, attrs: dict) -> None:
+    """Set the attrs of ``attrs`` the deserialized ``op`` lacks."""
+    have = _safe_attrs(op)
+    for k, v in attrs.items():
+        if k in have:
+            continue
+        if isinstance(v, bool):
+            op.set_bool_attr(k, v)
+        elif isinstance(v, int):
+            op.set_int_attr(k, v)
+        elif isinstance(v, str):
+            op.set_str_attr(k, v)
+        else:
+            op.set_str_array_attr(k, list(v))
