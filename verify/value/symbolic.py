@@ -427,7 +427,10 @@ class Executor:
         slot_in, slot_out, _ = COLLECTIVES[ops[0].type]
         xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
         root = root_of(ops[0].attrs)
-        root = group.index(root) if root in group else (root if root < len(group) else 0)
+        # an index in the ring's group (collectives.root_of; Paddle's comm
+        # rank), as the numeric simulator reads it; a global rank only when
+        # it cannot be an index
+        root = root if 0 <= root < len(group) else (group.index(root) if root in group else 0)
         for i, (m, o) in enumerate(zip(group, ops)):
             try:
                 out = collective(kind, xs, i, root, self.k)
