@@ -61,16 +61,18 @@ class PassAdapter:
         paddle_module()
         from paddle.distributed.passes import PassContext, new_pass
 
-        original = case.build(rank)
+        original = self.build_original(case, rank)
         failure = {}
 
         def apply_pass(rp):
             # Paddle's passes log every match at INFO/WARNING on their own
             # handlers; what they say is reported by the contract checks.
             logging.disable(logging.WARNING)
+            context = PassContext()
             try:
+                self.apply_preceding(case, rp, context)
                 p = new_pass(self.name, self.attrs(case, rp))
-                p.apply([rp.main], [rp.startup], PassContext())
+                p.apply([rp.main], [rp.startup], context)
                 for prog in (rp.main, rp.startup):
                     prog.global_block()._sync_with_cpp()
             except (Exception, SystemExit) as exc:  # the pass's own bug: keep everything
@@ -83,6 +85,36 @@ class PassAdapter:
         rewritten = case.build(rank, then=apply_pass)
         return PassRun(original, rewritten, failure.get("tb"), failure.get("type"),
                        out_of_memory=failure.get("oom", False))
+
+    def preceding(self, case, rp) -> list:
+        """``[(pass name, attrs)]`` the planner applies before this pass in
+        the same ``PassContext`` and that this pass depends on (e.g. the
+        dependencies pass acts only after sharding).  The adapter's original
+        program is the case's program after them (:meth:`build_original`);
+        the pass under test is applied after them in the same context."""
+        return []
+
+    def apply_preceding(self, case, rp, context) -> None:
+        """Apply :meth:`preceding` (installed passes) to ``rp`` in ``context``."""
+        from paddle.distributed.passes import new_pass
+
+        for name, attrs in self.preceding(case, rp):
+            new_pass(name, attrs).apply([rp.main], [rp.startup], context)
+
+    def build_original(self, case, rank: int):
+        """The program the pass is applied to: the case's, after :meth:`preceding`."""
+        paddle_module()
+        from paddle.distributed.passes import PassContext
+
+        def then(rp):
+            logging.disable(logging.WARNING)
+            try:
+                self.apply_preceding(case, rp, PassContext())
+            finally:
+                logging.disable(logging.NOTSET)
+
+        return case.build(rank, then=then if self.preceding.__func__ is not
+                          PassAdapter.preceding else None)
 
     def pattern_present(self, snap) -> bool:
         """Whether ``snap`` (an original program) holds the pattern this pass

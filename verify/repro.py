@@ -89,7 +89,10 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
         if mesh is None:
             meshes = [m for m in ctx.process_meshes if _mesh_record(m)]
             mesh = _mesh_record(meshes[0]) if meshes else None
-        snap = from_programs(rp.main, rp.startup)
+        # the pattern is judged on the program the pass meets (after the
+        # passes it depends on); the reproducer embeds the case's own
+        orp = adapter.build_original(case, rank) if adapter.preceding(case, rp) else rp
+        snap = from_programs(orp.main, orp.startup)
         present = adapter.pattern_present(snap)
         ranks[str(rank)] = {
             "main": base64.b64encode(rp.main.desc.serialize_to_string()).decode(),
@@ -98,6 +101,9 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
             "dist": {"main": _program_record(rp.main, ctx),
                      "startup": _program_record(rp.startup, ctx)},
             "attrs": _attrs_record(adapter.attrs(case, rp), rp),
+            # passes the planner applies before this one in the same context
+            "preceding": [{"pass": name, "attrs": _attrs_record(attrs, rp)}
+                          for name, attrs in adapter.preceding(case, rp)],
             "params_grads": [[p.name, g.name] for p, g in rp.params_grads],
             "pattern": _pattern_text(adapter, snap) if present else "",
             "feeds": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype,
@@ -124,8 +130,12 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
         "pass_source": source, "pass_file": os.path.abspath(pass_file) if pass_file else "",
         "mesh": mesh,
         "rings": {str(k): [list(map(int, g)) for g in v] for k, v in case.rings.items()},
-        "process_groups": {str(g.id): list(map(int, g.ranks))
-                           for g in get_all_process_groups()},
+        # this process's registry of Paddle's process groups, where the case's
+        # own single-group rings override it (other cases leave groups behind)
+        "process_groups": {**{str(g.id): list(map(int, g.ranks))
+                              for g in get_all_process_groups()},
+                           **{str(k): list(map(int, v[0])) for k, v in case.rings.items()
+                              if int(k) != 0 and len(v) == 1}},
         "sharded_params": sorted(case.sharded_params), "fp32_twin": fp32_twin,
         "seed": DEFAULT_SEED if seed is None else int(seed), "steps": STEPS,
         "ranks": ranks,

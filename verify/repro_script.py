@@ -183,10 +183,10 @@ def build(rank):
     return main, startup, ctx
 
 
-def pass_attrs(rank, main, ctx):
+def pass_attrs(rank, main, ctx, record=None):
     r = PAYLOAD["ranks"][str(rank)]
     attrs = {}
-    for k, v in r["attrs"].items():
+    for k, v in (r["attrs"] if record is None else record).items():
         if v == {"$": "dist_context"}:
             attrs[k] = ctx
         elif v == {"$": "params_grads"}:
@@ -212,12 +212,21 @@ def apply_pass(rank):
 
     from paddle.distributed.passes import PassContext, new_pass
 
+    def preceding(main, startup, ctx, context):
+        # the passes the planner applies before this one, in the same context
+        for step in PAYLOAD["ranks"][str(rank)].get("preceding", []):
+            new_pass(step["pass"], pass_attrs(rank, main, ctx, step["attrs"])).apply(
+                [main], [startup], context)
+
     original = build(rank)
-    main, startup, ctx = build(rank)
     logging.disable(logging.WARNING)
+    preceding(*original, PassContext())
+    main, startup, ctx = build(rank)
     try:
+        context = PassContext()
+        preceding(main, startup, ctx, context)
         p = new_pass(PAYLOAD["pass"], pass_attrs(rank, main, ctx))
-        p.apply([main], [startup], PassContext())
+        p.apply([main], [startup], context)
         for prog in (main, startup):
             prog.global_block()._sync_with_cpp()
         tb = None
@@ -244,6 +253,7 @@ COLLECTIVES = {
     "c_reducescatter": ("X", "Out", "reduce_scatter"),
     "all_gather": ("x", "out", "all_gather"), "c_allgather": ("X", "Out", "all_gather"),
     "broadcast": ("x", "out", "broadcast"), "c_broadcast": ("X", "Out", "broadcast"),
+    "reduce": ("x", "out", "reduce"),  # to root_id only; the others keep x
 }
 REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
 
@@ -299,7 +309,10 @@ class Coll:
         self.x, self.out = d.input(slot_in)[0], d.output(slot_out)[0]
         self.ring = int(d.attr("ring_id")) if d.has_attr("ring_id") else 0
         self.kind = kind or REDUCE_TYPES.get(int(d.attr("reduce_type")), "?")
-        self.root = int(d.attr("root")) if d.has_attr("root") else 0
+        if kind == "reduce":
+            self.kind = "reduce_" + REDUCE_TYPES.get(int(d.attr("reduce_type")), "?")
+        self.root = int(d.attr("root")) if d.has_attr("root") else \
+            int(d.attr("root_id")) if d.has_attr("root_id") else 0
 
 
 def pieces(program):
@@ -400,6 +413,10 @@ def perform(group, colls, states):
             out = np.concatenate(xs, axis=0)
         elif kind == "broadcast":
             out = xs[group.index(c.root) if c.root in group else 0]
+        elif kind in ("reduce_sum", "reduce_avg"):  # root_id: index in the group
+            out = xs[i] if i != c.root else np.sum(xs, axis=0).astype(xs[0].dtype) / \
+                (n if kind == "reduce_avg" else 1)
+            out = out.astype(xs[0].dtype)
         else:
             raise RunError(f"unsupported collective {c.type} ({kind})", m)
         states[m].set(c.out, out)
