@@ -8,7 +8,8 @@ from .base import Case, Expect, FeedSpec, RankProgram
 
 FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack",
             "pir_matmul_grad", "sequence_parallel",
-            "engine_sp", "pir_collectives", "engine_sharding", "engine_dp"]
+            "engine_sp", "pir_collectives", "engine_sharding", "engine_dp",
+            "planned_models"]
 
 
 def all_cases() -> dict:

@@ -19,6 +19,9 @@ from paddle.static import InputSpec
 
 H, FFN, SEQ = 16, 32, 4
 BATCH = 2
+# On a DPxTP mesh, split the batch over "dp" (examples/two_mlp_dp_replicated.py
+# turns this off to show what the promotion pass does then)
+SPLIT_BATCH_OVER_DP = True
 
 
 def gelu(x):
@@ -53,7 +56,7 @@ class TwoMLP(nn.Layer):
         self.mlp2 = MLP(mesh)
 
     def forward(self, x):
-        if "dp" in self.mesh.dim_names:  # --mesh DPxTP: the batch split over dp
+        if SPLIT_BATCH_OVER_DP and "dp" in self.mesh.dim_names:  # --mesh DPxTP
             x = auto.shard_tensor(x, self.mesh, ["dp", None, None])
         return self.mlp2(self.mlp1(self.norm(x)))
 

@@ -1,0 +1,242 @@
+"""Built-in planned models: the example model files planned by Paddle.
+
+The two models a user of the suite is shown first (``examples/``, written in
+plain Paddle after the models of Paddle's own pass tests) are also built-in
+cases, so the gate and the baseline cover them:
+
+* ``planned_gpt_tp2``: ``examples/tiny_gpt.py`` (2-layer GPT, hidden 64,
+  8 heads, output projection tied to the word embedding) on TP 2;
+* ``planned_two_mlp_tp2``: ``examples/two_mlp.py`` (two column+row MLP
+  blocks with biases) on TP 2;
+* ``planned_two_mlp_dp2_tp2``: the same on a DP 2 x TP 2 mesh (``--mesh
+  2x2``: the batch split over ``dp``).
+
+The model files are not copied: each case plans the file in ``examples/``
+with ``verify.plan.plan`` (the legacy ``Engine`` once per rank in a fresh
+subprocess, exactly ``python -m verify plan``) on first use and builds the
+rank's programs from the program dir with ``verify.program_dir.build``.
+Plans are cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
+``~/.cache/paddle-pass-verify``) ``/planned_models/<paddle version>-<commit>/
+<key>``, the key a hash of the model file's source, the case's plan params
+and the planner's source (``verify/plan.py``); concurrent builders (pytest
+-n) wait on a lock file, so a plan is made once.
+
+The rings and sharded parameters a case states are the planner's (read from
+a plan on 3.3.1); the builder checks the plan it reads still says so and
+raises, naming the case and what differs, when it does not.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .base import Case, Expect
+
+_REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = _REPO / "examples"
+
+OVERLAP = "allreduce_matmul_grad_overlapping"
+PROMOTION = "auto_parallel_fused_linear_promotion"
+SP_OPT = "auto_parallel_sequence_parallel_optimization"
+SHARDING = "auto_parallel_sharding"
+
+
+# ---------------------------------------------------------------------------
+# plans (cached)
+# ---------------------------------------------------------------------------
+def cache_root() -> Path:
+    from cases.engine_planned import _paddle_tag
+
+    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify"
+    return root / "planned_models" / _paddle_tag()
+
+
+def plan_key(params: dict) -> str:
+    """Hash of the model file's source (and of the example files it loads,
+    ``uses``), the plan params and the planner."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"model": params["model"], "ranks": params["ranks"],
+                         "mesh": params.get("mesh")}, sort_keys=True).encode())
+    for name in [params["model"]] + list(params.get("uses", [])):
+        h.update((EXAMPLES / name).read_bytes())
+    h.update((_REPO / "verify" / "plan.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _complete(folder: Path, ranks: int) -> bool:
+    return (folder / "plan.json").is_file() and all(
+        (folder / f"rank{r}" / "meta.json").is_file() for r in range(ranks))
+
+
+def planned_dir(params: dict, timeout: float = 600.0) -> Path:
+    """The program dir of ``params`` (model, ranks, mesh), planning it once."""
+    from verify.plan import plan
+
+    final = cache_root() / plan_key(params)
+    if _complete(final, params["ranks"]):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f"{final.name}.lock", "w") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:  # not POSIX: plan() renames into place anyway
+            pass
+        if _complete(final, params["ranks"]):
+            return final
+        if final.exists():  # a half-written dir of a killed run
+            import shutil
+
+            shutil.rmtree(final, ignore_errors=True)
+        return plan(str(EXAMPLES / params["model"]), params["ranks"], params.get("mesh"),
+                    out=final, timeout=timeout)
+
+
+def build(case: Case, rank: int):
+    """``rank``'s RankProgram, from the case's (cached) plan."""
+    from verify import program_dir
+
+    folder = planned_dir(case.params)
+    planned = json.loads((folder / "plan.json").read_text())
+    rings = {int(k): sorted(sorted(g) for g in v) for k, v in planned["rings"].items()}
+    stated = {int(k): sorted(sorted(g) for g in v) for k, v in case.rings.items()}
+    if rings != stated:
+        raise RuntimeError(f"case {case.name}: the planner's rings are {rings}, the case "
+                           f"states {stated} (update cases/planned_models.py)")
+    if frozenset(planned["sharded_params"]) != case.sharded_params:
+        raise RuntimeError(f"case {case.name}: the planner shards "
+                           f"{sorted(planned['sharded_params'])}, the case states "
+                           f"{sorted(case.sharded_params)} (update cases/planned_models.py)")
+    return program_dir.build(dataclasses.replace(
+        case, params={**case.params, "dir": str(folder)}), rank)
+
+
+# ---------------------------------------------------------------------------
+# expectations (observed on 3.3.1; the checks decide, these explain)
+# ---------------------------------------------------------------------------
+_OVERLAP_NOT_APPLIED = Expect(
+    True, "NOT_APPLIED",
+    "the planner emits every column-parallel dX collective as an in-place "
+    "all_reduce(x, reduce_type=SUM) right after its matmul_v2_grad; 3.3.1's "
+    "pass matches only c_allreduce_sum, so it does nothing on any rank "
+    "(counterexample: the matcher finds the pattern at the all_reduce after "
+    "each column-parallel matmul_v2_grad, the rewritten program is the "
+    "original)")
+
+_SP_ABSENT = Expect(
+    False, "EQUIVALENT",
+    "sequence parallelism is off in the plan: no sequence-parallel "
+    "scatter/gather pattern, the pass changes nothing")
+
+
+def _promotion(ranks_note: str) -> Expect:
+    return Expect(
+        True, "EQUIVALENT",
+        "every row-parallel linear with a bias is the MP pattern (matmul_v2 -> "
+        "all_reduce -> elementwise_add, and its grads), so the pass fires on "
+        f"every rank: {ranks_note}; the value proof holds on every rank and the "
+        "simulated 3-step run matches")
+
+
+_PROMOTION_DP_BY_MESH = Expect(
+    True, "NOT_APPLIED",
+    "Paddle's defect: the pass picks its source pattern from the mesh's shape "
+    "alone (_is_enable_dp_mp: dp > 1 selects the DP + MP pattern, backward "
+    "elementwise_add_grad, all_reduce, scale, matmul_v2_grad); with the batch "
+    "replicated the planner emits no DP gradient all_reduce, so every "
+    "row-parallel linear has the MP-only backward (elementwise_add_grad, "
+    "matmul_v2_grad), no backward segment matches and the pass skips every "
+    "rank ('No forward and backward op segments') although its documented "
+    "pattern (matmul_v2 -> all_reduce -> elementwise_add with the bias grad) "
+    "is present on all four ranks")
+
+
+_SHARDING_DP2 = Expect(
+    True, "EQUIVALENT",
+    "stage 1 on the DP rings {0,2} and {1,3}: each rank keeps the optimizer "
+    "ops and AdamW states of the parameters it owns (rank 0: layer_norm_0.b_0, "
+    "linear_0.w_0, linear_1.b_0, linear_2.w_0, linear_3.b_0) and receives the "
+    "others by broadcast from their owner (root = the owner's index in the DP "
+    "group); the value proof holds on all four ranks and the simulated run "
+    "matches")
+
+_SHARDING_NO_DP_GROUP = Expect(
+    False, "PASS_CRASHED",
+    "the batch is replicated, so no op carries a data-parallel group: the "
+    "pass raises NotImplementedError ('So far Only and Exactly one data "
+    "parallel group in network are supported, but got [0] different data "
+    "parallel groups') on every rank instead of leaving the program alone")
+
+
+_SHARDING_TP_ONLY = Expect(
+    False, "PASS_CRASHED",
+    "a TP-only plan has no data-parallel group: the pass raises "
+    "NotImplementedError ('So far Only and Exactly one data parallel group in "
+    "network are supported, but got [0] different data parallel groups') on "
+    "every rank instead of leaving the program alone")
+
+
+def _case(name, summary, model, ranks, mesh_text, mesh, rings, sharded, expect, uses=()):
+    return Case(name=name, family="planned_models", summary=summary, mesh=mesh,
+                builder=build, expect=expect, rings=rings,
+                sharded_params=frozenset(sharded), enable_sp=False, amp_level="o0",
+                params={"model": model, "ranks": ranks, "mesh": mesh_text,
+                        "uses": list(uses)})
+
+
+def _linears(with_bias, without_bias):
+    return [f"linear_{i}.w_0" for i in with_bias + without_bias] + \
+        [f"linear_{i}.b_0" for i in with_bias]
+
+
+CASES = [
+    _case("planned_gpt_tp2",
+          "examples/tiny_gpt.py planned by the Engine on TP2: 2-layer GPT, hidden 64, "
+          "8 heads, separate q/k/v, tied output embedding (matmul_v2 transpose_y), "
+          "MSE loss, SGD; 186 ops per rank",
+          "tiny_gpt.py", 2, None, [0, 1], {12: [[0, 1]]},
+          # column parallel, bias sharded: q, v, up (k: no bias); row parallel: out, down
+          _linears([0, 1, 4, 6, 7, 10], [2, 3, 5, 8, 9, 11]),
+          {OVERLAP: _OVERLAP_NOT_APPLIED,
+           PROMOTION: _promotion("rank 0 adds the attention-output and MLP-down "
+                                 "biases before their all_reduce, rank 1 drops "
+                                 "them with their grads, SGD ops and startup "
+                                 "init (186 -> 174 ops)"),
+           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_TP_ONLY}),
+    _case("planned_two_mlp_tp2",
+          "examples/two_mlp.py planned by the Engine on TP2: LN, two column+row MLP "
+          "blocks with biases, MSE loss, AdamW",
+          "two_mlp.py", 2, None, [0, 1], {12: [[0, 1]]},
+          _linears([0, 2], [1, 3]),
+          {OVERLAP: _OVERLAP_NOT_APPLIED,
+           PROMOTION: _promotion("rank 0 adds both row-parallel biases before the "
+                                 "all_reduce, rank 1 drops them with their grads, "
+                                 "AdamW ops and states and startup init"),
+           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_TP_ONLY}),
+    _case("planned_two_mlp_dp2_tp2",
+          "examples/two_mlp.py planned by the Engine on DP2 x TP2 (--mesh 2x2, the "
+          "batch split over dp): TP rings {0,1},{2,3}, DP rings {0,2},{1,3}",
+          "two_mlp.py", 4, "2x2", [[0, 1], [2, 3]],
+          {12: [[0, 2], [1, 3]], 13: [[0, 1], [2, 3]]},
+          _linears([0, 2], [1, 3]),
+          {OVERLAP: _OVERLAP_NOT_APPLIED,
+           PROMOTION: _promotion("on each TP group the first rank (0, 2) adds the "
+                                 "biases before the all_reduce, the second (1, 3) "
+                                 "drops them (63 -> 53 ops)"),
+           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_DP2}),
+    _case("planned_two_mlp_dp2_tp2_replicated",
+          "examples/two_mlp_dp_replicated.py (two_mlp.py with the batch left "
+          "replicated) planned by the Engine on DP2 x TP2: no DP gradient all_reduce",
+          "two_mlp_dp_replicated.py", 4, "2x2", [[0, 1], [2, 3]],
+          {12: [[0, 2], [1, 3]], 13: [[0, 1], [2, 3]]},
+          _linears([0, 2], [1, 3]),
+          {OVERLAP: _OVERLAP_NOT_APPLIED,
+           PROMOTION: _PROMOTION_DP_BY_MESH,
+           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_NO_DP_GROUP},
+          uses=["two_mlp.py"]),
+]
