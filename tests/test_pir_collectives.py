@@ -269,3 +269,43 @@ def test_a_fusion_that_takes_the_max_is_caught():
     sub = value[0].counterexample["first_differing_subterm"]
     assert "max(" in sub["rewritten"] and "max(" not in sub["original"]
     assert set(_by(app, "numeric", Verdict.NOT_EQUIVALENT)) == {0, 1}
+
+
+def test_shape_rules_of_the_reshard_index_maps():
+    """pd_op.slice on a program Paddle built (its own inference declared the
+    result); pd_op.concat of a stacked vector, and a wrong declared shape of
+    each caught."""
+    import paddle
+
+    from verify.checks import shape_check
+    from verify.pir_snapshot import from_pir_programs
+    from verify.snapshot import Op, ProgramSnapshot, Var
+
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [4, 6], "float32")
+            paddle.slice(x, axes=[1], starts=[2], ends=[4])
+        snap = from_pir_programs(main, startup)
+    sl = next(o for o in snap.ops if o.type == "pd_op.slice")
+    out = sl.outputs["out"][0]
+    assert snap.var(out).shape == [4, 2]
+    every = set(range(len(snap.ops)))
+    ok = shape_check.check_snapshot(snap, 0, "test", {}, every)
+    assert all(c.verdict == Verdict.EQUIVALENT for c in ok), [c.message for c in ok]
+    snap.vars[out] = Var(out, [2, 2], "float32")
+    assert any(not c.ok for c in shape_check.check_snapshot(snap, 0, "test", {}, every))
+
+    ops = [Op(0, "pd_op.split_with_num", {"x": ["g"]}, {"out": ["v"]},
+              {"num": 2, "axis@value": 0}),
+           Op(1, "pd_op.concat", {"x": ["v"]}, {"out": ["c"]}, {"axis@value": 1})]
+    vars_ = {"g": Var("g", [4, 3], "float32"),
+             "v": Var("v", [], "vec[tensor<2x3xf32>,tensor<2x3xf32>]"),
+             "c": Var("c", [2, 6], "float32")}
+    good = ProgramSnapshot(ops, vars_, feeds=["g"])
+    ok = shape_check.check_snapshot(good, 0, "test", {}, {0, 1})
+    assert all(c.verdict == Verdict.EQUIVALENT for c in ok), [c.message for c in ok]
+    vars_["c"] = Var("c", [4, 3], "float32")
+    bad = shape_check.check_snapshot(ProgramSnapshot(ops, vars_, feeds=["g"]), 0, "test", {},
+                                     {0, 1})
+    assert any(not c.ok and c.counterexample.get("var") == "c" for c in bad)

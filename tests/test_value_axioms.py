@@ -569,6 +569,22 @@ def test_reshape2_and_transpose2_grads_against_paddle(target, perm):
               {"axis": perm})["X@GRAD"], dt_ref)
 
 
+def test_pir_reshard_index_maps():
+    """pd_op.slice (one equal chunk per axis) and pd_op.concat of a stacked
+    vector (split_with_num's), against numpy."""
+    x = r(4, 6)
+    close(run("pd_op.slice", {"input": [x]}, {"axes": [1], "starts@value": [3],
+                                           "ends@value": [6]})["out"], x[:, 3:6])
+    close(run("pd_op.slice", {"input": [x]}, {"axes": [0, 1], "starts@value": [0, 2],
+                                           "ends@value": [2, 4]})["out"], x[0:2, 2:4])
+    with pytest.raises(S.Unsupported):
+        run("pd_op.slice", {"input": [x]}, {"axes": [1], "starts@value": [1],
+                                         "ends@value": [3]})
+    vec = np.stack(np.split(x, 2, axis=0))
+    close(run("pd_op.concat", {"x": [vec]}, {"axis@value": 1})["out"],
+          np.concatenate(np.split(x, 2, axis=0), axis=1))
+
+
 def test_every_row_is_tested():
     """Runs last in this file (pytest keeps file order)."""
     missing = set(S.ROWS) - TESTED

@@ -564,3 +564,40 @@ RULES.update({
     "coalesce_tensor": lambda s: {"Output": s.all("Input")},
     "nop": lambda s: {},
 })
+
+
+# -- PIR reshard index maps (3.3.1's planner): pd_op.slice, pd_op.concat of a
+# stacked vector (split_with_num's).
+def _pir_slice(s):
+    starts, ends = s.attr("starts@value"), s.attr("ends@value")
+    if starts is None or ends is None:
+        raise RuleError("slice bounds are not constants (no starts@value/ends@value)")
+    if s.attr("decrease_axis"):
+        raise RuleError("slice with decrease_axis")
+    x = list(s("input"))
+    for axis, st, en in zip(s.attr("axes", []), starts, ends):
+        axis = int(axis) % len(x)
+        d = x[axis]
+        st, en = int(st), int(en)
+        if is_static(d):
+            en = min(en, d)
+            s.need(0 <= st < en, f"slice [{st}:{en}] of dim {axis} ({d}) is empty")
+        x[axis] = en - st
+    return {"out": [x]}
+
+
+def _pir_concat_vector(s):
+    axis = s.attr("axis@value")
+    if axis is None:
+        raise RuleError("concat axis is not a constant (no axis@value)")
+    v = list(s("x"))
+    piece = v[1:]
+    axis = int(axis[0] if isinstance(axis, list) else axis) % max(len(piece), 1)
+    piece[axis] = piece[axis] * v[0]
+    return {"out": [piece]}
+
+
+RULES.update({
+    "pd_op.slice": _pir_slice,
+    "pd_op.concat": _pir_concat_vector,
+})

@@ -906,3 +906,49 @@ ROWS.update({
     "reshape2_grad": reshape2_grad,
     "transpose2_grad": transpose2_grad,
 })
+
+
+# -- PIR reshard index maps: pd_op.slice (r -> s) and pd_op.concat of a stacked
+# vector (s -> r after an all_gather + split_with_num), as 3.3.1's planner emits.
+def _pir_slice(op, ins, k):
+    """``pd_op.slice`` of one equal chunk per axis (``starts@value`` /
+    ``ends@value`` constants): chunk ``start // size`` of ``dim // size``,
+    through the ``split`` row so reduced shapes follow the same rules."""
+    starts, ends = op.attrs.get("starts@value"), op.attrs.get("ends@value")
+    axes = list(op.attrs.get("axes") or [])
+    if starts is None or ends is None:
+        raise Unsupported("slice bounds are not constants (no starts@value/ends@value)")
+    if op.attrs.get("decrease_axis"):
+        raise Unsupported("slice with decrease_axis")
+    x = _t(ins, "input")
+    for axis, s, e in zip(axes, starts, ends):
+        axis = int(axis) % x.arr.ndim
+        o = x.orig[axis]
+        s, e = int(s), min(int(e), o)
+        size = e - s
+        if size <= 0 or o % size or s % size:
+            raise Unsupported(f"slice [{s}:{e}] of dim {o} is not one equal chunk")
+        parts = split(_OpView(op, {"axis": axis, "num": o // size}), {"X": [x]}, k)["Out"]
+        x = parts[s // size]
+    return {"out": [x]}
+
+
+def _pir_concat_vector(op, ins, k):
+    """``pd_op.concat`` of a stacked vector value (``split_with_num``'s) along
+    ``axis@value``: the pieces side by side, the dim's first factor their count."""
+    axis = op.attrs.get("axis@value")
+    if axis is None:
+        raise Unsupported("concat axis is not a constant (no axis@value)")
+    v = _t(ins, "x")
+    axis = int(axis[0] if isinstance(axis, list) else axis) % max(v.arr.ndim - 1, 1)
+    n = v.arr.shape[0]
+    arr = np.concatenate([v.arr[i] for i in range(n)], axis=axis)
+    dims = list(v.dims[1:])
+    dims[axis] = ((n, n),) + tuple(dims[axis])
+    return {"out": [Tensor(arr, dims, v.dtype)]}
+
+
+ROWS.update({
+    "pd_op.slice": _pir_slice,
+    "pd_op.concat": _pir_concat_vector,
+})
