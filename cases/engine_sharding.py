@@ -57,6 +57,19 @@ _S2 = Expect(True, "EQUIVALENT",
              "steps, in the simulator and on real gloo ranks (reduce has a CPU kernel)")
 
 
+_DEPS_S1 = Expect(True, "PASS_CRASHED",
+                  "after sharding stage 1 (installed pass, same PassContext, as the "
+                  "Parallelizer applies them) the gradients are still all_reduce'd; the pass "
+                  "asks every op is_amp_flag_sync_op, which reads attr op_type of an "
+                  "all_reduce (its attr is reduce_type): RuntimeError (NotFound) Attribute "
+                  "op_type is not found, on both ranks, before any dependency is added")
+_DEPS_S2 = Expect(True, "EQUIVALENT",
+                  "after sharding stage 2 every all_reduce has become a reduce, so the "
+                  "op_type read of is_amp_flag_sync_op is never reached: the pass adds one "
+                  "nop before each optimizer op but the first (optimizer order, prior var = "
+                  "the previous ParamOut) and changes nothing else; proved and run equal")
+
+
 def build(case, rank):
     return _planned_build(case, rank)
 
@@ -74,12 +87,12 @@ CASES = [
     _case("engine_shard_dp2_sgd_s1",
           "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
           "split by batch); sharding stage 1 applied by the suite",
-          {SHARDING: _S1}, act="relu", optimizer="sgd", stage=1),
+          {SHARDING: _S1, DEPS: _DEPS_S1}, act="relu", optimizer="sgd", stage=1),
     _case("engine_shard_dp2_adamw_s1",
           "as engine_shard_dp2_sgd_s1 with AdamW (moments, beta pows: the optimizer "
           "states sharding partitions); stage 1",
-          {SHARDING: _S1}, act="relu", optimizer="adamw", stage=1),
+          {SHARDING: _S1, DEPS: _DEPS_S1}, act="relu", optimizer="adamw", stage=1),
     _case("engine_shard_dp2_adamw_s2",
           "as engine_shard_dp2_adamw_s1, stage 2 (gradients reduced to their owner)",
-          {SHARDING: _S2}, act="relu", optimizer="adamw", stage=2),
+          {SHARDING: _S2, DEPS: _DEPS_S2}, act="relu", optimizer="adamw", stage=2),
 ]

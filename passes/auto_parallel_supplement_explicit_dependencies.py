@@ -60,6 +60,11 @@ class SupplementDependenciesAdapter(PassAdapter):
     name = "auto_parallel_supplement_explicit_dependencies"
     short = "deps"
 
+    def handles(self, case) -> bool:
+        """The cases the sharding adapter meets (the pass acts only after
+        sharding ran in its context)."""
+        return SHARDING.handles(case)
+
     def attrs(self, case, rp) -> dict:
         return {"dist_context": rp.dist_context}
 
