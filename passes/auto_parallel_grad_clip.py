@@ -78,6 +78,20 @@ def global_norms(snap) -> list:
     return out
 
 
+def give_serial_optimizer(case, ctx) -> None:
+    """What the planner records on the dist context and the pass reads: the
+    user's optimizer (only its ``_grad_clip`` is read), with the case's clip
+    norm (``params["clip_norm"]``) or no clip."""
+    if getattr(ctx, "_serial_optimizer", None) is not None:
+        return
+    from verify.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    norm = case.params.get("clip_norm")
+    clip = paddle.nn.ClipGradByGlobalNorm(float(norm)) if norm else None
+    ctx._serial_optimizer = paddle.optimizer.SGD(learning_rate=0.1, grad_clip=clip)
+
+
 class GradClipAdapter(PassAdapter):
     name = "auto_parallel_grad_clip"
     short = "grad_clip"
@@ -93,18 +107,10 @@ class GradClipAdapter(PassAdapter):
         return super().handles(case) and self.name in case.expect
 
     def attrs(self, case, rp) -> dict:
-        from verify.legacy_ir import paddle_module
-
-        paddle = paddle_module()
         from paddle.distributed.fleet import auto
 
         ctx = rp.dist_context
-        if getattr(ctx, "_serial_optimizer", None) is None:
-            # what the planner records: the user's optimizer (its clip is all
-            # the pass reads); the case's clip norm, or none
-            norm = case.params.get("clip_norm")
-            clip = paddle.nn.ClipGradByGlobalNorm(float(norm)) if norm else None
-            ctx._serial_optimizer = paddle.optimizer.SGD(learning_rate=0.1, grad_clip=clip)
+        give_serial_optimizer(case, ctx)
         config = auto.Strategy().sharding.to_dict()
         return {**config, "dist_context": ctx, "params_grads": list(rp.params_grads),
                 "rank_id": rp.rank}
@@ -133,60 +139,8 @@ class GradClipAdapter(PassAdapter):
         results = [self.fired_check(case, rank, before, after)]
         if not results[0].details.get("fired"):
             return results
-        n = len(results)
-        norms = global_norms(after)
-        if len(norms) != 1:
-            return results + [finding("global norm", rank,
-                                      f"{len(norms)} global-norm sqrt op(s) after the pass, "
-                                      "not one", op_type="sqrt", var=None)]
-        sqrt_op, v, syncs = norms[0]
-        world = set(case.ranks)
-        whole = [s for s in syncs
-                 if set(next((g for g in case.rings.get(s.attrs.get("ring_id"), [])
-                              if rank in g), [])) == world]
-        if len(syncs) != 1 or not whole:
-            results.append(finding(
-                "global norm", rank,
-                f"sqrt at op {sqrt_op.idx} reads {v} summed {len(syncs)} time(s) "
-                f"(rings {[s.attrs.get('ring_id') for s in syncs]}); it must be summed once "
-                f"over a ring of all ranks {sorted(world)}",
-                op_index=sqrt_op.idx, op_type="sqrt", var=v))
-            return results
-        # coverage over all ranks: every gradient piece exactly once
-        counted = {}
-        for r in case.ranks:
-            snap = after if r == rank else self._rewritten(case, r)
-            if snap is None:
-                return results + [finding("global norm", rank, f"rank {r}'s pass raised; "
-                                          "the norm's coverage cannot be judged", var=v)]
-            rn = global_norms(snap)
-            if len(rn) != 1:
-                continue
-            sq, rv, rsyncs = rn[0]
-            first = rsyncs[0].idx if rsyncs else sq.idx
-            for g in norm_parts(snap, rv, first):
-                p = g[:-len("@GRAD")] if g.endswith("@GRAD") else g
-                piece = case.tp_index(r) if p in case.sharded_params else 0
-                counted.setdefault((p, piece), []).append(r)
-        params = [p.name for p, _ in before_params(case, rank)]
-        pieces = {(p, (case.tp_index(r) if p in case.sharded_params else 0))
-                  for p in params for r in case.ranks}
-        for piece in sorted(pieces):
-            who = counted.get(piece, [])
-            if len(who) != 1:
-                p, k = piece
-                results.append(finding(
-                    "global norm", rank,
-                    f"the global norm counts {p}@GRAD" + (f" (shard {k})" if p in
-                                                          case.sharded_params else "")
-                    + f" {len(who)} time(s) (on ranks {who}); it must count it once",
-                    var=f"{p}@GRAD", shard=k, counted_on=who, op_index=sqrt_op.idx,
-                    op_type="sqrt"))
-        if len(results) == n:
-            results.append(holds("global norm", rank,
-                                 f"sqrt at op {sqrt_op.idx} reads one sum over all ranks of "
-                                 f"{len(pieces)} gradient piece(s), each counted once"))
-        return results
+        snaps = {r: after if r == rank else self._rewritten(case, r) for r in case.ranks}
+        return results + global_norm_checks(case, rank, snaps)
 
     def intended_changes(self, case, rank, before, after) -> dict:
         """The norm's partial sum and what reads it downstream change on purpose."""
@@ -198,6 +152,60 @@ class GradClipAdapter(PassAdapter):
             if op.type in _FOLD and op.role == 2:
                 out.update({n: "the rank's share of the squared norms" for n in op.writes()})
         return out
+
+
+def global_norm_checks(case, rank, snaps) -> list:
+    """The "global norm" contract for ``rank`` given every rank's rewritten
+    snapshot (``{rank: snapshot or None}``; None: that rank's pass raised)."""
+    after = snaps[rank]
+    norms = global_norms(after)
+    if len(norms) != 1:
+        return [finding("global norm", rank, f"{len(norms)} global-norm sqrt op(s) after the "
+                        "pass, not one", op_type="sqrt", var=None)]
+    sqrt_op, v, syncs = norms[0]
+    world = set(case.ranks)
+    whole = [s for s in syncs
+             if set(next((g for g in case.rings.get(s.attrs.get("ring_id"), [])
+                          if rank in g), [])) == world]
+    if len(syncs) != 1 or not whole:
+        return [finding(
+            "global norm", rank,
+            f"sqrt at op {sqrt_op.idx} reads {v} summed {len(syncs)} time(s) "
+            f"(rings {[s.attrs.get('ring_id') for s in syncs]}); it must be summed once "
+            f"over a ring of all ranks {sorted(world)}",
+            op_index=sqrt_op.idx, op_type="sqrt", var=v)]
+    counted = {}
+    for r in case.ranks:
+        snap = snaps.get(r)
+        if snap is None:
+            return [finding("global norm", rank, f"rank {r}'s pass raised; the norm's "
+                            "coverage cannot be judged", var=v)]
+        rn = global_norms(snap)
+        if len(rn) != 1:
+            continue
+        sq, rv, rsyncs = rn[0]
+        first = rsyncs[0].idx if rsyncs else sq.idx
+        for g in norm_parts(snap, rv, first):
+            p = g[:-len("@GRAD")] if g.endswith("@GRAD") else g
+            piece = case.tp_index(r) if p in case.sharded_params else 0
+            counted.setdefault((p, piece), []).append(r)
+    params = [p.name for p, _ in before_params(case, rank)]
+    pieces = {(p, (case.tp_index(r) if p in case.sharded_params else 0))
+              for p in params for r in case.ranks}
+    out = []
+    for piece in sorted(pieces):
+        who = counted.get(piece, [])
+        if len(who) != 1:
+            p, k = piece
+            shard = f" (shard {k})" if p in case.sharded_params else ""
+            out.append(finding(
+                "global norm", rank,
+                f"the global norm counts {p}@GRAD{shard} {len(who)} time(s) (on ranks {who}); "
+                "it must count it once", var=f"{p}@GRAD", shard=k, counted_on=who,
+                op_index=sqrt_op.idx, op_type="sqrt"))
+    return out or [holds("global norm", rank,
+                         f"sqrt at op {sqrt_op.idx} reads one sum over all ranks of "
+                         f"{len(pieces)} gradient piece(s), each counted once")]
 
 
 def before_params(case, rank):

@@ -194,6 +194,8 @@ def run_application(adapter, case, source: str = "installed",
                 f"{adapter.name} raised on case {case.name} rank {rank}: "
                 f"{getattr(run, 'crash', None) or error_line(run.error)}",
                 details={"traceback": run.error}))
+            # a pass pipeline says which of its stages raised, and what those before it did
+            app.checks += getattr(adapter, "crash_checks", lambda *a: [])(case, rank, before, after)
             continue
         app.checks += adapter.contract(case, rank, before, after)
         ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
