@@ -27,7 +27,7 @@ def _case(name, summary, expect, *, dp, pipeline, **params):
                 enable_sp=bool(params.get("sp")), amp_level="o0",
                 gloo_unfaithful="",
                 params={"parallel": "dp" if dp else "mp", "post": False,
-                        "pipeline": pipeline, **params})
+                        "pipeline": pipeline, "only_pass": PIPELINE, **params})
 
 
 CASES = [

@@ -35,8 +35,11 @@ class PassAdapter:
     def handles(self, case) -> bool:
         """Whether this pass is applied to ``case`` at all: only cases of its
         own IR are paired with it (the matrix, the gate and the baseline
-        hold no pass x case of different IRs)."""
-        return self.ir == getattr(case, "ir", "legacy")
+        hold no pass x case of different IRs).  A case whose
+        ``params["only_pass"]`` names a pass is paired with that one only
+        (e.g. the ``engine_pipeline`` family, whose application is a pipeline)."""
+        only = (getattr(case, "params", None) or {}).get("only_pass")
+        return self.ir == getattr(case, "ir", "legacy") and only in (None, self.name)
 
     def attrs(self, case, rp) -> dict:
         """The pass attrs for ``rp`` (a RankProgram of ``case``)."""
