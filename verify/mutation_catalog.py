@@ -36,4 +36,11 @@ PASS_MUTANTS = [
     ("tests/mutants/promotion_dp_broadcast_deleted.py", PROMOTION, "row_dp_mp_o0_sgd",
      "the first TP rank also deletes the bias's startup broadcast over the "
      "data-parallel ring"),
+    ("tests/mutants/sharding_wrong_root.py", "auto_parallel_sharding",
+     "engine_shard_dp2_adamw_s1",
+     "each updated parameter is broadcast from the next rank instead of its owner "
+     "(the stale copy overwrites the update)"),
+    ("tests/mutants/sharding_broadcast_dropped.py", "auto_parallel_sharding",
+     "engine_shard_dp2_adamw_s1",
+     "no broadcast from the owners: a non-owner never receives the update"),
 ]
