@@ -585,6 +585,31 @@ def test_pir_reshard_index_maps():
           np.concatenate(np.split(x, 2, axis=0), axis=1))
 
 
+def test_dependency_rows_compute_nothing():
+    """nop (the dependencies pass's ordering op) leaves its Out as it was;
+    depend passes X through."""
+    x, dep = r(3, 2), r(2)
+    assert run("nop", {"X": [dep]}, outs={"Out": ["x"]}) == {}
+    close(run("depend", {"X": [x], "Dep": [dep]})["Out"], x)
+
+
+@pytest.mark.parametrize("kind,fold", [("reduce_sum", sum),
+                                       ("reduce_avg", lambda xs: sum(xs) / len(xs))])
+@pytest.mark.parametrize("n,root", [(2, 0), (2, 1), (4, 2)])
+def test_rooted_reduce_lands_on_the_root_only(kind, fold, n, root):
+    """``reduce`` (sharding stage 2): the root (index in the group) gets the
+    reduction, every other rank keeps its own x."""
+    from verify import collectives
+
+    xs = [r(4, 3) for _ in range(n)]
+    for i in range(n):
+        out = S.collective(kind, [T(x) for x in xs], i, root, K)
+        close(np.asarray(out.arr, dtype=float), fold(xs) if i == root else xs[i])
+    op = Op(0, "reduce", {"x": ["g"]}, {"out": ["g"]},
+            {"reduce_type": 4 if kind == "reduce_avg" else 0, "root_id": root})
+    assert S.collective_kind(op) == kind and collectives.root_of(op.attrs) == root
+
+
 def test_every_row_is_tested():
     """Runs last in this file (pytest keeps file order)."""
     missing = set(S.ROWS) - TESTED
