@@ -197,6 +197,67 @@ def build(case: Case, rank: int) -> PirRankProgram:
                           loss=None, fetches=y, names=names)
 
 
+# -- a 2-rank program planned by Paddle itself (dist.to_static, PIR) -----------
+MODEL = "examples/row_sp_pir.py"
+PLANNED_RINGS = {12: [[0, 1]]}  # the TP ring 3.3.1's planner gives the 2-rank mesh
+
+
+def planned_dir():
+    """The program dir of ``examples/row_sp_pir.py`` planned for 2 ranks with
+    ``python -m verify plan --ir pir`` (``verify.plan.plan``: one fresh
+    subprocess per rank), cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
+    ``~/.cache/paddle-pass-verify``) ``/pir_collectives/<key>``, the key a hash
+    of the model file, the PIR planner's source and Paddle's version; a plan
+    is written aside and renamed into place, so a reader never sees half."""
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from verify.legacy_ir import paddle_module
+    from verify.plan import plan
+
+    repo = Path(__file__).resolve().parent.parent
+    model = repo / MODEL
+    h = hashlib.sha256(model.read_bytes())
+    h.update((repo / "verify" / "pir_plan.py").read_bytes())
+    h.update(paddle_module().__version__.encode())
+    root = Path(os.environ.get("PADDLE_PASS_VERIFY_CACHE",
+                               Path.home() / ".cache" / "paddle-pass-verify"))
+    folder = root / "pir_collectives" / h.hexdigest()[:16]
+    if (folder / "plan.json").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=folder.parent))
+    try:
+        plan(str(model), 2, out=tmp / "dir", ir="pir")
+        try:
+            os.rename(tmp / "dir", folder)
+        except OSError:  # another builder was first
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def build_planned(case: Case, rank: int) -> PirRankProgram:
+    """Rank ``rank``'s PIR programs from the cached plan (``program_dir.build_pir``);
+    raises, naming the case, when the plan's rings are not the case's."""
+    import dataclasses
+    import json
+
+    from verify.program_dir import build_pir
+
+    folder = planned_dir()
+    rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+             ["rings"].items()}
+    if rings != case.rings:
+        raise ValueError(f"case {case.name}: the plan's rings {rings} are not the case's "
+                         f"{case.rings} (Paddle planned differently)")
+    return build_pir(dataclasses.replace(case, params={"dir": str(folder)}), rank)
+
+
 GLOO = ("reduce_scatter does not run on gloo (CPU), and real ranks do not run PIR "
         "programs yet: the simulator alone decides")
 
@@ -244,4 +305,24 @@ CASES = [
           Expect(False, "NOT_EQUIVALENT", "the slice index is not checked against the "
                  "rank: the pass fires and rank r keeps chunk r, where the program kept "
                  "chunk 1-r"), chunk="other"),
+    PirCase(name="planned_row_sp_pir", family="pir_collectives",
+            summary="examples/row_sp_pir.py planned by dist.to_static (PIR) for TP2: column- "
+            "then row-parallel linear, output resharded to the sequence dim",
+            mesh=[0, 1], builder=build_planned, rings=PLANNED_RINGS, ir="pir",
+            gloo_unfaithful=GLOO,
+            expect={PASS: Expect(False, "EQUIVALENT", "what 3.3.1's reshard emits is not the "
+                                 "pattern: the partial sum becomes pd_op.all_reduce (not the "
+                                 "in-place all_reduce_ the DRR names), then add(bias) and a "
+                                 "pd_op.slice along dim 1 (r->s), and the backward's s->r is "
+                                 "all_gather + split_with_num + concat (a p->s reshard is a "
+                                 "reduce_scatter already): no split_with_num + builtin.slice "
+                                 "after an all-reduce, so the pass cannot fire; left alone, "
+                                 "proved and simulated"),
+                    SPLIT: Expect(True, "INCONCLUSIVE", "the split fires on the planner's "
+                                  "untransposed matmul_grads and the simulated runs agree, but "
+                                  "the value proof cannot decide: the planned startup program "
+                                  "fills each parameter with its GLOBAL shape (the column-"
+                                  "parallel weight [8, 16], local [8, 8]), so the symbolic "
+                                  "activation is [2, 2, 16] where the split's static fold "
+                                  "reshapes to [4, 8]")}),
 ]

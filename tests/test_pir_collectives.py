@@ -309,3 +309,20 @@ def test_shape_rules_of_the_reshard_index_maps():
     bad = shape_check.check_snapshot(ProgramSnapshot(ops, vars_, feeds=["g"]), 0, "test", {},
                                      {0, 1})
     assert any(not c.ok and c.counterexample.get("var") == "c" for c in bad)
+
+
+def test_the_pass_cannot_fire_on_what_the_planner_emits():
+    """planned_row_sp_pir (examples/row_sp_pir.py planned by dist.to_static):
+    the row-parallel partial sum is a pd_op.all_reduce followed by add(bias)
+    and pd_op.slice; no builtin.slice anywhere: the pass is left alone, the
+    programs proved and simulated unchanged."""
+    from verify.pir_snapshot import snapshot_rank
+
+    case = cases.all_cases()["planned_row_sp_pir"]
+    s = snapshot_rank(case.build(0), {"rank": 0})
+    types = [o.type for o in s.ops]
+    assert "pd_op.all_reduce" in types and "pd_op.all_reduce_" not in types
+    assert "pd_op.slice" in types and "builtin.slice" not in types
+    app = _app("planned_row_sp_pir")
+    assert app.status == "LEFT_ALONE", [c.message for c in app.checks if not c.ok]
+    assert set(_by(app, "numeric", Verdict.EQUIVALENT)) == {0, 1}
