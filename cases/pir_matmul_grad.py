@@ -116,11 +116,18 @@ class PirRankProgram(RankProgram):
     names: object = None
 
 
+MERGE = "auto_parallel_gradient_merge_pass"
+_MERGE = Expect(True, "PASS_CRASHED", "outside the merge's domain: these programs are not "
+                "dist programs (no mix2dist, no dist types), and the PIR gradient merge reads "
+                "grad._local_shape, which raises for a dense tensor (the Engine only ever "
+                "hands it dist programs)")
+
+
 def _case(name, summary, expect, **params):
     rank_ = 2 if params.get("two_d") else 3
     symbols = {"x": ("B",) + (None,) * (rank_ - 1)} if params.get("dynamic") else {}
     return PirCase(name=name, family="pir_matmul_grad", summary=summary, mesh=[0],
-                   builder=build, expect={SPLIT: expect}, symbols=symbols,
+                   builder=build, expect={SPLIT: expect, MERGE: _MERGE}, symbols=symbols,
                    params=params, ir="pir")
 
 

@@ -569,6 +569,83 @@ def test_reshape2_and_transpose2_grads_against_paddle(target, perm):
               {"axis": perm})["X@GRAD"], dt_ref)
 
 
+# -- the gradient-merge cases' PIR ops (passes/pir_gradient_merge.py) ----------
+def test_pir_subtract_sum_and_their_grads():
+    x, y, b, g = r(4, 3), r(4, 3), r(3), r(4, 3)
+    close(run("pd_op.subtract", {"x": [x], "y": [y]})["out"], x - y)
+    close(run("pd_op.subtract", {"x": [x], "y": [b]})["out"], x - b)
+    got = run("pd_op.subtract_grad", {"x": [x], "y": [b], "out_grad": [g]}, {"axis": -1})
+    close(got["x_grad"], g)
+    close(got["y_grad"], -g.sum(0))
+    for axis, keep in (([], False), ([0], False), ([1], True)):
+        attrs = {"axis@value": axis, "keepdim": keep}
+        ref = x.sum(axis=tuple(axis) if axis else None, keepdims=keep)
+        close(run("pd_op.sum", {"x": [x], "axis": [np.array(axis)]}, attrs)["out"], ref)
+        gs = r(*np.shape(ref)) if np.shape(ref) else np.array(0.7)
+        want = np.broadcast_to(gs if keep or not axis else np.expand_dims(gs, axis[0]), x.shape)
+        close(run("pd_op.sum_grad", {"x": [x], "out_grad": [gs], "axis": [np.array(axis)]},
+                  attrs)["x_grad"], want)
+
+
+def test_pir_scale_inplace_and_whole_tensor_set_value():
+    x = r(2, 3)
+    close(run("pd_op.scale_", {"x": [x], "scale": [np.array([0.25])]},
+              {"scale@value": 0.25, "bias": 0.0, "bias_after_scale": False})["out"], x * 0.25)
+    zero = {"axes": [], "starts@value": [], "ends@value": [], "steps@value": [],
+            "none_axes": [], "decrease_axes": [], "values@value": 0.0}
+    close(run("pd_op.set_value_with_tensor_", {"x": [x], "values": [np.array([0.0])]},
+              zero)["out"], np.zeros((2, 3)))
+    row = r(3)
+    close(run("pd_op.set_value_with_tensor_", {"x": [x], "values": [row]}, zero)["out"],
+          np.broadcast_to(row, (2, 3)))
+
+
+def test_pir_momentum_against_paddle():
+    """Two steps of Paddle's own Momentum (dygraph) vs the row applied twice."""
+    p0, g1, g2 = r(3, 2), r(3, 2), r(3, 2)
+
+    def ref(paddle):
+        w = paddle.create_parameter([3, 2], "float32",
+                                    default_initializer=paddle.nn.initializer.Assign(p0))
+        opt = paddle.optimizer.Momentum(0.1, 0.9, parameters=[w])
+        for g in (g1, g2):
+            w.grad = paddle.to_tensor(g.astype("float32"))
+            opt.step()
+        return w.numpy()
+    want = _pd(ref)
+    attrs = {"mu": 0.9, "use_nesterov": False, "regularization_method": "",
+             "regularization_coeff": 0.0, "rescale_grad": 1.0}
+    p, v = p0, np.zeros((3, 2))
+    for g in (g1, g2):
+        got = run("pd_op.momentum_", {"param": [p], "grad": [g], "velocity": [v],
+                                      "learning_rate": [np.array(0.1)]}, attrs)
+        p, v = got["param_out"], got["velocity_out"]
+    close(p, want, tol=1e-5)
+    close(v, 0.9 * g1 + g2)
+
+
+@pytest.mark.parametrize("op_type", ["pd_op.adam_", "pd_op.adamw_"])
+def test_pir_adam_rows_pass_the_right_inputs(op_type):
+    p, g, m1, m2 = r(3, 2), r(3, 2), r(3, 2), np.abs(r(3, 2))
+    attrs = {"beta1@value": 0.9, "beta2@value": 0.999, "epsilon@value": 1e-8,
+             "multi_precision": False}
+    if op_type == "pd_op.adamw_":
+        attrs.update({"coeff": 0.01, "lr_ratio": 1.0, "with_decay": True})
+    got = run(op_type, {"param": [p], "grad": [g], "moment1": [m1], "moment2": [m2],
+                        "learning_rate": [np.array([0.1])],
+                        "beta1_pow": [np.array([0.9 ** 3])],
+                        "beta2_pow": [np.array([0.999 ** 3])]}, attrs)
+    m1o, m2o = 0.9 * m1 + 0.1 * g, 0.999 * m2 + 0.001 * g * g
+    decay = 0.01 if op_type == "pd_op.adamw_" else 0.0
+    po = p * (1 - 0.1 * decay) - 0.1 * (m1o / (1 - 0.9 ** 3)) / (
+        np.sqrt(m2o) / np.sqrt(1 - 0.999 ** 3) + 1e-8)
+    close(got["param_out"], po)
+    close(got["moment1_out"], m1o)
+    close(got["moment2_out"], m2o)
+    close(got["beta1_pow_out"], [0.9 ** 4])
+    close(got["beta2_pow_out"], [0.999 ** 4])
+
+
 def test_pir_reshard_index_maps():
     """pd_op.slice (one equal chunk per axis) and pd_op.concat of a stacked
     vector (split_with_num's), against numpy."""

@@ -113,6 +113,9 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a PIR ``case``."""
     from .repro import ReproError
 
+    own = getattr(adapter, "repro_script", None)
+    if own is not None:  # a pass with its own oracle writes its own reproducer
+        return own(case, pass_file, seed)
     if pass_file:
         raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
     get = getattr(adapter, "repro_apply_source", None)

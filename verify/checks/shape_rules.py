@@ -566,6 +566,75 @@ RULES.update({
 })
 
 
+# -- PIR training ops of the gradient-merge cases (their optimizers, the
+# merge's in-place scale and zeroing of an accumulator) ---------------------
+def _pir_same_shapes(s, ref, *slots):
+    """``ref`` and every slot in ``slots`` have one shape; returns it."""
+    p = s(ref)
+    for slot in slots:
+        g = s(slot)
+        s.need(len(p) == len(g), f"{slot} has rank {len(g)}, {ref} {len(p)}")
+        for i, (a, b) in enumerate(zip(p, g)):
+            s.need(eq(a, b), f"{slot} dim {i} ({b}) differs from {ref}'s ({a})")
+    return p
+
+
+def _pir_momentum(s):
+    p = _pir_same_shapes(s, "param", "grad", "velocity")
+    return {"param_out": [p], "velocity_out": [p]}
+
+
+def _pir_adam(s):
+    p = _pir_same_shapes(s, "param", "grad", "moment1", "moment2")
+    out = {"param_out": [p], "moment1_out": [p], "moment2_out": [p]}
+    for pow_ in ("beta1_pow", "beta2_pow"):
+        b = s(pow_)
+        s.need(len(b) <= 1, f"{pow_} has shape {list(b)}, not a scalar")
+        for d in b:
+            s.need(eq(d, 1), f"{pow_} has shape {list(b)}, not a scalar")
+        out[pow_ + "_out"] = [b]
+    return out
+
+
+def _pir_set_value_with_tensor(s):
+    """Writes ``values`` (broadcast) into a slice of ``x``; the result is
+    ``x``'s shape.  Only the whole-tensor form (no axes) is checked for the
+    broadcast of ``values``."""
+    x, v = s("x"), s("values")
+    if not s.attr("axes"):
+        s.need(len(v) <= len(x), f"values has rank {len(v)} > x's {len(x)}")
+        for i, d in enumerate(reversed(v)):
+            xd = x[len(x) - 1 - i]
+            s.need(eq(d, 1) or eq(d, xd), f"values dim {len(v) - 1 - i} ({d}) does not "
+                   f"broadcast to x's ({xd})")
+    return {"out": [x]}
+
+
+def _pir_subtract_grad(s):
+    broadcast(s, s("x"), s("y"), s.attr("axis", -1))
+    return {"x_grad": [s("x")], "y_grad": [s("y")]}
+
+
+def _pir_sum(s):
+    axis = s.attr("axis@value")
+    if axis is None:
+        raise RuleError("sum axes are not a constant (no axis@value)")
+    return {"out": [reduce_shape(s, s("x"), list(axis), bool(s.attr("keepdim")), False)]}
+
+
+RULES.update({
+    "pd_op.subtract": _pir_add,
+    "pd_op.subtract_grad": _pir_subtract_grad,
+    "pd_op.sum": _pir_sum,
+    "pd_op.sum_grad": grads_like(x_grad="x"),
+    "pd_op.scale_": same_as("x", "out"),
+    "pd_op.momentum_": _pir_momentum,
+    "pd_op.adam_": _pir_adam,
+    "pd_op.adamw_": _pir_adam,
+    "pd_op.set_value_with_tensor_": _pir_set_value_with_tensor,
+})
+
+
 # -- PIR reshard index maps (3.3.1's planner): pd_op.slice, pd_op.concat of a
 # stacked vector (split_with_num's).
 def _pir_slice(s):

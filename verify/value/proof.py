@@ -329,6 +329,19 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                                      "refuted": [], **kw.pop("details", {})}, **kw)
                 for r in ranks]
 
+    kwargs = sorted({k for s in list(befores.values()) + list(afters.values())
+                     for k in (s.meta or {}).get("block_kwargs", [])})
+    if kwargs:  # never unsound: the symbolic executor has no model of them
+        out = all_ranks(Verdict.INCONCLUSIVE, f"the programs read keyword block arguments "
+                        f"{kwargs} (persistables read by name, updated in place and driven "
+                        "by a job schedule, e.g. a gradient-merge accumulator): one SSA "
+                        "execution of the program models neither the aliasing of in-place "
+                        "writes nor the optimize job running once per k micro-steps; not "
+                        "deciding: the pass's own oracle (numeric micro-step runs) decides",
+                        details={"reason": "block kwargs"})
+        for r in out:
+            r.advisory = True  # INCONCLUSIVE, shown; never counted as a proof
+        return out
     try:
         env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store, reduce_to, feed_key)
     except (Unsupported, ExecError) as exc:

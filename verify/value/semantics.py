@@ -908,6 +908,67 @@ ROWS.update({
 })
 
 
+# -- PIR training ops of the gradient-merge cases: subtract/sum and their
+# grads (the legacy rows through renamings), momentum_ (exact: polynomial),
+# adam_/adamw_ (the legacy uninterpreted rows), the merge's in-place scale_
+# and the whole-tensor zeroing set_value_with_tensor_. ------------------------
+def _pir_momentum(op, ins, k):
+    """``v' = mu * v + g``, ``p' = p - lr * v'`` (3.3.1's momentum kernel
+    without Nesterov or regularization; the others are not modelled)."""
+    if op.attrs.get("use_nesterov") or op.attrs.get("regularization_method") or \
+            float(op.attrs.get("rescale_grad", 1.0) or 1.0) != 1.0:
+        raise Unsupported("momentum_ with nesterov, regularization or rescale_grad")
+    p, g, v, lr = (_t(ins, s) for s in ("param", "grad", "velocity", "learning_rate"))
+    mu = k.const(op.attrs.get("mu", 0.9))
+    lrv = lr.arr.reshape(-1)[0]
+    v_out = v.arr * mu + g.arr
+    return {"param_out": [Tensor(np.asarray(p.arr - v_out * lrv), p.dims, p.dtype)],
+            "velocity_out": [Tensor(np.asarray(v_out), v.dims, v.dtype)]}
+
+
+def _pir_adam_attrs(a):
+    return {**a, "beta1": a.get("beta1@value", a.get("beta1", 0.9)),
+            "beta2": a.get("beta2@value", a.get("beta2", 0.999)),
+            "epsilon": a.get("epsilon@value", a.get("epsilon", 1e-8))}
+
+
+_PIR_ADAM_INS = {"param": "Param", "grad": "Grad", "learning_rate": "LearningRate",
+                 "moment1": "Moment1", "moment2": "Moment2", "beta1_pow": "Beta1Pow",
+                 "beta2_pow": "Beta2Pow", "master_param": "MasterParam"}
+_PIR_ADAM_OUTS = {"ParamOut": "param_out", "Moment1Out": "moment1_out",
+                  "Moment2Out": "moment2_out", "Beta1PowOut": "beta1_pow_out",
+                  "Beta2PowOut": "beta2_pow_out", "MasterParamOut": "master_param_out"}
+
+
+def _pir_set_value_with_tensor(op, ins, k):
+    """The whole-tensor form (no axes): ``values`` broadcast to ``x``'s shape."""
+    if op.attrs.get("axes") or op.attrs.get("starts@value") or op.attrs.get("none_axes") \
+            or op.attrs.get("decrease_axes"):
+        raise Unsupported("set_value_with_tensor_ on a slice (axes given)")
+    x, v = _t(ins, "x"), _t(ins, "values")
+    if v.arr.size == 1:
+        out = np.full(x.arr.shape, v.arr.reshape(-1)[0], dtype=object)
+    else:
+        out = np.broadcast_to(v.arr, x.arr.shape).copy()
+    return {"out": [Tensor(out, x.dims, x.dtype)]}
+
+
+ROWS.update({
+    "pd_op.subtract": _via(ROWS["elementwise_sub"], {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.subtract_grad": _via(ROWS["elementwise_sub_grad"],
+                                {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
+                                {"X@GRAD": "x_grad", "Y@GRAD": "y_grad"}),
+    "pd_op.sum": _via(ROWS["reduce_sum"], {"x": "X"}, {"Out": "out"}, _pir_reduce_attrs),
+    "pd_op.sum_grad": _via(ROWS["reduce_sum_grad"], {"x": "X", "out_grad": "Out@GRAD"},
+                           {"X@GRAD": "x_grad"}, _pir_reduce_attrs),
+    "pd_op.scale_": _via(scale, {"x": "X"}, {"Out": "out"}, _pir_scale_attrs),
+    "pd_op.momentum_": _pir_momentum,
+    "pd_op.adam_": _via(_adam_like("adam"), _PIR_ADAM_INS, _PIR_ADAM_OUTS, _pir_adam_attrs),
+    "pd_op.adamw_": _via(_adam_like("adamw"), _PIR_ADAM_INS, _PIR_ADAM_OUTS, _pir_adam_attrs),
+    "pd_op.set_value_with_tensor_": _pir_set_value_with_tensor,
+})
+
+
 # -- PIR reshard index maps: pd_op.slice (r -> s) and pd_op.concat of a stacked
 # vector (s -> r after an all_gather + split_with_num), as 3.3.1's planner emits.
 def _pir_slice(op, ins, k):
