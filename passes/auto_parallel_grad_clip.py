@@ -116,6 +116,8 @@ class GradClipAdapter(PassAdapter):
                 "rank_id": rp.rank}
 
     def apply_local(self, case, rank):
+        if rank == case.ranks[0]:  # a new application: the other ranks' rewrites are stale
+            self._after = {k: v for k, v in self._after.items() if k[0] != case.name}
         with planner_state(case, rank):
             return super().apply_local(case, rank)
 
@@ -130,7 +132,8 @@ class GradClipAdapter(PassAdapter):
         if key not in self._after:
             from verify.application import _snapshot
 
-            run = self.apply_local(case, r)
+            with planner_state(case, r):
+                run = PassAdapter.apply_local(self, case, r)
             self._after[key] = None if run.error else _snapshot(run.rewritten, case, r,
                                                                 "rewritten")
         return self._after[key]

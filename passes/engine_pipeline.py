@@ -145,6 +145,8 @@ class EnginePipelineAdapter(PassAdapter):
 
         from .auto_parallel_grad_clip import give_serial_optimizer
 
+        if rank == case.ranks[0]:  # a new application: the other ranks' records are stale
+            self._stages = {k: v for k, v in self._stages.items() if k[0] != case.name}
         original = case.build(rank)
         records, failure = [], {}
 

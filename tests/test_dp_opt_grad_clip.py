@@ -1,0 +1,183 @@
+"""``auto_parallel_data_parallel_optimization`` (dp_opt) and
+``auto_parallel_grad_clip`` (grad_clip) on Engine-planned programs.
+
+For each contract check: the real pass on its case (the check holds) beside
+a pass mutant (``tests/dp_clip_mutants/``, loaded as a user's changed pass
+file) that the check catches with the right counterexample.  Plus the
+def-use finding of the real dp_opt, the shape rows it needed on concrete
+values, and the Engine's inability to build the clip in legacy mode.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cases
+import passes
+from passes.loader import load_pass_file
+from verify.application import _snapshot
+from verify.verdicts import Verdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MUTANTS = os.path.join(ROOT, "tests", "dp_clip_mutants")
+
+
+def _apply(short, case_name, mutant=None):
+    """{rank: (before, after, PassRun)} of the pass (or its mutant) on every rank."""
+    adapter = passes.get(short)
+    case = cases.all_cases()[case_name]
+    loaded = load_pass_file(os.path.join(MUTANTS, mutant)) if mutant else None
+    try:
+        out = {}
+        for r in case.ranks:
+            run = adapter.apply_local(case, r)
+            out[r] = (_snapshot(run.original, case, r, "original"),
+                      _snapshot(run.rewritten, case, r, "rewritten"), run)
+        contracts = {r: adapter.contract(case, r, b, a) for r, (b, a, _) in out.items()}
+    finally:
+        if loaded:
+            loaded.restore()
+    return case, out, contracts
+
+
+def _named(results, name):
+    return [c for c in results if c.name == name]
+
+
+# -- dp_opt ------------------------------------------------------------------
+def test_dp_opt_real_pass_syncs_every_grad_once_with_its_factor():
+    _, out, contracts = _apply("dp_opt", "engine_dp2_sgd")
+    for r, results in contracts.items():
+        assert out[r][2].error is None
+        (sync,) = _named(results, "each gradient synced once")
+        assert sync.verdict == Verdict.EQUIVALENT and "6 gradient(s)" in sync.message
+        after = out[r][1]
+        assert [o.type for o in after.ops].count("coalesce_tensor") == 1
+        seed = next(o for o in after.ops if o.type == "fill_constant")
+        assert seed.attrs["value"] == pytest.approx(0.5)  # 1/dp moved into the seed
+
+
+def test_dp_opt_gradient_left_out_of_the_fused_sum_is_caught():
+    _, _, contracts = _apply("dp_opt", "engine_dp2_sgd", "dp_opt_one_grad_unsynced.py")
+    for r, results in contracts.items():
+        (bad,) = _named(results, "each gradient synced once")
+        assert bad.verdict == Verdict.CONTRACT_BROKEN
+        cex = bad.counterexample
+        assert cex["var"] == "linear_1.b_0@GRAD" and cex["rank"] == r
+        assert cex["op_type"] == "sgd"
+        assert cex["syncs_after"] == [] and cex["syncs_before"] == [(12, "sum")]
+
+
+def test_dp_opt_scale_dropped_without_moving_it_to_the_seed_is_caught():
+    _, _, contracts = _apply("dp_opt", "engine_dp2_sgd", "dp_opt_seed_unscaled.py")
+    bad = _named(contracts[0], "scale preserved")
+    assert len(bad) == 6  # every synced grad is dp times too large
+    assert {c.verdict for c in bad} == {Verdict.CONTRACT_BROKEN}
+    assert bad[0].counterexample["factor_before"] == "1/2"
+    assert bad[0].counterexample["factor_after"] == "1"
+
+
+def test_dp_opt_coalesce_reads_grads_before_their_writers():
+    """The real pass's finding: def-use names op 13 and every grad it lists."""
+    from verify.checks import CheckContext, def_use
+
+    case, out, _ = _apply("dp_opt", "engine_dp2_sgd")
+    before, after, _ = out[0]
+    found = def_use.run(CheckContext("dp_opt", case.name, 0, before, after))
+    bad = [c for c in found if c.verdict == Verdict.NOT_EQUIVALENT]
+    assert {c.counterexample["var"] for c in bad} == {
+        f"{p}@GRAD" for p in ("linear_1.b_0", "linear_1.w_0", "linear_0.b_0", "linear_0.w_0",
+                              "layer_norm_0.b_0", "layer_norm_0.w_0")}
+    assert {(c.counterexample["op_index"], c.counterexample["op_type"]) for c in bad} == \
+        {(13, "coalesce_tensor")}
+    # the original program reads nothing unwritten
+    ok = def_use.run(CheckContext("dp_opt", case.name, 0, before, before))
+    assert all(c.verdict == Verdict.EQUIVALENT for c in ok)
+
+
+def test_dp_opt_leaves_tensor_parallel_programs_alone():
+    adapter = passes.get("dp_opt")
+    case = cases.all_cases()["engine_dp2_sgd"]
+    rp = case.build(0)
+    from verify.snapshot import from_programs
+
+    assert adapter.pattern_present(from_programs(rp.main, rp.startup))
+    tp = cases.all_cases()["engine_tp2_sgd_clip"].build(0)
+    assert not adapter.pattern_present(from_programs(tp.main, tp.startup))
+
+
+# -- grad_clip ---------------------------------------------------------------
+@pytest.mark.parametrize("case_name,pieces", [("engine_dp2_sgd_clip", 6),
+                                              ("engine_tp2_sgd_clip", 9)])
+def test_grad_clip_real_pass_makes_the_global_norm(case_name, pieces):
+    _, _, contracts = _apply("grad_clip", case_name)
+    for r, results in contracts.items():
+        (norm,) = _named(results, "global norm")
+        assert norm.verdict == Verdict.EQUIVALENT, norm.message
+        assert f"{pieces} gradient piece(s)" in norm.message
+
+
+def test_grad_clip_norm_not_summed_across_ranks_is_caught():
+    _, _, contracts = _apply("grad_clip", "engine_dp2_sgd_clip", "grad_clip_norm_not_synced.py")
+    for r, results in contracts.items():
+        (bad,) = _named(results, "global norm")
+        assert bad.verdict == Verdict.CONTRACT_BROKEN
+        assert bad.counterexample["var"] == "sum_0.tmp_0"
+        assert bad.counterexample["op_type"] == "sqrt"
+        assert "summed 0 time(s)" in bad.message
+
+
+def test_grad_clip_replicated_grads_counted_on_every_tp_rank_is_caught():
+    _, _, contracts = _apply("grad_clip", "engine_tp2_sgd_clip", "grad_clip_every_rank_first.py")
+    bad = _named(contracts[0], "global norm")
+    twice = {c.counterexample["var"]: c.counterexample["counted_on"] for c in bad}
+    # the replicated parameters' grads, counted on both ranks
+    assert twice == {"layer_norm_0.b_0@GRAD": [0, 1], "layer_norm_0.w_0@GRAD": [0, 1],
+                     "linear_1.b_0@GRAD": [0, 1]}
+
+
+def test_engine_cannot_build_the_global_norm_clip_in_legacy_mode(tmp_path):
+    """Why the clip cases insert the clip ops by hand: planning with
+    ``grad_clip`` (ClipGradByGlobalNorm) fails inside Paddle's static clip."""
+    from cases import engine_planned as ep
+
+    cmd = ep._plan_command(0, tmp_path / "rank0", {"parallel": "dp", "post": False,
+                                                   "grad_clip": 1.0})
+    proc = subprocess.run(cmd, cwd=ROOT, env=ep._plan_env(0), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "sum(): argument (position 1) must be Value" in proc.stderr
+
+
+# -- shape rows the passes met, on concrete values -------------------------
+def _rule(op_type, ins):
+    from verify.checks.shape_rules import RULES, Shapes
+    from verify.snapshot import Op
+
+    op = Op(0, op_type, {s: [f"{s}{i}" for i in range(len(v))] for s, v in ins.items()}, {})
+    s = Shapes(op, {slot: [list(x) for x in v] for slot, v in ins.items()})
+    return RULES[op_type](s), [why for cond, why in s.needs if cond is False]
+
+
+def test_coalesce_tensor_rule_is_paddles_views():
+    import paddle
+    from paddle import _C_ops
+
+    shapes = [(3, 4), (5,), (2, 2, 2)]
+    out, bad = _rule("coalesce_tensor", {"Input": shapes})
+    assert not bad and out["Output"] == [list(s) for s in shapes]
+    with paddle.base.dygraph.guard():
+        xs = [paddle.to_tensor(np.ones(s, "float32")) for s in shapes]
+        views, fused = _C_ops.coalesce_tensor(xs, paddle.float32, True, False, False, 0.0,
+                                              True, -1, -1, [], [])
+        assert [list(v.shape) for v in views] == out["Output"]
+        assert int(np.prod(fused.shape)) >= sum(int(np.prod(s)) for s in shapes)
+
+
+def test_nop_rule_states_no_shapes():
+    out, bad = _rule("nop", {"X": [(3, 4)]})
+    assert out == {} and not bad
