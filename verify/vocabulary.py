@@ -75,6 +75,8 @@ EXTRA_PASSES = {
     "fuse_all_reduce": ("paddle.distributed.passes.fuse_all_reduce", None),
     "_pir_split_matmul_grad_to_matmul":
         ("paddle.distributed.passes.pass_utils", "_pir_split_matmul_grad_to_matmul"),
+    "auto_parallel_gradient_merge_pass":
+        ("paddle.distributed.passes.auto_parallel_gradient_merge", None),
 }
 
 _SLOT_CALLS = {"input": "input", "output": "output"}
