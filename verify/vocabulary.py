@@ -758,7 +758,10 @@ def known_passes() -> dict:
         if name in EXTRA_PASSES:
             continue
         modname = f"paddle.distributed.passes.{name}"
-        out[name] = (_module_path(modname), None, "paddle.distributed.passes")
+        path = _module_path(modname)
+        if path is None:  # not one Paddle pass (engine_pipeline): its stages are audited
+            continue
+        out[name] = (path, None, "paddle.distributed.passes")
     for name, (modname, fn) in EXTRA_PASSES.items():
         out[name] = (_module_path(modname), fn, modname.rsplit(".", 1)[0])
     return out
