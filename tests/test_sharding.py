@@ -254,3 +254,45 @@ def test_grad_clip_cannot_be_planned_in_legacy_mode():
                         "optimizer": "sgd", "grad_clip": 1.0, "stage": 1})
     assert "_static_clip" in str(err.value) and "sum(): argument" in str(err.value), \
         str(err.value)[-1500:]
+
+
+_NOP_PROBE = r'''
+import os, sys
+os.environ["FLAGS_enable_pir_api"] = "0"
+os.environ["FLAGS_enable_pir_in_executor"] = sys.argv[1]
+import numpy as np
+import paddle
+paddle.enable_static()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    blk = main.global_block()
+    a = paddle.static.data("a", [2, 3], "float32")
+    b = paddle.static.data("b", [4], "float32")
+    c = blk.create_var(name="c", shape=[4], dtype="float32")
+    blk.append_op(type="scale", inputs={"X": [b]}, outputs={"Out": [c]}, attrs={"scale": 2.0})
+    blk.append_op(type="nop", inputs={"X": [a]}, outputs={"Out": [c]})  # what the deps pass adds
+    d = blk.create_var(name="d", shape=[4], dtype="float32")
+    blk.append_op(type="scale", inputs={"X": [c]}, outputs={"Out": [d]}, attrs={"scale": 1.0})
+exe = paddle.static.Executor(paddle.CPUPlace())
+try:
+    out = exe.run(main, feed={"a": np.ones((2, 3), "float32"),
+                              "b": np.arange(4, dtype="float32")}, fetch_list=["d"])[0]
+    print("RESULT", out.tolist())
+except Exception as exc:
+    print("RAISED", str(exc).strip().splitlines()[-3:])
+'''
+
+
+def test_nop_is_a_no_op_for_the_legacy_executor_only():
+    """Why engine_shard_dp2_adamw_s2 is gloo-unfaithful (NOP_UNFAITHFUL)."""
+    import subprocess
+    import sys
+
+    outs = {}
+    for flag in ("0", "1"):
+        p = subprocess.run([sys.executable, "-c", _NOP_PROBE, flag], capture_output=True,
+                           text=True, timeout=120)
+        outs[flag] = next((ln for ln in p.stdout.splitlines()
+                           if ln.startswith(("RESULT", "RAISED"))), p.stderr[-500:])
+    assert outs["0"] == "RESULT [0.0, 2.0, 4.0, 6.0]", outs
+    assert outs["1"] != outs["0"], outs
