@@ -138,3 +138,26 @@ def test_shape_rules_of_the_merged_programs_on_concrete_programs():
             snap.vars[out] = saved
             assert any(r.verdict != Verdict.EQUIVALENT and str(op.idx) in r.message
                        for r in bad), (t, [r.message for r in bad])
+
+
+def test_block_kwargs_are_named_and_the_value_proof_never_passes_them():
+    """A merged program reads its accumulators as keyword block arguments:
+    the snapshot names each by its keyword (persistable, listed in
+    meta["block_kwargs"], written by the startup's shadow_output), and the
+    value proof on such programs is INCONCLUSIVE and advisory, never a proof
+    or a refutation."""
+    from verify.pir_snapshot import snapshot_rank
+    from verify.value import prove_application
+
+    case = cases.all_cases()["pir_gm_momentum_sum_k2"]
+    run = passes.get("grad_merge").apply_local(case, 0)
+    before, after = snapshot_rank(run.original), snapshot_rank(run.rewritten)
+    assert sorted(after.meta["block_kwargs"]) == ["b@GRAD@MERGE", "w@GRAD@MERGE"]
+    assert "block_kwargs" not in before.meta
+    for acc in after.meta["block_kwargs"]:
+        assert after.vars[acc].persistable and not after.vars[acc].is_data
+        assert any(acc in o.outputs.get("output", []) for o in after.startup_ops)
+        assert any(o.type == "pd_op.momentum_" and o.inputs["grad"] == [acc]
+                   for o in after.ops)
+    got = prove_application("t", [0], {}, {0: before}, {0: after})
+    assert [r.verdict for r in got] == [Verdict.INCONCLUSIVE] and got[0].advisory
