@@ -22,7 +22,6 @@ from .engine_planned import MESH, build as _planned_build
 
 DP_OPT = "auto_parallel_data_parallel_optimization"
 GRAD_CLIP = "auto_parallel_grad_clip"
-SHARDING = "auto_parallel_sharding"
 PROMOTION = "auto_parallel_fused_linear_promotion"
 OVERLAP = "allreduce_matmul_grad_overlapping"
 RING = 12  # the planner's process group [0, 1] (id 0: the world group)
@@ -152,15 +151,6 @@ _CLIP_TP = Expect(
     "here; the contract is the evidence. Rank 1's stack_0.tmp_0 keeps its stale "
     "declared [6, 1] (CONTRACT_BROKEN beside it)")
 
-_SHARDING_DP = Expect(
-    True, "EQUIVALENT",
-    "as on the engine_sharding cases (the same DP2 programs): the sharding pass "
-    "(stage 1 by default) fires on both ranks and the values are kept")
-_SHARDING_TP = Expect(
-    False, "PASS_CRASHED",
-    "a TP2 program has no data-parallel group; the sharding pass raises "
-    "NotImplementedError: So far Only and Exactly one data parallel group in network "
-    "are supported, but got [0] different data parallel groups")
 _PROMOTION_CLIP = Expect(
     True, "NOT_EQUIVALENT",
     "the row_mp_o0_sgd_clip_tp2 finding on the planner's own program: the promotion "
@@ -179,16 +169,15 @@ CASES = [
     _case("engine_dp2_sgd",
           "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
           "split by batch), before the post-partition passes",
-          {DP_OPT: _DP_OPT_COALESCE, SHARDING: _SHARDING_DP}, act="relu", optimizer="sgd"),
+          {DP_OPT: _DP_OPT_COALESCE}, act="relu", optimizer="sgd"),
     _case("engine_dp2_sgd_clip",
           "engine_dp2_sgd with a global-norm clip (0.05) inserted as 3.3.1's static "
           "clip emits it (the Engine cannot build it in legacy mode)",
-          {DP_OPT: _DP_OPT_COALESCE, GRAD_CLIP: _CLIP_DP, SHARDING: _SHARDING_DP},
+          {DP_OPT: _DP_OPT_COALESCE, GRAD_CLIP: _CLIP_DP},
           act="relu", optimizer="sgd",
           clip_norm=0.05),
     _case("engine_tp2_sgd_clip",
           "engine_mlp_tp2_sgd (TP2, gelu, SGD) before the post-partition passes, "
           "with a global-norm clip (0.05) inserted as 3.3.1's static clip emits it",
-          {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP,
-           SHARDING: _SHARDING_TP}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
+          {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
 ]
