@@ -41,7 +41,6 @@ EXAMPLES = _REPO / "examples"
 OVERLAP = "allreduce_matmul_grad_overlapping"
 PROMOTION = "auto_parallel_fused_linear_promotion"
 SP_OPT = "auto_parallel_sequence_parallel_optimization"
-SHARDING = "auto_parallel_sharding"
 
 
 # ---------------------------------------------------------------------------
@@ -156,29 +155,6 @@ _PROMOTION_DP_BY_MESH = Expect(
     "is present on all four ranks")
 
 
-_SHARDING_DP2 = Expect(
-    True, "EQUIVALENT",
-    "stage 1 on the DP rings {0,2} and {1,3}: each rank keeps the optimizer "
-    "ops and AdamW states of the parameters it owns (rank 0: layer_norm_0.b_0, "
-    "linear_0.w_0, linear_1.b_0, linear_2.w_0, linear_3.b_0) and receives the "
-    "others by broadcast from their owner (root = the owner's index in the DP "
-    "group); the value proof holds on all four ranks and the simulated run "
-    "matches")
-
-_SHARDING_NO_DP_GROUP = Expect(
-    False, "PASS_CRASHED",
-    "the batch is replicated, so no op carries a data-parallel group: the "
-    "pass raises NotImplementedError ('So far Only and Exactly one data "
-    "parallel group in network are supported, but got [0] different data "
-    "parallel groups') on every rank instead of leaving the program alone")
-
-
-_SHARDING_TP_ONLY = Expect(
-    False, "PASS_CRASHED",
-    "a TP-only plan has no data-parallel group: the pass raises "
-    "NotImplementedError ('So far Only and Exactly one data parallel group in "
-    "network are supported, but got [0] different data parallel groups') on "
-    "every rank instead of leaving the program alone")
 
 
 def _case(name, summary, model, ranks, mesh_text, mesh, rings, sharded, expect, uses=()):
@@ -207,7 +183,7 @@ CASES = [
                                  "biases before their all_reduce, rank 1 drops "
                                  "them with their grads, SGD ops and startup "
                                  "init (186 -> 174 ops)"),
-           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_TP_ONLY}),
+           SP_OPT: _SP_ABSENT}),
     _case("planned_two_mlp_tp2",
           "examples/two_mlp.py planned by the Engine on TP2: LN, two column+row MLP "
           "blocks with biases, MSE loss, AdamW",
@@ -217,7 +193,7 @@ CASES = [
            PROMOTION: _promotion("rank 0 adds both row-parallel biases before the "
                                  "all_reduce, rank 1 drops them with their grads, "
                                  "AdamW ops and states and startup init"),
-           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_TP_ONLY}),
+           SP_OPT: _SP_ABSENT}),
     _case("planned_two_mlp_dp2_tp2",
           "examples/two_mlp.py planned by the Engine on DP2 x TP2 (--mesh 2x2, the "
           "batch split over dp): TP rings {0,1},{2,3}, DP rings {0,2},{1,3}",
@@ -228,7 +204,7 @@ CASES = [
            PROMOTION: _promotion("on each TP group the first rank (0, 2) adds the "
                                  "biases before the all_reduce, the second (1, 3) "
                                  "drops them (63 -> 53 ops)"),
-           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_DP2}),
+           SP_OPT: _SP_ABSENT}),
     _case("planned_two_mlp_dp2_tp2_replicated",
           "examples/two_mlp_dp_replicated.py (two_mlp.py with the batch left "
           "replicated) planned by the Engine on DP2 x TP2: no DP gradient all_reduce",
@@ -237,6 +213,6 @@ CASES = [
           _linears([0, 2], [1, 3]),
           {OVERLAP: _OVERLAP_NOT_APPLIED,
            PROMOTION: _PROMOTION_DP_BY_MESH,
-           SP_OPT: _SP_ABSENT, SHARDING: _SHARDING_NO_DP_GROUP},
+           SP_OPT: _SP_ABSENT},
           uses=["two_mlp.py"]),
 ]

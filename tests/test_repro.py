@@ -61,7 +61,8 @@ def test_finding_reproducer_exits_1(outcomes, pass_name, case_name, verdict):
     assert code == 1, f"{paths[(pass_name, case_name)]}: exit {code}\n{out}\n{err[-3000:]}"
     assert "DEFECT" in out
     evidence = {"PASS_CRASHED": "Traceback", "NOT_APPLIED": "did nothing",
-                "NOT_EQUIVALENT": "NOT_EQUIVALENT"}[verdict]
+                "NOT_EQUIVALENT": "NOT_EQUIVALENT",
+                "CONTRACT_BROKEN": "CONTRACT_BROKEN"}[verdict]
     assert evidence in out, out
 
 
@@ -148,3 +149,97 @@ def test_run_writes_and_links_each_findings_reproducer(tmp_path):
     assert 'href="repro/repro_overlap_col_2d.py"' in open(tmp_path / "r" / "index.html").read()
     code, out, err = _run_isolated(tmp_path / "r" / got["col_2d"], tmp_path)
     assert code == 1 and "PASS_CRASHED" in out, out + err
+
+
+# -- contract-only findings (values kept, contract broken) -------------------------
+STREAM_DROPPED = os.path.join(ROOT, "tests", "mutants", "overlap_stream_dropped.py")
+INSERT_MOVED = os.path.join(ROOT, "tests", "mutants", "overlap_wrong_insert_index.py")
+
+
+@pytest.mark.parametrize("mutant,evidence", [
+    (STREAM_DROPPED, "rank 0 op 10 (c_allreduce_sum of linear_0.x_id@GRAD) runs on "
+                     "stream 'default'"),
+    (INSERT_MOVED, "rank 1 op 13 (c_allreduce_sum of linear_0.x_id@GRAD) does not "
+                   "directly follow the op writing linear_0.x_id@GRAD: op 12 is matmul_v2"),
+])
+def test_contract_only_finding_reproducer_prints_its_evidence_and_exits_1(
+        tmp_path, mutant, evidence):
+    """The pass mutant keeps every value (its run alone would say 'no
+    defect'); the reproducer re-evaluates the recorded contract finding on
+    the program the embedded pass builds and exits 1 with rank, op and var."""
+    adapter, case = passes.get("overlap"), cases.all_cases()["col_3d_static"]
+    path = repro.write(adapter, case, str(tmp_path / "r.py"), mutant)
+    code, out, err = _run_isolated(path, tmp_path)
+    assert code == 1, out + err[-3000:]
+    assert "DEFECT (CONTRACT_BROKEN)" in out and evidence in out, out
+    # the values are kept: the runs agree, the contract decides
+    assert "is equal within rounding, but the contract finding(s) above hold" in out
+
+
+def test_the_same_contract_finding_with_the_real_pass_exits_0(tmp_path):
+    """The stream-dropped mutant's contract findings, embedded with the
+    installed (faithful) pass: the claim no longer holds on the program the
+    pass builds, so the reproducer goes on to the runs and exits 0."""
+    adapter, case = passes.get("overlap"), cases.all_cases()["col_3d_static"]
+    checks = repro._contract_checks(adapter, case, STREAM_DROPPED)
+    claims = [c for c in checks if c["verdict"] == "CONTRACT_BROKEN"]
+    assert {c["rank"] for c in claims} == {0, 1}
+    path = repro.write(adapter, case, str(tmp_path / "r.py"), None, checks=checks)
+    code, out, err = _run_isolated(path, tmp_path)
+    assert code == 0, out + err[-3000:]
+    assert "not present now: rank 0 op 10 (c_allreduce_sum of linear_0.x_id@GRAD) runs on " \
+        "stream 'auto_parallel_mp' now" in out
+    assert "no defect" in out
+
+
+def test_claims_are_chosen_by_what_the_counterexample_records():
+    base = {"kind": "shape", "name": "declared shapes", "rank": 1,
+            "verdict": "CONTRACT_BROKEN", "message": "m"}
+    stale = repro._claim({**base, "counterexample": {
+        "rank": 1, "op_index": 4, "op_type": "reshape2", "var": "v", "declared": [8, 3],
+        "inferred": [6, 4]}})
+    assert stale["kind"] == "declared_shape" and stale["broken"] == [8, 3]
+    cast = repro._claim({**base, "counterexample": {
+        "rank": 1, "op_index": 2, "op_type": "cast", "rule": "cast dtype", "var": "c"}})
+    assert cast["kind"] == "cast_dtype"
+    other = repro._claim({**base, "counterexample": {"rank": 1, "before": 1, "after": 2}})
+    assert other["kind"] == "program" and other["rank"] == 1
+
+
+BROADCAST_DELETED = os.path.join(ROOT, "tests", "mutants", "promotion_dp_broadcast_deleted.py")
+
+
+def test_a_contract_finding_without_an_op_level_claim_is_judged_by_the_program(tmp_path):
+    """The DP-broadcast mutant's contract finding (a startup broadcast lost)
+    has no op-level claim kind: the reproducer reports it while the pass
+    builds the very program the contract check rejected (its fingerprint),
+    and does not once the pass builds another (the installed pass)."""
+    adapter, case = passes.get("promotion"), cases.all_cases()["row_dp_mp_o0_sgd"]
+    checks = repro._contract_checks(adapter, case, BROADCAST_DELETED)
+    path = repro.write(adapter, case, str(tmp_path / "bad.py"), BROADCAST_DELETED,
+                       checks=checks)
+    code, out, err = _run_isolated(path, tmp_path)
+    assert code == 1, out + err[-3000:]
+    assert "DEFECT (CONTRACT_BROKEN)" in out
+    assert "rank 2: the pass builds the same program the suite's contract/DP broadcast " \
+        "of bias kept check rejected" in out, out
+    # the same reproducer with the pass mended (the installed one embedded)
+    good = tmp_path / "good.py"
+    good.write_text(_with_installed_pass(open(path).read()))
+    code, out, err = _run_isolated(good, tmp_path)
+    assert code == 0 and "no defect" in out, out + err[-3000:]
+    assert "rank 2: the rewritten program differs from the rejected one" in out
+
+
+def _with_installed_pass(text):
+    """A reproducer's text with its embedded pass source dropped."""
+    import base64
+    import zlib
+
+    head, rest = text.split('PAYLOAD = json.loads(zlib.decompress(base64.b64decode("""', 1)
+    blob, tail = rest.split('"""', 1)
+    data = json.loads(zlib.decompress(base64.b64decode("".join(blob.split()))))
+    data["pass_source"] = None
+    new = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
+    return head + 'PAYLOAD = json.loads(zlib.decompress(base64.b64decode("""\n' + new + \
+        "\n" + '"""' + tail

@@ -264,7 +264,7 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
         try:
             repro.write(adapter, case, os.path.join(report_dir, rel),
                         loaded.path if loaded is not None and adapter.name in
-                        loaded.registered else None, seed)
+                        loaded.registered else None, seed, checks=app.get("checks") or [])
         except Exception as exc:  # never costs the report
             app.setdefault("notes", []).append(
                 f"no reproducer written: {type(exc).__name__}: {exc}")

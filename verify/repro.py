@@ -17,7 +17,10 @@ and var's dist attr, the pass attrs that are not programs (``global_rank``,
 rebuilt), whether the pass's documented pattern is present (the adapter's
 matcher, run here on the original), feeds, fetches, loss, the rank's DP/TP
 position; for the case: rings, Paddle's process groups, sharded parameters,
-the seed.
+the seed; and the application's contract findings as *claims* the file
+re-evaluates on the programs it builds (``contract_claims``), so a finding
+whose values are kept (CONTRACT_BROKEN: a collective left on the wrong
+stream, a stale declared shape) also exits 1 while it is present.
 """
 from __future__ import annotations
 
@@ -72,7 +75,108 @@ def _pattern_text(adapter, snap) -> str:
         "suite's matcher on the original"
 
 
-def payload(adapter, case, pass_file=None, seed=None) -> dict:
+# -- contract findings as claims the reproducer re-evaluates ------------------
+def _fingerprint(program) -> str:
+    """A hash of a program's structure: per op its type, the arity of its
+    slots and its numeric/bool attrs (no var names: the pass's fresh names
+    depend on the name generator's state, which differs between this
+    process and the reproducer's); ``fingerprint`` in repro_script.py is
+    the same function."""
+    import hashlib
+
+    sig = []
+    for op in program.global_block().ops:
+        d = op.desc
+        attrs = sorted([a, op.attr(a)] for a in d.attr_names()
+                       if isinstance(op.attr(a), (bool, int, float)) and a != "op_role")
+        sig.append([op.type, sorted([s, len(d.input(s))] for s in d.input_names()),
+                    sorted([s, len(d.output(s))] for s in d.output_names()), attrs])
+    return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:16]
+
+
+def _claim(check: dict) -> dict:
+    """One CONTRACT_BROKEN check (report form) as a claim.  Kinds, chosen by
+    what the counterexample records (never by check, case or pass name):
+
+    * ``stream``: the op (``op_index``/``op_type``, reading ``var``) runs on
+      the recorded ``stream`` (its dist attr ``execution_stream``);
+    * ``follows_writer``: the op does not directly follow the op writing
+      ``var`` (a ``previous`` op was recorded);
+    * ``declared_shape``: ``var`` is declared with the recorded stale shape;
+    * ``cast_dtype``: the cast at ``op_index`` produces another dtype than
+      its output ``var`` is declared with;
+    * ``program``: anything else: the rank's rewritten program is still the
+      one the suite's check rejected (same fingerprint).
+    A claim is the observation that broke the contract; the reproducer
+    reports the defect while the program the pass builds still shows it."""
+    cex = check.get("counterexample") or {}
+    claim = {"rank": check.get("rank", cex.get("rank")),
+             "check": f"{check.get('kind')}/{check.get('name')}",
+             "message": check.get("message", ""), "op_index": cex.get("op_index"),
+             "op_type": cex.get("op_type"), "var": cex.get("var")}
+    if "stream" in cex and cex.get("op_type"):
+        return {**claim, "kind": "stream", "broken": cex["stream"]}
+    if "previous" in cex and cex.get("op_type") and cex.get("var"):
+        return {**claim, "kind": "follows_writer"}
+    if "declared" in cex and cex.get("var"):
+        return {**claim, "kind": "declared_shape", "broken": list(cex["declared"])}
+    if cex.get("rule") == "cast dtype" and cex.get("var"):
+        return {**claim, "kind": "cast_dtype"}
+    return {**claim, "kind": "program"}
+
+
+def _contract_checks(adapter, case, pass_file=None) -> list:
+    """The application's failing checks (report form), run here without the
+    value proof and numeric runs (the contract and shape checks decide a
+    CONTRACT_BROKEN)."""
+    from verify.application import run_application
+
+    loaded = None
+    if pass_file:
+        from passes.loader import load_pass_file
+
+        loaded = load_pass_file(pass_file)
+    try:
+        app = run_application(adapter, case, value=False)
+    finally:
+        if loaded is not None:
+            loaded.restore()
+    return [c.to_dict() for c in app.checks if not c.ok]
+
+
+def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
+    """The application's CONTRACT_BROKEN findings as claims (``_claim``),
+    each with the fingerprint of its rank's rewritten main and startup
+    programs.
+    ``checks``: the application's checks as the report holds them (``verify
+    run`` passes them); None: run the checks here."""
+    if checks is None:
+        checks = _contract_checks(adapter, case, pass_file)
+    broken = [c for c in checks if c.get("verdict") == "CONTRACT_BROKEN"
+              and not c.get("advisory") and not c.get("ok", False)]
+    if not broken:
+        return []
+    claims = [_claim(c) for c in broken]
+    ranks = sorted({c["rank"] for c in claims if c["rank"] is not None})
+    loaded = None
+    if pass_file:
+        from passes.loader import load_pass_file
+
+        loaded = load_pass_file(pass_file)
+    try:
+        prints = {}
+        for r in ranks:
+            rewritten = adapter.apply_local(case, r).rewritten
+            prints[r] = _fingerprint(rewritten.main) + _fingerprint(rewritten.startup)
+    finally:
+        if loaded is not None:
+            loaded.restore()
+    for c in claims:
+        c["fingerprint"] = prints.get(c["rank"])
+    return claims
+
+
+def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     """Everything the reproducer of ``adapter`` on ``case`` needs, as JSON data."""
     paddle = paddle_module()
     from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
@@ -139,16 +243,17 @@ def payload(adapter, case, pass_file=None, seed=None) -> dict:
         "sharded_params": sorted(case.sharded_params), "fp32_twin": fp32_twin,
         "seed": DEFAULT_SEED if seed is None else int(seed), "steps": STEPS,
         "ranks": ranks,
+        "contract": contract_claims(adapter, case, pass_file, checks),
     }
 
 
-def script(adapter, case, pass_file=None, seed=None) -> str:
+def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     """The reproducer's source text."""
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/pir_repro.py
         from .pir_repro import script as pir_script
 
         return pir_script(adapter, case, pass_file, seed)
-    data = payload(adapter, case, pass_file, seed)
+    data = payload(adapter, case, pass_file, seed, checks)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
     text = open(TEMPLATE).read()
@@ -173,9 +278,9 @@ def command(pass_name, case_name, pass_file=None, case_file=None) -> str:
     return cmd
 
 
-def write(adapter, case, out=None, pass_file=None, seed=None) -> str:
+def write(adapter, case, out=None, pass_file=None, seed=None, checks=None) -> str:
     out = out or default_out(adapter, case)
-    text = script(adapter, case, pass_file, seed)
+    text = script(adapter, case, pass_file, seed, checks)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         f.write(text)

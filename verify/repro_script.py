@@ -24,6 +24,11 @@ What it does, for every rank of the case:
      inputs for STEPS training steps, and prints every watched value
      (outputs, loss, gradients, parameters) that differs: rank, variable,
      step, index and both values.
+   * before that, the contract findings the suite recorded (a collective
+     on the wrong stream, an op no longer right after the writer of its
+     input, a stale declared shape or dtype, or a rewritten program the
+     contract rejected): each re-evaluated on the program the pass builds
+     here, printed with rank, op and var while it still holds.
 
 Exit status: 1 while the defect is present, 0 when the pass's rewrite is
 faithful here (fixed), 2 when it cannot judge (the original does not run).
@@ -206,6 +211,9 @@ def signature(program):
     return out
 
 
+CONTEXTS = {}  # rank -> the DistributedContext the pass rewrote
+
+
 def apply_pass(rank):
     """(original (main, startup), rewritten (main, startup), traceback or None)."""
     import logging
@@ -222,6 +230,7 @@ def apply_pass(rank):
     logging.disable(logging.WARNING)
     preceding(*original, PassContext())
     main, startup, ctx = build(rank)
+    CONTEXTS[rank] = ctx
     try:
         context = PassContext()
         preceding(main, startup, ctx, context)
@@ -586,6 +595,85 @@ def first_tp_rank(rank):
     return None
 
 
+# ---------------------------------------------------------------------------
+# contract claims: the observations that broke the pass's contract, recorded
+# by the suite, re-evaluated on the program the pass builds here
+# ---------------------------------------------------------------------------
+def fingerprint(program):
+    import hashlib
+
+    sig = []
+    for op in program.global_block().ops:
+        d = op.desc
+        attrs = sorted([a, op.attr(a)] for a in d.attr_names()
+                       if isinstance(op.attr(a), (bool, int, float)) and a != "op_role")
+        sig.append([op.type, sorted([s, len(d.input(s))] for s in d.input_names()),
+                    sorted([s, len(d.output(s))] for s in d.output_names()), attrs])
+    return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:16]
+
+
+def locate(ops, claim):
+    """Index of the claim's op: at its recorded index when it is still that
+    op, else the first op of its type reading its var; None if gone."""
+    i, kind, var = claim.get("op_index"), claim.get("op_type"), claim.get("var")
+
+    def fits(op):
+        return op.type == kind and (not var or var in op.input_arg_names
+                                    or var in op.output_arg_names)
+    if i is not None and 0 <= i < len(ops) and fits(ops[i]):
+        return i
+    return next((j for j, op in enumerate(ops) if fits(op)), None)
+
+
+def judge(claim, main, startup, ctx):
+    """(True, evidence) while the claim holds, (False, why) once it does not,
+    (None, why) when it cannot be judged here."""
+    r, kind = claim["rank"], claim["kind"]
+    block = main.global_block()
+    ops = block.ops
+    if kind == "program":
+        if claim.get("fingerprint") is None:
+            return None, "no rank to compare"
+        if fingerprint(main) + fingerprint(startup) == claim["fingerprint"]:
+            return True, (f"rank {r}: the pass builds the same program the suite's "
+                          f"{claim['check']} check rejected: {claim['message']}")
+        return False, f"rank {r}: the rewritten program differs from the rejected one"
+    if kind == "declared_shape":
+        if not block.has_var(claim["var"]):
+            return None, f"rank {r}: {claim['var']} is gone"
+        shape = [int(d) for d in block.var(claim["var"]).shape]
+        if shape == claim["broken"]:
+            return True, (f"rank {r}: {claim['var']} is declared {shape}, a stale shape "
+                          f"({claim['message']})")
+        return False, f"rank {r}: {claim['var']} is declared {shape} now"
+    i = locate(ops, claim)
+    if i is None:
+        return None, f"rank {r}: no {claim['op_type']} op of {claim['var']} in the program"
+    op = ops[i]
+    where = f"rank {r} op {i} ({op.type} of {claim['var']})"
+    if kind == "stream":
+        attr = ctx.get_op_dist_attr_for_program(op)
+        stream = getattr(attr, "execution_stream", None) if attr is not None else None
+        if stream == claim["broken"]:
+            return True, f"{where} runs on stream {stream!r}: {claim['message']}"
+        return False, f"{where} runs on stream {stream!r} now"
+    if kind == "follows_writer":
+        prev = ops[i - 1] if i else None
+        if prev is None or claim["var"] not in prev.output_arg_names:
+            return True, (f"{where} does not directly follow the op writing "
+                          f"{claim['var']}: op {i - 1} is "
+                          f"{prev.type if prev else 'nothing'} ({claim['message']})")
+        return False, f"{where} directly follows {prev.type}, which writes {claim['var']}"
+    if kind == "cast_dtype":
+        out = block.var(op.output("Out")[0])
+        want = int(op.attr("out_dtype"))
+        if int(out.dtype) != want:
+            return True, (f"{where}: the cast produces dtype {want} but {out.name} is "
+                          f"declared {out.dtype}")
+        return False, f"{where}: {out.name} is declared with the cast's dtype"
+    return None, f"claim kind {kind!r} is not known to this reproducer"
+
+
 def main():
     print(f"reproducer: {PAYLOAD['pass']} on case {PAYLOAD['case']} "
           f"(ranks {sorted(int(r) for r in PAYLOAD['ranks'])}); the suite's verdict when "
@@ -625,6 +713,21 @@ def main():
         for line in contract:
             print("  " + line)
         return 1
+    held, notes = [], []
+    for claim in PAYLOAD.get("contract", []):
+        r = claim["rank"]
+        if r is None or r not in rewrittens:
+            notes.append(f"not judged here: {claim['message']}")
+            continue
+        holds, text = judge(claim, *rewrittens[r], CONTEXTS.get(r))
+        (held if holds else notes).append(text)
+    for line in notes:
+        print("contract finding recorded when written, not present now: " + line)
+    if held:  # the evidence; the runs below may show differing values too
+        print(f"\nDEFECT (CONTRACT_BROKEN): the pass does not do what it exists for "
+              f"({len(held)} finding(s)):")
+        for line in held:
+            print("  " + line)
     for r in ranks:
         RENAMES[r] = consumer_renames(originals[r][0], rewrittens[r][0])
     twin = " (float16 run as float32: no float16 CPU kernels)" if PAYLOAD["fp32_twin"] else ""
@@ -633,9 +736,9 @@ def main():
     try:
         ref = simulate(originals)
     except RunError as exc:
-        print(f"cannot judge: the ORIGINAL program does not run here (rank {exc.rank}): "
-              f"{exc}")
-        return 2
+        print(f"cannot judge the values: the ORIGINAL program does not run here (rank "
+              f"{exc.rank}): {exc}")
+        return 1 if held else 2
     try:
         got = simulate(rewrittens)
     except RunError as exc:
@@ -681,6 +784,10 @@ def main():
                       f"rewritten {b!r}")
         return 1
     n = sum(len(v) for res in ref.values() for v in res)
+    if held:
+        print(f"\nevery watched value ({n} tensor-steps over {len(ranks)} ranks) is equal "
+              "within rounding, but the contract finding(s) above hold: exit 1")
+        return 1
     print(f"no defect: every watched value ({n} tensor-steps over {len(ranks)} ranks) "
           "is equal within rounding")
     return 0
