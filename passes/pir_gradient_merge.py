@@ -103,10 +103,12 @@ class PirGradientMerge(PassAdapter):
                 logging.disable(logging.NOTSET)
         return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
 
-    def numeric_checks(self, case, outcomes, backends=("simulated",), seed=0, notes=None):
+    def numeric_checks(self, case, outcomes, backends=("simulated",), seed=0, notes=None,
+                       mutator=None):
         """The merge oracle (``verify/numeric/micro_steps.py``) instead of the
         step-by-step comparison: a merged program is not meant to equal the
-        original step for step."""
+        original step for step.  With a program mutant (``mutator``) the runs
+        use the live, mutated programs in this process."""
         from verify.numeric.micro_steps import micro_step_checks
 
         s = merge_settings(case, outcomes[0].run.original if outcomes else None)
@@ -115,7 +117,7 @@ class PirGradientMerge(PassAdapter):
                          "one process (micro-step oracle)")
         return micro_step_checks(self, case, outcomes, s["k_steps"],
                                  case.params.get("reduction", "mean"), s["avg"], seed=seed,
-                                 backends=backends)
+                                 backends=backends, live=mutator is not None)
 
     def repro_script(self, case, pass_file=None, seed=None) -> str:
         """A one-file reproducer running the micro-step oracle (``verify/gm_repro.py``)."""

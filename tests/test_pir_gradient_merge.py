@@ -161,3 +161,28 @@ def test_block_kwargs_are_named_and_the_value_proof_never_passes_them():
                    for o in after.ops)
     got = prove_application("t", [0], {}, {0: before}, {0: after})
     assert [r.verdict for r in got] == [Verdict.INCONCLUSIVE] and got[0].advisory
+
+
+def zero_every_micro_step(main, startup, snap, rank):
+    """The accumulator's zeroing (and its constants) moved to the backward
+    role: it runs every micro-step, not under the k-th step condition."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        for op in main.global_block().ops:
+            if op.name() == "pd_op.set_value_with_tensor_":
+                op.op_role = 1
+                for i in range(1, op.num_operands()):
+                    op.operand_source(i).get_defining_op().op_role = 1
+    return "zeroing in the backward role"
+
+
+def test_a_program_mutant_of_a_correct_merge_is_caught_on_the_live_program():
+    _, numeric = pick_backend("simulated", 0)
+    app = run_application(passes.get("grad_merge"), cases.all_cases()["pir_gm_sgd_avg_k2"],
+                          numeric=numeric, mutator=(0, zero_every_micro_step))
+    assert app.mutation and app.verdict == Verdict.NOT_EQUIVALENT
+    (num,) = _checks(app, "numeric")
+    assert num.verdict == Verdict.NOT_EQUIVALENT, num.message
+    bad = _checks(app, "contract", "accumulator zeroed after the update")
+    assert bad and all(c.verdict == Verdict.CONTRACT_BROKEN for c in bad)

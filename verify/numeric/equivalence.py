@@ -182,7 +182,8 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: their own runner
         hook = getattr(adapter, "numeric_checks", None)
         if hook is not None:  # a pass with its own oracle (e.g. the micro-step runs)
-            return hook(case, outcomes, backends=backends, seed=seed, notes=notes)
+            return hook(case, outcomes, backends=backends, seed=seed, notes=notes,
+                        mutator=mutator)
         from .pir_runner import pir_numeric_checks
 
         return pir_numeric_checks(case, outcomes, backends=backends, seed=seed, steps=steps,

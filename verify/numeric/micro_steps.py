@@ -197,8 +197,11 @@ def _persistable_source(op) -> bool:
 
 
 def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool,
-                      seed: int = 0, cycles: int = 2, backends=("simulated",)) -> list:
-    """CheckResults (kind ``numeric``) of the merge oracle, one per rank."""
+                      seed: int = 0, cycles: int = 2, backends=("simulated",),
+                      live: bool = False) -> list:
+    """CheckResults (kind ``numeric``) of the merge oracle, one per rank.
+    ``live``: run the outcomes' own live programs in this process (a program
+    mutant edited them) instead of rebuilding them in a worker."""
     import pickle
 
     from verify import isolation
@@ -219,11 +222,18 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
         feeds = [(f.name, list(f.shape), f.dtype) for f in o.run.original.feeds]
         watch = state_names(o.before)
         try:
-            got = isolation.run_call(
-                "verify.numeric.micro_steps", "run_rebuilt",
-                {"blob": pickle.dumps((adapter, case)), "rank": o.rank, "pass_file": pass_file,
-                 "params": params, "feeds": feeds, "watch": watch, "k": k, "cycles": cycles,
-                 "seed": seed}, where)
+            if live:
+                ro, rr = o.run.original, o.run.rewritten
+                got = {"reference": _run(ro.main, ro.startup, params, feeds, watch, k, cycles,
+                                         seed, merged=False),
+                       "merged": _run(rr.main, rr.startup, params, feeds, watch, k, cycles,
+                                      seed, merged=True)}
+            else:
+                got = isolation.run_call(
+                    "verify.numeric.micro_steps", "run_rebuilt",
+                    {"blob": pickle.dumps((adapter, case)), "rank": o.rank,
+                     "pass_file": pass_file, "params": params, "feeds": feeds,
+                     "watch": watch, "k": k, "cycles": cycles, "seed": seed}, where)
         except ProcessCrash as exc:
             results.append(CheckResult(KIND, NAME, o.rank, Verdict.INCONCLUSIVE,
                                        f"{where}: crashed: {str(exc).splitlines()[0]}"))
