@@ -95,6 +95,12 @@ def apply_pass(main):
     pm.run(main)
 """
 
+    def repro_script(self, case, pass_file=None, seed=None) -> str:
+        """A reproducer running every rank in lock step (verify/pir_ranks_repro.py)."""
+        from verify.pir_ranks_repro import script
+
+        return script(self, case, pass_file, seed)
+
     # -- the documented pattern ------------------------------------------
     def pattern_present(self, snap) -> bool:
         return any(m["faithful"] for m in chains(snap))
