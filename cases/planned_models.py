@@ -10,6 +10,10 @@ cases, so the gate and the baseline cover them:
   blocks with biases) on TP 2;
 * ``planned_two_mlp_dp2_tp2``: the same on a DP 2 x TP 2 mesh (``--mesh
   2x2``: the batch split over ``dp``).
+* ``planned_two_mlp_dp2_tp2_replicated``: ``examples/two_mlp_dp_replicated.py``
+  (two_mlp.py with the batch left replicated) on DP 2 x TP 2: no DP gradient
+  all_reduce, and the promotion pass, which picks its DP + MP pattern from
+  the mesh's shape, does nothing (Paddle's defect; Expect says why).
 
 The model files are not copied: each case plans the file in ``examples/``
 with ``verify.plan.plan`` (the legacy ``Engine`` once per rank in a fresh
