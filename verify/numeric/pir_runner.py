@@ -271,5 +271,6 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
     for r in results:
         r.details["witness"] = "simulator only"
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
-            r.message += " [simulator only: real ranks did not run this case]"
+            r.message += (f" [simulator only: {case.gloo_unfaithful}]" if case.gloo_unfaithful
+                          else " [simulator only: real ranks did not run this case]")
     return results
