@@ -118,6 +118,17 @@ PROMOTION = "auto_parallel_fused_linear_promotion"
 H, FFN, B, S = 8, 16, 2, 4
 MESH = [0, 1]
 DIM_NAMES = ["mp"]
+
+
+def mesh_of(params: dict):
+    """(nested process ids, dim names, flat ranks) of the planned mesh:
+    ``params["mesh"]`` (nested ids, e.g. ``[[0, 1], [2, 3]]`` for DP2 x TP2,
+    dims ``dp``, ``mp``) or the default 1-D ``[0, 1]``."""
+    nested = params.get("mesh") or MESH
+    flat = sorted(int(r) for r in np.array(nested).flatten())
+    if np.array(nested).ndim == 2:
+        return nested, ["dp", "mp"], flat
+    return nested, (["dp"] if params.get("parallel") == "dp" else DIM_NAMES), flat
 SEED = 1234
 # Bump when the on-disk format changes (the source hash covers the rest).
 PLAN_FORMAT = 1
@@ -210,7 +221,8 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
     from paddle.distributed.fleet import auto
     from paddle.static import InputSpec
 
-    nranks = len(MESH)
+    nested, dim_names, ranks = mesh_of(params)
+    nranks = len(ranks)
     if paddle.distributed.get_rank() != rank or \
             paddle.distributed.get_world_size() != nranks:
         raise RuntimeError(
@@ -223,7 +235,7 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
     # "parallel": "mp" (default, the TP2 model) or "dp" (DP2: parameters
     # replicated, the batch of x sharded along the mesh dim "dp")
     data_parallel = params.get("parallel", "mp") == "dp"
-    mesh = auto.ProcessMesh(MESH, dim_names=["dp"] if data_parallel else DIM_NAMES)
+    mesh = auto.ProcessMesh(nested, dim_names=dim_names)
     act = params.get("act", "gelu")
 
     class MLPBlock(nn.Layer):
@@ -236,8 +248,9 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
             self.fc2 = nn.Linear(FFN, H, bias_attr=False if params.get("sp") else None)
 
         def forward(self, x):
-            if data_parallel:
+            if "dp" in dim_names:  # the batch of x split along the data-parallel dim
                 auto.shard_tensor(x, mesh, ["dp", None, None])
+            if data_parallel:
                 return self.fc2(_activation(self.fc1(self.norm(x)), act))
             auto.shard_tensor(self.fc1.weight, mesh, [None, "mp"])
             auto.shard_tensor(self.fc1.bias, mesh, ["mp"])
@@ -327,7 +340,7 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
         "rank": rank,
         "world_size": nranks,
         "params": params,
-        "mesh": {"shape": [len(MESH)], "process_ids": MESH,
+        "mesh": {"shape": list(np.array(nested).shape), "process_ids": ranks,
                  "dim_names": list(mesh.dim_names)},
         "process_meshes": [_mesh_record(m) for m in ctx.process_meshes],
         "process_groups": {str(g.id): list(g.ranks) for g in get_all_process_groups()},
@@ -345,10 +358,10 @@ def _plan(rank: int, out_dir: Path, params: dict) -> None:
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 
 
-def _plan_env(rank: int) -> dict:
+def _plan_env(rank: int, nranks: int = len(MESH)) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
     env.update({"PADDLE_TRAINER_ID": str(rank),
-                "PADDLE_TRAINERS_NUM": str(len(MESH)),
+                "PADDLE_TRAINERS_NUM": str(nranks),
                 "FLAGS_enable_pir_api": "0",
                 "PYTHONPATH": os.pathsep.join(
                     [str(_REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
@@ -393,7 +406,7 @@ def planned_dir(params: dict, timeout: float = 300.0) -> Path:
     the first one instead of planning again.
     """
     final = cache_root() / _plan_key(params)
-    if _complete(final):
+    if _complete(final, params):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     with open(final.parent / f"{final.name}.lock", "w") as lock:
@@ -403,23 +416,25 @@ def planned_dir(params: dict, timeout: float = 300.0) -> Path:
             fcntl.flock(lock, fcntl.LOCK_EX)
         except ImportError:  # not POSIX: the rename below still keeps it safe
             pass
-        if _complete(final):
+        if _complete(final, params):
             return final
         return _plan_all(final, params, timeout)
 
 
-def _complete(folder: Path) -> bool:
-    return all((folder / f"rank{r}" / "meta.json").is_file() for r in MESH)
+def _complete(folder: Path, params: dict | None = None) -> bool:
+    ranks = mesh_of(params or {})[2]
+    return all((folder / f"rank{r}" / "meta.json").is_file() for r in ranks)
 
 
 def _plan_all(final: Path, params: dict, timeout: float) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=final.parent))
     started = time.time()
+    ranks = mesh_of(params)[2]
     procs = {r: subprocess.Popen(_plan_command(r, tmp / f"rank{r}", params),
-                                 cwd=str(_REPO), env=_plan_env(r),
+                                 cwd=str(_REPO), env=_plan_env(r, len(ranks)),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
-             for r in MESH}
+             for r in ranks}
     errors = []
     for r, p in procs.items():
         try:
@@ -541,7 +556,9 @@ def build(case: Case, rank: int) -> RankProgram:
                            f"case declares {sorted(case.rings)}")
 
     ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
-    mesh = ProcessMesh(list(MESH), dim_names=meta["mesh"]["dim_names"])
+    rec = meta["mesh"]
+    mesh = ProcessMesh(np.array(rec["process_ids"]).reshape(rec["shape"]).tolist(),
+                       dim_names=rec["dim_names"])
     ctx.add_process_mesh(mesh)
     _annotate(main, meta["main"], ctx, mesh)
     _annotate(startup, meta["startup"], ctx, mesh)
@@ -631,13 +648,14 @@ def _main(argv) -> int:
     args = ap.parse_args(argv)
     rank, out_dir = int(args.plan[0]), Path(args.plan[1])
     params = json.loads(args.params)
+    nranks = len(mesh_of(params)[2])
     if os.environ.get("PADDLE_TRAINER_ID") != str(rank) or \
-            os.environ.get("PADDLE_TRAINERS_NUM") != str(len(MESH)) or \
+            os.environ.get("PADDLE_TRAINERS_NUM") != str(nranks) or \
             os.environ.get("FLAGS_enable_pir_api") != "0":
         # Paddle is already imported (cases/__init__ -> verify.legacy_ir):
         # start again with the rank's environment.
         cmd = _plan_command(rank, out_dir.resolve(), params)
-        return subprocess.call(cmd, cwd=str(_REPO), env=_plan_env(rank))
+        return subprocess.call(cmd, cwd=str(_REPO), env=_plan_env(rank, nranks))
     _plan(rank, out_dir, params)
     return 0
 
