@@ -215,6 +215,20 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
             "fetches": list(rp.fetches), "loss": rp.loss,
             "dp_index": case.dp_index(rank), "tp_index": case.tp_index(rank),
         }
+    # values the pass leaves stale on purpose, confirmed dead on the program it
+    # builds (verify/dead_values.py): the reproducer does not compare them
+    from passes.base import PassAdapter
+
+    if type(adapter).unobserved is not PassAdapter.unobserved:
+        from verify.dead_values import unobserved
+
+        for rank in case.ranks:
+            run = adapter.apply_local(case, rank)
+            if run.error is None:
+                dead = unobserved(adapter, case, rank,
+                                  from_programs(run.original.main, run.original.startup),
+                                  from_programs(run.rewritten.main, run.rewritten.startup))
+                ranks[str(rank)]["unobserved"] = sorted(dead)
     if mesh is None:
         import numpy as np
 

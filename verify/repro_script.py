@@ -523,7 +523,9 @@ def watched(rank, main):
     names = list(info["fetches"]) + ([info["loss"]] if info["loss"] else [])
     names += [g for _, g in info["params_grads"]] + parameters(main)
     names += list(RENAMES.get(rank, {}).values())
-    return list(dict.fromkeys(names))
+    # stale on purpose and read by nothing in the rewritten program
+    dead = set(info.get("unobserved", []))
+    return [n for n in dict.fromkeys(names) if n not in dead]
 
 
 RENAMES = {}
