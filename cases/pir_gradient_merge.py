@@ -121,17 +121,25 @@ _MOMENTUM_AVG = ("avg=True with a momentum_ optimizer: the pass finds no optimiz
                  "holds 'sgd'/'adam', so it takes _append_scale_op_before_comm, which appends "
                  "its 1/k scale_ ops at the block end, after the momentum_ and after the "
                  "zeroing set_value_with_tensor_: the optimizer reads the raw sum of the k "
-                 "gradients (and the scales rescale a zeroed accumulator)")
+                 "gradients (and the scales rescale a zeroed accumulator); the zeroing and "
+                 "the scales are also unordered in-place writes of the accumulator")
+
+_RACE = ("avg=True: the 1/k scale_ and the zeroing set_value_with_tensor_ both write the "
+         "accumulator's block argument in place in the optimize job, and no data dependence "
+         "orders them (the optimizer reads the scale's result; the zeroing reads the raw "
+         "argument), so the executor may zero before it scales (3.3.1 CPU's default "
+         "scheduler gave run-to-run different parameters); in program order the merge is "
+         "right: the micro-step oracle agrees with one step on the mean")
 
 CASES = [
-    _case("sgd", True, 2, Expect(True, "EQUIVALENT", _OK + " (mean)")),
-    _case("sgd", True, 4, Expect(True, "EQUIVALENT", _OK + " (mean)")),
+    _case("sgd", True, 2, Expect(True, "NOT_EQUIVALENT", _RACE)),
+    _case("sgd", True, 4, Expect(True, "NOT_EQUIVALENT", _RACE)),
     _case("sgd", False, 2, Expect(True, "EQUIVALENT", _OK + " (sum)")),
     _case("momentum", True, 2, Expect(True, "NOT_EQUIVALENT", _MOMENTUM_AVG)),
     _case("momentum", True, 4, Expect(True, "NOT_EQUIVALENT", _MOMENTUM_AVG)),
     _case("momentum", False, 2, Expect(True, "EQUIVALENT", _OK + " (sum; no scale)")),
-    _case("adam", True, 2, Expect(True, "EQUIVALENT", _OK + " (mean)")),
+    _case("adam", True, 2, Expect(True, "NOT_EQUIVALENT", _RACE)),
     _case("adam", False, 4, Expect(True, "EQUIVALENT", _OK + " (sum)")),
-    _case("adamw", True, 4, Expect(True, "EQUIVALENT", _OK + " (mean)")),
+    _case("adamw", True, 4, Expect(True, "NOT_EQUIVALENT", _RACE)),
     _case("adamw", False, 2, Expect(True, "EQUIVALENT", _OK + " (sum)")),
 ]

@@ -216,6 +216,22 @@ class PirGradientMerge(PassAdapter):
             else:
                 out.append(holds("accumulator zeroed after the update", rank,
                                  f"{acc} zeroed at op {after_upd[0].idx}, after op {op.idx}"))
+            race = _unordered_inplace(after, acc, writers[acc], op)
+            if race:
+                a, b, why = race
+                out.append(CheckResult(
+                    "dataflow", "in-place order", rank, Verdict.NOT_EQUIVALENT,
+                    f"{where}: op {a.idx} ({a.type}) and op {b.idx} ({b.type}) {why} the "
+                    f"accumulator {acc} in the same job and no data dependence orders them: "
+                    "Paddle's executor may run them in either order (on 3.3.1 CPU the "
+                    "default asynchronous scheduler gave run-to-run different parameters; "
+                    "the micro-step runs use program order)",
+                    counterexample={"rank": rank, "accumulator": acc, "ops": [a.idx, b.idx],
+                                    "types": [a.type, b.type], "optimizer_op": op.idx}))
+            else:
+                out.append(CheckResult("dataflow", "in-place order", rank, Verdict.EQUIVALENT,
+                                       f"the in-place writes of {acc} and the reads of them "
+                                       "are ordered by data dependences"))
             if op.role != OPTIMIZE:
                 out.append(finding("update under the k-th step condition", rank,
                                    f"{where}: op {op.idx} ({op.type}) has op_role {op.role}, "
@@ -257,6 +273,54 @@ def _inplace_writers(snap, accs) -> dict:
         if first and first[0] in out:
             out[first[0]].append(op)
     return out
+
+
+def _unordered_inplace(snap, acc, writers, optimizer):
+    """``(op a, op b, how)``: two ops of one job (same ``op_role``) touching
+    the buffer of ``acc`` with no data-dependence path between them, where
+    one writes it in place: two in-place writers, or an in-place writer and
+    a reader of another writer's result (an alias of the same buffer), the
+    optimizer's read among them.  Ops of different roles are ordered by the
+    job schedule.  None when every such pair is ordered."""
+    by_name = {}
+    for op in snap.ops:
+        for n in op.writes():
+            by_name[n] = op
+    succ = {op.idx: set() for op in snap.ops}
+    for op in snap.ops:
+        for n in op.reads():
+            w = by_name.get(n)
+            if w is not None and w.idx != op.idx:
+                succ[w.idx].add(op.idx)
+    reach = {}
+
+    def reaches(a, b):
+        if a not in reach:
+            seen, todo = set(), [a]
+            while todo:
+                for m in succ.get(todo.pop(), ()):
+                    if m not in seen:
+                        seen.add(m)
+                        todo.append(m)
+            reach[a] = seen
+        return b in reach[a]
+
+    def ordered(a, b):
+        return a.role != b.role or reaches(a.idx, b.idx) or reaches(b.idx, a.idx)
+
+    ws = [w for w in writers if w.role == optimizer.role]
+    for i, a in enumerate(ws):
+        for b in ws[i + 1:]:
+            if not ordered(a, b):
+                return a, b, "both write"
+    for w in ws:
+        aliases = set(w.writes())
+        readers = [o for o in snap.ops if o.idx != w.idx and aliases & set(o.reads())]
+        for r in readers:
+            for b in ws:
+                if b.idx not in (w.idx, r.idx) and not ordered(r, b):
+                    return (r, b, "read (through op %d's in-place result) and write" % w.idx)
+    return None
 
 
 def _through_scale(snap, name, before_idx):

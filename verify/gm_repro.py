@@ -10,8 +10,10 @@ then drives the merged program as the Engine's jobs (forward+backward on
 each of k micro-batches, then the optimize-role ops once; ops in program
 order) and the original once on the concatenated micro-batches, for two
 optimizer steps, and compares every persistable the startup writes.  It
-prints ``DEFECT`` with a traceback (the pass raised) or the first differing
-state (``NOT_EQUIVALENT``: tensor, step, index, both values) and exits 1;
+prints ``DEFECT`` with a traceback (the pass raised), two in-place writes of
+one accumulator that no data dependence orders (``NOT_EQUIVALENT``: op
+indices; the executor may run them either way), or the first differing state
+(``NOT_EQUIVALENT``: tensor, step, index, both values) and exits 1;
 ``no defect`` and 0 when they agree; 2 when it cannot judge.
 """
 from __future__ import annotations
@@ -107,6 +109,36 @@ def run(main, startup, k, merged, names=None):
     return out
 
 
+def unordered_inplace(main):
+    """(accumulator, op i, op j): two optimize-role ops writing one keyword
+    block argument in place with no data dependence between them."""
+    ops = list(main.global_block().ops)
+    index = {op.id(): i for i, op in enumerate(ops)}
+
+    def reach(a):
+        seen, todo = set(), [ops[a]]
+        while todo:
+            for r in todo.pop().results():
+                if not r.initialized():
+                    continue
+                for u in r.all_used_ops():
+                    j = index.get(u.id())
+                    if j is not None and j not in seen:
+                        seen.add(j)
+                        todo.append(ops[j])
+        return seen
+
+    for name, kw in main.global_block().kwargs().items():
+        writers = [i for i, op in enumerate(ops) if op.name().endswith("_")
+                   and op.num_operands() and op.operand_source(0).is_same(kw)
+                   and op.op_role == 2]
+        for x, a in enumerate(writers):
+            for b in writers[x + 1:]:
+                if b not in reach(a) and a not in reach(b):
+                    return name, a, b
+    return None
+
+
 def main_():
     print(f"reproducer: {TITLE}")
     paddle.enable_static()  # static names: both builds name their states alike
@@ -158,6 +190,16 @@ def main_():
                       f"{bad.size} elements differ)")
                 print("DEFECT: the merged program computes other values")
                 return 1
+    with paddle.pir_utils.IrGuard():
+        race = unordered_inplace(merged[0])
+    if race:
+        name, a, b = race
+        ops = merged[0].global_block().ops
+        print(f"NOT_EQUIVALENT: ops {a} ({ops[a].name()}) and {b} ({ops[b].name()}) both "
+              f"write the accumulator {name} in place in the optimize job, and no data "
+              "dependence orders them: the executor may run them in either order")
+        print("DEFECT: unordered in-place writes of one buffer")
+        return 1
     print(f"no defect: parameters and optimizer states agree over {CYCLES} optimizer steps")
     return 0
 
