@@ -296,3 +296,32 @@ def test_nop_is_a_no_op_for_the_legacy_executor_only():
                            if ln.startswith(("RESULT", "RAISED"))), p.stderr[-500:])
     assert outs["0"] == "RESULT [0.0, 2.0, 4.0, 6.0]", outs
     assert outs["1"] != outs["0"], outs
+
+
+def test_stage_2_reproducer_passes_and_a_mutants_fails(tmp_path):
+    """The reproducer leaves out the non-owners' stale grads (dead) and still
+    compares every parameter: exit 0 for the real pass, 1 for the mutant."""
+    import subprocess
+    import sys
+
+    from verify import repro
+
+    case = cases.all_cases()[S2]
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith(("PADDLE_", "VERIFY_", "FLAGS_"))}
+    codes = {}
+    for name, pass_file in (("real", None), ("mutant", "tests/mutants/sharding_broadcast_dropped.py")):
+        loaded = load_pass_file(os.path.join(ROOT, pass_file)) if pass_file else None
+        try:
+            path = repro.write(passes.get("sharding"), case, str(tmp_path / f"{name}.py"),
+                               pass_file=os.path.join(ROOT, pass_file) if pass_file else None)
+        finally:
+            if loaded is not None:
+                loaded.restore()
+        p = subprocess.run([sys.executable, "-I", str(path)], cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True, timeout=600)
+        codes[name] = (p.returncode, p.stdout[-600:])
+    assert codes["real"][0] == 0, codes["real"]
+    out = codes["mutant"][1]
+    assert codes["mutant"][0] == 1 and "DEFECT" in out and any(p in out for p in PARAMS), \
+        codes["mutant"]
