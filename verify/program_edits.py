@@ -134,6 +134,11 @@ def pir_values(main, snap_ops) -> dict:
                    if op.result(i).initialized()]
         for n, v in zip(names, results):
             out[n] = v
+    try:  # keyword block arguments (named by their keyword, verify/pir_snapshot.py)
+        for key, kv in main.global_block().kwargs().items():
+            out.setdefault(key, kv)
+    except Exception:
+        pass
     return out
 
 
@@ -181,5 +186,6 @@ def _redirect(readers, old, new, slot=""):
             if slot and i < len(slots) and slots[i] != slot:
                 continue
             src = op.operand_source(i)
-            if src.initialized() and _key(src) == want:
+            same = src.is_same(old) if want is None else _key(src) == want  # a kwarg: no op
+            if src.initialized() and same:
                 op.operand(i).set_source(new)
