@@ -74,6 +74,20 @@ _DEPS_S2 = Expect(True, "EQUIVALENT",
                   "executor, which does not run those nops as no-ops (NOP_UNFAITHFUL)")
 
 
+_OVERLAP = Expect(True, "PASS_CRASHED",
+                  "stage 2 with sharding.enable_overlap: after replacing each grad "
+                  "all_reduce by a reduce (slot out), _overlap_grad_comm reads "
+                  "op.output(\"Out\") of that reduce: RuntimeError (NotFound) Output Out "
+                  "cannot be found in operator reduce, on both ranks. With the read mended "
+                  "(tests/fixed_passes/sharding_reduce_out_mended.py) the pass goes on")
+_FUSE = Expect(True, "PASS_CRASHED",
+               "stage 2 with sharding.param_bucket_size_numel > 1 (fused parameter "
+               "broadcasts) and enable_overlap at its default (False): "
+               "_fuse_overlap_parameter_comm_stage_two indexes "
+               "self.param_comm_group_stream_pairs, which only the enable_overlap branch "
+               "sets: AttributeError, on both ranks")
+
+
 def build(case, rank):
     return _planned_build(case, rank)
 
@@ -110,4 +124,14 @@ CASES = [
     _case("engine_shard_dp2_adamw_s2",
           "as engine_shard_dp2_adamw_s1, stage 2 (gradients reduced to their owner)",
           {SHARDING: _S2, DEPS: _DEPS_S2}, unfaithful=NOP_UNFAITHFUL, act="relu", optimizer="adamw", stage=2),
+    _case("engine_shard_dp2_adamw_s2_overlap",
+          "as engine_shard_dp2_adamw_s2 with sharding.enable_overlap (grad and param "
+          "communication on their own streams)",
+          {SHARDING: _OVERLAP}, act="relu", optimizer="adamw", stage=2,
+          sharding={"enable_overlap": True}),
+    _case("engine_shard_dp2_adamw_s2_fuse",
+          "as engine_shard_dp2_adamw_s2 with sharding.param_bucket_size_numel = 1e6 "
+          "(parameter broadcasts fused into coalesced buckets)",
+          {SHARDING: _FUSE}, act="relu", optimizer="adamw", stage=2,
+          sharding={"param_bucket_size_numel": 1000000}),
 ]

@@ -11,7 +11,9 @@ reduces each gradient to its owner only (``reduce`` with ``root_id`` = the
 owner).
 
 The registry holds one adapter per pass name, so the stage is chosen per
-case: ``case.params["stage"]`` (1 or 2; default 1).  Attrs as the
+case: ``case.params["stage"]`` (1 or 2; default 1); ``case.params
+["sharding"]`` sets the strategy's other sharding switches (``enable_overlap``,
+``param_bucket_size_numel``, ...).  Attrs as the
 Parallelizer hands them (``Parallelizer._apply_post_optimization``): the
 ``sharding`` config of the strategy with ``enable``/``stage``/``degree``
 set, the dist context, the ``params_grads`` list (a copy: the pass
@@ -91,6 +93,8 @@ class ShardingAdapter(PassAdapter):
         _, group = dp_ring(case, rp.rank)
         config.update(enable=True, stage=stage_of(case),
                       degree=len(group) if group else len(case.ranks))
+        # the user's other sharding switches (enable_overlap, bucket sizes, ...)
+        config.update((case.params or {}).get("sharding") or {})
         return {**config, "dist_context": rp.dist_context,
                 "params_grads": list(rp.params_grads), "global_rank": rp.rank,
                 "gradient_sync_after_accumulate":

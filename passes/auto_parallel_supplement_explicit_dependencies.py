@@ -62,8 +62,10 @@ class SupplementDependenciesAdapter(PassAdapter):
 
     def handles(self, case) -> bool:
         """The cases the sharding adapter meets (the pass acts only after
-        sharding ran in its context)."""
-        return SHARDING.handles(case)
+        sharding ran in its context), with the default sharding switches
+        (where other switches make the sharding pass itself raise, there is
+        nothing for this one to run after)."""
+        return SHARDING.handles(case) and not (case.params or {}).get("sharding")
 
     def attrs(self, case, rp) -> dict:
         return {"dist_context": rp.dist_context}

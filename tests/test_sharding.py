@@ -325,3 +325,24 @@ def test_stage_2_reproducer_passes_and_a_mutants_fails(tmp_path):
     out = codes["mutant"][1]
     assert codes["mutant"][0] == 1 and "DEFECT" in out and any(p in out for p in PARAMS), \
         codes["mutant"]
+
+
+def test_stage_2_overlap_reads_out_of_its_own_reduce_and_the_mended_pass_is_equivalent():
+    app = run("sharding", "engine_shard_dp2_adamw_s2_overlap")
+    assert app.verdict == Verdict.PASS_CRASHED, why(app)
+    for c in (c for c in app.checks if c.verdict == Verdict.PASS_CRASHED):
+        tb = c.details.get("traceback", "")
+        assert "_overlap_grad_comm" in tb and "Output Out cannot be found in operator reduce" in tb
+    mended = run("sharding", "engine_shard_dp2_adamw_s2_overlap",
+                 pass_file="tests/fixed_passes/sharding_reduce_out_mended.py")
+    assert mended.verdict == Verdict.EQUIVALENT, why(mended)
+    assert mended.fired_ranks == [0, 1]
+    assert {c.rank for c in mended.checks if c.kind == "value" and c.ok} == {0, 1}
+
+
+def test_stage_2_fused_broadcasts_without_overlap_raise_attribute_error():
+    app = run("sharding", "engine_shard_dp2_adamw_s2_fuse")
+    assert app.verdict == Verdict.PASS_CRASHED, why(app)
+    tbs = [c.details.get("traceback", "") for c in app.checks
+           if c.verdict == Verdict.PASS_CRASHED]
+    assert tbs and all("param_comm_group_stream_pairs" in tb for tb in tbs)
