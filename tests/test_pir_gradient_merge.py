@@ -232,3 +232,20 @@ def test_a_program_mutant_of_a_correct_merge_is_caught_on_the_live_program():
     assert num.verdict == Verdict.NOT_EQUIVALENT, num.message
     bad = _checks(app, "contract", "accumulator zeroed after the update")
     assert bad and all(c.verdict == Verdict.CONTRACT_BROKEN for c in bad)
+
+
+def test_in_region_mutants_reach_the_accumulator_of_a_merged_program():
+    """verify mutate's in-region operators edit a merged program too (its
+    accumulators are keyword block arguments): reading a sibling value
+    instead of the accumulator is caught by the micro-step runs."""
+    from verify import program_mutants as pm
+
+    _, numeric = pick_backend("simulated", 0)
+    case = cases.all_cases()["pir_gm_sgd_sum_k2"]
+    adapter = passes.get("grad_merge")
+    op = next(o for o in pm.IN_REGION_OPERATORS if o.__name__ == "sibling_operand")
+    mutator = pm.prepare(op, adapter, case, 0)
+    assert mutator is not None
+    app = run_application(adapter, case, numeric=numeric, mutator=(0, mutator))
+    assert app.mutation and app.verdict == Verdict.NOT_EQUIVALENT
+    assert any(c.kind == "numeric" and c.verdict == Verdict.NOT_EQUIVALENT for c in app.checks)

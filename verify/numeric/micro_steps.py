@@ -16,9 +16,10 @@ What is compared (per rank, for ``cycles`` optimizer steps):
   jobs run with ``FLAGS_new_executor_sequential_run`` (ops in program
   order): the oracle judges the program the pass built, deterministically.
   Under the default asynchronous scheduler, 3.3.1 CPU runs of the merged
-  Adam programs (avg=True) were seen to differ from run to run (an in-place
-  scale/zeroing of the accumulator racing the optimizer's read); that is
-  reported in the notes, never decided on.  (Paddle's own
+  avg=True programs (SGD, Adam) were seen to differ from run to run (the
+  in-place scale and zeroing of an accumulator, unordered by data
+  dependences); that race is decided statically by the adapter's "in-place
+  order" check, never by timing here.  (Paddle's own
   ``_split_program_into_forward_backward_optimize`` hands values between
   jobs through interpreter-local variables that a job-by-job
   ``Executor.run`` cannot see on 3.3.1, hence this equivalent driving.)
