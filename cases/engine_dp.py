@@ -130,6 +130,16 @@ _DP_OPT_COALESCE = Expect(
     "(PIR in executor) refuses to build the program: (NotFound) Cannot find "
     "linear_1.b_0@GRAD in scope. The value proof is INCONCLUSIVE: views aliasing one "
     "buffer have no semantics row")
+_DP_OPT_2X2 = Expect(
+    True, "NOT_EQUIVALENT",
+    "DP2 x TP2: the pass takes the DP syncs (ring 12, the rank's DP group) and leaves "
+    "the TP all_reduces (ring 13) alone; as on DP2 it moves 1/2 into the seed and sums "
+    "the six grads once through a coalesce_tensor buffer (contract holds on all four "
+    "ranks), and as on DP2 the coalesce_tensor (op 14) reads the grads before their "
+    "writers: def-use on every rank; value proof INCONCLUSIVE (coalesce_tensor). Only "
+    "dp_opt is paired with this case (params only_pass): the value proofs of grad_clip "
+    "and promotion on four ranks take ~55 s and ~28 s (Z3 through sqrt/max); "
+    "grad_clip's global norm on it is checked in tests/test_dp_opt_grad_clip.py")
 _CLIP_DP = Expect(
     True, "CONTRACT_BROKEN",
     "pure data parallel: the pass splits the six squared norms between the ranks by "
@@ -165,6 +175,21 @@ _OVERLAP_TP = Expect(
     "as on engine_mlp_*: the column-parallel dX all_reduce is spelled all_reduce; the "
     "pass matches only c_allreduce_sum")
 
+MESH_2X2 = [[0, 1], [2, 3]]
+RINGS_2X2 = {12: [[0, 2], [1, 3]], 13: [[0, 1], [2, 3]], 0: [[0, 1, 2, 3]]}
+
+
+def _case_2x2(name, summary, expect, **params):
+    """DP2 x TP2 on 4 ranks: the planner's ring 12 is each rank's DP group,
+    13 its TP group, 0 the world."""
+    return Case(name=name, family="engine_dp", summary=summary, mesh=MESH_2X2,
+                builder=build, expect=expect, rings=RINGS_2X2, symbols={},
+                sharded_params=TP_SHARDED, enable_sp=False, amp_level="o0",
+                gloo_unfaithful="DP x TP uses two rings; gloo honours only the first "
+                                "communicator a process uses",
+                params={"mesh": MESH_2X2, "post": False, "only_pass": DP_OPT, **params})
+
+
 CASES = [
     _case("engine_dp2_sgd",
           "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
@@ -180,4 +205,9 @@ CASES = [
           "engine_mlp_tp2_sgd (TP2, gelu, SGD) before the post-partition passes, "
           "with a global-norm clip (0.05) inserted as 3.3.1's static clip emits it",
           {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
+    _case_2x2("engine_dp2_tp2_sgd_clip",
+              "the TP model on a DP2 x TP2 mesh (4 ranks; batch split on dp, weights "
+              "on mp), relu, SGD, global-norm clip (0.05) inserted as 3.3.1's static "
+              "clip emits it; before the post-partition passes",
+              {DP_OPT: _DP_OPT_2X2}, act="relu", optimizer="sgd", clip_norm=0.05),
 ]

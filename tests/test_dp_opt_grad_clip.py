@@ -181,3 +181,47 @@ def test_coalesce_tensor_rule_is_paddles_views():
 def test_nop_rule_states_no_shapes():
     out, bad = _rule("nop", {"X": [(3, 4)]})
     assert out == {} and not bad
+
+
+def test_grad_clip_global_norm_on_dp2_x_tp2():
+    """Four ranks, TP groups [0,1] [2,3], DP groups [0,2] [1,3]: each shard of
+    a sharded grad is counted on one rank (0 and 1), each replicated grad on
+    rank 0 only, and the partial norms are summed over ring 0 (all four).
+    (This case is paired with dp_opt only in the gate: the value proof of
+    the clip on four ranks takes about a minute.)"""
+    adapter = passes.get("grad_clip")
+    case = cases.all_cases()["engine_dp2_tp2_sgd_clip"]
+    adapter.apply_local(case, 0)  # a fresh application
+    snaps = {}
+    for r in case.ranks:
+        run = adapter.apply_local(case, r)
+        assert run.error is None
+        snaps[r] = (_snapshot(run.original, case, r, "original"),
+                    _snapshot(run.rewritten, case, r, "rewritten"))
+    for r, (before, after) in snaps.items():
+        (norm,) = _named(adapter.contract(case, r, before, after), "global norm")
+        assert norm.verdict == Verdict.EQUIVALENT, norm.message
+        assert "9 gradient piece(s)" in norm.message
+    # ranks 2 and 3 hold no norm of their own: the pass fills their share with 0
+    assert not any(o.type == "squared_l2_norm" for o in snaps[2][1].ops)
+
+
+def test_symbolic_sum_over_four_ranks_of_0d_values():
+    """The value semantics' collective over more than two 0-d values (the
+    clip's partial norms on four ranks): numpy turns a 0-d object sum into a
+    bare element, which the next addition could not take."""
+    from fractions import Fraction
+
+    from verify.value import semantics as S
+    from verify.value import symbolic as sym
+
+    store = sym.Store()
+    sym.T.store = store
+    vals = [Fraction(3), Fraction(0), Fraction(0), Fraction(5, 2)]
+    xs = [S.Tensor(np.asarray(sym.T(store.const(v)), dtype=object), [], "float32")
+          for v in vals]
+    for i in range(4):
+        out = S.collective("sum", xs, i, 0, sym.Kernels(store))
+        assert out.arr.shape == () and out.arr.item().i == store.const(sum(vals))
+    avg = S.collective("avg", xs, 1, 0, sym.Kernels(store))
+    assert avg.arr.item().i == store.const(sum(vals) / 4)

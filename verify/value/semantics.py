@@ -547,7 +547,8 @@ def collective(kind, xs, i, root, k):
             raise Unsupported(f"{kind} over tensors of different shapes")
         acc = xs[0].arr
         for t in xs[1:]:
-            acc = acc * t.arr if kind == "prod" else acc + t.arr
+            # numpy turns a 0-d object sum into a bare element: keep an array
+            acc = np.asarray(acc * t.arr if kind == "prod" else acc + t.arr, dtype=object)
         if kind == "avg":
             acc = acc * k.const(Fraction(1, n))
         if kind != "reduce_scatter":
