@@ -56,3 +56,27 @@ def test_softmax_grad_shape_is_paddles_and_a_wrong_grad_is_caught():
     _, bad = _rule("softmax_grad", {"Out": [(2, 3, 4)], "Out@GRAD": [(2, 3, 5)]},
                    {"axis": -1})
     assert bad and "dim 2" in bad[0]
+
+
+@pytest.mark.parametrize("axes,starts,ends,decrease", [
+    ([2], [0], [4], []), ([1, 2], [1, -4], [3, 100], []), ([0], [1], [2], [0])])
+def test_slice_and_grad_shapes_are_paddles(axes, starts, ends, decrease):
+    def ref(paddle):
+        x = paddle.to_tensor(np.zeros((2, 3, 8), "float32"), stop_gradient=False)
+        out = paddle.slice(x, axes, starts, ends)
+        if decrease:
+            out = paddle.squeeze(out, decrease)
+        (dx,) = paddle.grad(out, x, paddle.ones_like(out))
+        return list(out.shape), list(dx.shape)
+    out_ref, dx_ref = _pd(ref)
+    attrs = {"axes": axes, "starts": starts, "ends": ends, "decrease_axis": decrease}
+    out, bad = _rule("slice", {"Input": [(2, 3, 8)]}, attrs)
+    assert not bad and out["Out"] == [out_ref]
+    out, bad = _rule("slice_grad", {"Input": [(2, 3, 8)], "Out@GRAD": [out_ref]}, attrs)
+    assert not bad and out["Input@GRAD"] == [dx_ref]
+
+
+def test_slice_decreasing_a_dim_that_is_not_1_is_caught():
+    _, bad = _rule("slice", {"Input": [(2, 3, 8)]},
+                   {"axes": [2], "starts": [0], "ends": [4], "decrease_axis": [2]})
+    assert bad and "decrease_axis 2" in bad[0]

@@ -687,6 +687,43 @@ def test_rooted_reduce_lands_on_the_root_only(kind, fold, n, root):
     assert S.collective_kind(op) == kind and collectives.root_of(op.attrs) == root
 
 
+@pytest.mark.parametrize("axes,starts,ends,decrease", [
+    ([2], [0], [4], []), ([2], [4], [8], []), ([1, 2], [1, -4], [3, 100], []),
+    ([0], [1], [2], [0])])
+def test_slice_and_its_grad_against_paddle(axes, starts, ends, decrease):
+    x = r(2, 3, 8)
+    attrs = {"axes": axes, "starts": starts, "ends": ends, "decrease_axis": decrease}
+    got = run("slice", {"Input": [x]}, attrs)["Out"]
+
+    def ref(paddle):
+        xt = paddle.to_tensor(x, stop_gradient=False)
+        out = paddle.slice(xt, axes, starts, ends)
+        if decrease:
+            out = paddle.squeeze(out, decrease)
+        g = paddle.to_tensor(np.arange(out.size, dtype="float64").reshape(out.shape) + 1)
+        (dx,) = paddle.grad(out, xt, g)
+        return out.numpy(), g.numpy(), dx.numpy()
+    out_ref, g, dx_ref = _pd(ref)
+    close(got, out_ref)
+    close(run("slice_grad", {"Input": [x], "Out@GRAD": [g]}, attrs)["Input@GRAD"], dx_ref)
+
+
+def test_slice_on_reduced_shapes_takes_the_aligned_chunk():
+    """x [2, 6] reduced to [2, 2]: [3:6] is the second of two aligned chunks
+    (reduced column 1), as split would give it; an unaligned slice is
+    Unsupported (INCONCLUSIVE), never a guess."""
+    x = S.Tensor(np.array(r(2, 2), dtype=object), S.leaf_dims((2, 6), 2))
+    op = Op(0, "slice", {"Input": ["x"]}, {"Out": ["o"]},
+            {"axes": [1], "starts": [3], "ends": [6]})
+    out = S.ROWS["slice"](op, {"Input": [x]}, K)["Out"][0]
+    assert out.orig == (2, 3)
+    close(out.arr, x.arr[:, 1:2])
+    bad = Op(0, "slice", {"Input": ["x"]}, {"Out": ["o"]},
+             {"axes": [1], "starts": [1], "ends": [4]})
+    with pytest.raises(S.Unsupported):
+        S.ROWS["slice"](bad, {"Input": [x]}, K)
+
+
 def test_every_row_is_tested():
     """Runs last in this file (pytest keeps file order)."""
     missing = set(S.ROWS) - TESTED

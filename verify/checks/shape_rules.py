@@ -670,3 +670,42 @@ RULES.update({
     "pd_op.slice": _pir_slice,
     "pd_op.concat": _pir_concat_vector,
 })
+
+
+# -- slice and its grad ----------------------------------------------------------
+def _slice(s):
+    """Paddle's clamping of starts/ends on static dims; on a symbolic dim a
+    non-negative start with an end past any size (INT_MAX) keeps ``d - s``,
+    a smaller non-negative end needs ``end <= d``; tensor-valued
+    starts/ends and negative bounds on symbolic dims are not modelled."""
+    for slot in ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"):
+        if s.has(slot):
+            raise RuleError(f"slice with {slot}")
+    x = list(s("Input"))
+    out = list(x)
+    for a, st, en in zip(s.attr("axes", []), s.attr("starts", []), s.attr("ends", [])):
+        a, st, en = int(a) % max(len(x), 1), int(st), int(en)
+        d = x[a]
+        if is_static(d):
+            st = max(0, min(d, st + d if st < 0 else st))
+            en = max(0, min(d, en + d if en < 0 else en))
+            out[a] = max(0, en - st)
+        elif st >= 0 and en >= 2 ** 30:
+            s.need(st < d, f"slice start {st} is past dim {a}")
+            out[a] = d - st
+        elif 0 <= st <= en:
+            s.need(en <= d, f"slice end {en} is past dim {a}")
+            out[a] = en - st
+        else:
+            raise RuleError(f"slice [{st}:{en}] of symbolic dim {a}")
+    for a in sorted({int(v) % max(len(x), 1) for v in s.attr("decrease_axis", []) or []},
+                    reverse=True):
+        s.need(eq(out[a], 1), f"decrease_axis {a} has size {out[a]}, not 1")
+        out.pop(a)
+    return {"Out": [out]}
+
+
+RULES.update({
+    "slice": _slice,
+    "slice_grad": grads_like(**{"Input@GRAD": "Input"}),
+})

@@ -1014,3 +1014,71 @@ ROWS.update({
     "pd_op.slice": _pir_slice,
     "pd_op.concat": _pir_concat_vector,
 })
+
+
+# -- slice and its grad (a fused q/k/v projection's pieces) -------------------
+def _slice_ranges(op, ins, x):
+    """[(axis, start, stop)] on ORIGINAL sizes, as Paddle clamps them; the
+    tensor-valued starts/ends are not modelled."""
+    for slot in ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"):
+        if _has(ins, slot):
+            raise Unsupported(f"slice with {slot}")
+    out = []
+    for a, s, e in zip(op.attrs.get("axes") or [], op.attrs.get("starts") or [],
+                       op.attrs.get("ends") or []):
+        a = int(a) % max(x.arr.ndim, 1)
+        n = x.orig[a]
+        s, e = int(s), int(e)
+        s = max(0, min(n, s + n if s < 0 else s))
+        e = max(0, min(n, e + n if e < 0 else e))
+        out.append((a, s, max(s, e)))
+    return out
+
+
+def _slice_piece(x, axis, start, stop):
+    """(reduced index range, dims) of ``[start, stop)`` along ``axis``: exact
+    where the dim is not reduced; else, as ``split``, the k-th of n equal
+    aligned chunks of a one-factor dim whose reduced size n divides."""
+    d, r = x.dims[axis], x.arr.shape[axis]
+    o = _prod(a for a, _ in d)
+    length = stop - start
+    if r == o:
+        return slice(start, stop), ((length, length),) if length != 1 else ((1, 1),)
+    if len(d) == 1 and length and o % length == 0 and start % length == 0 \
+            and r % (o // length) == 0:
+        n = o // length
+        k, part = start // length, r // (o // length)
+        return slice(k * part, (k + 1) * part), ((length, part),)
+    raise Unsupported(f"slice [{start}:{stop}] of dim {axis} (size {o}, reduced {r})")
+
+
+def slice_op(op, ins, k):
+    """``slice``: an index map (the piece of each sliced axis, ``decrease_axis``
+    dropped)."""
+    x = _t(ins, "Input")
+    index = [slice(None)] * x.arr.ndim
+    dims = list(x.dims)
+    for a, s, e in _slice_ranges(op, ins, x):
+        index[a], dims[a] = _slice_piece(x, a, s, e)
+    arr = x.arr[tuple(index)]
+    drop = sorted({int(a) % max(x.arr.ndim, 1) for a in op.attrs.get("decrease_axis") or []})
+    if drop and len(drop) < x.arr.ndim:
+        arr = arr.reshape([n for i, n in enumerate(arr.shape) if i not in drop])
+        dims = [d for i, d in enumerate(dims) if i not in drop]
+    return {"Out": [Tensor(np.asarray(arr), dims, x.dtype)]}
+
+
+def slice_grad(op, ins, k):
+    """``Input@GRAD``: zeros of Input's shape with ``Out@GRAD`` in the slice."""
+    x, g = _t(ins, "Input"), _t(ins, "Out@GRAD")
+    index = [slice(None)] * x.arr.ndim
+    for a, s, e in _slice_ranges(op, ins, x):
+        index[a] = _slice_piece(x, a, s, e)[0]
+    out = np.empty(x.arr.shape, dtype=object)
+    out.fill(k.const(0))
+    piece = out[tuple(index)]
+    out[tuple(index)] = g.arr.reshape(piece.shape)
+    return {"Input@GRAD": [Tensor(out, x.dims, x.dtype)]}
+
+
+ROWS.update({"slice": slice_op, "slice_grad": slice_grad})
