@@ -22,11 +22,15 @@ The sharding stage is a case param (``stage``: 1 or 2), read by the adapter
 pass name, so the stage is chosen per case.  ``degree`` is the DP degree, 2.
 
 Grad clip: ``ClipGradByGlobalNorm`` cannot be built in legacy mode on 3.3.1
-(see ``CLIP_NOTE``), so no clip case is planned.
+(see ``CLIP_NOTE``); the clip cases (``clip_norm``) get the ops it would
+append inserted by ``cases/engine_dp.insert_global_norm_clip`` (each rank's
+local global norm, before the optimizer), as the program the Parallelizer
+hands to sharding (the grad-clip pass runs after sharding).
 """
 from __future__ import annotations
 
 from .base import Case, Expect
+from .engine_dp import insert_global_norm_clip
 from .engine_planned import MESH, build as _planned_build
 
 SHARDING = "auto_parallel_sharding"
@@ -74,6 +78,23 @@ _DEPS_S2 = Expect(True, "EQUIVALENT",
                   "executor, which does not run those nops as no-ops (NOP_UNFAITHFUL)")
 
 
+_CLIP_S1 = Expect(True, "EQUIVALENT",
+                  "stage 1 keeps every gradient all-reduced on every rank, so each rank's "
+                  "global norm (squared_l2_norm of all six grads, stack, reduce_sum, sqrt) "
+                  "and clip factor are the unsharded program's; the owner's optimizer op and "
+                  "the broadcast from it keep every parameter equal (proved, 3 simulated steps)")
+_CLIP_S2 = Expect(True, "NOT_EQUIVALENT",
+                  "stage 2 reduces each grad to its owner only, but leaves the clip (computed "
+                  "on every rank over all six grads) alone: a rank's global norm now mixes the "
+                  "reduced grads it owns with its local unreduced grads of the others, so the "
+                  "clip factor and the owner's update differ (value proof refutes the clipped "
+                  "grads and the parameters on both ranks; simulated runs differ from step 0). "
+                  "In the Engine's pipeline auto_parallel_grad_clip runs right after sharding "
+                  "to make the norm consistent; sharding alone does not keep the values")
+_DEPS_CLIP_S2 = Expect(True, "EQUIVALENT",
+                       "as on engine_shard_dp2_adamw_s2: no all_reduce left after stage 2 (the "
+                       "clip's norm is local, no global-norm sync collective), so the pass only "
+                       "orders the optimizer ops with nops")
 _OVERLAP = Expect(True, "PASS_CRASHED",
                   "stage 2 with sharding.enable_overlap: after replacing each grad "
                   "all_reduce by a reduce (slot out), _overlap_grad_comm reads "
@@ -89,7 +110,12 @@ _FUSE = Expect(True, "PASS_CRASHED",
 
 
 def build(case, rank):
-    return _planned_build(case, rank)
+    rp = _planned_build(case, rank)
+    if case.params.get("clip_norm"):
+        # the ops ClipGradByGlobalNorm would append (engine_dp's builder: the
+        # Engine cannot build them in legacy mode, see CLIP_NOTE)
+        insert_global_norm_clip(rp, float(case.params["clip_norm"]))
+    return rp
 
 
 # Real CPU ranks run programs with FLAGS_enable_pir_in_executor (gloo needs
@@ -124,6 +150,15 @@ CASES = [
     _case("engine_shard_dp2_adamw_s2",
           "as engine_shard_dp2_adamw_s1, stage 2 (gradients reduced to their owner)",
           {SHARDING: _S2, DEPS: _DEPS_S2}, unfaithful=NOP_UNFAITHFUL, act="relu", optimizer="adamw", stage=2),
+    _case("engine_shard_dp2_sgd_clip_s1",
+          "as engine_shard_dp2_sgd_s1 with a global-norm grad clip (clip_norm 0.01) "
+          "before the optimizer; stage 1",
+          {SHARDING: _CLIP_S1, DEPS: _DEPS_S1}, act="relu", optimizer="sgd", stage=1,
+          clip_norm=0.01),
+    _case("engine_shard_dp2_sgd_clip_s2",
+          "as engine_shard_dp2_sgd_clip_s1, stage 2",
+          {SHARDING: _CLIP_S2, DEPS: _DEPS_CLIP_S2}, unfaithful=NOP_UNFAITHFUL, act="relu",
+          optimizer="sgd", stage=2, clip_norm=0.01),
     _case("engine_shard_dp2_adamw_s2_overlap",
           "as engine_shard_dp2_adamw_s2 with sharding.enable_overlap (grad and param "
           "communication on their own streams)",
