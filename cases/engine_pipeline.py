@@ -59,6 +59,18 @@ CASES = [
                  "grads); value proof INCONCLUSIVE (coalesce_tensor)"),
           dp=True, pipeline={"dp_optimization.enable": True}, act="relu",
           optimizer="sgd", clip_norm=0.05),
+    _case("engine_pipeline_dp2_clip_default",
+          "DP2 model with a global-norm clip through 3.3.1's default strategy",
+          Expect(True, "CONTRACT_BROKEN",
+                 "what a DP user who changes nothing gets: sequence parallel "
+                 "optimization (nothing to do), grad clip, explicit dependencies "
+                 "(nothing to do). The clip stage splits the squared norms between the "
+                 "ranks and all-reduces them (global norm holds); the final program is "
+                 "proved equal to the original on both ranks and agrees over 3 steps on "
+                 "the simulator and on real gloo ranks. Only finding: 'after "
+                 "auto_parallel_grad_clip' leaves stack_0.tmp_0 declared [6, 1] where "
+                 "the stack makes [3, 1]"),
+          dp=True, pipeline={}, act="relu", optimizer="sgd", clip_norm=0.05),
     _case("engine_pipeline_tp2_clip",
           "TP2 model with a global-norm clip, strategy: promotion switched on "
           "(fused_linear_promotion, fused_passes with fuse_gemm_epilogue), "
