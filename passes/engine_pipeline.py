@@ -26,7 +26,10 @@ promotion pass prunes that list in place and the clip pass reads it).
 Like MLIR's ``-verify-each``: a snapshot is taken after every stage, and
 the contract reports one result per stage, named ``after <pass>``: the
 shape check and the def-use check of ``verify/checks`` on that stage's
-snapshot against the previous one, and whether the stage raised.  A
+snapshot against the previous one, the stage pass's own contract where it
+is judged on that stage alone (dp_opt: every grad synced once with its
+factor; grad clip: the global norm across ranks), and whether the stage
+raised.  A
 raising stage is that stage's PASS_CRASHED (with the traceback); the stages
 after it are reported as not run (INCONCLUSIVE), never as passing.  The
 application as a whole is judged by the normal checks on the final
@@ -258,6 +261,12 @@ class EnginePipelineAdapter(PassAdapter):
             # a stage answers for what it broke, not for what an earlier stage left
             own = [c for c in checks if c.ok or _key(c) not in inherited]
             inherited = seen
+            if rec["pass"] == "auto_parallel_data_parallel_optimization":  # its contract
+                from . import get
+
+                extra = get(rec["pass"]).contract(case, rank, rec["before"], rec["after"])
+                own += extra
+                checks = checks + extra
             if rec["pass"] == "auto_parallel_grad_clip":  # its contract needs every rank
                 from .auto_parallel_grad_clip import global_norm_checks
 

@@ -117,3 +117,20 @@ def test_pipeline_cases_pair_with_the_pipeline_only():
             continue
         paired = [a.short for a in passes.adapters().values() if a.handles(case)]
         assert paired == ["pipeline"]
+
+
+def test_the_dp_opt_stage_carries_its_contract():
+    """The dp_opt stage is judged by its own contract too: the real pass keeps
+    every grad synced once; a mutant that leaves one grad out of the fused
+    sum is caught at that stage with the grad and the optimizer reading it."""
+    def sync(app, rank):
+        stage = _stage(app, rank, "auto_parallel_data_parallel_optimization")
+        return [c for c in stage.details["checks"]
+                if c["name"] == "each gradient synced once"]
+
+    real = _run("engine_pipeline_dp2_clip")
+    assert [c["verdict"] for c in sync(real, 0)] == ["EQUIVALENT"]
+    bad = _run("engine_pipeline_dp2_clip", "dp_opt_one_grad_unsynced.py")
+    (c,) = [c for c in sync(bad, 1) if c["verdict"] != "EQUIVALENT"]
+    assert c["counterexample"]["var"] == "linear_1.b_0@GRAD"
+    assert c["counterexample"]["op_type"] == "sgd" and c["counterexample"]["rank"] == 1
