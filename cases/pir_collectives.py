@@ -17,6 +17,12 @@ emits ``builtin.split``).  Per rank r of a TP2 ring (ring 0, ranks 0 and 1)::
     c  = builtin.slice(v, index)                     this rank keeps chunk ``index``
     y  = pd_op.scale(c, 2.0)                          watched
 
+``rs_sp_bias`` is the pass's second documented pattern (a row-parallel
+linear with bias under sequence parallelism, forward and hand-written
+backward: ``build_programs_sp``), and ``planned_row_sp_pir`` is
+``examples/row_sp_pir.py`` planned by Paddle itself (``dist.to_static``, PIR,
+cached): what 3.3.1's reshard emits for the same computation.
+
 The all-reduce carries the four stream/event attrs a multi-stream schedule
 sets (``execution_stream``, ``force_record_event``, ``event_to_record``,
 ``events_to_wait``); the DRR pattern binds them, so without them it cannot
