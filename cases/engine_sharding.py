@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from .base import Case, Expect
 from .engine_dp import insert_global_norm_clip
+from .engine_pipeline import PIPELINE, _case as _pipeline_case
 from .engine_planned import MESH, build as _planned_build
 
 SHARDING = "auto_parallel_sharding"
@@ -169,4 +170,31 @@ CASES = [
           "(parameter broadcasts fused into coalesced buckets)",
           {SHARDING: _FUSE}, act="relu", optimizer="adamw", stage=2,
           sharding={"param_bucket_size_numel": 1000000}),
+    # The Engine's own post-partition pipeline (passes/engine_pipeline.py) with
+    # sharding on, on the DP2 + clip model: what a user enabling sharding gets.
+    _pipeline_case(
+        "engine_pipeline_shard_s1_clip",
+        "DP2 model with a global-norm clip, strategy: sharding stage 1, degree 2 "
+        "(sp_optimization off)",
+        Expect(True, "PASS_CRASHED",
+               "stages: sharding (shapes and def-use hold), grad clip (each rank now sums "
+               "the squared norms of the grads it owns and all_reduces the norm over the "
+               "sharding group; its stack is declared [6, 1] but holds 3: the stale shape "
+               "of engine_pipeline_dp2_clip), then explicit dependencies raises on the "
+               "clip's all_reduce (and the grads' ones): is_amp_flag_sync_op reads attr "
+               "op_type, (NotFound) Attribute op_type is not found, both ranks. A user who "
+               "enables sharding with a grad clip cannot plan on 3.3.1"),
+        dp=True, pipeline={"sharding.enable": True, "sharding.stage": 1, "sharding.degree": 2,
+                           "sp_optimization.enable": False},
+        act="relu", optimizer="sgd", clip_norm=0.01),
+    _pipeline_case(
+        "engine_pipeline_shard_s2_clip",
+        "as engine_pipeline_shard_s1_clip with sharding stage 2",
+        Expect(True, "PASS_CRASHED",
+               "as engine_pipeline_shard_s1_clip: stage 2 leaves no gradient all_reduce, "
+               "but the grad-clip pass adds one for the global norm, so the dependencies "
+               "pass raises (NotFound) Attribute op_type is not found on it, both ranks"),
+        dp=True, pipeline={"sharding.enable": True, "sharding.stage": 2, "sharding.degree": 2,
+                           "sp_optimization.enable": False},
+        act="relu", optimizer="sgd", clip_norm=0.01),
 ]
