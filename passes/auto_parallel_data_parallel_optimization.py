@@ -98,6 +98,10 @@ def loss_seed(snap):
 class DataParallelOptimizationAdapter(PassAdapter):
     name = "auto_parallel_data_parallel_optimization"
     short = "dp_opt"
+    # the pass reads the planner's process groups (ring ids -> groups); the standalone reproducer does not rebuild them
+    repro_blocker = ("the pass reads the planning process's state (the planner's process groups (ring ids -> groups)), which a "
+                     "standalone reproducer does not rebuild; reproduce with python -m "
+                     "verify run")
 
     def handles(self, case) -> bool:
         """Legacy cases that state what this pass must do on them (the

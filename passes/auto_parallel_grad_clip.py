@@ -95,6 +95,10 @@ def give_serial_optimizer(case, ctx) -> None:
 class GradClipAdapter(PassAdapter):
     name = "auto_parallel_grad_clip"
     short = "grad_clip"
+    # the pass reads the planner's process groups, world size and serial optimizer (its clip); the standalone reproducer does not rebuild them
+    repro_blocker = ("the pass reads the planning process's state (the planner's process groups, world size and serial optimizer (its clip)), which a "
+                     "standalone reproducer does not rebuild; reproduce with python -m "
+                     "verify run")
 
     def __init__(self):
         self._after = {}  # (case, rank) -> rewritten snapshot, for the cross-rank contract

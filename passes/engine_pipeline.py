@@ -117,6 +117,8 @@ def stages(strategy, rp, params_grads) -> list:
 class EnginePipelineAdapter(PassAdapter):
     name = "engine_pipeline"
     short = "pipeline"
+    repro_blocker = ("not one Paddle pass but the Parallelizer's list of them; its stage "
+                     "results name the pass that broke the program")
 
     def __init__(self):
         self._stages = {}  # (case, rank) -> [stage record]

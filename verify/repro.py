@@ -179,6 +179,13 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
 def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     """Everything the reproducer of ``adapter`` on ``case`` needs, as JSON data."""
     paddle = paddle_module()
+    from paddle.distributed.passes.pass_base import PassBase
+
+    if adapter.name not in PassBase._REGISTERED_PASSES and pass_file is None:
+        raise ReproError(f"{adapter.name} is not one Paddle pass (a pipeline of them); "
+                         "its stage results name the pass to reproduce")
+    if getattr(adapter, "repro_blocker", ""):  # what a standalone script cannot rebuild
+        raise ReproError(f"{adapter.name}: {adapter.repro_blocker}")
     from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
 
     from cases.engine_planned import _mesh_record, _program_record
