@@ -438,7 +438,7 @@ def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=No
     # the original and a fresh build (for the rewritten side's metadata) are
     # built here while the worker applies the pass
     (status, answer), (original, fresh) = _run_job(
-        "apply", payload, timeout, memory, 
+        "apply", payload, timeout, memory,
         lambda: (adapter.build_original(case, rank), case.build(rank)))
     return _pass_run(status, answer, original, fresh, timeout, memory, adapter)
 
