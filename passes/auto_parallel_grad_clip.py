@@ -95,13 +95,15 @@ def give_serial_optimizer(case, ctx) -> None:
 class GradClipAdapter(PassAdapter):
     name = "auto_parallel_grad_clip"
     short = "grad_clip"
-    # the pass reads the planner's process groups, world size and serial optimizer (its clip); the standalone reproducer does not rebuild them
-    repro_blocker = ("the pass reads the planning process's state (the planner's process groups, world size and serial optimizer (its clip)), which a "
-                     "standalone reproducer does not rebuild; reproduce with python -m "
-                     "verify run")
-
     def __init__(self):
         self._after = {}  # (case, rank) -> rewritten snapshot, for the cross-rank contract
+
+    def repro_planner(self, case) -> dict:
+        """What a standalone reproducer must rebuild of the planning process:
+        the job's size and the serial optimizer's clip (process groups of
+        single-group rings travel in every reproducer)."""
+        return {"world_size": case.world_size,
+                "serial_grad_clip": case.params.get("clip_norm")}
 
     def handles(self, case) -> bool:
         """Legacy cases that state what this pass must do on them (the

@@ -265,6 +265,8 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
         "seed": DEFAULT_SEED if seed is None else int(seed), "steps": STEPS,
         "ranks": ranks,
         "contract": contract_claims(adapter, case, pass_file, checks),
+        # planning-process state the pass reads (passes.*: repro_planner)
+        "planner": adapter.repro_planner(case) if hasattr(adapter, "repro_planner") else {},
     }
 
 

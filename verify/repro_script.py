@@ -53,6 +53,10 @@ import paddle  # noqa: E402
 PAYLOAD = json.loads(zlib.decompress(base64.b64decode("""
 __PAYLOAD__
 """)).decode())
+if PAYLOAD.get("planner", {}).get("world_size"):
+    # the job's size, as the planning process saw it (get_world_size())
+    os.environ["PADDLE_TRAINERS_NUM"] = str(PAYLOAD["planner"]["world_size"])
+    paddle.distributed.parallel._global_parallel_env = None
 
 # ---------------------------------------------------------------------------
 # c_allreduce_sum: Paddle 3.3.1 has no op definition for it, yet the overlap
@@ -185,6 +189,10 @@ def build(rank):
     mesh_of(None, ctx)
     annotate(main, r["dist"]["main"], ctx)
     annotate(startup, r["dist"]["startup"], ctx)
+    clip = PAYLOAD.get("planner", {}).get("serial_grad_clip")
+    if clip:  # the user's optimizer the planner records (its clip is what passes read)
+        ctx._serial_optimizer = paddle.optimizer.SGD(
+            learning_rate=0.1, grad_clip=paddle.nn.ClipGradByGlobalNorm(float(clip)))
     return main, startup, ctx
 
 
