@@ -13,13 +13,27 @@ from ..verdicts import CheckResult, Verdict
 KIND = "dataflow"
 
 
+# Input slots an op names without reading their data, one row per op type:
+# ``coalesce_tensor`` with ``copy_data=False`` makes its inputs views of one
+# new fused buffer (the ops after it write them: Paddle's fused all-reduce).
+DECLARED_ONLY = {
+    "coalesce_tensor": lambda op: () if op.attrs.get("copy_data", True) else ("Input",),
+}
+
+
+def data_reads(op) -> list:
+    """The vars ``op`` reads the data of (its reads minus declared-only slots)."""
+    skip = DECLARED_ONLY.get(op.type, lambda _: ())(op)
+    return [n for slot, names in op.inputs.items() if slot not in skip for n in names]
+
+
 def first_undefined_reads(ops, defined) -> list:
     """``[(op, var)]`` for each var first read before any write, in order."""
     defined = set(defined)
     seen = set()
     out = []
     for op in ops:
-        for name in op.reads():
+        for name in data_reads(op):
             if name and name not in defined and name not in seen:
                 seen.add(name)
                 out.append((op, name))
