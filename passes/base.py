@@ -180,6 +180,35 @@ class PassAdapter:
         return CheckResult("contract", name, rank, Verdict.EQUIVALENT, msg, details=details)
 
 
+class PirPassAdapter(PassAdapter):
+    """Base of the adapters of PIR passes: programs cross process borders
+    (isolation workers) in PIR's own serialization with their value names."""
+
+    ir = "pir"
+
+    def export_rewritten(self, rp) -> dict:
+        """The rewritten programs as PIR's own serialization, and the value
+        names of main by position (op index, result index)."""
+        import paddle
+
+        from verify.pir_snapshot import export_programs
+
+        with paddle.pir_utils.IrGuard():
+            return export_programs(rp.main, rp.startup, rp.names)
+
+    def import_rewritten(self, fresh, exported):
+        """A RankProgram from :meth:`export_rewritten` and a fresh build."""
+        import dataclasses
+
+        import paddle
+
+        from verify.pir_snapshot import import_programs
+
+        with paddle.pir_utils.IrGuard():
+            main, startup, names = import_programs(exported)
+        return dataclasses.replace(fresh, main=main, startup=startup, names=names)
+
+
 def pairs(adapters, cases) -> list:
     """``[(adapter, case)]`` of every adapter with every case of its IR."""
     return [(a, c) for a in adapters for c in cases if a.handles(c)]

@@ -31,17 +31,16 @@ from __future__ import annotations
 
 import traceback
 
-from passes.base import PassAdapter, PassRun, finding, holds
+from passes.base import PassRun, PirPassAdapter, finding, holds
 from verify.collectives import COLLECTIVES, kind
 
 NAME = "fuse_allreduce_split_to_reducescatter_pass"
 ALL_REDUCES = ("pd_op.all_reduce_", "pd_op.all_reduce")
 
 
-class PirFuseAllreduceSplit(PassAdapter):
+class PirFuseAllreduceSplit(PirPassAdapter):
     name = NAME
     short = "rs_fuse"
-    ir = "pir"
 
     def attrs(self, case, rp) -> dict:
         return {}
@@ -65,26 +64,6 @@ class PirFuseAllreduceSplit(PassAdapter):
                 tb, etype = traceback.format_exc(), type(exc).__name__
         rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
         return PassRun(original, rewritten, tb, etype)
-
-    # -- isolation (verify/isolation.py): a PIR program travels serialized
-    def export_rewritten(self, rp) -> dict:
-        import paddle
-
-        from verify.pir_snapshot import export_programs
-
-        with paddle.pir_utils.IrGuard():
-            return export_programs(rp.main, rp.startup, rp.names)
-
-    def import_rewritten(self, fresh, exported):
-        import dataclasses
-
-        import paddle
-
-        from verify.pir_snapshot import import_programs
-
-        with paddle.pir_utils.IrGuard():
-            main, startup, names = import_programs(exported)
-        return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
     def repro_apply_source(self) -> str:
         return f"""

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import traceback
 
-from passes.base import PassAdapter, PassRun, finding, holds
+from passes.base import PassRun, PirPassAdapter, finding, holds
 
 
-class PirSplitMatmulGrad(PassAdapter):
+class PirSplitMatmulGrad(PirPassAdapter):
     name = "_pir_split_matmul_grad_to_matmul"
     short = "vpp_split"
-    ir = "pir"
 
     def attrs(self, case, rp) -> dict:
         return {}
@@ -62,29 +61,6 @@ class PirSplitMatmulGrad(PassAdapter):
                 oom = isinstance(exc, MemoryError)
         rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
         return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
-
-    # -- isolation (verify/isolation.py): a PIR program travels serialized
-    def export_rewritten(self, rp) -> dict:
-        """The rewritten programs as PIR's own serialization, and the value
-        names of main by position (op index, result index)."""
-        import paddle
-
-        from verify.pir_snapshot import export_programs
-
-        with paddle.pir_utils.IrGuard():
-            return export_programs(rp.main, rp.startup, rp.names)
-
-    def import_rewritten(self, fresh, exported):
-        """A RankProgram from :meth:`export_rewritten` and a fresh build."""
-        import dataclasses
-
-        import paddle
-
-        from verify.pir_snapshot import import_programs
-
-        with paddle.pir_utils.IrGuard():
-            main, startup, names = import_programs(exported)
-        return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
     def repro_apply_source(self) -> str:
         """``apply_pass(main)`` for a self-contained reproducer (verify/pir_repro.py)."""
