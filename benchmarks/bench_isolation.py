@@ -17,13 +17,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from verify import legacy_ir  # noqa: E402,F401
+from verify.ir import legacy_ir  # noqa: E402,F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify import isolation  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.engine import isolation  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.engine.matrix_runner import pick_backend  # noqa: E402
 
 
 def main() -> int:

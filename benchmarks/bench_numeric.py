@@ -45,11 +45,12 @@ from types import SimpleNamespace
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from verify import legacy_ir  # noqa: E402,F401  (legacy IR before paddle)
+from verify.ir import legacy_ir  # noqa: E402,F401  (legacy IR before paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
 from verify.numeric.equivalence import numeric_checks  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 
 def now():
@@ -78,7 +79,7 @@ def outcomes_of(adapter, case):
     when the pass raised on some rank (the gate runs no numerics then)."""
     out = []
     for rank in case.ranks:
-        run = adapter.apply(case, rank)
+        run = run_pass(adapter, case, rank)
         if run.error:
             return None
         out.append(SimpleNamespace(rank=rank, run=run))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verify import legacy_ir  # noqa: E402,F401  (before paddle)
-from verify.legacy_ir import paddle_module  # noqa: E402
+from verify.ir import legacy_ir  # noqa: E402,F401  (before paddle)
+from verify.ir.legacy_ir import paddle_module  # noqa: E402
 
 import numpy as np  # noqa: E402
 

@@ -35,14 +35,15 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from verify import legacy_ir  # noqa: E402,F401  (legacy IR before paddle)
+from verify.ir import legacy_ir  # noqa: E402,F401  (legacy IR before paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
 from cases.layer_stack import make_case  # noqa: E402
 from passes.base import PassAdapter, PassRun  # noqa: E402
-from verify.application import _snapshot  # noqa: E402
+from verify.ir.rank_snapshot import snapshot_of as _snapshot  # noqa: E402
 from verify.checks import CheckContext, static_checks  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 LIBRARY_TARGET = 0.5  # s per application of a library case
 STACK_TARGET = 5.0  # s per rank for 48 blocks
@@ -65,7 +66,7 @@ def apply_timed(adapter, case, rank):
         case.build(rank)
         t_build = now() - t0
         t0 = now()
-        run = adapter.apply(case, rank)
+        run = run_pass(adapter, case, rank)
         return run, t_build, max(now() - t0 - 2 * t_build, 0.0)
     from paddle.distributed.passes import PassContext, new_pass
 

@@ -21,19 +21,20 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from verify import legacy_ir  # noqa: E402,F401
+from verify.ir import legacy_ir  # noqa: E402,F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
 from cases.layer_stack import make_case  # noqa: E402
-from verify.snapshot import from_programs  # noqa: E402
+from verify.ir.snapshot import from_programs  # noqa: E402
 from verify.value import prove_application  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 
 def snapshots(adapter, case):
     befores, afters, watched, per_tp = {}, {}, {}, set()
     for r in case.ranks:
-        run = adapter.apply(case, r)
+        run = run_pass(adapter, case, r)
         if run.error:
             return None
         befores[r] = from_programs(run.original.main, run.original.startup)

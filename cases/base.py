@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from verify import legacy_ir  # noqa: F401  (legacy IR before paddle)
+from verify.ir import legacy_ir  # noqa: F401  (legacy IR before paddle)
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Case:
         """
         import dataclasses
 
-        from verify.legacy_ir import paddle_module
+        from verify.ir.legacy_ir import paddle_module
 
         low = self.params.get("amp_dtype")
         if self.amp_level not in ("o1", "o2") or not low or low == "float32" \

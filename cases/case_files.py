@@ -12,7 +12,7 @@ import (the error line, with its line number in the file), defines no
 case like a built-in one or like a case of another file.
 
 A case from a file pickles as (file, case name, its plain fields), so an
-isolation worker (``verify/isolation.py``) re-imports the file to get the
+isolation worker (``verify/engine/isolation.py``) re-imports the file to get the
 builder back; the module of the file is not importable by name there.
 """
 from __future__ import annotations
@@ -187,8 +187,8 @@ def _validate(path: str, index: int, case) -> FileCase:
 def _load_one(path: str) -> dict:
     path = os.path.abspath(path)
     if os.path.isdir(path) or os.path.basename(path) == "plan.json":
-        # a program dir (verify/program_dir.py): one planned case
-        from verify.program_dir import ProgramDirError, load_program_dir
+        # a program dir (verify/plan/program_format.py): one planned case
+        from cases.program_dirs import ProgramDirError, load_program_dir
 
         try:
             case = load_program_dir(path)
@@ -201,7 +201,7 @@ def _load_one(path: str) -> dict:
     hit = _LOADED.get(path)
     if hit is not None and hit[0] == mtime:
         return hit[1]
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle_module()  # legacy IR before the file imports paddle
     module = _import(path)

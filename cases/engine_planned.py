@@ -110,6 +110,9 @@ from pathlib import Path
 
 import numpy as np
 
+from verify.plan.records import mesh_record as _mesh_record
+from verify.plan.records import program_record as _program_record
+
 from .base import Case, Expect, FeedSpec, RankProgram
 
 OVERLAP = "allreduce_matmul_grad_overlapping"
@@ -138,62 +141,6 @@ _REPO = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------------------
 # planning (runs in a subprocess, one per rank)
 # ---------------------------------------------------------------------------
-def _mesh_record(mesh) -> dict | None:
-    if mesh is None:
-        return None
-    ids = list(mesh.process_ids)
-    if not ids:
-        return None
-    return {"shape": list(mesh.shape), "process_ids": ids,
-            "dim_names": list(mesh.dim_names)}
-
-
-def _tensor_attr_record(attr) -> dict | None:
-    if attr is None:
-        return None
-    mesh = _mesh_record(attr.process_mesh)
-    if mesh is None:
-        return None
-    return {"mesh": mesh, "dims_mapping": list(attr.dims_mapping),
-            "chunk_id": int(attr.chunk_id)}
-
-
-def _op_attr_record(op, attr) -> dict:
-    rec = {"type": op.type, "mesh": None}
-    if attr is None:
-        return rec
-    rec["mesh"] = _mesh_record(attr.process_mesh)
-    rec["inputs"] = {n: list(attr.get_input_dims_mapping(n))
-                     for n in op.desc.input_arg_names()
-                     if attr.get_input_dist_attr(n) is not None}
-    rec["outputs"] = {n: list(attr.get_output_dims_mapping(n))
-                      for n in op.desc.output_arg_names()
-                      if attr.get_output_dist_attr(n) is not None}
-    rec["execution_stream"] = attr.execution_stream
-    rec["impl_type"] = attr.impl_type
-    rec["impl_idx"] = int(attr.impl_idx)
-    rec["chunk_id"] = int(attr.chunk_id)
-    rec["is_recompute"] = bool(attr.is_recompute)
-    return rec
-
-
-def _program_record(program, ctx) -> dict:
-    block = program.global_block()
-    ops = []
-    for op in block.ops:
-        attr = ctx.get_op_dist_attr_for_program(op)
-        if attr is None or _mesh_record(attr.process_mesh) is None:
-            attr = op.dist_attr
-        ops.append(_op_attr_record(op, attr))
-    tensors = {}
-    for var in block.vars.values():
-        rec = _tensor_attr_record(ctx.get_tensor_dist_attr_for_program(var))
-        if rec is None:
-            rec = _tensor_attr_record(var.dist_attr)
-        tensors[var.name] = rec
-    return {"ops": ops, "vars": tensors}
-
-
 def _activation(x, kind):
     """Append ``kind`` (gelu/relu) with LayerHelper: in legacy mode the
     functional API (``F.gelu``) raises "must be Value, but got Variable"."""
@@ -209,7 +156,7 @@ def _activation(x, kind):
 
 def _plan(rank: int, out_dir: Path, params: dict) -> None:
     """Plan ``rank`` with the Engine and write the programs and meta.json."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     from paddle import nn
@@ -377,7 +324,7 @@ def _plan_command(rank: int, out_dir: Path, params: dict) -> list:
 # cache
 # ---------------------------------------------------------------------------
 def _paddle_tag() -> str:
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     return f"{paddle.__version__}-{paddle.version.commit[:12]}"
@@ -471,7 +418,7 @@ def plan_meta(params: dict, rank: int) -> dict:
 # builder (in the suite's process)
 # ---------------------------------------------------------------------------
 def _load_program(path: Path):
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     return paddle.static.Program.parse_from_string(path.read_bytes())
@@ -532,7 +479,7 @@ def _annotate(program, record: dict, ctx, default_mesh) -> None:
 
 
 def build(case: Case, rank: int) -> RankProgram:
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle_module()
     from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
@@ -652,7 +599,7 @@ def _main(argv) -> int:
     if os.environ.get("PADDLE_TRAINER_ID") != str(rank) or \
             os.environ.get("PADDLE_TRAINERS_NUM") != str(nranks) or \
             os.environ.get("FLAGS_enable_pir_api") != "0":
-        # Paddle is already imported (cases/__init__ -> verify.legacy_ir):
+        # Paddle is already imported (cases/__init__ -> verify.ir.legacy_ir):
         # start again with the rank's environment.
         cmd = _plan_command(rank, out_dir.resolve(), params)
         return subprocess.call(cmd, cwd=str(_REPO), env=_plan_env(rank, nranks))

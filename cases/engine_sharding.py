@@ -57,7 +57,7 @@ _S2 = Expect(True, "EQUIVALENT",
              "stage 2: as stage 1, and each gradient's all_reduce becomes a reduce "
              "(root_id = the owner) over ring 12; a rank keeps the unreduced local "
              "gradient of a parameter it does not own, read by nothing (dropped from the "
-             "comparison as dead, verify/dead_values.py); every parameter after the "
+             "comparison as dead, verify/ir/dead_values.py); every parameter after the "
              "owner's broadcast is proved equal on both ranks and equal after 3 "
              "steps in the simulator (real gloo ranks, which run reduce, agree on every "
              "parameter too, but the case is marked gloo-unfaithful for the "

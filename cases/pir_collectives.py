@@ -170,7 +170,7 @@ def build_programs_sp(params, rank):
 def build_sp(case: Case, rank: int) -> PirRankProgram:
     import paddle
 
-    from verify.pir_snapshot import value_names
+    from verify.ir.pir_snapshot import value_names
 
     main, startup = build_programs_sp(case.params, rank)
     with paddle.pir_utils.IrGuard():
@@ -187,14 +187,14 @@ def build_sp(case: Case, rank: int) -> PirRankProgram:
                           fetches=[n for n in watch if n], names=names)
 
 
-# what a reproducer (verify/pir_ranks_repro.py) embeds besides a builder's programs
+# what a reproducer (verify/repro/pir_ranks_script.py) embeds besides a builder's programs
 REPRO_CONSTANTS = {"S": S, "H": H, "N": N, "SP_S": SP_S, "STREAM_ATTRS": STREAM_ATTRS}
 
 
 def build(case: Case, rank: int) -> PirRankProgram:
     import paddle
 
-    from verify.pir_snapshot import value_names
+    from verify.ir.pir_snapshot import value_names
 
     main, startup = build_programs(case.params, rank)
     with paddle.pir_utils.IrGuard():
@@ -214,7 +214,7 @@ PLANNED_RINGS = {12: [[0, 1]]}  # the TP ring 3.3.1's planner gives the 2-rank m
 
 def planned_dir():
     """The program dir of ``examples/row_sp_pir.py`` planned for 2 ranks with
-    ``python -m verify plan --ir pir`` (``verify.plan.plan``: one fresh
+    ``python -m verify plan --ir pir`` (``verify.plan.planner.plan``: one fresh
     subprocess per rank), cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
     ``~/.cache/paddle-pass-verify``) ``/pir_collectives/<key>``, the key a hash
     of the model file, the PIR planner's source and Paddle's version; a plan
@@ -225,8 +225,8 @@ def planned_dir():
     import tempfile
     from pathlib import Path
 
-    from verify.legacy_ir import paddle_module
-    from verify.plan import plan
+    from verify.ir.legacy_ir import paddle_module
+    from verify.plan.planner import plan
 
     repo = Path(__file__).resolve().parent.parent
     model = repo / MODEL
@@ -262,7 +262,7 @@ def build_planned(case: Case, rank: int) -> PirRankProgram:
     import dataclasses
     import json
 
-    from verify.program_dir import build_pir
+    from cases.program_dirs import build_pir
 
     folder = planned_dir()
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())

@@ -36,7 +36,7 @@ MERGE = "auto_parallel_gradient_merge_pass"
 SPLIT = "_pir_split_matmul_grad_to_matmul"
 B, K, N = 2, 8, 4
 LR = 0.1
-# what a reproducer (verify/pir_repro.py, verify/gm_repro.py) embeds besides build_programs
+# what a reproducer (verify/repro/pir_script.py, verify/repro/micro_step_script.py) embeds besides build_programs
 REPRO_CONSTANTS = {"B": B, "K": K, "N": N, "LR": LR}
 
 
@@ -83,7 +83,7 @@ def build_programs(params):
 def build(case: Case, rank: int):
     import paddle
 
-    from verify.pir_snapshot import value_names
+    from verify.ir.pir_snapshot import value_names
 
     main, startup, loss, params_grads, _ = build_programs(case.params)
     with paddle.pir_utils.IrGuard():

@@ -29,7 +29,7 @@ SPLIT = "_pir_split_matmul_grad_to_matmul"
 B, S = 2, 4
 
 
-# what a reproducer (verify/pir_repro.py) embeds besides build_programs
+# what a reproducer (verify/repro/pir_script.py) embeds besides build_programs
 REPRO_CONSTANTS = {"B": B, "S": S}
 
 
@@ -86,7 +86,7 @@ REPRO_SOURCES = (_shapes,)
 def build(case: Case, rank: int) -> RankProgram:
     import paddle
 
-    from verify.pir_snapshot import value_names
+    from verify.ir.pir_snapshot import value_names
 
     main, startup, loss, params_grads, x_concrete = build_programs(case.params)
     with paddle.pir_utils.IrGuard():
@@ -111,7 +111,7 @@ from dataclasses import dataclass  # noqa: E402
 @dataclass
 class PirRankProgram(RankProgram):
     """A RankProgram of PIR programs, with the value-name table of ``main``
-    (``verify.pir_snapshot.Names``): loss and fetches are value names."""
+    (``verify.ir.pir_snapshot.Names``): loss and fetches are value names."""
 
     names: object = None
 

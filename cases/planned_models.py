@@ -16,13 +16,13 @@ cases, so the gate and the baseline cover them:
   the mesh's shape, does nothing (Paddle's defect; Expect says why).
 
 The model files are not copied: each case plans the file in ``examples/``
-with ``verify.plan.plan`` (the legacy ``Engine`` once per rank in a fresh
+with ``verify.plan.planner.plan`` (the legacy ``Engine`` once per rank in a fresh
 subprocess, exactly ``python -m verify plan``) on first use and builds the
-rank's programs from the program dir with ``verify.program_dir.build``.
+rank's programs from the program dir with ``cases.program_dirs.build``.
 Plans are cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
 ``~/.cache/paddle-pass-verify``) ``/planned_models/<paddle version>-<commit>/
 <key>``, the key a hash of the model file's source, the case's plan params
-and the planner's source (``verify/plan.py``); concurrent builders (pytest
+and the planner's source (``verify/plan/planner.py``); concurrent builders (pytest
 -n) wait on a lock file, so a plan is made once.
 
 The rings and sharded parameters a case states are the planner's (read from
@@ -77,7 +77,7 @@ def _complete(folder: Path, ranks: int) -> bool:
 
 def planned_dir(params: dict, timeout: float = 600.0) -> Path:
     """The program dir of ``params`` (model, ranks, mesh), planning it once."""
-    from verify.plan import plan
+    from verify.plan.planner import plan
 
     final = cache_root() / plan_key(params)
     if _complete(final, params["ranks"]):
@@ -102,7 +102,7 @@ def planned_dir(params: dict, timeout: float = 600.0) -> Path:
 
 def build(case: Case, rank: int):
     """``rank``'s RankProgram, from the case's (cached) plan."""
-    from verify import program_dir
+    from cases import program_dirs as program_dir
 
     folder = planned_dir(case.params)
     planned = json.loads((folder / "plan.json").read_text())

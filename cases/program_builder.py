@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 
 paddle = paddle_module()
 

@@ -20,7 +20,7 @@ import os
 @contextlib.contextmanager
 def planner_state(case, rank: int):
     """Process groups and world size of ``case`` as rank ``rank``'s planner had them."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle_module()
     import paddle.distributed.parallel as parallel

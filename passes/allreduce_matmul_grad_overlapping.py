@@ -9,9 +9,9 @@ model-parallel stream, so communication overlaps the dY matmul.
 from __future__ import annotations
 
 from verify.checks.shape_check import check_snapshot
-from verify.collectives import input_var as _ar_input
-from verify.collectives import is_allreduce_sum
-from verify.snapshot import Op, ProgramSnapshot
+from verify.ir.collectives import input_var as _ar_input
+from verify.ir.collectives import is_allreduce_sum
+from verify.ir.snapshot import Op, ProgramSnapshot
 
 from .base import PassAdapter, finding, holds
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from verify import collectives
+from verify.ir import collectives
 
 from ._planner_state import planner_state
 from .base import PassAdapter, finding, holds

@@ -9,7 +9,7 @@ matmul + bias into one GEMM epilogue.
 """
 from __future__ import annotations
 
-from verify import collectives
+from verify.ir import collectives
 
 from .base import PassAdapter, finding, holds
 

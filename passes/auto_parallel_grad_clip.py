@@ -27,7 +27,7 @@ with the original; where the original's local norms are not the global one
 """
 from __future__ import annotations
 
-from verify import collectives
+from verify.ir import collectives
 
 from ._planner_state import planner_state
 from .base import PassAdapter, finding, holds
@@ -84,7 +84,7 @@ def give_serial_optimizer(case, ctx) -> None:
     norm (``params["clip_norm"]``) or no clip."""
     if getattr(ctx, "_serial_optimizer", None) is not None:
         return
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     norm = case.params.get("clip_norm")
@@ -136,7 +136,7 @@ class GradClipAdapter(PassAdapter):
     def _rewritten(self, case, r):
         key = (case.name, r)
         if key not in self._after:
-            from verify.application import _snapshot
+            from verify.ir.rank_snapshot import snapshot_of as _snapshot
 
             with planner_state(case, r):
                 run = PassAdapter.apply_local(self, case, r)

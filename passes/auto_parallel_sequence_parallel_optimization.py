@@ -10,7 +10,7 @@ in 3.3.1.)  The planner applies it after partitioning whenever
 """
 from __future__ import annotations
 
-from verify import collectives
+from verify.ir import collectives
 
 from .base import PassAdapter, finding, holds
 
@@ -24,7 +24,7 @@ def fused_pairs(snap, case=None, rank=None) -> list:
     """(sum op, split op, kept chunk var) triples the pass exists to fuse.
 
     Written from the documented pattern, not the pass's code: a sum over a
-    ring (any spelling, ``verify/collectives.py``) whose result is split
+    ring (any spelling, ``verify/ir/collectives.py``) whose result is split
     along dim 0 into equal chunks, one per rank of the ring (when the case
     says how large the ring is), of which the program goes on with exactly
     one, and, when the rank is known, the chunk whose index is the rank's

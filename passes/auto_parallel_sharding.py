@@ -24,7 +24,7 @@ auto-parallel group registry, so it runs under the planner's process state
 """
 from __future__ import annotations
 
-from verify import collectives
+from verify.ir import collectives
 
 from ._planner_state import planner_state
 from .base import PassAdapter, finding, holds

@@ -6,7 +6,7 @@ import logging
 import traceback
 from dataclasses import dataclass
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 from verify.verdicts import CheckResult, Verdict
 
 
@@ -19,7 +19,7 @@ class PassRun:
     error: str | None = None  # traceback text when the pass raised
     error_type: str | None = None
     # One line when the pass's worker process timed out, exited, was killed
-    # by a signal or hit its memory limit (verify/isolation.py); the stack or
+    # by a signal or hit its memory limit (verify/engine/isolation.py); the stack or
     # log is in ``error`` and ``rewritten`` is then an unrewritten build.
     crash: str | None = None
     out_of_memory: bool = False  # the pass raised MemoryError (its worker is then replaced)
@@ -27,6 +27,8 @@ class PassRun:
 
 class PassAdapter:
     """Base of the adapters in this package; one subclass per pass."""
+    # may the engine apply this pass in an isolation worker process?
+    isolated = True
 
     name: str = ""  # the Paddle registration name
     short: str = ""  # short name for test ids and markers
@@ -44,15 +46,6 @@ class PassAdapter:
     def attrs(self, case, rp) -> dict:
         """The pass attrs for ``rp`` (a RankProgram of ``case``)."""
         raise NotImplementedError
-
-    def apply(self, case, rank: int) -> PassRun:
-        """:meth:`apply_local` in an isolation worker process when isolation
-        is enabled (``verify.isolation.configure``), else in this process."""
-        from verify import isolation
-
-        if isolation.enabled():
-            return isolation.apply_pass(self, case, rank)
-        return self.apply_local(case, rank)
 
     def apply_local(self, case, rank: int) -> PassRun:
         """Apply the registered pass of this name to a fresh build of ``rank``.
@@ -138,7 +131,7 @@ class PassAdapter:
     def renames(self, case, rank, before, after) -> dict:
         """``{original var: rewritten var}`` for values the pass moved to a
         new name (a watched output keeps being compared under it)."""
-        from verify.renames import consumer_renames
+        from verify.ir.renames import consumer_renames
 
         return consumer_renames(before, after)
 
@@ -146,7 +139,7 @@ class PassAdapter:
         """``{var: reason}``: values the rewrite leaves stale on purpose on
         ``rank`` (no reader is left; e.g. a gradient reduced to another rank).
         The value and numeric checks drop one only where
-        ``verify/dead_values.py`` confirms it is dead in ``after``."""
+        ``verify/ir/dead_values.py`` confirms it is dead in ``after``."""
         return {}
 
     def predict(self, case, rank, before) -> list:
@@ -158,7 +151,7 @@ class PassAdapter:
     def fired_check(self, case, rank, before, after) -> CheckResult:
         """NOT_APPLIED where the pattern is present and nothing changed;
         CONTRACT_BROKEN where it is absent and the program changed."""
-        from verify.snapshot import changed
+        from verify.ir.snapshot import changed
 
         present = self.pattern_present(before)
         fired = changed(before, after)
@@ -191,7 +184,7 @@ class PirPassAdapter(PassAdapter):
         names of main by position (op index, result index)."""
         import paddle
 
-        from verify.pir_snapshot import export_programs
+        from verify.ir.pir_snapshot import export_programs
 
         with paddle.pir_utils.IrGuard():
             return export_programs(rp.main, rp.startup, rp.names)
@@ -202,7 +195,7 @@ class PirPassAdapter(PassAdapter):
 
         import paddle
 
-        from verify.pir_snapshot import import_programs
+        from verify.ir.pir_snapshot import import_programs
 
         with paddle.pir_utils.IrGuard():
             main, startup, names = import_programs(exported)

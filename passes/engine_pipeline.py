@@ -141,12 +141,12 @@ class EnginePipelineAdapter(PassAdapter):
         """Run the stages on a fresh build of ``rank``, snapshotting after
         each; the first raising stage stops the pipeline (its traceback is
         the run's error)."""
-        from verify.legacy_ir import paddle_module
+        from verify.ir.legacy_ir import paddle_module
 
         paddle_module()
         from paddle.distributed.passes import PassContext, new_pass
 
-        from verify import snapshot as snap_mod
+        from verify.ir import snapshot as snap_mod
 
         from .auto_parallel_grad_clip import give_serial_optimizer
 
@@ -219,16 +219,16 @@ class EnginePipelineAdapter(PassAdapter):
                 "stages": self._stages.get(key, []) if key else []}
 
     def import_rewritten(self, fresh, exported):
-        from verify.isolation import _rebuild
+        from verify.ir.program_transport import rebuild_legacy
 
         if exported.get("key"):
             self._stages[tuple(exported["key"])] = exported["stages"]
-        return _rebuild(fresh, exported)
+        return rebuild_legacy(fresh, exported)
 
     def pattern_present(self, snap) -> bool:
         """A partitioned program for the pipeline to work on: one that
         communicates (a collective), i.e. planned for more than one rank."""
-        from verify import collectives
+        from verify.ir import collectives
 
         return any(collectives.communicates(op.type) for op in snap.ops)
 
@@ -247,7 +247,7 @@ class EnginePipelineAdapter(PassAdapter):
                                        details={"pass": rec["pass"], "ran": False}))
                 continue
             if rec["error"]:
-                from verify.application import error_line
+                from verify.verdicts import error_line
 
                 out.append(CheckResult("contract", name, rank, Verdict.PASS_CRASHED,
                                        f"{rec['pass']} raised on case {case.name} rank {rank}: "
@@ -278,7 +278,7 @@ class EnginePipelineAdapter(PassAdapter):
                 checks = checks + extra
             verdict = combine(own) if own else Verdict.EQUIVALENT
             bad = [c for c in own if not c.ok]
-            from verify.snapshot import changed
+            from verify.ir.snapshot import changed
 
             fired = changed(rec["before"], rec["after"])
             msg = (f"{rec['pass']} on case {case.name} rank {rank} "

@@ -32,7 +32,7 @@ from __future__ import annotations
 import traceback
 
 from passes.base import PassRun, PirPassAdapter, finding, holds
-from verify.collectives import COLLECTIVES, kind
+from verify.ir.collectives import COLLECTIVES, kind
 
 NAME = "fuse_allreduce_split_to_reducescatter_pass"
 ALL_REDUCES = ("pd_op.all_reduce_", "pd_op.all_reduce")
@@ -74,11 +74,8 @@ def apply_pass(main):
     pm.run(main)
 """
 
-    def repro_script(self, case, pass_file=None, seed=None) -> str:
-        """A reproducer running every rank in lock step (verify/pir_ranks_repro.py)."""
-        from verify.pir_ranks_repro import script
-
-        return script(self, case, pass_file, seed)
+    # its reproducer runs every rank in lock step (verify/repro/pir_ranks_script.py)
+    repro_kind = "pir_ranks"
 
     # -- the documented pattern ------------------------------------------
     def pattern_present(self, snap) -> bool:
@@ -86,7 +83,7 @@ def apply_pass(main):
 
     def contract(self, case, rank, before, after) -> list:
         out = [self.fired_check(case, rank, before, after)]
-        from verify.snapshot import changed
+        from verify.ir.snapshot import changed
 
         found = chains(before, rank)
         if not found or not changed(before, after):  # fired_check says it all
@@ -147,7 +144,7 @@ def apply_pass(main):
         rebuilds the matmul, add_grad, add_ and matmul_grad): each vanished
         result of the k-th op of a type is the same slot of the k-th op of
         that type after the rewrite."""
-        from verify.renames import consumer_renames
+        from verify.ir.renames import consumer_renames
 
         out = consumer_renames(before, after)
         present = set(after.vars)

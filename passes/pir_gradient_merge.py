@@ -75,9 +75,8 @@ class PirGradientMerge(PassAdapter):
         return {**merge_settings(case, rp), "params_grads": rp.params_grads,
                 "gradient_sync_after_accumulate": True}
 
-    def apply(self, case, rank: int) -> PassRun:
-        """Always in this process (see the module docstring)."""
-        return self.apply_local(case, rank)
+    # always applied in this process (see the module docstring)
+    isolated = False
 
     def apply_local(self, case, rank: int) -> PassRun:
         import logging
@@ -119,11 +118,8 @@ class PirGradientMerge(PassAdapter):
                                  case.params.get("reduction", "mean"), s["avg"], seed=seed,
                                  backends=backends, live=mutator is not None)
 
-    def repro_script(self, case, pass_file=None, seed=None) -> str:
-        """A one-file reproducer running the micro-step oracle (``verify/gm_repro.py``)."""
-        from verify.gm_repro import script
-
-        return script(self, case, pass_file, seed)
+    # its reproducer runs the micro-step oracle (verify/repro/micro_step_script.py)
+    repro_kind = "micro_steps"
 
     def pattern_present(self, snap) -> bool:
         """A training program: an optimizer op (role Optimize) updating a

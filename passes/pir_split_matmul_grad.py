@@ -23,7 +23,7 @@ value proof and the executor runs decide it).  Contract: no untransposed
 ``pd_op.matmul`` (and the reshapes of the fold); the new ops carry the grad
 op's ``op_role`` and ``chunk_id``.
 
-In an isolation worker (``verify/isolation.py``) the rewritten programs come
+In an isolation worker (``verify/engine/isolation.py``) the rewritten programs come
 back through PIR's own serialization (``export_rewritten`` /
 ``import_rewritten``), with their value names by position.
 """
@@ -63,7 +63,7 @@ class PirSplitMatmulGrad(PirPassAdapter):
         return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
 
     def repro_apply_source(self) -> str:
-        """``apply_pass(main)`` for a self-contained reproducer (verify/pir_repro.py)."""
+        """``apply_pass(main)`` for a self-contained reproducer (verify/repro/pir_script.py)."""
         return """
 def apply_pass(main):
     from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
@@ -118,7 +118,7 @@ def apply_pass(main):
         ``trans_x``), fold targets ``[x0 * x1, *x[2:]]`` from the declared
         static dims (a -1 batch gives a negative dim, a 2-D x a 1-D fold)."""
         from verify.checks.shape_check import check_snapshot
-        from verify.snapshot import Op, ProgramSnapshot
+        from verify.ir.snapshot import Op, ProgramSnapshot
 
         results = []
         grads = before.ops_of_type("pd_op.matmul_grad")
@@ -172,7 +172,7 @@ def apply_pass(main):
     def renames(self, case, rank, before, after) -> dict:
         """Each split grad's dX lives on in the matmul reading (dOut, Y), its
         dW in the value its consumers (the optimizer) now read."""
-        from verify.renames import consumer_renames
+        from verify.ir.renames import consumer_renames
 
         out = consumer_renames(before, after)
         present = {n for op in after.ops for n in op.reads() + op.writes()}

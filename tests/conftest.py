@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
 from verify.checks import CheckContext  # noqa: E402
-from verify.snapshot import from_programs  # noqa: E402
+from verify.ir.snapshot import from_programs  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 
 def live_processes_marked(marker: str) -> set:
@@ -37,7 +38,7 @@ def live_processes_marked(marker: str) -> set:
 def snapshots(pass_name, case_name, rank):
     """(case, before, after) snapshots of the real pass on a real case."""
     case = cases.all_cases()[case_name]
-    run = passes.get(pass_name).apply(case, rank)
+    run = run_pass(passes.get(pass_name), case, rank)
     before = from_programs(run.original.main, run.original.startup)
     after = from_programs(run.rewritten.main, run.rewritten.startup)
     before.feeds = after.feeds = sorted(f.name for f in run.original.feeds)

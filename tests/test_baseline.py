@@ -1,5 +1,5 @@
 """The baseline file is the reviewed view of what the cases state."""
-from verify import baseline
+from verify.engine import baseline
 
 
 def test_baseline_file_is_up_to_date():

@@ -76,7 +76,7 @@ def test_case_that_fails_to_build_does_not_stop_the_others():
     from cases.base import Case
     import cases
     import passes
-    from verify.matrix_runner import run_matrix
+    from verify.engine.matrix_runner import run_matrix
 
     def boom(case, rank):
         raise RuntimeError("builder broke")

@@ -1,11 +1,11 @@
 """A rooted collective's ``root`` is an index in its ring's group (Paddle's
-comm rank; ``verify.collectives.root_of``): the value executor must read it
+comm rank; ``verify.ir.collectives.root_of``): the value executor must read it
 so, as the numeric simulator does.  On ring groups [1, 3] a ``broadcast``
 with root 1 sends rank 3's value; reading 1 as a global rank would send
 rank 1's own (stale) value and refute a faithful sharding rewrite."""
 from __future__ import annotations
 
-from verify.snapshot import Op, ProgramSnapshot, Var
+from verify.ir.snapshot import Op, ProgramSnapshot, Var
 from verify.value.symbolic import Store, execute
 
 

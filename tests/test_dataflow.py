@@ -3,7 +3,7 @@ historical bug with the right op and var, and passes the real rewrite."""
 from conftest import context, snapshots
 
 from verify.checks import def_use, reaching_defs, streams
-from verify.snapshot import Op
+from verify.ir.snapshot import Op
 from verify.verdicts import Verdict
 
 
@@ -122,7 +122,7 @@ def _swap_writers(snap, var):
 
 
 def test_two_writers_swapped_is_caught_with_both_writers():
-    from verify.snapshot import ProgramSnapshot, Var
+    from verify.ir.snapshot import ProgramSnapshot, Var
 
     v = {n: Var(n, [2], "float32") for n in ("x", "t", "u", "y")}
     ops = [Op(0, "scale", {"X": ["x"]}, {"Out": ["t"]}, {"scale": 2.0}),

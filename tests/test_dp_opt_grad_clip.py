@@ -18,8 +18,8 @@ import pytest
 
 import cases
 import passes
-from passes.loader import load_pass_file
-from verify.application import _snapshot
+from verify.ir.pass_files import load_pass_file
+from verify.ir.rank_snapshot import snapshot_of as _snapshot
 from verify.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +130,7 @@ def test_dp_opt_leaves_tensor_parallel_programs_alone():
     adapter = passes.get("dp_opt")
     case = cases.all_cases()["engine_dp2_sgd"]
     rp = case.build(0)
-    from verify.snapshot import from_programs
+    from verify.ir.snapshot import from_programs
 
     assert adapter.pattern_present(from_programs(rp.main, rp.startup))
     tp = cases.all_cases()["engine_tp2_sgd_clip"].build(0)
@@ -183,7 +183,7 @@ def test_engine_cannot_build_the_global_norm_clip_in_legacy_mode(tmp_path):
 # -- shape rows the passes met, on concrete values -------------------------
 def _rule(op_type, ins):
     from verify.checks.shape_rules import RULES, Shapes
-    from verify.snapshot import Op
+    from verify.ir.snapshot import Op
 
     op = Op(0, op_type, {s: [f"{s}{i}" for i in range(len(v))] for s, v in ins.items()}, {})
     s = Shapes(op, {slot: [list(x) for x in v] for slot, v in ins.items()})

@@ -15,8 +15,8 @@ import pytest
 import cases
 import passes
 from passes.engine_pipeline import stages, strategy_of
-from passes.loader import load_pass_file
-from verify.application import run_application
+from verify.ir.pass_files import load_pass_file
+from verify.engine.application import run_application
 from verify.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from verify.checks.shape_rules import RULES, Shapes
-from verify.snapshot import Op
+from verify.ir.snapshot import Op
 
 
 def _rule(op_type, ins, attrs=None):

@@ -8,10 +8,11 @@ import pytest
 
 import cases
 import passes
-from passes.loader import load_pass_file
-from verify.application import run_application
-from verify.matrix_runner import pick_backend
+from verify.ir.pass_files import load_pass_file
+from verify.engine.application import run_application
+from verify.engine.matrix_runner import pick_backend
 from verify.verdicts import Verdict
+from verify.engine.isolation import run_pass  # noqa: E402
 
 _, SIM = pick_backend("simulated", 11)
 HERE = os.path.dirname(__file__)
@@ -59,7 +60,7 @@ def test_stale_declared_shape_does_not_hide_the_value_finding():
 def _drop_startup_init(main, startup, snap, rank):
     """Delete the startup init of the first parameter: main then reads a
     tensor nothing ever writes."""
-    from verify.program_mutants import Mutation
+    from verify.selfcheck.program_mutants import Mutation
 
     block = startup.global_block()
     for i, op in enumerate(block.ops):
@@ -83,7 +84,7 @@ def test_numeric_run_is_skipped_where_a_tensor_is_never_written():
 def _swap_first_axes_before_bias_add(main, startup, snap, rank):
     """Rank 0's matmul output with its first two axes swapped right before
     the promoted bias add: shape-preserving because B == S."""
-    from verify.program_mutants import Mutation
+    from verify.selfcheck.program_mutants import Mutation
 
     block = main.global_block()
     for i, op in enumerate(block.ops):
@@ -150,12 +151,12 @@ def test_watched_value_vanishing_without_rename_fails():
 # -- 6. say what was really run --------------------------------------------------
 def test_twin_that_is_another_rewrite_is_refused():
     from verify.numeric.equivalence import same_rewrite
-    from verify.snapshot import Op
+    from verify.ir.snapshot import Op
 
     case = cases.all_cases()["row_mp_o1_sgd_tp2"]
-    run = passes.get("promotion").apply(case, 0)
-    twin_run = passes.get("promotion").apply(case.numeric_twin(), 0)
-    from verify.snapshot import from_programs
+    run = run_pass(passes.get("promotion"), case, 0)
+    twin_run = run_pass(passes.get("promotion"), case.numeric_twin(), 0)
+    from verify.ir.snapshot import from_programs
 
     a = from_programs(run.rewritten.main, run.rewritten.startup)
     t = from_programs(twin_run.rewritten.main, twin_run.rewritten.startup)
@@ -179,7 +180,7 @@ def test_simulator_only_evidence_says_so():
 def test_simulator_disagreeing_with_real_ranks_is_inconclusive(monkeypatch):
     """A simulator whose all-reduce is wrong (sum doubled) disagrees with the
     real gloo ranks on the original program: the verdict is INCONCLUSIVE."""
-    from verify import isolation
+    from verify.engine import isolation
     from verify.numeric import simulated_ranks
 
     # the fault is injected in this process: run the simulator here too
@@ -217,7 +218,7 @@ def test_pass_that_keeps_values_but_breaks_its_contract_is_contract_broken():
 def test_pattern_matcher_agrees_with_every_case_declaration(short):
     """The matcher, written from the pass's documented pattern, and each
     case's declared ``fires`` must agree on every rank's original program."""
-    from verify.snapshot import from_programs
+    from verify.ir.snapshot import from_programs
 
     adapter = passes.get(short)
     disagree = []
@@ -242,7 +243,7 @@ def test_left_alone_is_shown_apart_from_a_rewrite_found_equivalent():
 
 def test_pass_firing_where_its_pattern_is_absent_is_contract_broken():
     from passes.base import PassAdapter
-    from verify.snapshot import Op, ProgramSnapshot
+    from verify.ir.snapshot import Op, ProgramSnapshot
 
     class Never(PassAdapter):
         name = "never"

@@ -1,4 +1,4 @@
-"""The report's views: index.html (verify/html_report.py) and junit.xml (verify/junit.py).
+"""The report's views: index.html (verify/report/html.py) and junit.xml (verify/report/junit.py).
 
 (a) a hand-built report through ``write_report``: the page says what the
     report says (verdicts, counterexamples in words, numeric table, traceback,
@@ -23,9 +23,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from verify import report as report_mod
-from verify.html_report import describe_counterexample, render_html, repro_command
-from verify.junit import build_junit
+from verify.report import write as report_mod
+from verify.report.html import describe_counterexample, render_html, repro_command
+from verify.report.junit import build_junit
 
 OVERLAP = "allreduce_matmul_grad_overlapping"
 PROMOTION = "auto_parallel_fused_linear_promotion"

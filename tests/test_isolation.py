@@ -1,5 +1,5 @@
 """Isolation: a pass (or a numeric run) that hangs, exits, crashes or eats
-memory costs one application, never the run (verify/isolation.py)."""
+memory costs one application, never the run (verify/engine/isolation.py)."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,15 @@ import time
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from passes.loader import load_pass_file  # noqa: E402
-from verify import isolation  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.snapshot import from_programs  # noqa: E402
+from verify.ir.pass_files import load_pass_file  # noqa: E402
+from verify.engine import isolation  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
+from verify.ir.snapshot import from_programs  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
 from conftest import live_processes_marked  # noqa: E402
 
@@ -91,7 +92,7 @@ def test_rebuilt_program_is_the_one_the_pass_built(pass_name, case_name):
 
 
 def test_numeric_checks_agree_in_and_out_of_process():
-    from verify.matrix_runner import pick_backend
+    from verify.engine.matrix_runner import pick_backend
 
     _, numeric = pick_backend("simulated")
     adapter, case = passes.get("promotion"), cases.all_cases()["row_mp_o0_sgd_tp2"]
@@ -202,7 +203,7 @@ def test_executor_crash_in_a_simulated_run_names_rank_and_program(monkeypatch, t
     from verify.numeric.equivalence import make_specs
 
     case = cases.all_cases()["row_mp_o0_sgd_tp2"]
-    runs = {r: passes.get("promotion").apply(case, r) for r in case.ranks}
+    runs = {r: run_pass(passes.get("promotion"), case, r) for r in case.ranks}
     specs = make_specs(case, {r: run.rewritten for r, run in runs.items()}, 0, 1)
     (tmp_path / "sitecustomize.py").write_text(_SEGV_SITECUSTOMIZE)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -223,7 +224,7 @@ def test_simulated_run_over_time_is_a_worker_crash():
     from verify.numeric.equivalence import make_specs
 
     case = cases.all_cases()["row_mp_o0_sgd_tp2"]
-    runs = {r: passes.get("promotion").apply(case, r) for r in case.ranks}
+    runs = {r: run_pass(passes.get("promotion"), case, r) for r in case.ranks}
     specs = make_specs(case, {r: run.rewritten for r, run in runs.items()}, 0, 5000)
     with pytest.raises(isolation.WorkerCrash, match=r"timed out after 0.5 s"):
         isolation.run_simulated(specs, "sim", timeout=0.5)

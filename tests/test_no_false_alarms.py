@@ -5,11 +5,11 @@ import pytest
 import cases
 import passes
 from passes.base import PassRun
-from verify.application import RankOutcome, run_application
+from verify.engine.application import RankOutcome, run_application
 from verify.checks import CheckContext, run_static_checks
-from verify.matrix_runner import pick_backend
+from verify.engine.matrix_runner import pick_backend
 from verify.numeric.equivalence import numeric_checks
-from verify.snapshot import from_programs
+from verify.ir.snapshot import from_programs
 from verify.verdicts import Verdict
 
 # legacy programs (the PIR identity rewrite: tests/test_pir_snapshot.py)
@@ -45,7 +45,7 @@ def _outcomes(case, rewrite):
 
 def _assert_all_equivalent(case, outs):
     for o in outs:
-        from verify.renames import consumer_renames
+        from verify.ir.renames import consumer_renames
 
         ctx = CheckContext("identity", case.name, o.rank, o.before, o.after,
                            symbols=dict(case.symbols),

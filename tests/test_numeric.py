@@ -8,9 +8,9 @@ import passes
 from cases.base import Case
 from cases.program_builder import FORWARD, LOSS, ProgramBuilder
 from passes.base import PassRun
-from verify import program_mutants as pm
-from verify.application import RankOutcome, run_application
-from verify.matrix_runner import pick_backend
+from verify.selfcheck import program_mutants as pm
+from verify.engine.application import RankOutcome, run_application
+from verify.engine.matrix_runner import pick_backend
 from verify.numeric.compare import compare, tolerance
 from verify.numeric.equivalence import numeric_checks
 
@@ -50,7 +50,7 @@ def test_dropped_allreduce_of_dx_is_caught_numerically():
 
 
 def test_double_bias_is_caught_numerically():
-    from passes.loader import load_pass_file
+    from verify.ir.pass_files import load_pass_file
     import os
 
     path = os.path.join(os.path.dirname(__file__), "mutants", "promotion_bias_every_rank.py")

@@ -1,8 +1,8 @@
 """Pass-level mutants: a real Paddle pass with one injected bug must be caught.
 
-Each mutant in ``verify.mutation_catalog.PASS_MUTANTS`` subclasses the
+Each mutant in ``verify.selfcheck.mutation_catalog.PASS_MUTANTS`` subclasses the
 installed pass and re-registers it under the same name; it is loaded as a
-user's changed pass file would be (``passes.loader.load_pass_file``) and run
+user's changed pass file would be (``verify.ir.pass_files.load_pass_file``) and run
 on a case where the real pass is EQUIVALENT.  Each test states which check
 must catch it and with which counterexample; the real pass on the same case
 must stay EQUIVALENT (the checker does not cry wolf).
@@ -17,10 +17,10 @@ import pytest
 
 import cases
 import passes
-from passes.loader import load_pass_file
-from verify import baseline
-from verify.matrix_runner import run_matrix
-from verify.mutation_catalog import PASS_MUTANTS
+from verify.ir.pass_files import load_pass_file
+from verify.engine import baseline
+from verify.engine.matrix_runner import run_matrix
+from verify.selfcheck.mutation_catalog import PASS_MUTANTS
 from verify.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,6 +1,6 @@
 """PIR collectives and ``fuse_allreduce_split_to_reducescatter_pass`` (rs_fuse).
 
-Each PIR collective row of ``verify/collectives.py`` on concrete values (the
+Each PIR collective row of ``verify/ir/collectives.py`` on concrete values (the
 simulator, the value semantics and the shape rule); the real pass on its
 pattern proved and simulated equivalent; the near-misses the 3.3.1 pass
 wrongly fuses caught with rank and value counterexamples; broken fusions
@@ -14,14 +14,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.collectives import COLLECTIVES  # noqa: E402
-from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.ir.collectives import COLLECTIVES  # noqa: E402
+from verify.engine.matrix_runner import pick_backend  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 PIR_ROWS = sorted(t for t in COLLECTIVES if t.startswith("pd_op."))
 RINGS = {0: [[0, 1]]}
@@ -31,7 +32,7 @@ def _collective_program(op_type, reduce_type=0):
     """``x [4, 6] -> op_type -> y``: (main, startup, names, y's name)."""
     import paddle
 
-    from verify.pir_snapshot import value_names
+    from verify.ir.pir_snapshot import value_names
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
@@ -66,7 +67,7 @@ def test_collective_row_on_concrete_values(op_type, reduce_type):
 
     from verify.checks import shape_check
     from verify.numeric.pir_ranks import run_exported_ranks
-    from verify.pir_snapshot import export_programs, from_pir_programs
+    from verify.ir.pir_snapshot import export_programs, from_pir_programs
     from verify.value.semantics import Tensor, collective, collective_kind, leaf_dims
 
     rng = np.random.default_rng(3)
@@ -110,8 +111,8 @@ def test_shape_rule_catches_a_reduce_scatter_declared_unscattered():
     import paddle
 
     from verify.checks import shape_check
-    from verify.pir_snapshot import from_pir_programs
-    from verify.snapshot import Var
+    from verify.ir.pir_snapshot import from_pir_programs
+    from verify.ir.snapshot import Var
 
     main, startup, names, y = _collective_program("pd_op.reduce_scatter")
     with paddle.pir_utils.IrGuard():
@@ -135,7 +136,7 @@ def _by(app, kind, verdict):
 
 
 def test_matcher_agrees_with_every_pir_case():
-    from verify.pir_snapshot import snapshot_rank
+    from verify.ir.pir_snapshot import snapshot_rank
 
     adapter = passes.get("rs_fuse")
     for case in cases.all_cases().values():
@@ -194,7 +195,7 @@ def _swap_runs(app, case_name, adapter=None):
     case = cases.all_cases()[case_name]
     adapter = adapter or passes.get("rs_fuse")
     outs = {o.rank: o for o in app.outcomes}
-    runs = {r: adapter.apply(case, r) for r in outs}
+    runs = {r: run_pass(adapter, case, r) for r in outs}
     watch = {r: list(run.original.fetches) for r, run in runs.items()}
     assert all(w[0] in o.after.vars for w, o in zip(watch.values(), outs.values()))
     ref = run_ranks(case, {r: run.original for r, run in runs.items()},
@@ -278,8 +279,8 @@ def test_shape_rules_of_the_reshard_index_maps():
     import paddle
 
     from verify.checks import shape_check
-    from verify.pir_snapshot import from_pir_programs
-    from verify.snapshot import Op, ProgramSnapshot, Var
+    from verify.ir.pir_snapshot import from_pir_programs
+    from verify.ir.snapshot import Op, ProgramSnapshot, Var
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
@@ -316,7 +317,7 @@ def test_the_pass_cannot_fire_on_what_the_planner_emits():
     the row-parallel partial sum is a pd_op.all_reduce followed by add(bias)
     and pd_op.slice; no builtin.slice anywhere: the pass is left alone, the
     programs proved and simulated unchanged."""
-    from verify.pir_snapshot import snapshot_rank
+    from verify.ir.pir_snapshot import snapshot_rank
 
     case = cases.all_cases()["planned_row_sp_pir"]
     s = snapshot_rank(case.build(0), {"rank": 0})

@@ -3,15 +3,15 @@ oracle (``verify/numeric/micro_steps.py``) and the contract catch a broken
 merge with the right counterexample, and pass a correct one."""
 from __future__ import annotations
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.engine.matrix_runner import pick_backend  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
 
 FIXED = "tests/fixed_passes/gradient_merge_scale_mended.py"
@@ -21,7 +21,7 @@ MUTANT = "tests/gm_mutants/gradient_merge_scale_dropped.py"
 
 
 def _app(case_name, pass_file=None):
-    from passes.loader import load_pass_file
+    from verify.ir.pass_files import load_pass_file
 
     loaded = load_pass_file(pass_file) if pass_file else None
     try:
@@ -102,7 +102,7 @@ def test_inplace_order_is_clean_when_the_writes_are_threaded():
     """The check on snapshots: a zeroing that reads the optimizer's input
     chain (threaded) is ordered; one that reads the raw argument is not."""
     from passes.pir_gradient_merge import _unordered_inplace
-    from verify.snapshot import Op, ProgramSnapshot, Var
+    from verify.ir.snapshot import Op, ProgramSnapshot, Var
 
     def prog(zero_reads):
         ops = [Op(0, "pd_op.scale_", {"x": ["acc"], "scale": ["k"]}, {"out": ["s"]}, {}, 2),
@@ -162,8 +162,8 @@ def test_shape_rules_of_the_merged_programs_on_concrete_programs():
     the shapes Paddle declared; a wrong declared shape of each new row's
     result is caught, naming the op."""
     from verify.checks import shape_check
-    from verify.pir_snapshot import snapshot_rank
-    from verify.snapshot import Var
+    from verify.ir.pir_snapshot import snapshot_rank
+    from verify.ir.snapshot import Var
 
     adapter = passes.get("grad_merge")
     for name, op_types in (("pir_gm_momentum_avg_k2", ("pd_op.momentum_", "pd_op.scale_",
@@ -194,7 +194,7 @@ def test_block_kwargs_are_named_and_the_value_proof_never_passes_them():
     meta["block_kwargs"], written by the startup's shadow_output), and the
     value proof on such programs is INCONCLUSIVE and advisory, never a proof
     or a refutation."""
-    from verify.pir_snapshot import snapshot_rank
+    from verify.ir.pir_snapshot import snapshot_rank
     from verify.value import prove_application
 
     case = cases.all_cases()["pir_gm_momentum_sum_k2"]
@@ -240,7 +240,7 @@ def test_in_region_mutants_reach_the_accumulator_of_a_merged_program():
     """verify mutate's in-region operators edit a merged program too (its
     accumulators are keyword block arguments): reading a sibling value
     instead of the accumulator is caught by the micro-step runs."""
-    from verify import program_mutants as pm
+    from verify.selfcheck import program_mutants as pm
 
     _, numeric = pick_backend("simulated", 0)
     case = cases.all_cases()["pir_gm_sgd_sum_k2"]

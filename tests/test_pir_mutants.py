@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.engine.matrix_runner import pick_backend  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
 
 
@@ -57,11 +57,11 @@ def test_in_region_mutants_of_a_pir_rewrite_are_caught(mutant):
 
 def test_every_in_region_operator_mutates_a_pir_rewrite_or_says_why_not():
     """The in-region operators of ``verify mutate`` act on PIR programs too
-    (their edits are carried out by verify/program_edits.py): each one that
+    (their edits are carried out by verify/ir/program_edits.py): each one that
     finds a site on a faithful PIR rewrite makes a mutant the checks kill;
     write_past_reader has no site in SSA, wrong_ring none without a
     collective."""
-    from verify import program_mutants as pm
+    from verify.selfcheck import program_mutants as pm
 
     _, numeric = pick_backend("simulated", 0)
     case = cases.all_cases()["pir_mm_3d"]

@@ -31,9 +31,9 @@ def test_pir_plan_writes_a_pir_program_dir(planned):
 
 
 def test_the_planned_programs_load_as_a_pir_case(planned):
-    from verify import legacy_ir  # noqa: F401
-    from verify.pir_snapshot import snapshot_rank
-    from verify.program_dir import load_program_dir
+    from verify.ir import legacy_ir  # noqa: F401
+    from verify.ir.pir_snapshot import snapshot_rank
+    from cases.program_dirs import load_program_dir
 
     case = load_program_dir(str(planned))
     assert case.ir == "pir" and case.ranks == [0, 1]
@@ -52,10 +52,10 @@ def test_vpp_split_on_planned_pir_programs_keeps_roles(planned):
     that now reads the split's dW keeps its role and is not an op the pass
     'inserted' with a wrong one (a false alarm that hand-built programs,
     whose ops carry no role, could not show)."""
-    from verify import legacy_ir  # noqa: F401
+    from verify.ir import legacy_ir  # noqa: F401
     import passes
-    from verify.application import run_application
-    from verify.program_dir import load_program_dir
+    from verify.engine.application import run_application
+    from cases.program_dirs import load_program_dir
 
     app = run_application(passes.get("vpp_split"), load_program_dir(str(planned)),
                           value=False)
@@ -65,7 +65,7 @@ def test_vpp_split_on_planned_pir_programs_keeps_roles(planned):
 
 def test_inserted_ops_are_told_from_kept_ops_with_redirected_operands():
     from passes.pir_split_matmul_grad import _inserted
-    from verify.snapshot import Op, ProgramSnapshot, Var
+    from verify.ir.snapshot import Op, ProgramSnapshot, Var
 
     vars_ = {n: Var(n, [2], "float32") for n in ("g", "g2", "w", "w2", "d")}
     before = ProgramSnapshot([

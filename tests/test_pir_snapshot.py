@@ -1,17 +1,18 @@
 """PIR programs in the one snapshot form every check reads
-(``verify/pir_snapshot.py``), and the pairing of passes and cases by IR."""
+(``verify/ir/pir_snapshot.py``), and the pairing of passes and cases by IR."""
 from __future__ import annotations
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.application import run_application  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
 from verify.checks import CheckContext, run_static_checks  # noqa: E402
-from verify.pir_snapshot import snapshot_rank  # noqa: E402
+from verify.ir.pir_snapshot import snapshot_rank  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 
 def snap(case_name, rank=0):
@@ -61,7 +62,7 @@ def test_dynamic_batch_is_minus_one():
 def test_vector_typed_results_are_recorded():
     import paddle
 
-    from verify.pir_snapshot import from_pir_programs, value_names
+    from verify.ir.pir_snapshot import from_pir_programs, value_names
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
@@ -80,7 +81,7 @@ def test_vector_typed_results_are_recorded():
 
 def test_rewritten_program_keeps_the_names_of_kept_values():
     case = cases.all_cases()["pir_mm_3d"]
-    run = passes.get("vpp_split").apply(case, 0)
+    run = run_pass(passes.get("vpp_split"), case, 0)
     before = snapshot_rank(run.original)
     after = snapshot_rank(run.rewritten)
     kept = {o.render() for o in before.ops if o.type != "pd_op.matmul_grad"} - \
@@ -123,7 +124,7 @@ def test_identity_rewrite_of_a_pir_case_is_equivalent():
     import dataclasses
 
     from passes.base import PassRun
-    from verify.application import RankOutcome
+    from verify.engine.application import RankOutcome
     from verify.numeric.equivalence import numeric_checks
     from verify.value import prove_application
 
@@ -140,7 +141,7 @@ def test_identity_rewrite_of_a_pir_case_is_equivalent():
 
 
 def test_passes_meet_only_cases_of_their_ir():
-    from verify import baseline
+    from verify.engine import baseline
 
     overlap, split = passes.get("overlap"), passes.get("vpp_split")
     pir = cases.all_cases()["pir_mm_3d"]
@@ -169,7 +170,7 @@ def test_dist_attrs_of_a_sharded_program():
     import paddle
     import paddle.distributed as dist
 
-    from verify.pir_snapshot import from_pir_programs, value_names
+    from verify.ir.pir_snapshot import from_pir_programs, value_names
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
@@ -192,7 +193,7 @@ def test_dist_attrs_of_a_sharded_program():
 def test_nested_blocks_are_noted_and_control_flow_is_read_safely():
     import paddle
 
-    from verify.pir_snapshot import from_pir_programs, value_names
+    from verify.ir.pir_snapshot import from_pir_programs, value_names
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()

@@ -1,12 +1,12 @@
 """The VPP backward split on PIR programs: its findings carry their evidence."""
 from __future__ import annotations
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.application import run_application  # noqa: E402
-from verify.matrix_runner import pick_backend  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
+from verify.engine.matrix_runner import pick_backend  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
 
 
@@ -80,7 +80,7 @@ def test_pir_reproducers_need_only_paddle(tmp_path):
     import subprocess
     import sys
 
-    from verify import repro
+    from verify.repro import reproducer as repro
 
     adapter = passes.get("vpp_split")
     env = {k: v for k, v in os.environ.items()
@@ -98,8 +98,8 @@ def test_pir_reproducers_need_only_paddle(tmp_path):
 
 
 def test_pir_application_in_an_isolation_worker_equals_the_in_process_one():
-    from verify import isolation
-    from verify.pir_snapshot import snapshot_rank
+    from verify.engine import isolation
+    from verify.ir.pir_snapshot import snapshot_rank
 
     adapter = passes.get("vpp_split")
     for case_name in ("pir_mm_3d_ty_square", "pir_mm_3d_dynamic"):
@@ -116,9 +116,9 @@ def test_pir_application_in_an_isolation_worker_equals_the_in_process_one():
 def test_pir_numeric_runs_go_to_a_worker_and_agree_with_in_process_runs():
     import numpy as np
 
-    from verify import isolation
+    from verify.engine import isolation
     from verify.numeric import pir_runner
-    from verify.pir_snapshot import snapshot_rank
+    from verify.ir.pir_snapshot import snapshot_rank
 
     case = cases.all_cases()["pir_mm_3d_nonsquare"]
     rp = case.build(0)
@@ -151,7 +151,7 @@ def test_a_mended_guard_leaves_transposed_grads_alone_and_the_findings_go_away()
     from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
         PipelineVirtualPipelinePass, _pir_split_matmul_grad_to_matmul)
 
-    from verify import isolation
+    from verify.engine import isolation
 
     class Mended(PipelineVirtualPipelinePass):
         def _pir_split_matmul_grad_ops_to_matmul(self, program):

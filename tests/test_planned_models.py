@@ -97,7 +97,7 @@ def test_promotion_keys_its_pattern_on_the_mesh_not_on_the_program():
     for rank in rep.ranks:
         run = adapter.apply_local(rep, rank)
         assert run.error is None, run.error
-        from verify.snapshot import from_programs
+        from verify.ir.snapshot import from_programs
 
         assert adapter.pattern_present(from_programs(run.original.main, run.original.startup))
         assert _types(run.rewritten) == _types(run.original), rank  # did nothing

@@ -34,7 +34,7 @@ def planned(tmp_path_factory):
 
 
 def test_plan_writes_the_documented_format(planned):
-    from verify.program_dir import FORMAT, VERSION
+    from verify.plan.program_format import FORMAT, VERSION
 
     plan = json.loads((planned / "plan.json").read_text())
     assert plan["format"] == FORMAT and plan["version"] == VERSION
@@ -75,14 +75,14 @@ def test_repro_of_a_planned_dir(planned, tmp_path):
 
 
 def test_a_dir_saved_by_ones_own_script(tmp_path):
-    """Programs written with ``verify.program_dir.save`` (the same format a
+    """Programs written with ``verify.plan.program_format.save`` (the same format a
     user's script writes) run like a planned dir."""
     script = f"""
 import sys
 sys.path.insert(0, {ROOT!r})
-from verify import legacy_ir
+from verify.ir import legacy_ir
 import cases
-from verify.program_dir import save
+from verify.plan.program_format import save
 case = cases.all_cases()["row_mp_o0_sgd_tp2"]
 save({{r: case.build(r) for r in case.ranks}}, case.mesh, {str(tmp_path / 'mine')!r},
      "my_saved_row", rings=case.rings)

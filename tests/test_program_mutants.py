@@ -1,6 +1,6 @@
 """Program-level mutants: each must be caught, by the check that can see it.
 
-Two families (``verify.program_mutants``):
+Two families (``verify.selfcheck.program_mutants``):
 
 * legacy whole-program operators, on a fixed sample (``LEGACY_SAMPLE``);
 * in-region operators: well-formed, shape-preserving edits inside the region
@@ -17,12 +17,13 @@ import pytest
 
 import cases
 import passes
-from verify import mutate
-from verify import program_mutants as pm
-from verify.application import run_application
-from verify.snapshot import Op, ProgramSnapshot, Var
+from verify.selfcheck import mutate
+from verify.selfcheck import program_mutants as pm
+from verify.engine.application import run_application
+from verify.ir.snapshot import Op, ProgramSnapshot, Var
 
-from verify.matrix_runner import pick_backend
+from verify.engine.matrix_runner import pick_backend
+from verify.engine.isolation import run_pass  # noqa: E402
 
 KILLING = set(mutate.KILLING)
 
@@ -170,7 +171,7 @@ def test_legacy_operators_are_marked_apart():
 def test_legacy_drop_op_is_not_well_formed():
     """The well-formedness check itself sees a read left without a writer."""
     adapter, case = passes.get("overlap"), cases.all_cases()["col_3d_static"]
-    run = adapter.apply(case, 0)
+    run = run_pass(adapter, case, 0)
     _, ref = pm.snapshots(run)
     block = run.rewritten.main.global_block()
     i = next(o.idx for o in ref.ops if o.type == "matmul_v2" and o.role == 1)
@@ -254,7 +255,7 @@ def test_scale_before_adam_is_argued_equivalent_and_avoided():
     """AdamW's update is invariant to a positive scale of its gradient: such
     a site is an equivalent mutant, so scale_half picks another one."""
     adapter, case = passes.get("promotion"), cases.all_cases()["row_mp_o2_adamw_tp4"]
-    before, after = pm.snapshots(adapter.apply(case, 3))
+    before, after = pm.snapshots(run_pass(adapter, case, 3))
     grad = next(op for op in after.ops if op.type == "matmul_v2_grad")
     assert "adamw" in pm.scale_invariance(after, grad.outputs["Y@GRAD"][0], grad.idx)
     # the output gradient reaches a compared parameter gradient: not invariant

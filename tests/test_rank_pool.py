@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before paddle)
-from verify.legacy_ir import paddle_module
+from verify.ir import legacy_ir  # noqa: F401  (before paddle)
+from verify.ir.legacy_ir import paddle_module
 from verify.numeric import rank_pool
 from verify.numeric.run_spec import BackendError, RankSpec
 from conftest import live_processes_marked

@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401
+from verify.ir import legacy_ir  # noqa: F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify import baseline, repro  # noqa: E402
+from verify.engine import baseline  # noqa: E402
+from verify.repro import reproducer as repro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINDINGS = sorted((k.split("::")[0], k.split("::")[1], e["verdict"])
@@ -110,14 +111,14 @@ def test_repro_bad_input_is_one_line_and_exit_2(args, needle):
 
 
 def test_html_report_links_each_findings_reproducer():
-    from verify.html_report import render_html
+    from verify.report.html import render_html
 
     app = {"pass": "allreduce_matmul_grad_overlapping", "case": "col_2d", "ranks": [0, 1],
            "source": "installed", "verdict": "PASS_CRASHED", "expected": "PASS_CRASHED",
            "expected_fires": True, "expected_reason": "r", "as_expected": True,
            "seconds": 0.1, "checks": [], "rank_outcomes": []}
     ok = dict(app, case="col_3d_static", verdict="EQUIVALENT", expected="EQUIVALENT")
-    from verify import report as report_mod
+    from verify.report import write as report_mod
 
     page = render_html(report_mod.build_report([app, ok]))
     assert "python -m verify repro --pass allreduce_matmul_grad_overlapping --case col_2d" \

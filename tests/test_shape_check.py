@@ -3,7 +3,7 @@ concrete dims, and must not cry wolf on the correct rewrite."""
 from conftest import context, snapshots
 
 from verify.checks import shape_check
-from verify.snapshot import Op, ProgramSnapshot, Var
+from verify.ir.snapshot import Op, ProgramSnapshot, Var
 from verify.verdicts import Verdict
 
 
@@ -104,7 +104,7 @@ def test_pir_scale_keeps_its_input_shape_and_a_wrong_declared_shape_is_caught():
     broken."""
     import paddle
 
-    from verify.pir_snapshot import from_pir_programs
+    from verify.ir.pir_snapshot import from_pir_programs
 
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()

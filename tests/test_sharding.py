@@ -16,9 +16,9 @@ import pytest
 
 import cases
 import passes
-from passes.loader import load_pass_file
-from verify.matrix_runner import run_matrix
-from verify.snapshot import Op, ProgramSnapshot, Var
+from verify.ir.pass_files import load_pass_file
+from verify.engine.matrix_runner import run_matrix
+from verify.ir.snapshot import Op, ProgramSnapshot, Var
 from verify.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,7 +109,7 @@ def _grad_program(read_after):
 
 
 def test_a_declared_stale_value_is_dropped_only_when_dead():
-    from verify.dead_values import is_dead, unobserved
+    from verify.ir.dead_values import is_dead, unobserved
 
     class Declares:
         def unobserved(self, case, rank, before, after):
@@ -200,7 +200,7 @@ def test_deps_after_stage_2_adds_only_ordering_ops():
 def test_deps_contract_catches_a_changed_computation_and_a_missing_dependency():
     """The contract on the real stage-2 rewrite, then on that rewrite with a
     broadcast's root changed (computation touched) and a nop removed."""
-    from verify.snapshot import from_programs
+    from verify.ir.snapshot import from_programs
 
     adapter = passes.get("deps")
     case = cases.all_cases()[S2]
@@ -230,7 +230,7 @@ def test_deps_contract_catches_a_changed_computation_and_a_missing_dependency():
 def test_pattern_matchers_follow_the_documented_patterns():
     """Sharding: a DP program with an optimizer; deps: a sharded one (the
     broadcasts after the optimizer), not the unsharded program."""
-    from verify.snapshot import from_programs
+    from verify.ir.snapshot import from_programs
 
     case = cases.all_cases()[S1]
     plain = case.build(0)
@@ -304,7 +304,7 @@ def test_stage_2_reproducer_passes_and_a_mutants_fails(tmp_path):
     import subprocess
     import sys
 
-    from verify import repro
+    from verify.repro import reproducer as repro
 
     case = cases.all_cases()[S2]
     env = {k: v for k, v in os.environ.items()

@@ -1,7 +1,7 @@
 """Snapshots: a plain record that round-trips through JSON and diffs."""
 from conftest import snapshots
 
-from verify.snapshot import ProgramSnapshot, diff
+from verify.ir.snapshot import ProgramSnapshot, diff
 
 
 def test_json_round_trip_keeps_everything():

@@ -8,10 +8,10 @@ import pytest
 
 import cases
 import passes
-from passes.loader import load_pass_file
-from verify.application import run_application
-from verify.matrix_runner import pick_backend
-from verify.snapshot import from_programs
+from verify.ir.pass_files import load_pass_file
+from verify.engine.application import run_application
+from verify.engine.matrix_runner import pick_backend
+from verify.ir.snapshot import from_programs
 from verify.verdicts import Verdict
 
 _, SIM = pick_backend("simulated", 11)

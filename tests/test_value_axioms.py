@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from verify.snapshot import Op
+from verify.ir.snapshot import Op
 from verify.value import semantics as S
 
 RNG = np.random.default_rng(0)
@@ -391,7 +391,7 @@ def test_collectives(kind, ref, n):
 
 def test_reduce_type_codes_are_paddles():
     from paddle.distributed.communication.reduce import ReduceOp
-    from verify import collectives
+    from verify.ir import collectives
 
     code = {"sum": ReduceOp.SUM, "max": ReduceOp.MAX, "min": ReduceOp.MIN,
             "prod": ReduceOp.PROD, "avg": ReduceOp.AVG}
@@ -400,7 +400,7 @@ def test_reduce_type_codes_are_paddles():
         assert S.collective_kind(Op(0, "all_reduce", {}, {}, {"reduce_type": t})) == kind
 
 
-# -- PIR ops (slots and attrs as verify/pir_snapshot.py records them) --------------
+# -- PIR ops (slots and attrs as verify/ir/pir_snapshot.py records them) --------------
 @pytest.mark.parametrize("tx", [False, True])
 @pytest.mark.parametrize("ty", [False, True])
 @pytest.mark.parametrize("sx,sy", MM_SHAPES)
@@ -676,7 +676,7 @@ def test_dependency_rows_compute_nothing():
 def test_rooted_reduce_lands_on_the_root_only(kind, fold, n, root):
     """``reduce`` (sharding stage 2): the root (index in the group) gets the
     reduction, every other rank keeps its own x."""
-    from verify import collectives
+    from verify.ir import collectives
 
     xs = [r(4, 3) for _ in range(n)]
     for i in range(n):

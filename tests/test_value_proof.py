@@ -9,14 +9,15 @@ from fractions import Fraction
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401
+from verify.ir import legacy_ir  # noqa: F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from passes.loader import load_pass_file  # noqa: E402
-from verify.snapshot import Op, Var, from_programs  # noqa: E402
+from verify.ir.pass_files import load_pass_file  # noqa: E402
+from verify.ir.snapshot import Op, Var, from_programs  # noqa: E402
 from verify.value.proof import prove_application  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
+from verify.engine.isolation import run_pass  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,7 +30,7 @@ def build(pass_name, case_name, mutant_file=None):
     try:
         befores, afters, watched, per_tp = {}, {}, {}, set()
         for r in case.ranks:
-            run = passes.get(pass_name).apply(case, r)
+            run = run_pass(passes.get(pass_name), case, r)
             assert run.error is None, run.error
             befores[r] = from_programs(run.original.main, run.original.startup)
             afters[r] = from_programs(run.rewritten.main, run.rewritten.startup)

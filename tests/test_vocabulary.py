@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401
-from verify import vocabulary  # noqa: E402
+from verify.ir import legacy_ir  # noqa: F401
+from verify.selfcheck import vocabulary  # noqa: E402
 
 _HEAD = '''
 from .pass_base import PassBase, register_pass

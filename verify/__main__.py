@@ -1,6 +1,6 @@
 import sys
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 from verify.cli import main
 
 sys.exit(main())

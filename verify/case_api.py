@@ -58,7 +58,7 @@ from the ``DistributedContext``.
 """
 from __future__ import annotations
 
-from verify import legacy_ir  # noqa: F401  (legacy IR before paddle)
+from verify.ir import legacy_ir  # noqa: F401  (legacy IR before paddle)
 
 from cases.base import Case, Expect, FeedSpec, RankProgram  # noqa: E402
 from cases.program_builder import (  # noqa: E402

@@ -26,11 +26,11 @@ def _parser():
     lst.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
                      metavar="DIR",
                      help="a program dir (python -m verify plan, or the documented format "
-                          "in verify/program_dir.py) as one more case (repeatable)")
-    sub.add_parser("mutate", help="mutation testing of the checker (see verify/mutate.py)",
+                          "in verify/plan/program_format.py) as one more case (repeatable)")
+    sub.add_parser("mutate", help="mutation testing of the checker (see verify/selfcheck/mutate.py)",
                    add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
-                   "matcher reads (see verify/vocabulary.py)", add_help=False)
+                   "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
     base.add_argument("--check", action="store_true",
                       help="only check that the file is up to date (exit 1 if not)")
@@ -47,7 +47,7 @@ def _parser():
     rep.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
                      metavar="DIR",
                      help="a program dir (python -m verify plan, or the documented format "
-                          "in verify/program_dir.py) as one more case (repeatable)")
+                          "in verify/plan/program_format.py) as one more case (repeatable)")
     rep.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
     pl = sub.add_parser("plan", help="plan MODEL.py for every rank with Paddle's Engine "
                         "(CPU) and write a program dir")
@@ -74,7 +74,7 @@ def _parser():
     run.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
                      metavar="DIR",
                      help="a program dir (python -m verify plan, or the documented format "
-                          "in verify/program_dir.py) as one more case (repeatable)")
+                          "in verify/plan/program_format.py) as one more case (repeatable)")
     run.add_argument("--pass-file", metavar="PATH",
                      help="load the pass from this source file instead of the installed Paddle")
     run.add_argument("--report-dir", metavar="DIR", default=None,
@@ -128,7 +128,7 @@ def cmd_list(out=sys.stdout, case_files=()) -> int:
 
 
 def cmd_baseline(args, out=sys.stdout) -> int:
-    from . import baseline
+    from verify.engine import baseline
 
     want = baseline.render(baseline.current())
     have = open(baseline.PATH).read() if os.path.exists(baseline.PATH) else ""
@@ -163,14 +163,14 @@ def _resolve(args):
 
 
 def cmd_run(args, out=sys.stdout) -> int:
-    from . import report as report_mod
-    from .matrix_runner import run_matrix
+    from verify.report import write as report_mod
+    from verify.engine.matrix_runner import run_matrix
 
     adapters, chosen = _resolve(args)
     loaded = None
     source = "installed"
     if args.pass_file:
-        from passes.loader import PassFileError, load_pass_file
+        from verify.ir.pass_files import PassFileError, load_pass_file
 
         try:
             loaded = load_pass_file(args.pass_file)
@@ -193,7 +193,7 @@ def cmd_run(args, out=sys.stdout) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write report directory {report_dir}: {exc}") from None
 
-    from . import isolation
+    from verify.engine import isolation
 
     try:
         isolation.configure(enabled=False if args.no_isolation else None,
@@ -214,7 +214,7 @@ def cmd_run(args, out=sys.stdout) -> int:
     finally:
         _restore_sigterm(previous)
         if interrupted is not None:  # no worker or rank process left behind
-            from .numeric import rank_pool
+            from verify.numeric import rank_pool
 
             isolation.shutdown()
             rank_pool.shutdown_pools()
@@ -250,7 +250,7 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
     """A reproducer (``verify repro``) of every finding, under the report's
     ``repro/``; the report's application gets its relative path
     (``reproducer``), which the HTML page links."""
-    from . import repro
+    from verify.repro import reproducer as repro
 
     by_name = {a.name: a for a in adapters}
     by_case = {c.name: c for c in chosen}
@@ -273,7 +273,8 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
 
 
 def cmd_plan(args, out=sys.stdout) -> int:
-    from .plan import PlanError, plan
+    from verify.plan.common import PlanError
+    from verify.plan.planner import plan
 
     try:
         path = plan(args.model, args.ranks, args.mesh, args.out,
@@ -288,7 +289,7 @@ def cmd_repro(args, out=sys.stdout) -> int:
     import cases
     import passes
 
-    from . import repro
+    from verify.repro import reproducer as repro
 
     try:
         adapter = passes.get(args.pass_name)
@@ -300,7 +301,7 @@ def cmd_repro(args, out=sys.stdout) -> int:
     if case is None:
         raise UsageError(f"unknown case {args.case_name!r}; known: {', '.join(table)}")
     if args.pass_file:
-        from passes.loader import PassFileError, load_pass_file
+        from verify.ir.pass_files import PassFileError, load_pass_file
 
         try:
             loaded = load_pass_file(args.pass_file)
@@ -349,7 +350,7 @@ def _restore_sigterm(previous) -> None:
 
 
 def _summary(apps, path, seconds, out) -> None:
-    from .baseline import classify
+    from verify.engine.baseline import classify
 
     bad = [a for a in apps if not a.as_expected]
     print("", file=out)
@@ -367,10 +368,10 @@ def _summary(apps, path, seconds, out) -> None:
               f"--case {a.case_name}" + (f" --pass-file {a.source}"
                                           if a.source != "installed" else "")
               + (f" --case-file {a.case_file}" if a.case_file else ""), file=out)
-    from .matrix_runner import summary_table
+    from verify.engine.matrix_runner import summary_table
 
     print(summary_table(apps), file=out)
-    from .report import summarize
+    from verify.report.write import summarize
 
     summ = summarize(apps)
     print(f"{len(apps)} applications in {seconds:.1f}s: " +
@@ -388,11 +389,11 @@ def _summary(apps, path, seconds, out) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["mutate"]:
-        from .mutate import main as mutate_main
+        from verify.selfcheck.mutate import main as mutate_main
 
         return mutate_main(argv[1:])
     if argv[:1] == ["vocabulary"]:
-        from .vocabulary import main as vocabulary_main
+        from verify.selfcheck.vocabulary import main as vocabulary_main
 
         return vocabulary_main(argv[1:])
     args = _parser().parse_args(argv)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401  (before anything imports paddle)
+from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 
 def pytest_addoption(parser):
@@ -32,7 +32,7 @@ def pytest_addoption(parser):
                          "their own Expect (repeatable)")
     group.addoption("--program-dir", dest="verify_program_dirs", action="append",
                     default=[], metavar="DIR",
-                    help="a program dir (python -m verify plan; verify/program_dir.py) as "
+                    help="a program dir (python -m verify plan; verify/plan/program_format.py) as "
                          "one more gate case, judged against its plan.json expectations "
                          "(default: every pass EQUIVALENT) (repeatable)")
     group.addoption("--backend", default="both",
@@ -72,7 +72,7 @@ def pytest_configure(config):
 
     for adapter in passes.adapters().values():  # one marker per pass, by short name
         config.addinivalue_line("markers", f"{adapter.short}: applications of {adapter.name}")
-    from verify import isolation
+    from verify.engine import isolation
 
     isolation.configure(
         enabled=False if config.getoption("verify_no_isolation", default=False) else None,
@@ -80,7 +80,7 @@ def pytest_configure(config):
         memory_mb=config.getoption("verify_memory", default=None))
     path = config.getoption("--pass-file", default=None)
     if path:
-        from passes.loader import load_pass_file
+        from verify.ir.pass_files import load_pass_file
 
         config._verify_pass_file = load_pass_file(path)
     config._verify_case_files = []
@@ -147,7 +147,7 @@ def pytest_sessionfinish(session, exitstatus):
     frag_dir = os.path.join(config._verify_run_dir, "fragments")
     if not seen and not os.path.isdir(frag_dir):
         return  # no gate test in this run
-    from verify import report as report_mod
+    from verify.report import write as report_mod
 
     apps, done = [], set()
     if os.path.isdir(frag_dir):

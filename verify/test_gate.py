@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401
+from verify.ir import legacy_ir  # noqa: F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify import baseline  # noqa: E402
-from verify.application import run_application  # noqa: E402
+from verify.engine import baseline  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
 from verify.conftest import write_fragment  # noqa: E402
 
 _BASELINE = baseline.load()
@@ -57,8 +57,8 @@ def _file_cases(config) -> list:
 
 
 def _check(short, case_name, request):
-    from verify.matrix_runner import pick_backend
-    from verify.report import DEFAULT_SEED
+    from verify.engine.matrix_runner import pick_backend
+    from verify.report.write import DEFAULT_SEED
 
     adapter = passes.get(short)
     mine = {c.name: c for c in _file_cases(request.config)}

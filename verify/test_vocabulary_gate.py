@@ -1,5 +1,5 @@
 """Gate: the matcher-vocabulary audit of every pass the suite knows
-(``verify/vocabulary.py``), one test per pass: green when its findings are
+(``verify/selfcheck/vocabulary.py``), one test per pass: green when its findings are
 exactly the reviewed ones in ``verify/vocabulary_baseline.json``, red on a new
 finding (a matcher now reads a name no op defines or the planner never emits)
 and on one that went away.  With ``--pass-file`` the file's pass is audited
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from verify import legacy_ir  # noqa: F401
+from verify.ir import legacy_ir  # noqa: F401
 
 import passes  # noqa: E402
-from verify import vocabulary  # noqa: E402
+from verify.selfcheck import vocabulary  # noqa: E402
 
 _TARGETS = vocabulary.known_passes()
 _SHORT = {a.name: a.short for a in passes.adapters().values()}

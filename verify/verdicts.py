@@ -58,3 +58,25 @@ def combine(results) -> Verdict:
     if not verdicts:
         return Verdict.INCONCLUSIVE
     return min(verdicts, key=_SEVERITY.index)
+
+
+def error_line(tb: str) -> str:
+    """The line of a traceback that says what went wrong: the exception line
+    (the last line of a Python traceback that starts without indentation)."""
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    for k in range(len(lines) - 1, -1, -1):
+        ln = lines[k]
+        if not ln.startswith((" ", "\t")) and not ln.startswith("Traceback"):
+            # Paddle's C++ errors put the summary on the exception line's
+            # continuation; keep the first line that names the error kind
+            if ln.rstrip().endswith("In user code:") and k + 1 < len(lines):
+                # PIR executor errors: the error kind is the next line
+                return f"{ln.strip()} {lines[k + 1].strip()}"[:400]
+            return ln.strip()[:400]
+    return lines[-1].strip()[:400] if lines else "unknown error"
+
+
+# the order in which tables and summaries show verdicts (LEFT_ALONE: an
+# EQUIVALENT application whose pass changed nothing, shown apart)
+SHOWN = ["EQUIVALENT", "LEFT_ALONE", "NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED",
+         "NOT_APPLIED", "INCONCLUSIVE"]

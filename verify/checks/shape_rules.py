@@ -388,7 +388,7 @@ RULES = {
 }
 
 
-# -- PIR ops (keyed by op.name(); slots and attrs as verify/pir_snapshot.py
+# -- PIR ops (keyed by op.name(); slots and attrs as verify/ir/pir_snapshot.py
 # records them: a constant operand's value is the attr "<slot>@value") ------
 def _pir_matmul(s):
     return {"out": [matmul_shape(s, s("x"), s("y"), bool(s.attr("transpose_x")),

@@ -9,8 +9,10 @@ rewritten program against the original's (replicated) value on this rank.
 """
 from __future__ import annotations
 
-from verify.legacy_ir import paddle_module, translate_for_execution
+from verify.ir.legacy_ir import paddle_module, translate_for_execution
 from verify.verdicts import CheckResult, Verdict
+
+from . import offload
 
 from .compare import compare
 from .inputs import feed_value, param_value
@@ -72,10 +74,8 @@ def make_specs(case, programs: dict, seed: int, steps: int, renames=None) -> dic
 def _run(backend, specs, where):
     if backend == "simulated":
         # in an isolation worker when enabled: an executor crash (SIGSEGV)
-        # becomes a WorkerCrash naming the rank and program (verify/isolation.py)
-        from verify.isolation import run_simulated
-
-        return run_simulated(specs, where)
+        # becomes a WorkerCrash naming the rank and program (verify/numeric/offload.py)
+        return offload.run_simulated(specs, where)
     if backend == "ranks":
         from .rank_pool import run_ranks
 
@@ -104,7 +104,7 @@ def compare_runs(case, rank, orig, rew, rew_all, depth, params_removed, renames=
     with the first TP rank's copy; any other watched value that vanished is
     a failure, never dropped, except a value the pass leaves stale on
     purpose that is dead in the rewritten program (``unobserved``, checked by
-    ``verify/dead_values.py``).
+    ``verify/ir/dead_values.py``).
     """
     renames = renames or {}
     diffs = []
@@ -195,7 +195,7 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
     twin_note = ""
     if twin is not case and adapter is not None:
         # Same ops in float32: this platform has no half-precision kernels.
-        runs = {r: adapter.apply(twin, r) for r in twin.ranks}
+        runs = {r: offload.run_pass(adapter, twin, r) for r in twin.ranks}
         crashed = [r for r, run in runs.items() if run.error]
         if crashed:
             return [CheckResult(KIND, "numeric twin", None, Verdict.INCONCLUSIVE,
@@ -203,11 +203,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                                 f"(rank {crashed[0]}), so nothing ran",
                                 details={"traceback": runs[crashed[0]].error})]
         if mutator is not None:  # the mutant under test, applied to the twin too
-            from verify.snapshot import from_programs
+            from verify.ir.snapshot import from_programs
 
             rr = runs[mutator[0]].rewritten
             mutator[1](rr.main, rr.startup, from_programs(rr.main, rr.startup), mutator[0])
-        from verify.snapshot import from_programs
+        from verify.ir.snapshot import from_programs
 
         for o in outcomes:  # the twin must be the same rewrite, dtypes aside
             t = runs[o.rank].rewritten
@@ -223,7 +223,7 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                      f"{case.params.get('amp_dtype')} matmul kernels]")
     renames = {o.rank: adapter.renames(case, o.rank, o.before, o.after)
                for o in outcomes} if adapter is not None else {}
-    from verify.dead_values import unobserved
+    from verify.ir.dead_values import unobserved
 
     dead = {o.rank: unobserved(adapter, case, o.rank, o.before, o.after)
             for o in outcomes} if adapter is not None else {}

@@ -40,7 +40,7 @@ the k-th they are compared with the reference (``compare.py`` tolerances).
 A second optimizer step (``cycles`` = 2) also catches an accumulator not
 zeroed after the update.
 
-Runs go to an isolation worker (``verify.isolation.run_call``), so an
+Runs go to an isolation worker (``verify/numeric/offload.py``), so an
 executor crash is INCONCLUSIVE, never the end of the run.  The witness is
 Paddle's executor in one process (no real ranks), and the checks say so.
 """
@@ -78,7 +78,7 @@ def run_rebuilt(blob, rank, pass_file, params, feeds, watch, k, cycles, seed) ->
 
     loaded = None
     if pass_file:
-        from passes.loader import load_pass_file
+        from verify.ir.pass_files import load_pass_file
 
         loaded = load_pass_file(pass_file)
     try:
@@ -205,11 +205,13 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
     mutant edited them) instead of rebuilding them in a worker."""
     import pickle
 
-    from verify import isolation
+    from verify.ir.pass_files import pass_file_of
+
+    from . import offload
 
     results = []
     want = "mean" if avg else "sum"
-    pass_file = isolation.pass_file_of(adapter.name) or ""
+    pass_file = pass_file_of(adapter.name) or ""
     for o in outcomes:
         where = f"micro-step run of {case.name} rank {o.rank} (k={k}, avg={avg})"
         if reduction != want:
@@ -230,7 +232,7 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                        "merged": _run(rr.main, rr.startup, params, feeds, watch, k, cycles,
                                       seed, merged=True)}
             else:
-                got = isolation.run_call(
+                got = offload.run_call(
                     "verify.numeric.micro_steps", "run_rebuilt",
                     {"blob": pickle.dumps((adapter, case)), "rank": o.rank,
                      "pass_file": pass_file, "params": params, "feeds": feeds,

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.collectives import COLLECTIVES, communicates
-from verify.collectives import kind as collective_kind
+from verify.ir.collectives import COLLECTIVES, communicates
+from verify.ir.collectives import kind as collective_kind
 
 from .run_spec import BackendError
 
@@ -102,7 +102,7 @@ class _PirRank:
     def __init__(self, rank, exported, params, feeds, watch, where):
         import paddle
 
-        from verify.pir_snapshot import import_programs
+        from verify.ir.pir_snapshot import import_programs
 
         from .inputs import param_value  # noqa: F401  (values come from the caller)
 

@@ -7,7 +7,7 @@ every watched value (the case's loss and fetches, by value name; a value the
 pass renamed is fetched under its new name) is compared per element with
 the dtype- and depth-derived tolerances of ``compare.py``.
 
-Each run goes to an isolation worker (``verify.isolation.run_call``; the
+Each run goes to an isolation worker (``verify/numeric/offload.py``; the
 programs travel in PIR's own serialization), so an executor crash is an
 INCONCLUSIVE check, not the end of the run.  Limits, stated: real ranks do
 not run PIR programs yet, so the witness is the executor (and the
@@ -46,14 +46,14 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -
     executor is then a ``WorkerCrash``, never the end of the run."""
     import paddle
 
-    from verify import isolation
-    from verify.pir_snapshot import export_programs
+    from . import offload
+    from verify.ir.pir_snapshot import export_programs
 
     with paddle.pir_utils.IrGuard():
         exported = export_programs(rp.main, rp.startup, rp.names)
     params = {n: (list(v.shape), v.dtype) for n, v in snap.vars.items() if v.is_parameter}
     feeds = [(f.name, list(f.shape), f.dtype) for f in rp.feeds]
-    return isolation.run_call("verify.numeric.pir_runner", "run_exported",
+    return offload.run_call("verify.numeric.pir_runner", "run_exported",
                               {"exported": exported, "params": params, "feeds": feeds,
                                "watch": list(watch), "seed": seed, "steps": steps},
                               where or "PIR executor run")
@@ -62,7 +62,7 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -
 def multi_rank(case, outcomes) -> bool:
     """Whether a case's programs need every rank at once (several ranks, or a
     collective anywhere): then :func:`run_ranks` runs them in lock step."""
-    from verify.collectives import communicates
+    from verify.ir.collectives import communicates
 
     return case.world_size > 1 or any(communicates(op.type) for o in outcomes
                                       for op in o.before.ops + o.after.ops)
@@ -91,8 +91,8 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
     ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``."""
     import paddle
 
-    from verify import isolation
-    from verify.pir_snapshot import export_programs
+    from . import offload
+    from verify.ir.pir_snapshot import export_programs
 
     ranks = {}
     for r, rp in rps.items():
@@ -101,7 +101,7 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
         params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps)
         ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
                     "watch": list(watch[r])}
-    return isolation.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
+    return offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
                               {"ranks": ranks, "rings": dict(case.rings), "steps": steps,
                                "where": where or "PIR simulator"},
                               where or "PIR simulator run")
@@ -112,7 +112,7 @@ def run_exported(exported, params, feeds, watch, seed, steps) -> list:
     import numpy as np
     import paddle
 
-    from verify.pir_snapshot import import_programs
+    from verify.ir.pir_snapshot import import_programs
 
     with paddle.pir_utils.IrGuard():
         main, startup, names = import_programs(exported)
@@ -138,7 +138,7 @@ def run_exported(exported, params, feeds, watch, seed, steps) -> list:
 
 def _why(exc) -> str:
     """One line: the exception line of a worker's traceback, or the exception."""
-    from verify.application import error_line
+    from verify.verdicts import error_line
 
     text = str(exc)
     return error_line(text) if "Traceback" in text else \

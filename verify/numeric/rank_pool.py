@@ -25,7 +25,7 @@ Environment given to the launcher and the workers
 - ``FLAGS_enable_pir_in_executor=True``: needed on CPU; without it the
   legacy executor fails on ``all_reduce`` ("interface not found" from the
   device manager).  The legacy program is translated to PIR for execution.
-- ``FLAGS_enable_pir_api=0``: set again by ``verify.legacy_ir``, which each
+- ``FLAGS_enable_pir_api=0``: set again by ``verify.ir.legacy_ir``, which each
   worker imports before anything else imports paddle.
 - ``PYTHONPATH`` starts with the project root (the worker is started with
   ``-m``; the launcher only knows scripts, so the "script" is the Python
@@ -287,7 +287,7 @@ def _kill_tree(pid: int) -> None:
 
 # ------------------------------------------------------------ job analysis
 def _is_gpu() -> bool:
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     core = paddle_module().base.core
     return core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0
@@ -295,7 +295,7 @@ def _is_gpu() -> bool:
 
 def used_rings(program_bytes: bytes) -> set[int]:
     """Ring ids of every op with a ``ring_id`` attr in a serialized program."""
-    from verify import legacy_ir  # noqa: F401  (before paddle)
+    from verify.ir import legacy_ir  # noqa: F401  (before paddle)
     from paddle.base.proto import framework_pb2
 
     desc = framework_pb2.ProgramDesc.FromString(program_bytes)

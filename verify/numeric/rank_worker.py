@@ -8,7 +8,7 @@ Started by ``python -m paddle.distributed.launch`` as
 
 Life of a worker:
 
-1. ``import verify.legacy_ir`` before anything else imports paddle (it sets
+1. ``import verify.ir.legacy_ir`` before anything else imports paddle (it sets
    ``FLAGS_enable_pir_api=0``).  The pool also puts
    ``FLAGS_enable_pir_in_executor=True`` in the environment: without it the
    legacy executor cannot run ``all_reduce`` on CPU.
@@ -47,7 +47,7 @@ import time
 
 _T0 = time.time()
 
-import verify.legacy_ir  # noqa: E402,F401  (first: sets the legacy IR flag)
+import verify.ir.legacy_ir  # noqa: E402,F401  (first: sets the legacy IR flag)
 
 import argparse
 import os
@@ -56,7 +56,7 @@ import traceback
 
 import numpy as np
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 from verify.numeric.rank_pool import AUTHKEY_ENV, connect, recv_msg, send_msg, wait_port
 from verify.numeric.run_spec import RankResult, RankSpec
 
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pool-id", required=True)
     args = parser.parse_args(argv)
     ppid = int(os.environ["RANK_POOL_CONTROLLER_PID"])
-    from verify.parent_watch import exit_with_parent
+    from verify.numeric.parent_watch import exit_with_parent
 
     exit_with_parent(ppid)
     addr = os.environ["RANK_POOL_ADDR"]

@@ -24,11 +24,11 @@ import traceback
 
 import numpy as np
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 
 from .run_spec import BackendError, RankResult
 
-from verify.collectives import COLLECTIVES, REDUCE_TYPES, communicates  # noqa: E402
+from verify.ir.collectives import COLLECTIVES, REDUCE_TYPES, communicates  # noqa: E402
 
 
 class _Coll:

@@ -316,7 +316,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     moved to a new name; they are compared under it, never dropped.
     ``unobserved``: {rank: {var: reason}} values the pass leaves stale on
     purpose and that are dead in the rewritten program
-    (``verify/dead_values.py``): not compared, listed in the details.
+    (``verify/ir/dead_values.py``): not compared, listed in the details.
     """
     start = time.perf_counter()
     store = Store()

@@ -28,7 +28,7 @@ An op with no row makes the proof INCONCLUSIVE, never a pass.
 """
 from __future__ import annotations
 
-from verify import collectives
+from verify.ir import collectives
 
 from fractions import Fraction
 
@@ -530,7 +530,7 @@ def _ln_stats_dims(op, x):
 
 
 # -- collectives (performed by the executor across ranks) --------------------
-# the one table of collective op types lives in verify/collectives.py
+# the one table of collective op types lives in verify/ir/collectives.py
 def collective_kind(op) -> str:
     return collectives.kind(op.type, op.attrs)
 
@@ -657,7 +657,7 @@ RANDOM_INIT = {"uniform_random", "gaussian_random", "truncated_gaussian_random",
                "randint", "randperm"}
 
 
-# -- PIR ops (keyed by op.name(); slots and attrs as verify/pir_snapshot.py
+# -- PIR ops (keyed by op.name(); slots and attrs as verify/ir/pir_snapshot.py
 # records them).  Each is the legacy row of the same kernel, reached through
 # a renaming of slots and attrs (one meaning per kernel), or a definition. ---
 class _OpView:
@@ -767,7 +767,7 @@ RANDOM_INIT |= {"pd_op.uniform", "pd_op.gaussian"}
 
 # -- PIR collectives' neighbours (fuse_allreduce_split_to_reducescatter) ---------
 # pd_op.all_reduce(_) / reduce_scatter / all_gather are collectives: the
-# executor performs them from verify/collectives.py.  A vector value
+# executor performs them from verify/ir/collectives.py.  A vector value
 # (split_with_num's ``out``, a ``vec[...]``) of equal pieces is held as ONE
 # Tensor: the pieces stacked along a new leading dim (original size = count);
 # builtin.slice / builtin.split take pieces out of it again.

@@ -51,7 +51,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.collectives import COLLECTIVES, communicates, root_of
+from verify.ir.collectives import COLLECTIVES, communicates, root_of
 
 from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported,
                         collective, collective_kind, leaf_dims)

@@ -18,10 +18,7 @@ import os
 import re
 import shlex
 
-# matrix statuses: the verdicts, with EQUIVALENT split into a rewrite found
-# equivalent and a program the pass left alone (its pattern absent)
-VERDICTS = ["EQUIVALENT", "LEFT_ALONE", "NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED",
-            "NOT_APPLIED", "INCONCLUSIVE"]
+from verify.verdicts import SHOWN as VERDICTS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

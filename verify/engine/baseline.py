@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-PATH = os.path.join(os.path.dirname(__file__), "baseline.json")
+PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "baseline.json")
 SCHEMA = "pass-baseline/1"
 
 
@@ -27,7 +27,7 @@ def current() -> dict:
     """The baseline as the cases state it now."""
     import cases
     import passes
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     entries = {}
     for adapter in passes.adapters().values():

@@ -109,13 +109,29 @@ if __name__ == "__main__":
 '''
 
 
+def _ranks_script(adapter, case, pass_file, seed):
+    from verify.repro.pir_ranks_script import script as ranks_script
+
+    return ranks_script(adapter, case, pass_file, seed)
+
+
+def _micro_step_script(adapter, case, pass_file, seed):
+    from verify.repro.micro_step_script import script as micro_script
+
+    return micro_script(adapter, case, pass_file, seed)
+
+
+# ``PassAdapter.repro_kind`` -> the writer of that kind of reproducer
+_KINDS = {"pir_ranks": _ranks_script, "micro_steps": _micro_step_script}
+
+
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a PIR ``case``."""
-    from .repro import ReproError
+    from verify.repro.errors import ReproError
 
-    own = getattr(adapter, "repro_script", None)
-    if own is not None:  # a pass with its own oracle writes its own reproducer
-        return own(case, pass_file, seed)
+    kind = getattr(adapter, "repro_kind", None)
+    if kind is not None:  # a pass whose oracle needs its own kind of reproducer
+        return _KINDS[kind](adapter, case, pass_file, seed)
     if pass_file:
         raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
     get = getattr(adapter, "repro_apply_source", None)

@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 
 
 class PassFileError(Exception):
@@ -75,3 +75,24 @@ def load_pass_file(path: str) -> LoadedPassFile:
         raise PassFileError(f"pass file {path} registers no pass (no @register_pass)")
     return LoadedPassFile(path, module_name, registered,
                           {n: before.get(n) for n in registered})
+
+
+def pass_file_of(name: str):
+    """The user's pass file that registered pass ``name``; "" for an installed
+    pass; None when the registered class cannot be reproduced in a worker."""
+    import inspect
+
+    from paddle.distributed.passes.pass_base import PassBase
+
+    cls = PassBase._REGISTERED_PASSES.get(name)
+    if cls is None:
+        return ""
+    mod = cls.__module__ or ""
+    if mod.startswith("paddle.distributed.passes._user_"):
+        try:
+            return os.path.abspath(inspect.getfile(cls))
+        except (TypeError, OSError):
+            return None
+    if mod.startswith("paddle."):
+        return ""
+    return None

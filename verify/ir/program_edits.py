@@ -1,6 +1,6 @@
 """Edits of a live program, described as data and carried out per IR.
 
-The in-region mutation operators (``verify/program_mutants.py``) choose a
+The in-region mutation operators (``verify/selfcheck/program_mutants.py``) choose a
 site on a snapshot, which has one form for both IRs; what they decide to do
 there is an :class:`Edit`.  This module is the only place that turns an
 Edit into calls on a live program: :func:`apply_legacy` on a ProgramDesc
@@ -45,7 +45,7 @@ class EditNotPossible(Exception):
 # -- legacy (ProgramDesc) ---------------------------------------------------
 def _reorder(block, order):
     """Rebuild ``block``'s op list in ``order`` (indices into the old list)."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     scratch = paddle.static.Program().global_block()
@@ -134,7 +134,7 @@ def pir_values(main, snap_ops) -> dict:
                    if op.result(i).initialized()]
         for n, v in zip(names, results):
             out[n] = v
-    try:  # keyword block arguments (named by their keyword, verify/pir_snapshot.py)
+    try:  # keyword block arguments (named by their keyword, verify/ir/pir_snapshot.py)
         for key, kv in main.global_block().kwargs().items():
             out.setdefault(key, kv)
     except Exception:

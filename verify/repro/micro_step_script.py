@@ -212,7 +212,7 @@ if __name__ == "__main__":
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for ``adapter`` (the PIR gradient merge)
     on a PIR ``case``."""
-    from .repro import ReproError
+    from verify.repro.errors import ReproError
 
     if pass_file:
         raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .application import run_application
+from verify.engine.application import run_application
 
 
 def line(app) -> str:
@@ -22,7 +22,7 @@ BACKENDS = {"none": (), "simulated": ("simulated",), "ranks": ("ranks",),
 
 def pick_backend(requested, seed=0):
     """The numeric backend name and the callable running it (or None)."""
-    from .numeric.equivalence import numeric_checks
+    from verify.numeric.equivalence import numeric_checks
 
     name = requested or "both"
     if name not in BACKENDS:
@@ -71,7 +71,7 @@ def summary_table(apps) -> str:
     text table."""
     from collections import Counter
 
-    from .html_report import VERDICTS as verdicts
+    from verify.verdicts import SHOWN as verdicts
 
     rows = [["pass"] + verdicts + ["unexpected"]]
     for p in dict.fromkeys(a.pass_name for a in apps):

@@ -14,7 +14,7 @@ the two jobs that run such code go to a worker process:
 
 Workers
 -------
-``python -m verify.isolation`` processes, each in its own session, kept in a
+``python -m verify.engine.isolation`` processes, each in its own session, kept in a
 small pool and reused while healthy (Paddle, the cases and the passes are
 imported once per worker, not per job); a worker that died, overran its
 wall-clock limit or hit its memory limit is killed and replaced by the next
@@ -86,9 +86,12 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.ir.pass_files import pass_file_of
+from verify.ir.program_transport import rebuild_legacy
+from verify.numeric import offload
 from verify.numeric.run_spec import BackendError, ProcessCrash
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 120.0
 STACK_WAIT = 1.0  # seconds the worker gets to write its stack on a timeout
 MAX_IDLE = 2  # idle workers kept
@@ -173,7 +176,7 @@ class _Worker:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "verify.isolation", "--worker"], env=env,
+                [sys.executable, "-m", "verify.engine.isolation", "--worker"], env=env,
                 cwd=str(PROJECT_ROOT), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         finally:
@@ -393,25 +396,12 @@ def _limits(timeout, memory):
 
 
 # ------------------------------------------------------------ pass applications
-def pass_file_of(name: str):
-    """The user's pass file that registered pass ``name``; "" for an installed
-    pass; None when the registered class cannot be reproduced in a worker."""
-    import inspect
-
-    from paddle.distributed.passes.pass_base import PassBase
-
-    cls = PassBase._REGISTERED_PASSES.get(name)
-    if cls is None:
-        return ""
-    mod = cls.__module__ or ""
-    if mod.startswith("paddle.distributed.passes._user_"):
-        try:
-            return os.path.abspath(inspect.getfile(cls))
-        except (TypeError, OSError):
-            return None
-    if mod.startswith("paddle."):
-        return ""
-    return None
+def run_pass(adapter, case, rank: int):
+    """The engine's one way to apply a pass: in a worker when isolation is on
+    and the adapter allows it (``PassAdapter.isolated``), else in this process."""
+    if enabled() and getattr(adapter, "isolated", True):
+        return apply_pass(adapter, case, rank)
+    return adapter.apply_local(case, rank)
 
 
 def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=None):
@@ -421,7 +411,7 @@ def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=No
     registry).  Falls back to the in-process application when the job cannot
     be reproduced in a worker (see the module docstring).
     """
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle_module()
     timeout, memory = _limits(timeout, memory)
@@ -461,36 +451,13 @@ def _pass_run(status, answer, original, fresh, timeout, memory, adapter=None):
         raise RuntimeError("the case failed to build in the isolation worker:\n"
                            + answer["build_error"])
     rewritten = adapter.import_rewritten(fresh, answer["exported"]) \
-        if "exported" in answer else _rebuild(fresh, answer)
+        if "exported" in answer else rebuild_legacy(fresh, answer)
     error, etype = answer.get("error"), answer.get("error_type")
     crash = None
     if etype == "MemoryError" and memory:
         crash = f"the pass exceeded the memory limit of {memory} MB (MemoryError)"
         error = crash + "\n" + (error or "")
     return PassRun(original, rewritten, error, etype, crash=crash)
-
-
-def _rebuild(fresh, answer):
-    """The rewritten RankProgram from the worker's answer and a fresh build."""
-    import dataclasses
-
-    from verify.legacy_ir import paddle_module
-
-    paddle = paddle_module()
-    main = paddle.static.Program.parse_from_string(answer["main"])
-    startup = paddle.static.Program.parse_from_string(answer["startup"])
-    for which, prog in (("main", main), ("startup", startup)):
-        ops = prog.global_block().ops
-        for idx, (stream, priority) in answer["streams"].get(which, {}).items():
-            if idx < len(ops):
-                attr = ops[idx].desc.dist_attr
-                attr.execution_stream = stream
-                attr.stream_priority = priority
-                ops[idx].desc.dist_attr = attr
-    block = main.global_block()
-    pairs = [(block.var(p), block.var(g)) for p, g in answer["params_grads"]
-             if block.has_var(p) and block.has_var(g)]
-    return dataclasses.replace(fresh, main=main, startup=startup, params_grads=pairs)
 
 
 # ------------------------------------------------------------ simulated numeric runs
@@ -592,7 +559,7 @@ class _WorkerState:
             self.loaded[2].restore()
             self.loaded = None
         if path:
-            from passes.loader import load_pass_file
+            from verify.ir.pass_files import load_pass_file
 
             self.loaded = (path, mtime, load_pass_file(path))
 
@@ -687,12 +654,12 @@ class _WorkerState:
 def worker_main() -> int:
     import faulthandler
 
-    from verify import legacy_ir  # noqa: F401  (legacy IR before paddle)
-    from verify.legacy_ir import paddle_module
+    from verify.ir import legacy_ir  # noqa: F401  (legacy IR before paddle)
+    from verify.ir.legacy_ir import paddle_module
     from verify.numeric.rank_pool import connect
 
     parent = int(os.environ["VERIFY_ISOLATION_PARENT"])
-    from verify.parent_watch import exit_with_parent
+    from verify.numeric.parent_watch import exit_with_parent
 
     exit_with_parent(parent)
     authkey = bytes.fromhex(os.environ.pop("VERIFY_ISOLATION_AUTHKEY"))
@@ -739,3 +706,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--worker"]:
         sys.exit(worker_main())
     print(__doc__)
+
+
+# the numeric layer's runs go through this module (verify/numeric/offload.py)
+offload.install(sys.modules[__name__])

@@ -28,7 +28,7 @@ COLLECTIVES = {
     # forward of a column-parallel linear: identity on values (its backward
     # is the all-reduce); no communication, so the simulator does not cut at it
     "c_identity": ("X", "Out", "identity"),
-    # PIR (op.name(); verify/pir_snapshot.py slots).  On 3.3.1 pd_op.all_reduce(_),
+    # PIR (op.name(); verify/ir/pir_snapshot.py slots).  On 3.3.1 pd_op.all_reduce(_),
     # reduce_scatter and all_gather build; pd_op.c_allreduce_sum(_) is a name in
     # the dialect but building it crashes (SIGSEGV in static_api_c_allreduce_sum)
     # and pd_op.c_allgather / c_reducescatter do not exist: no rows for those.

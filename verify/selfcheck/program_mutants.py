@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
 
-from .program_edits import Edit, EditNotPossible, _reorder, apply_legacy, apply_pir
+from verify.ir.program_edits import Edit, EditNotPossible, _reorder, apply_legacy, apply_pir
 
 COLLECTIVES = {"all_reduce", "c_allreduce_sum", "mp_allreduce_sum", "reduce_scatter",
                "all_gather", "broadcast", "c_identity"}
@@ -359,7 +359,7 @@ class Plan:
     of the chosen-on program to the live program's."""
 
     mutation: Mutation
-    edit: Edit  # carried out by verify/program_edits.py on either IR
+    edit: Edit  # carried out by verify/ir/program_edits.py on either IR
     ops: list
     ir: str = "legacy"
 
@@ -702,7 +702,7 @@ class Prepared:
 def snapshots(run, case=None, rank=None):
     """Snapshots (original, rewritten) of a ``passes.PassRun``, with feeds,
     as the application takes them (either IR)."""
-    from .application import _snapshot
+    from verify.ir.rank_snapshot import snapshot_of as _snapshot
 
     if case is None:
         case = type("LegacyCase", (), {"name": "", "ir": "legacy"})()
@@ -721,7 +721,9 @@ def prepare(operator, adapter, case, rank):
     """
     if scope_of(operator) != "in_region":
         return operator
-    run = adapter.apply(case, rank)
+    from verify.engine.isolation import run_pass
+
+    run = run_pass(adapter, case, rank)
     if run.error:
         return None
     before, after = snapshots(run, case, rank)

@@ -1,6 +1,6 @@
 """``python -m verify repro``: one self-contained reproducer file per application.
 
-The file (``verify/repro_script.py`` with this application's data filled in)
+The file (``verify/repro/legacy_template.py`` with this application's data filled in)
 needs only the installed Paddle: it rebuilds every rank's original programs
 from their serialized ProgramDescs plus the recorded dist attrs (which the
 descs do not carry), applies the pass (installed, or the ``--pass-file``
@@ -29,14 +29,11 @@ import json
 import os
 import zlib
 
-from verify.legacy_ir import paddle_module
+from verify.ir.legacy_ir import paddle_module
+from verify.repro.errors import ReproError  # noqa: F401  (callers catch it from here)
 
-TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro_script.py")
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_template.py")
 STEPS = 3
-
-
-class ReproError(Exception):
-    pass
 
 
 def _attrs_record(attrs: dict, rp) -> dict:
@@ -129,11 +126,11 @@ def _contract_checks(adapter, case, pass_file=None) -> list:
     """The application's failing checks (report form), run here without the
     value proof and numeric runs (the contract and shape checks decide a
     CONTRACT_BROKEN)."""
-    from verify.application import run_application
+    from verify.engine.application import run_application
 
     loaded = None
     if pass_file:
-        from passes.loader import load_pass_file
+        from verify.ir.pass_files import load_pass_file
 
         loaded = load_pass_file(pass_file)
     try:
@@ -160,7 +157,7 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
     ranks = sorted({c["rank"] for c in claims if c["rank"] is not None})
     loaded = None
     if pass_file:
-        from passes.loader import load_pass_file
+        from verify.ir.pass_files import load_pass_file
 
         loaded = load_pass_file(pass_file)
     try:
@@ -188,9 +185,10 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
         raise ReproError(f"{adapter.name}: {adapter.repro_blocker}")
     from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
 
-    from cases.engine_planned import _mesh_record, _program_record
-    from verify.report import DEFAULT_SEED
-    from verify.snapshot import from_programs
+    from verify.plan.records import mesh_record as _mesh_record
+    from verify.plan.records import program_record as _program_record
+    from verify.report.write import DEFAULT_SEED
+    from verify.ir.snapshot import from_programs
 
     ranks = {}
     mesh = None
@@ -223,11 +221,11 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
             "dp_index": case.dp_index(rank), "tp_index": case.tp_index(rank),
         }
     # values the pass leaves stale on purpose, confirmed dead on the program it
-    # builds (verify/dead_values.py): the reproducer does not compare them
+    # builds (verify/ir/dead_values.py): the reproducer does not compare them
     from passes.base import PassAdapter
 
     if type(adapter).unobserved is not PassAdapter.unobserved:
-        from verify.dead_values import unobserved
+        from verify.ir.dead_values import unobserved
 
         for rank in case.ranks:
             run = adapter.apply_local(case, rank)
@@ -272,8 +270,8 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
 
 def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     """The reproducer's source text."""
-    if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/pir_repro.py
-        from .pir_repro import script as pir_script
+    if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/repro/pir_script.py
+        from verify.repro.pir_script import script as pir_script
 
         return pir_script(adapter, case, pass_file, seed)
     data = payload(adapter, case, pass_file, seed, checks)

@@ -1,6 +1,6 @@
 """``python -m verify plan MODEL.py --ir pir --ranks N --out DIR``: plan a
 model with Paddle's PIR auto-parallel path (``dist.to_static``) for every
-rank and write a PIR program dir (``verify/program_dir.py``, ``"ir": "pir"``).
+rank and write a PIR program dir (``verify/plan/program_format.py``, ``"ir": "pir"``).
 
 A PIR model file is written in Paddle 3.x's own style (see
 ``examples/tiny_mlp_pir.py``): ``build_model(mesh)`` returns a
@@ -11,7 +11,7 @@ for ``--mesh DPxTP``); ``loss``, ``optimizer(parameters)``, ``inputs`` and
 ``labels`` (``InputSpec`` lists, the first dim the batch, ``-1`` allowed
 there only) and ``BATCH`` as for the legacy planner.
 
-How each rank is planned (in a fresh subprocess, ``python -m verify.pir_plan
+How each rank is planned (in a fresh subprocess, ``python -m verify.plan.pir_rank
 --rank R ...``, because Paddle reads ``PADDLE_TRAINER_ID`` and friends once
 and keeps global state): the model, a ``DataLoader`` of seeded samples of the
 input specs' shapes wrapped by ``dist.shard_dataloader`` (batch split over
@@ -25,7 +25,7 @@ What is written per rank: the planner's *dense* main program (the per-rank
 program ``Engine`` executes: local shapes, no dist types:
 ``_pir_dense_main_progs``) and its startup program (``_pir_dist_startup_progs``:
 the parameters' initial fill; it runs on CPU), in PIR's own serialization,
-with the value-name table of ``verify.pir_snapshot`` (so every tool names
+with the value-name table of ``verify.ir.pir_snapshot`` (so every tool names
 values alike), plus ``meta.json`` (feeds with concrete shapes, the loss
 value, the model output values, the process groups).  One attr is dropped
 before serialization: ``chunk_id`` on ``builtin.parameter`` ops, which
@@ -47,8 +47,8 @@ FILES = ("main.json", "startup.json", "names.json", "meta.json")
 
 
 def _load_model(path: str):
-    from verify.plan import PlanError
-    from verify.plan import _load_model as load
+    from verify.plan.common import PlanError
+    from verify.plan.common import load_model as load
 
     module = load(path, "examples/tiny_mlp_pir.py")
     for spec_ in list(module.inputs) + list(module.labels):
@@ -92,8 +92,8 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         get_all_process_groups,
     )
 
-    from verify.pir_snapshot import export_programs, from_pir_programs, value_names
-    from verify.program_dir import FORMAT, VERSION
+    from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
+    from verify.plan.program_format import FORMAT, VERSION
 
     # Plan without running: no communicators, no startup run.
     Engine._init_comm = lambda self: None
@@ -153,7 +153,7 @@ def load_rank(folder: Path):
     entered here: call from any process)."""
     import paddle
 
-    from verify.pir_snapshot import import_programs
+    from verify.ir.pir_snapshot import import_programs
 
     meta = json.loads((folder / "meta.json").read_text())
     data = {"main": (folder / "main.json").read_bytes(),
@@ -192,12 +192,12 @@ def plan_env(rank: int, nranks: int, repo: Path) -> dict:
 
 
 def command(rank: int, model_path: str, mesh: list, rank_dir: Path) -> list:
-    return [sys.executable, "-m", "verify.pir_plan", "--rank", str(rank), "--model",
+    return [sys.executable, "-m", "verify.plan.pir_rank", "--rank", str(rank), "--model",
             model_path, "--mesh-json", json.dumps(mesh), "--rank-dir", str(rank_dir)]
 
 
 def _main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verify.pir_plan")
+    ap = argparse.ArgumentParser(prog="python -m verify.plan.pir_rank")
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--mesh-json", required=True)

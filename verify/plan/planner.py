@@ -3,9 +3,9 @@
 Plans a model written in plain Paddle (see ``examples/tiny_mlp.py`` for what
 the file defines) with Paddle's own auto-parallel planner, the legacy
 ``Engine`` on CPU, for every rank, and writes the per-rank programs and all
-the passes need to DIR in the program-dir format (``verify/program_dir.py``).
+the passes need to DIR in the program-dir format (``verify/plan/program_format.py``).
 
-Each rank is planned in a fresh subprocess (``python -m verify.plan --rank
+Each rank is planned in a fresh subprocess (``python -m verify.plan.planner --rank
 R ...``) because the Engine reads ``PADDLE_TRAINER_ID`` /
 ``PADDLE_TRAINERS_NUM`` when Paddle's distributed env is first queried and
 leaves global state behind; as in ``cases/engine_planned.py`` it gets a
@@ -27,55 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parent.parent
-SEED = 1234
+from verify.plan.common import SEED, PlanError, load_model, parse_mesh, read_strategy
 
-
-class PlanError(Exception):
-    pass
-
-
-def parse_mesh(text, ranks: int) -> list:
-    """``None`` -> ``[0..N-1]``; ``"DPxTP"`` -> a DP x TP mesh; else JSON lists."""
-    if text is None:
-        return list(range(ranks))
-    text = text.strip()
-    if "x" in text and not text.startswith("["):
-        try:
-            dp, tp = (int(t) for t in text.split("x"))
-        except ValueError:
-            raise PlanError(f"--mesh {text!r}: expected DPxTP (e.g. 2x2) or a JSON list") \
-                from None
-        mesh = [[i * tp + j for j in range(tp)] for i in range(dp)]
-    else:
-        try:
-            mesh = json.loads(text)
-        except json.JSONDecodeError:
-            raise PlanError(f"--mesh {text!r}: expected DPxTP (e.g. 2x2) or a JSON list") \
-                from None
-    flat = sorted(r for row in mesh for r in (row if isinstance(row, list) else [row]))
-    if flat != list(range(ranks)):
-        raise PlanError(f"--mesh {text!r} holds ranks {flat}, not 0..{ranks - 1}")
-    return mesh
-
-
-def _load_model(path: str, example: str = "examples/tiny_mlp.py"):
-    """The model file as a module; PlanError naming what it lacks."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_verify_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for name in ("build_model", "loss", "optimizer", "inputs", "labels"):
-        if not hasattr(module, name):
-            raise PlanError(f"model file {path} defines no {name!r} (see {example})")
-    return module
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path,
                strategy_settings=None) -> None:
     """In the rank's subprocess: plan and write rank<R>/ (main, startup, meta)."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     import numpy as np
@@ -86,15 +46,16 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path,
     )
     from paddle.distributed.fleet import auto
 
-    from cases.engine_planned import _mesh_record, _program_record
-    from verify.program_dir import FORMAT, VERSION
+    from verify.plan.records import mesh_record as _mesh_record
+    from verify.plan.records import program_record as _program_record
+    from verify.plan.program_format import FORMAT, VERSION
 
     nranks = int(np.array(mesh).size)
     paddle.static.default_main_program().random_seed = SEED
     paddle.static.default_startup_program().random_seed = SEED
     names = ["mp"] if np.array(mesh).ndim == 1 else ["dp", "mp"]
     pmesh = auto.ProcessMesh(mesh, dim_names=names)
-    model = _load_model(model_path)
+    model = load_model(model_path)
     layer = model.build_model(pmesh)
     opt = model.optimizer(layer.parameters())
     strategy = auto.Strategy()
@@ -158,34 +119,17 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path,
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 
 
-def read_strategy(path) -> dict:
-    """``--strategy FILE``: JSON settings of ``auto.Strategy``, sections as
-    objects (``{"sp_optimization": {"enable": false}, "seed": 7}``)."""
-    if path is None:
-        return {}
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise PlanError(f"strategy file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise PlanError(f"strategy file {path} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise PlanError(f"strategy file {path}: expected a JSON object")
-    return data
-
-
 def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
          strategy_path=None, ir: str = "legacy") -> Path:
     """Plan every rank (in parallel subprocesses) and write the program dir;
-    ``ir="pir"`` plans with ``dist.to_static`` (``verify/pir_plan.py``)."""
+    ``ir="pir"`` plans with ``dist.to_static`` (``verify/plan/pir_rank.py``)."""
     if ir not in ("legacy", "pir"):
         raise PlanError(f"--ir {ir!r}: expected legacy or pir")
     if ir == "pir" and strategy_path:
         raise PlanError("--strategy applies to the legacy Engine; a PIR model file sets "
                         "its own placements")
     settings = read_strategy(strategy_path)
-    from verify.program_dir import write_plan_json
+    from verify.plan.program_format import write_plan_json
 
     model_path = os.path.abspath(model_path)
     if not os.path.isfile(model_path):
@@ -202,7 +146,7 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("PADDLE_")}
     for r in range(ranks):
         if ir == "pir":
-            from verify import pir_plan
+            from verify.plan import pir_rank as pir_plan
 
             procs[r] = subprocess.Popen(
                 pir_plan.command(r, model_path, mesh, tmp / f"rank{r}"), cwd=str(_REPO),
@@ -214,7 +158,7 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
                    PYTHONPATH=os.pathsep.join([str(_REPO)] + [p for p in [
                        os.environ.get("PYTHONPATH")] if p]))
         procs[r] = subprocess.Popen(
-            [sys.executable, "-m", "verify.plan", "--rank", str(r), "--model", model_path,
+            [sys.executable, "-m", "verify.plan.planner", "--rank", str(r), "--model", model_path,
              "--mesh-json", json.dumps(mesh), "--rank-dir", str(tmp / f"rank{r}"),
              "--strategy-json", json.dumps(settings)],
             cwd=str(_REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -246,7 +190,7 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
 
 
 def _main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verify.plan")
+    ap = argparse.ArgumentParser(prog="python -m verify.plan.planner")
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--mesh-json", required=True)

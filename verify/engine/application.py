@@ -9,9 +9,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import snapshot as snap_mod
-from .checks import CheckContext, run_static_checks
-from .verdicts import CheckResult, Verdict, combine
+from verify.engine import isolation
+from verify.ir import snapshot as snap_mod
+from verify.checks import CheckContext, run_static_checks
+from verify.ir.rank_snapshot import snapshot_of as _snapshot
+from verify.verdicts import CheckResult, Verdict, combine, error_line
 
 
 @dataclass
@@ -94,39 +96,12 @@ class Application:
                 "rank_outcomes": [o.to_dict(with_programs) for o in self.outcomes]}
 
 
-def error_line(tb: str) -> str:
-    """The line of a traceback that says what went wrong: the exception line
-    (the last line of a Python traceback that starts without indentation)."""
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
-    for k in range(len(lines) - 1, -1, -1):
-        ln = lines[k]
-        if not ln.startswith((" ", "\t")) and not ln.startswith("Traceback"):
-            # Paddle's C++ errors put the summary on the exception line's
-            # continuation; keep the first line that names the error kind
-            if ln.rstrip().endswith("In user code:") and k + 1 < len(lines):
-                # PIR executor errors: the error kind is the next line
-                return f"{ln.strip()} {lines[k + 1].strip()}"[:400]
-            return ln.strip()[:400]
-    return lines[-1].strip()[:400] if lines else "unknown error"
-
-
-def _snapshot(rp, case, rank, which):
-    meta = {"case": case.name, "rank": rank, "program": which}
-    if getattr(case, "ir", "legacy") == "pir":  # the same snapshot form, from PIR
-        from .pir_snapshot import snapshot_rank
-
-        return snapshot_rank(rp, meta)
-    s = snap_mod.from_programs(rp.main, rp.startup, meta=meta)
-    s.feeds = sorted(f.name for f in rp.feeds)
-    return s
-
-
 def value_checks(adapter, case, outcomes) -> list:
     """The value proof of every rank (``verify/value``): original and
     rewritten programs of all ranks executed symbolically together, Z3
     proving or refuting each watched value for all inputs."""
-    from .dead_values import unobserved
-    from .value import prove_application
+    from verify.ir.dead_values import unobserved
+    from verify.value import prove_application
 
     watched, split, renames, dead = {}, {}, {}, {}
     for o in outcomes:
@@ -134,7 +109,7 @@ def value_checks(adapter, case, outcomes) -> list:
         watched[o.rank] = list(rp.fetches) + ([rp.loss] if rp.loss else [])
         # a value the pass moved to a new name is compared under it
         renames[o.rank] = adapter.renames(case, o.rank, o.before, o.after)
-        # values the pass leaves stale on purpose, confirmed dead (verify/dead_values.py)
+        # values the pass leaves stale on purpose, confirmed dead (verify/ir/dead_values.py)
         dead[o.rank] = unobserved(adapter, case, o.rank, o.before, o.after)
         split.update({f.name: f.split for f in rp.feeds})
 
@@ -168,7 +143,7 @@ def run_application(adapter, case, source: str = "installed",
                       source=source, case_file=getattr(case, "source_file", "") or "")
     for rank in case.ranks:
         try:
-            run = adapter.apply(case, rank)
+            run = isolation.run_pass(adapter, case, rank)
         except Exception:
             tb = traceback.format_exc()
             app.outcomes.append(RankOutcome(rank, None, None, build_error=tb))

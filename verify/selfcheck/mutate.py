@@ -30,8 +30,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .application import run_application
-from .matrix_runner import pick_backend
+from verify.engine.application import run_application
+from verify.engine.matrix_runner import pick_backend
 
 KILLING = ("NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED", "NOT_APPLIED")
 KINDS = ("contract", "shape", "dataflow", "numeric", "value", "pass")
@@ -115,7 +115,8 @@ def _jobs(adapters, cases):
     """``{scope: [(scope, adapter, case, [rank], operator)]}`` for every
     EQUIVALENT application where the pass fires; operator-major, so an even
     spread over the list samples every operator, then every pass and case."""
-    from . import baseline, program_mutants as pm
+    from verify.engine import baseline
+    from verify.selfcheck import program_mutants as pm
 
     base = baseline.load()["entries"]
     apps = []
@@ -128,7 +129,7 @@ def _jobs(adapters, cases):
                 apps.append((adapter, case))
     jobs = {"in_region": [], "legacy": []}
     # The whole-program operators edit ProgramDescs; the in-region ones
-    # describe their edits as data (verify/program_edits.py), so they
+    # describe their edits as data (verify/ir/program_edits.py), so they
     # mutate PIR programs too.
     legacy_apps = [(a, c) for a, c in apps if getattr(c, "ir", "legacy") == "legacy"]
     for k, op in enumerate(pm.LEGACY_OPERATORS):
@@ -155,7 +156,7 @@ def _spread(jobs, n):
 
 
 def _run_job(job, numeric, unmutated=None):
-    from . import program_mutants as pm
+    from verify.selfcheck import program_mutants as pm
 
     scope, adapter, case, ranks, op = job
     rank = ranks[0]
@@ -219,13 +220,13 @@ def _run_groups(groups, numeric, unmutated, out) -> list:
 
 def pass_mutants(numeric, out=None):
     from passes import get
-    from passes.loader import load_pass_file
+    from verify.ir.pass_files import load_pass_file
 
     import cases as case_lib
 
-    from .mutation_catalog import PASS_MUTANTS
+    from verify.selfcheck.mutation_catalog import PASS_MUTANTS
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     results = []
     for path, pass_name, case_name, description in PASS_MUTANTS:
         loaded = load_pass_file(os.path.join(root, path))
@@ -336,7 +337,7 @@ def main(argv=None, out=sys.stdout) -> int:
     import cases as case_lib
     import passes
 
-    from .report import DEFAULT_SEED
+    from verify.report.write import DEFAULT_SEED
 
     p = argparse.ArgumentParser(prog="python -m verify mutate")
     p.add_argument("--sample", type=int, default=None,

@@ -27,7 +27,7 @@ import sys
 if "paddle" in sys.modules and os.environ.get("FLAGS_enable_pir_api") != "0":
     # Too late to switch Paddle to legacy IR in this process.
     raise RuntimeError(
-        "verify.legacy_ir must be imported before paddle "
+        "verify.ir.legacy_ir must be imported before paddle "
         "(or FLAGS_enable_pir_api=0 set in the environment)"
     )
 os.environ["FLAGS_enable_pir_api"] = "0"

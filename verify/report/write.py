@@ -27,7 +27,7 @@ def environment() -> dict:
     import numpy
     import z3
 
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     return {"python": sys.version.split()[0], "paddle": paddle.__version__,
@@ -95,8 +95,8 @@ def user_command() -> str:
 def write_report(report: dict, directory: str) -> str:
     """Write ``report.json`` into ``directory`` (created); returns its path.
 
-    Beside it: ``junit.xml`` (``verify/junit.py``) and ``index.html``
-    (``verify/html_report.py``), both made from the report as written.  A
+    Beside it: ``junit.xml`` (``verify/report/junit.py``) and ``index.html``
+    (``verify/report/html.py``), both made from the report as written.  A
     failure there is reported on stderr and does not lose report.json.
     """
     os.makedirs(directory, exist_ok=True)
@@ -109,8 +109,8 @@ def write_report(report: dict, directory: str) -> str:
     # The other views read the report as JSON sees it (tuples as lists, ...).
     with open(path) as f:
         written = json.load(f)
-    from .html_report import write_html
-    from .junit import write_junit
+    from verify.report.html import write_html
+    from verify.report.junit import write_junit
 
     for name, writer in (("junit.xml", write_junit), ("index.html", write_html)):
         try:

@@ -1,4 +1,4 @@
-"""A PIR program as the same plain :class:`~verify.snapshot.ProgramSnapshot`
+"""A PIR program as the same plain :class:`~verify.ir.snapshot.ProgramSnapshot`
 every check reads (one snapshot form for both IRs).
 
 A PIR program is SSA already: every value is written once, by the op that
@@ -19,7 +19,7 @@ The form
   new one); kept values keep their names and values the pass created get
   the next free ``%<n>`` in program order.  So a kept op renders the same
   before and after the rewrite, and a value the pass replaced shows up as a
-  rename of its consumers (``verify.renames``).  Never compare Values with
+  rename of its consumers (``verify.ir.renames``).  Never compare Values with
   ``==`` (PIR's operator patch builds a ``pd_op.equal``).
 * **Op.** ``type`` = ``op.name()`` (``"pd_op.matmul_grad"``).  Slots: the
   operand / result names of the op's signature
@@ -60,12 +60,12 @@ The form
 
 The one Paddle-touching entry is :func:`from_pir_programs`; Paddle must be in
 PIR mode while it runs (``paddle.pir_utils.IrGuard()``: this process runs
-Paddle in legacy mode, see ``verify/legacy_ir.py``; building and reading
+Paddle in legacy mode, see ``verify/ir/legacy_ir.py``; building and reading
 PIR programs in process under ``IrGuard`` works on 3.3.1).
 """
 from __future__ import annotations
 
-from .snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
+from verify.ir.snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
 
 # op_dist_attr: the raw text of what ``dist_attr`` records structured
 _NOISE_ATTRS = {"op_callstack", "op_dist_attr"}

@@ -27,7 +27,7 @@ from the pass's *source*, without running it:
   (``is_data_parallel_reduce_op`` ...) are parsed too, one level deep, and
   their reads are reported where they are defined;
 * legacy names are checked against ``OpProtoHolder`` (without the kernel-less
-  types this suite itself registers, ``verify/legacy_ir.py``), PIR ones
+  types this suite itself registers, ``verify/ir/legacy_ir.py``), PIR ones
   against the op classes the installed Paddle's dialect headers declare
   (``paddle/include/.../pd_op.h``: each op's ``name()`` and the attributes
   of its ``Build``);
@@ -57,7 +57,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-BASELINE_PATH = os.path.join(os.path.dirname(__file__), "vocabulary_baseline.json")
+BASELINE_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "vocabulary_baseline.json")
 SCHEMA = "vocabulary-baseline/1"
 
 # Passes the suite knows besides its adapters (passes/): the legacy
@@ -140,7 +140,7 @@ class Finding:
 def legacy_ops() -> dict:
     """{op type: {"input": set, "output": set, "attr": set}} from OpProtoHolder,
     without the kernel-less types this suite registers itself."""
-    from verify.legacy_ir import LEGACY_ONLY_OPS, paddle_module
+    from verify.ir.legacy_ir import LEGACY_ONLY_OPS, paddle_module
 
     paddle_module()
     from paddle.base import framework
@@ -184,7 +184,7 @@ def pir_ops() -> dict:
     installed dialect headers: an op's attributes are the non-``Value``
     parameters of its first ``Build``, kept where their number equals the
     declared ``attributes_num``."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     root = os.path.join(os.path.dirname(paddle_module().__file__), "include", "paddle",
                         "fluid", "pir", "dialect")
@@ -242,7 +242,7 @@ def marker_attrs() -> frozenset:
     """Attr names Paddle's own Python sets on ops (``op._set_attr("x", ...)``,
     ``op.set_bool_attr("x", ...)``): markers such as ``master_grad_cast``
     that no op declares but a pass may probe on any op."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     root = os.path.dirname(paddle_module().__file__)
     out = set()
@@ -259,7 +259,7 @@ def planned_vocabulary() -> dict:
     """{op type: {"input": set, "output": set, "attr": set}} of the ops in the
     main and startup programs Paddle's Engine planned for the Engine-planned
     cases (engine_planned, engine_sp; every rank)."""
-    from verify.legacy_ir import paddle_module
+    from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
     import cases

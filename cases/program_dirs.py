@@ -1,0 +1,143 @@
+"""A program dir (``verify/plan/program_format.py``) as a case: the
+built-in way to run a planned model's per-rank programs through every pass
+(``python -m verify run --program-dir DIR``)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from verify.plan.program_format import (FORMAT, VERSION, ProgramDirError, _check_format,
+                                        _read_json)
+
+
+def build(case, rank: int):
+    """A rank's RankProgram from the dir (``case.params["dir"]``)."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle_module()
+    from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
+    from paddle.distributed.auto_parallel.static.dist_context import DistributedContext
+
+    import numpy as np
+
+    from cases.base import FeedSpec, RankProgram
+    from cases.engine_planned import SEED, _annotate, _load_program
+
+    folder = Path(case.params["dir"]) / f"rank{rank}"
+    meta = _read_json(folder / "meta.json", "the rank's record")
+    _check_format(meta, folder / "meta.json")
+    main = _load_program(folder / "main.pdmodel")
+    startup = _load_program(folder / "startup.pdmodel")
+    main.random_seed = startup.random_seed = SEED
+    ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
+    m = meta["mesh"]
+    mesh = ProcessMesh(np.array(m["process_ids"]).reshape(m["shape"]).tolist(),
+                       dim_names=m["dim_names"])
+    ctx.add_process_mesh(mesh)
+    _annotate(main, meta["main"], ctx, mesh)
+    _annotate(startup, meta["startup"], ctx, mesh)
+    block = main.global_block()
+    feeds = []
+    for f in meta["feeds"]:
+        block.var(f["name"]).is_data = True
+        feeds.append(FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])),
+                              f["dtype"], f.get("split", "dp")))
+    params_grads = [(block.var(p), block.var(g)) for p, g in meta["params_grads"]]
+    fetches = [n for n in meta.get("fetches", []) if block.has_var(n)]
+    return RankProgram(rank=rank, main=main, startup=startup, dist_context=ctx,
+                       params_grads=params_grads, feeds=feeds, loss=meta.get("loss"),
+                       fetches=fetches + ([meta["loss"]] if meta.get("loss") else []))
+
+
+def build_pir(case, rank: int):
+    """A rank's PIR RankProgram from a dir planned with ``--ir pir``."""
+    from cases.base import FeedSpec
+    from cases.pir_matmul_grad import PirRankProgram
+    from verify.plan.pir_rank import load_rank
+
+    main, startup, names, meta = load_rank(Path(case.params["dir"]) / f"rank{rank}")
+    feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
+                      f.get("split", "dp")) for f in meta["feeds"]]
+    loss = meta.get("loss")
+    return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
+                          params_grads=[], feeds=feeds, loss=loss,
+                          fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
+                          names=names)
+
+
+def load_program_dir(path: str):
+    """The Case of a program dir; ProgramDirError (one line) on bad input."""
+    import numpy as np
+
+    import passes
+    from cases.base import Case, Expect
+
+    folder = Path(path).resolve()
+    if folder.name == "plan.json":
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ProgramDirError(f"program dir {folder} does not exist")
+    plan = _read_json(folder / "plan.json", "written by python -m verify plan")
+    _check_format(plan, folder / "plan.json")
+    for key in ("name", "mesh", "rings"):
+        if key not in plan:
+            raise ProgramDirError(f"{folder / 'plan.json'}: no {key!r}")
+    ranks = sorted(int(r) for r in np.array(plan["mesh"]).flatten())
+    ir = plan.get("ir", "legacy")
+    if ir not in ("legacy", "pir"):
+        raise ProgramDirError(f"{folder / 'plan.json'}: unknown ir {ir!r}")
+    if ir == "pir":
+        from verify.plan.pir_rank import FILES as files
+    else:
+        files = ("main.pdmodel", "startup.pdmodel", "meta.json")
+    for r in ranks:
+        for f in files:
+            if not (folder / f"rank{r}" / f).is_file():
+                raise ProgramDirError(f"program dir {folder}: rank{r}/{f} is missing")
+    table = passes.adapters()
+    short = {a.short: n for n, a in table.items()}
+    expect = {}
+    for key, e in (plan.get("expect") or {}).items():
+        name = short.get(key, key)
+        if name not in table:
+            raise ProgramDirError(f"{folder / 'plan.json'}: expect names unknown pass {key!r}")
+        expect[name] = Expect(bool(e.get("fires", True)), e.get("verdict", "EQUIVALENT"),
+                              e.get("reason", ""))
+    case = Case(name=str(plan["name"]), family="program_dir",
+                summary=f"planned {'PIR ' if ir == 'pir' else ''}programs in {folder}",
+                mesh=plan["mesh"], builder=build_pir if ir == "pir" else build,
+                expect={}, rings={int(k): v for k, v in plan["rings"].items()},
+                symbols={k: tuple(v) for k, v in plan.get("symbols", {}).items()},
+                sharded_params=frozenset(plan.get("sharded_params", [])),
+                enable_sp=bool(plan.get("enable_sp", False)),
+                amp_level=plan.get("amp_level", "o0"), params={"dir": str(folder)},
+                source_file=str(folder), ir=ir)
+    # Unstated passes must keep every value; whether they must fire is what
+    # their documented pattern says on the planned programs.
+    try:
+        if ir == "pir":
+            from verify.ir.pir_snapshot import snapshot_rank as snap_of
+        else:
+            from verify.ir.snapshot import from_programs
+
+            def snap_of(rp):
+                return from_programs(rp.main, rp.startup)
+        snaps = [snap_of(rp) for rp in (case.build(r) for r in ranks)]
+    except Exception as exc:
+        raise ProgramDirError(f"program dir {folder} does not load: "
+                              f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+                              ) from None
+    for name, adapter in table.items():
+        if name in expect or getattr(adapter, "ir", "legacy") != ir:
+            continue
+        try:
+            fires = any(adapter.pattern_present(s) for s in snaps)
+        except Exception:
+            continue
+        expect[name] = Expect(fires, "EQUIVALENT",
+                              "planned programs: the pass must fire where its pattern is "
+                              "present and keep every value" if fires else
+                              "pattern absent from the planned programs: left alone")
+    case.expect = expect
+    return case
