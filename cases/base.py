@@ -21,6 +21,9 @@ class Expect:
     fires: bool
     verdict: str = "EQUIVALENT"
     reason: str = ""
+    # for a finding: what shows it (which check, what counterexample), and the
+    # fixed pass that mends it where there is one; docs/findings.md prints it
+    evidence: str = ""
 
 
 @dataclass

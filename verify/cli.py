@@ -31,7 +31,8 @@ def _parser():
                    add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
                    "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
-    base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases")
+    base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases, "
+                          "and docs/findings.md from it")
     base.add_argument("--check", action="store_true",
                       help="only check that the file is up to date (exit 1 if not)")
     rep = sub.add_parser("repro", help="write a self-contained reproducer of one "
@@ -129,16 +130,23 @@ def cmd_list(out=sys.stdout, case_files=()) -> int:
 
 def cmd_baseline(args, out=sys.stdout) -> int:
     from verify.engine import baseline
+    from verify.report import findings
 
-    want = baseline.render(baseline.current())
-    have = open(baseline.PATH).read() if os.path.exists(baseline.PATH) else ""
+    data = baseline.current()
+    files = {baseline.PATH: baseline.render(data), findings.PATH: findings.render(data)}
+    stale = [p for p, want in files.items()
+             if not os.path.exists(p) or open(p).read() != want]
     if args.check:
-        print("baseline up to date" if want == have else
-              f"{baseline.PATH} is stale: run python -m verify baseline", file=out)
-        return 0 if want == have else 1
-    with open(baseline.PATH, "w") as f:
-        f.write(want)
-    print(f"wrote {baseline.PATH}", file=out)
+        for p in stale:
+            print(f"{p} is stale: run python -m verify baseline", file=out)
+        if not stale:
+            print("baseline and findings up to date", file=out)
+        return 1 if stale else 0
+    for p, want in files.items():
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(want)
+        print(f"wrote {p}", file=out)
     return 0
 
 

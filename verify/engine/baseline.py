@@ -35,8 +35,10 @@ def current() -> dict:
             if not adapter.handles(case):  # a pass meets only cases of its own IR
                 continue
             e = case.expectation(adapter.name)
-            entries[key(adapter.name, case.name)] = {
-                "fires": e.fires, "verdict": e.verdict, "reason": e.reason}
+            entry = {"fires": e.fires, "verdict": e.verdict, "reason": e.reason}
+            if getattr(e, "evidence", ""):
+                entry["evidence"] = e.evidence
+            entries[key(adapter.name, case.name)] = entry
     return {"schema": SCHEMA, "paddle": paddle_module().__version__, "entries": entries}
 
 
