@@ -9,7 +9,7 @@ import pkgutil
 
 from .base import PassAdapter, PassRun
 
-_NOT_ADAPTERS = {"base", "loader"}
+_NOT_ADAPTERS = {"base"}
 
 
 def adapters() -> dict:
