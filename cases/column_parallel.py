@@ -93,18 +93,30 @@ def _case(name, summary, expect, tp=2, **params):
                 params=params)
 
 
+# what shows each finding (docs/findings.md's evidence column)
+_FOLD_EV = ("the pass raises (traceback); the advisory Z3 prediction explains it (B=1) "
+            "before it runs. A pass with only that product mended "
+            "(`tests/fixed_passes/overlap_fold_mended.py`) is judged on its own program: "
+            "EQUIVALENT, proved and run")
+_FOLD_2D_EV = "the pass raises; prediction: FoldInitDims and element count broken"
+_WINDOW_READ_EV = ("value proof refutes `linear_0.x_id@GRAD@scaled` on both ranks (exact "
+                   "counterexample); reaching definitions (the `scale` now sees the moved "
+                   "allreduce's write); numeric run")
+SPELLING_EV = ("the documented pattern (column-parallel backward: dX summed over the ring) "
+               "is present, the program is unchanged")
+
 CASES = [
     _case("col_3d_static", "x [B,S,H] static, one column-parallel layer",
           Expect(True, "EQUIVALENT", "the pass splits the grad and moves the allreduce")),
     _case("col_3d_dynamic_batch", "x [-1,S,H]: dynamic batch",
           Expect(True, "PASS_CRASHED",
                  "3.3.1 builds the reshape target [-1*S, H] = [-4, 8] from static "
-                 "shapes and raises inside the pass"),
+                 "shapes and raises inside the pass", evidence=_FOLD_EV),
           dynamic_batch=True),
     _case("col_2d", "x [M,K]: 2-D input",
           Expect(True, "PASS_CRASHED",
                  "3.3.1 folds the first two dims of a 2-D input into a 1-D target "
-                 "and the following matmul's shape check raises"),
+                 "and the following matmul's shape check raises", evidence=_FOLD_2D_EV),
           two_d=True),
     _case("col_two_layers", "two stacked column-parallel layers",
           Expect(True, "EQUIVALENT", "both layers are split"), layers=2),
@@ -116,7 +128,8 @@ CASES = [
     _case("col_window_reads_xgrad", "an op in the window reads dX; allreduce in place",
           Expect(True, "NOT_EQUIVALENT",
                  "3.3.1 moves the in-place allreduce ahead of the window op, which "
-                 "then reads the reduced dX instead of the local one"),
+                 "then reads the reduced dX instead of the local one",
+                 evidence=_WINDOW_READ_EV),
           window="read_xgrad", inplace=True),
     _case("col_trans_y", "matmul_v2 with trans_y=True",
           Expect(False, "EQUIVALENT", "trans_y=True is not the pattern; must be left alone"),
@@ -124,7 +137,7 @@ CASES = [
     _case("col_all_reduce_spelling", "3.3.1's real spelling: all_reduce(x) of dX",
           Expect(True, "NOT_APPLIED",
                  "3.3.1 emits all_reduce, the pass matches only c_allreduce_sum, "
-                 "so it silently does nothing on real programs"),
+                 "so it silently does nothing on real programs", evidence=SPELLING_EV),
           spelling="all_reduce"),
     _case("col_3d_static_tp4", "x [B,S,H] static, TP 4",
           Expect(True, "EQUIVALENT", "the pass splits the grad on every rank"), tp=4),
@@ -137,15 +150,17 @@ CASES = [
           Expect(True, "EQUIVALENT", "the fold [B*1, H] is still the kernel's fold"), seq=1),
     _case("col_2d_dynamic", "x [-1,K]: 2-D with dynamic rows",
           Expect(True, "PASS_CRASHED",
-                 "3.3.1 folds [-1, K] into the 1-D target [-K] and raises"),
+                 "3.3.1 folds [-1, K] into the 1-D target [-K] and raises",
+                 evidence=_FOLD_2D_EV),
           two_d=True, dynamic_batch=True),
     _case("col_cast_window_dynamic", "AMP cast window with a dynamic batch",
-          Expect(True, "PASS_CRASHED", "the dynamic batch alone makes 3.3.1 build [-4, 8]"),
+          Expect(True, "PASS_CRASHED", "the dynamic batch alone makes 3.3.1 build [-4, 8]",
+                 evidence=_FOLD_EV),
           window="cast", dynamic_batch=True),
     _case("col_cast_and_read_window", "both a cast of Y@GRAD and a read of dX in the window",
           Expect(True, "NOT_EQUIVALENT",
                  "the cast is fine, but the window's read of the in-place dX now sees the "
-                 "reduced value"),
+                 "reduced value", evidence=_WINDOW_READ_EV),
           window="cast_and_read", inplace=True),
     _case("col_two_layers_tp4", "two stacked column-parallel layers, TP 4",
           Expect(True, "EQUIVALENT", "both layers are split on every rank"), layers=2, tp=4),

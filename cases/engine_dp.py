@@ -125,6 +125,12 @@ def _case(name, summary, expect, parallel="dp", **params):
                 params={"parallel": parallel, "post": False, **params})
 
 
+_DP_OPT_EV = ("contract (each grad summed once over its DP ring, same factor), shapes and "
+              "def-use hold; the simulator's run is bitwise equal; not proved (no value "
+              "semantics for views aliasing one buffer) and not run on real ranks: the rank "
+              "worker makes every var persistable, and the PIR executor then refuses the "
+              "declared grads (a plain run builds)")
+
 _DP_OPT_COALESCE = Expect(
     True, "INCONCLUSIVE",
     "fires on both ranks: the six scale(1/2) ops go, the loss seed fill_constant "
@@ -136,7 +142,8 @@ _DP_OPT_COALESCE = Expect(
     "bitwise over 3 steps. Not proved: the value proof has no meaning for views "
     "aliasing one buffer (INCONCLUSIVE), and real ranks are not run (see the case's "
     "gloo note: the rank worker's all-persistable scope makes the PIR executor refuse "
-    "the declared grads)")
+    "the declared grads)",
+    evidence=_DP_OPT_EV)
 _DP_OPT_2X2 = Expect(
     True, "INCONCLUSIVE",
     "DP2 x TP2: the pass takes the DP syncs (ring 12, the rank's DP group) and leaves "
@@ -146,7 +153,8 @@ _DP_OPT_2X2 = Expect(
     "INCONCLUSIVE (coalesce_tensor), no real ranks (two rings). Only dp_opt is paired "
     "with this case (params only_pass): the value proofs of grad_clip and promotion on "
     "four ranks take ~55 s and ~28 s (Z3 through sqrt/max); grad_clip's global norm "
-    "on it is checked in tests/test_dp_opt_grad_clip.py")
+    "on it is checked in tests/test_dp_opt_grad_clip.py",
+    evidence=_DP_OPT_EV)
 _CLIP_DP = Expect(
     True, "CONTRACT_BROKEN",
     "pure data parallel: the pass splits the six squared norms between the ranks by "
@@ -155,7 +163,8 @@ _CLIP_DP = Expect(
     "norm is each grad counted once (contract holds), and the values are proved equal "
     "(the grads were already synced, so every rank's local norm was already global). "
     "It leaves stack_0.tmp_0 declared [6, 1] where the stack now makes [3, 1] "
-    "(stale declared shape: CONTRACT_BROKEN)")
+    "(stale declared shape: CONTRACT_BROKEN)",
+    evidence="shape check (declared vs inferred), contract \"global norm\"")
 _CLIP_TP = Expect(
     True, "NOT_EQUIVALENT",
     "the pass does what it exists for: rank 0 keeps every squared norm, rank 1 drops "
@@ -166,7 +175,9 @@ _CLIP_TP = Expect(
     "value proof and numeric run refute equality with it (linear_1.b_0@GRAD, "
     "layer_norm_0.b_0@GRAD). The right reference is the serial program, not built "
     "here; the contract is the evidence. Rank 1's stack_0.tmp_0 keeps its stale "
-    "declared [6, 1] (CONTRACT_BROKEN beside it)")
+    "declared [6, 1] (CONTRACT_BROKEN beside it)",
+    evidence="value proof and numeric run differ from the local-norm original; the serial "
+    "reference is not built, so the contract is the evidence")
 
 _PROMOTION_CLIP = Expect(
     True, "NOT_EQUIVALENT",
@@ -176,7 +187,10 @@ _PROMOTION_CLIP = Expect(
     "norm changes (stack 6 -> 5 norms) and so do its clip factor and updates (numeric "
     "run: rank 1 linear_1.w_0@GRAD at step 1). In the Engine's order "
     "auto_parallel_grad_clip runs next and counts replicated grads on rank 0 only, so "
-    "the pair is judged by the engine_pipeline case engine_pipeline_tp2_clip")
+    "the pair is judged by the engine_pipeline case engine_pipeline_tp2_clip",
+    evidence="numeric run (rank 1 `linear_1.w_0@GRAD`), reaching definitions, stale `stack` "
+    "shape; in the Engine's order `auto_parallel_grad_clip` follows and restores the global "
+    "norm (engine_pipeline_tp2_clip)")
 _OVERLAP_TP = Expect(
     True, "NOT_APPLIED",
     "as on engine_mlp_*: the column-parallel dX all_reduce is spelled all_reduce; the "

@@ -43,7 +43,8 @@ CASES = [
                  "input(\"X\"); the slot is x). Stage results: after "
                  "auto_parallel_sequence_parallel_optimization PASS_CRASHED; after "
                  "auto_parallel_grad_clip and after "
-                 "auto_parallel_supplement_explicit_dependencies not run"),
+                 "auto_parallel_supplement_explicit_dependencies not run",
+                 evidence="per-stage results in the contract checks"),
           dp=False, pipeline={}, act="gelu", optimizer="sgd", sp=True),
     _case("engine_pipeline_dp2_clip",
           "DP2 model with a global-norm clip, strategy: default + dp_optimization.enable",
@@ -56,7 +57,9 @@ CASES = [
                  "the stack now makes [3, 1] (its global norm holds); the dependency "
                  "stage adds nothing. The final program runs bitwise equal on the "
                  "simulator; value proof INCONCLUSIVE (coalesce_tensor); no real ranks "
-                 "(see the gloo note)"),
+                 "(see the gloo note)",
+                 evidence="per-stage results; simulator bitwise equal; value proof "
+                 "INCONCLUSIVE (`coalesce_tensor`)"),
           dp=True, pipeline={"dp_optimization.enable": True}, act="relu",
           optimizer="sgd", clip_norm=0.05),
     _case("engine_pipeline_dp2_clip_default",
@@ -69,7 +72,8 @@ CASES = [
                  "proved equal to the original on both ranks and agrees over 3 steps on "
                  "the simulator and on real gloo ranks. Only finding: 'after "
                  "auto_parallel_grad_clip' leaves stack_0.tmp_0 declared [6, 1] where "
-                 "the stack makes [3, 1]"),
+                 "the stack makes [3, 1]",
+                 evidence="per-stage results, value proof, numeric runs"),
           dp=True, pipeline={}, act="relu", optimizer="sgd", clip_norm=0.05),
     _case("engine_pipeline_tp2_clip",
           "TP2 model with a global-norm clip, strategy: promotion switched on "
@@ -88,7 +92,8 @@ CASES = [
                  "(InvalidArgument) Pass fuse_gemm_epilogue_pass has not been registered "
                  "(a CUDA-only pass; 3.3.1 hands the PIR executor only "
                  "fused_gemm_epilogue_pass, another name), so on a CPU build a user "
-                 "cannot plan with promotion at all"),
+                 "cannot plan with promotion at all",
+                 evidence="per-stage results; a CPU user cannot plan with promotion"),
           dp=False, pipeline={"sp_optimization.enable": False,
                               "fused_linear_promotion.enable": True,
                               "fused_passes.enable": True,

@@ -114,6 +114,7 @@ from verify.plan.records import mesh_record as _mesh_record
 from verify.plan.records import program_record as _program_record
 
 from .base import Case, Expect, FeedSpec, RankProgram
+from .column_parallel import SPELLING_EV
 
 OVERLAP = "allreduce_matmul_grad_overlapping"
 PROMOTION = "auto_parallel_fused_linear_promotion"
@@ -547,7 +548,8 @@ _OVERLAP_NOT_APPLIED = Expect(
     "the planner emits the column-parallel dX collective as an in-place "
     "all_reduce(x, reduce_type=SUM) right after matmul_v2_grad; 3.3.1's pass "
     "matches only c_allreduce_sum, so it silently does nothing on real "
-    "planned programs")
+    "planned programs",
+    evidence=SPELLING_EV)
 
 
 _PROMOTION_FIRES = Expect(

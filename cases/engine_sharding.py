@@ -29,6 +29,8 @@ hands to sharding (the grad-clip pass runs after sharding).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .base import Case, Expect
 from .engine_dp import insert_global_norm_clip
 from .engine_pipeline import PIPELINE, _case as _pipeline_case
@@ -44,6 +46,13 @@ CLIP_NOTE = (
     "program with clip cannot be planned on this version")
 
 
+_SHARDING_EV = ("contract (owner updates, broadcast root = owner, stage-2 `reduce`); every "
+                "parameter proved and run equal on every rank after 3 steps (a non-owner's "
+                "stale local grad is dropped only where `verify/ir/dead_values.py` confirms it "
+                "dead). Mutants (wrong root, broadcasts dropped) are refuted on the parameter "
+                "and rank. Grad clip cannot be planned in legacy mode on 3.3.1 (the Engine's "
+                "clip sums with `paddle.stack(...).sum()`, a PIR-only API)")
+
 _S1 = Expect(True, "EQUIVALENT",
              "the Engine's DP2 program is the pass's pattern (every parameter updated by "
              "an optimizer op from a gradient all-reduced over the DP ring 12); stage 1 "
@@ -52,7 +61,8 @@ _S1 = Expect(True, "EQUIVALENT",
              "linear_0.w_0, linear_1.b_0; rank 1 the others) and appends a broadcast of "
              "every parameter from its owner on ring 12; every parameter, gradient, the "
              "loss and the activation proved equal on both ranks and equal after 3 "
-             "steps (simulator and real gloo ranks)")
+             "steps (simulator and real gloo ranks)",
+             evidence=_SHARDING_EV)
 _S2 = Expect(True, "EQUIVALENT",
              "stage 2: as stage 1, and each gradient's all_reduce becomes a reduce "
              "(root_id = the owner) over ring 12; a rank keeps the unreduced local "
@@ -61,7 +71,8 @@ _S2 = Expect(True, "EQUIVALENT",
              "owner's broadcast is proved equal on both ranks and equal after 3 "
              "steps in the simulator (real gloo ranks, which run reduce, agree on every "
              "parameter too, but the case is marked gloo-unfaithful for the "
-             "dependencies pass's nop ops, so the suite runs the simulator only)")
+             "dependencies pass's nop ops, so the suite runs the simulator only)",
+             evidence=_SHARDING_EV)
 
 
 _DEPS_S1 = Expect(True, "PASS_CRASHED",
@@ -69,7 +80,17 @@ _DEPS_S1 = Expect(True, "PASS_CRASHED",
                   "Parallelizer applies them) the gradients are still all_reduce'd; the pass "
                   "asks every op is_amp_flag_sync_op, which reads attr op_type of an "
                   "all_reduce (its attr is reduce_type): RuntimeError (NotFound) Attribute "
-                  "op_type is not found, on both ranks, before any dependency is added")
+                  "op_type is not found, on both ranks, before any dependency is added",
+                  evidence="the pass raises `(NotFound) Attribute op_type is not found` on "
+                  "both ranks of the Engine's DP2 program. Stage 2 (`engine_shard_dp2_adamw_s2`) "
+                  "turns every all-reduce into a `reduce`, so the read is never reached: "
+                  "EQUIVALENT (nops only; simulator only, the PIR executor of real CPU ranks "
+                  "does not run a legacy `nop` as a no-op). With the read mended "
+                  "(`tests/fixed_passes/deps_op_type_mended.py`) stage 1 is proved and run "
+                  "equivalent")
+# the clip case's entry: the same defect, but the README named no evidence for
+# it (the mended pass was checked on the two cases without a clip)
+_DEPS_CLIP_S1 = replace(_DEPS_S1, evidence="")
 _DEPS_S2 = Expect(True, "EQUIVALENT",
                   "after sharding stage 2 every all_reduce has become a reduce, so the "
                   "op_type read of is_amp_flag_sync_op is never reached: the pass adds one "
@@ -83,7 +104,8 @@ _CLIP_S1 = Expect(True, "EQUIVALENT",
                   "stage 1 keeps every gradient all-reduced on every rank, so each rank's "
                   "global norm (squared_l2_norm of all six grads, stack, reduce_sum, sqrt) "
                   "and clip factor are the unsharded program's; the owner's optimizer op and "
-                  "the broadcast from it keep every parameter equal (proved, 3 simulated steps)")
+                  "the broadcast from it keep every parameter equal (proved, 3 simulated steps)",
+                  evidence=_SHARDING_EV)
 _CLIP_S2 = Expect(True, "NOT_EQUIVALENT",
                   "stage 2 reduces each grad to its owner only, but leaves the clip (computed "
                   "on every rank over all six grads) alone: a rank's global norm now mixes the "
@@ -91,7 +113,12 @@ _CLIP_S2 = Expect(True, "NOT_EQUIVALENT",
                   "clip factor and the owner's update differ (value proof refutes the clipped "
                   "grads and the parameters on both ranks; simulated runs differ from step 0). "
                   "In the Engine's pipeline auto_parallel_grad_clip runs right after sharding "
-                  "to make the norm consistent; sharding alone does not keep the values")
+                  "to make the norm consistent; sharding alone does not keep the values",
+                  evidence="value proof refutes the clipped grads and every parameter on both "
+                  "ranks; simulated runs differ from step 0. Stage 1 + clip is EQUIVALENT. In "
+                  "the Engine the grad-clip pass follows sharding to make the norm consistent, "
+                  "but then the dependencies pass raises (engine_pipeline_shard_s1_clip, "
+                  "engine_pipeline_shard_s2_clip)")
 _DEPS_CLIP_S2 = Expect(True, "EQUIVALENT",
                        "as on engine_shard_dp2_adamw_s2: no all_reduce left after stage 2 (the "
                        "clip's norm is local, no global-norm sync collective), so the pass only "
@@ -101,13 +128,18 @@ _OVERLAP = Expect(True, "PASS_CRASHED",
                   "all_reduce by a reduce (slot out), _overlap_grad_comm reads "
                   "op.output(\"Out\") of that reduce: RuntimeError (NotFound) Output Out "
                   "cannot be found in operator reduce, on both ranks. With the read mended "
-                  "(tests/fixed_passes/sharding_reduce_out_mended.py) the pass goes on")
+                  "(tests/fixed_passes/sharding_reduce_out_mended.py) the pass goes on",
+                  evidence="`(NotFound) Output Out cannot be found in operator reduce`, both "
+                  "ranks. With the slot read as `out` "
+                  "(`tests/fixed_passes/sharding_reduce_out_mended.py`) the overlap rewrite is "
+                  "proved and run equivalent")
 _FUSE = Expect(True, "PASS_CRASHED",
                "stage 2 with sharding.param_bucket_size_numel > 1 (fused parameter "
                "broadcasts) and enable_overlap at its default (False): "
                "_fuse_overlap_parameter_comm_stage_two indexes "
                "self.param_comm_group_stream_pairs, which only the enable_overlap branch "
-               "sets: AttributeError, on both ranks")
+               "sets: AttributeError, on both ranks",
+               evidence="`AttributeError`, both ranks")
 
 
 def build(case, rank):
@@ -154,7 +186,7 @@ CASES = [
     _case("engine_shard_dp2_sgd_clip_s1",
           "as engine_shard_dp2_sgd_s1 with a global-norm grad clip (clip_norm 0.01) "
           "before the optimizer; stage 1",
-          {SHARDING: _CLIP_S1, DEPS: _DEPS_S1}, act="relu", optimizer="sgd", stage=1,
+          {SHARDING: _CLIP_S1, DEPS: _DEPS_CLIP_S1}, act="relu", optimizer="sgd", stage=1,
           clip_norm=0.01),
     _case("engine_shard_dp2_sgd_clip_s2",
           "as engine_shard_dp2_sgd_clip_s1, stage 2",
@@ -183,7 +215,9 @@ CASES = [
                "of engine_pipeline_dp2_clip), then explicit dependencies raises on the "
                "clip's all_reduce (and the grads' ones): is_amp_flag_sync_op reads attr "
                "op_type, (NotFound) Attribute op_type is not found, both ranks. A user who "
-               "enables sharding with a grad clip cannot plan on 3.3.1"),
+               "enables sharding with a grad clip cannot plan on 3.3.1",
+               evidence="stage \"after auto_parallel_supplement_explicit_dependencies\": `(NotFound) Attribute op_type is not found`, both ranks: a user enabling sharding "
+               "with a grad clip cannot plan on 3.3.1"),
         dp=True, pipeline={"sharding.enable": True, "sharding.stage": 1, "sharding.degree": 2,
                            "sp_optimization.enable": False},
         act="relu", optimizer="sgd", clip_norm=0.01),
@@ -193,7 +227,9 @@ CASES = [
         Expect(True, "PASS_CRASHED",
                "as engine_pipeline_shard_s1_clip: stage 2 leaves no gradient all_reduce, "
                "but the grad-clip pass adds one for the global norm, so the dependencies "
-               "pass raises (NotFound) Attribute op_type is not found on it, both ranks"),
+               "pass raises (NotFound) Attribute op_type is not found on it, both ranks",
+               evidence="stage \"after auto_parallel_supplement_explicit_dependencies\": `(NotFound) Attribute op_type is not found`, both ranks: a user enabling sharding "
+               "with a grad clip cannot plan on 3.3.1"),
         dp=True, pipeline={"sharding.enable": True, "sharding.stage": 2, "sharding.degree": 2,
                            "sp_optimization.enable": False},
         act="relu", optimizer="sgd", clip_norm=0.01),

@@ -20,7 +20,9 @@ marks sequence parallelism and changes nothing else cannot plan at all.
 from __future__ import annotations
 
 from .base import Case, Expect
+from .column_parallel import SPELLING_EV
 from .engine_planned import MESH, OVERLAP, PROMOTION, RING, build
+from .sequence_parallel import SP_OPT_EV
 
 SP_OPT = "auto_parallel_sequence_parallel_optimization"
 
@@ -38,10 +40,12 @@ CASES = [
                             "sp_optimization.enable left at its default (True) the same "
                             "exception stops engine.prepare. With the slot read as x "
                             "(tests/fixed_passes/sp_optimization_x_slot_mended.py) the "
-                            "fusion of the planner's program is proved equivalent"),
+                            "fusion of the planner's program is proved equivalent",
+                            evidence=SP_OPT_EV),
              OVERLAP: Expect(True, "NOT_APPLIED",
                              "as on engine_mlp_*: the column-parallel dX all_reduce is "
-                             "spelled all_reduce; the pass matches only c_allreduce_sum"),
+                             "spelled all_reduce; the pass matches only c_allreduce_sum",
+                             evidence=SPELLING_EV),
              PROMOTION: Expect(False, "EQUIVALENT",
                                "the row-parallel linear has no bias: nothing to promote"),
          },

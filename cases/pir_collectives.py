@@ -288,6 +288,11 @@ def _case(name, summary, expect, builder=build, also=None, **params):
                    params=params, ir="pir", gloo_unfaithful=GLOO)
 
 
+_UNCHECKED_EV = ("contract names rank, reduce type, axis, chunk vs ring position; value proof "
+                 "refutes each rank's chunk (`max(...)` vs the sum; rank 0 now holds chunk 0 "
+                 "where it kept chunk 1); simulated runs: each rank gets the other's value "
+                 "(rs_other_chunk), the stale declared `[4, 3]` of the axis-1 consumer")
+
 CASES = [
     _case("rs_own_chunk", "TP2: dX partial sums all_reduce_(SUM), split along dim 0, each "
           "rank keeps its own chunk",
@@ -300,7 +305,10 @@ CASES = [
                  "moves add_grad before the all_gather: the bias grad becomes the sum over "
                  "this rank's rows only (the other rank's share is lost), where the program "
                  "summed the gathered grad of all ranks; nothing in the pattern all-reduces "
-                 "it afterwards. Forward chunk, dX and dW stay equal"),
+                 "it afterwards. Forward chunk, dX and dW stay equal",
+                 evidence="value proof: `db_acc + dy@tp0 rows` vs `db_acc + dy@tp0 + "
+                 "dy@tp1 rows` on rank 0 (exact counterexample); simulated run: the bias "
+                 "grad differs on both ranks; forward chunk, dX, dW equal"),
           builder=build_sp,
           also={SPLIT: Expect(True, "EQUIVALENT", "an untransposed matmul_grad with a 3-D x: "
                               "the VPP split folds and splits it faithfully")}),
@@ -309,22 +317,28 @@ CASES = [
           Expect(True, "NOT_APPLIED", "the DRR source pattern binds execution_stream, "
                  "force_record_event, event_to_record and events_to_wait of the all_reduce_; "
                  "an all_reduce_ without them never matches ('Not found attribute "
-                 "[event_to_record]'), so the fusion silently does nothing"),
+                 "[event_to_record]'), so the fusion silently does nothing",
+                 evidence="the documented pattern is present, the program unchanged. On "
+                 "what 3.3.1's planner emits (`planned_row_sp_pir`: `pd_op.all_reduce` + add "
+                 "+ `pd_op.slice`) the pass cannot fire at all: LEFT_ALONE"),
           stream_attrs=False),
     _case("rs_max", "near-miss: the all-reduce is a MAX (reduce_type 1)",
           Expect(False, "NOT_EQUIVALENT", "the pattern binds reduce_type but never checks it, "
                  "and reduce_scatter always sums: the pass fires and each rank gets the sum "
-                 "of the partial dX chunks where the program took their maximum"),
+                 "of the partial dX chunks where the program took their maximum",
+                 evidence=_UNCHECKED_EV),
           reduce_type=1),
     _case("rs_axis1", "near-miss: split along dim 1 (the hidden dim), not dim 0",
           Expect(False, "NOT_EQUIVALENT", "the split axis (a pd_op.full operand) is not "
                  "checked, and reduce_scatter scatters dim 0: the pass fires and rank r gets "
                  "rows [2r, 2r+2) of all 6 columns instead of all 4 rows of columns "
-                 "[3r, 3r+3); the consumer's declared [4, 3] goes stale"), axis=1),
+                 "[3r, 3r+3); the consumer's declared [4, 3] goes stale",
+                 evidence=_UNCHECKED_EV), axis=1),
     _case("rs_other_chunk", "near-miss: rank r keeps chunk 1-r (not its own)",
           Expect(False, "NOT_EQUIVALENT", "the slice index is not checked against the "
                  "rank: the pass fires and rank r keeps chunk r, where the program kept "
-                 "chunk 1-r"), chunk="other"),
+                 "chunk 1-r", evidence=_UNCHECKED_EV),
+          chunk="other"),
     PirCase(name="planned_row_sp_pir", family="pir_collectives",
             summary="examples/row_sp_pir.py planned by dist.to_static (PIR) for TP2: column- "
             "then row-parallel linear, output resharded to the sequence dim",

@@ -131,6 +131,12 @@ def _case(name, summary, expect, **params):
                    params=params, ir="pir")
 
 
+_TRANSPOSE_EV = ("value proof refutes dX/dW (exact counterexample); PIR executor run: dW "
+                 "differs (tensor, step, index in the report); shapes agree (square), so only "
+                 "values tell")
+_SPLIT_RAISES_EV = ("the pass raises inside PIR's shape inference / its assertion "
+                    "(traceback)")
+
 CASES = [
     _case("pir_mm_3d", "3-D x [2,4,8], square weights, no transpose",
           Expect(True, "EQUIVALENT", "the split is the kernel's own FoldInitDims + two "
@@ -141,33 +147,38 @@ CASES = [
     _case("pir_mm_3d_dynamic", "3-D x [-1,4,8] (dynamic batch), square weights",
           Expect(True, "PASS_CRASHED", "the fold's target is built from static dims: "
                  "x_dims[0]*x_dims[1] = -1*4 gives reshape to [-4, 8], which PIR's "
-                 "reshape rejects inside the pass"), dynamic=True),
+                 "reshape rejects inside the pass", evidence=_SPLIT_RAISES_EV), dynamic=True),
     _case("pir_mm_2d", "2-D x [8,8], square weights",
           Expect(True, "PASS_CRASHED", "a 2-D x is 'folded' to 1-D ([64]): the dW matmul "
-                 "becomes a dot product and its reshape to [8, 8] fails inside the pass"),
+                 "becomes a dot product and its reshape to [8, 8] fails inside the pass",
+                 evidence=_SPLIT_RAISES_EV),
           two_d=True),
     _case("pir_mm_2d_dynamic", "2-D x [-1,8], square weights",
           Expect(True, "PASS_CRASHED", "2-D and dynamic: the fold gives [-8], and the "
-                 "pass raises"), two_d=True, dynamic=True),
+                 "pass raises", evidence=_SPLIT_RAISES_EV), two_d=True, dynamic=True),
     _case("pir_mm_3d_ty_square", "3-D x, weights stored [N,K] (transpose_y), square",
           Expect(False, "NOT_EQUIVALENT", "the guard tests has_attr('trans_y') while PIR "
                  "spells transpose_y, so the transposed grad is split as if untransposed: "
                  "dX = dOut W^T instead of dOut W, dW = X^T dOut instead of dOut^T X "
-                 "(shapes agree because W is square; values differ)"), ty=True),
+                 "(shapes agree because W is square; values differ)", evidence=_TRANSPOSE_EV),
+          ty=True),
     _case("pir_mm_3d_ty_nonsquare", "3-D x, weights stored [N,K] (transpose_y), 8x6, 6x4",
           Expect(False, "PASS_CRASHED", "split as if untransposed: the first grad split "
                  "(layer 0, dOut [2,4,6], W stored [6,8]) gets dX = matmul(dOut, W, "
                  "transpose_y=True), contracting 6 with 8; PIR's matmul shape inference "
-                 "raises inside the pass"), ty=True, square=False),
+                 "raises inside the pass", evidence=_SPLIT_RAISES_EV), ty=True, square=False),
     _case("pir_mm_3d_tx", "3-D x stored [B,K,S] (transpose_x), S=4 != K=8",
           Expect(False, "PASS_CRASHED", "the guard misses transpose_x; the helper's own "
-                 "assertion on the first two dims of x and out_grad fails"), tx=True),
+                 "assertion on the first two dims of x and out_grad fails",
+                 evidence=_SPLIT_RAISES_EV), tx=True),
     _case("pir_mm_3d_tx_square", "3-D x stored [B,K,S] (transpose_x), S = K = 8",
           Expect(False, "NOT_EQUIVALENT", "the guard misses transpose_x; with S = K the "
-                 "helper's assertion passes and the grad is split as if untransposed"),
+                 "helper's assertion passes and the grad is split as if untransposed",
+                 evidence=_TRANSPOSE_EV),
           tx=True, seq=8),
     _case("pir_mm_3d_txty_square", "3-D x stored [B,K,S] and weights [N,K] (both "
           "transposed), S = K = N = 8",
           Expect(False, "NOT_EQUIVALENT", "both flags missed by the guard: split as if "
-                 "untransposed; shapes agree, values differ"), tx=True, ty=True, seq=8),
+                 "untransposed; shapes agree, values differ", evidence=_TRANSPOSE_EV),
+          tx=True, ty=True, seq=8),
 ]

@@ -316,6 +316,14 @@ _SP_O0_CRASH = ("the O0/O2 SP backward patterns end with all_gather, and the "
                 "matcher indexes input_arg_names[1] of the pattern's last op "
                 "(meant to be matmul_v2_grad): IndexError: list index out of "
                 "range on every rank, before anything is rewritten")
+_SP_O0_CRASH_EV = "the pass raises (IndexError traceback)"
+_SP_FIRST_RANK_EV = ("Z3 shape precondition on rank 0 (`Out@GRAD` dim 0 is 2, the product's "
+                     "is 4); the value proof's symbolic run stops at the same op; numeric runs "
+                     "skipped because executing it would fail")
+_CLIP_LOCAL_EV = ("value proof refutes `linear_0.w_0@GRAD` on rank 1 (exact values); numeric "
+                  "run: rank 1's weight grad differs; reaching definitions (`reduce_sum` reads "
+                  "a `stack` the pass changed). The stale declared `stack` shape is reported "
+                  "beside it as CONTRACT_BROKEN; it no longer decides")
 
 CASES = [
     # -- MP (pattern 0 / 4) ---------------------------------------------------
@@ -350,7 +358,8 @@ CASES = [
                  "Paddle's pipeline does. Evidence: value proof refutes "
                  "linear_0.w_0@GRAD on rank 1, numeric run (rank 1's weight "
                  "grad), reaching definitions; the stale declared stack shape "
-                 "is CONTRACT_BROKEN beside it and no longer decides"),
+                 "is CONTRACT_BROKEN beside it and no longer decides",
+                 evidence=_CLIP_LOCAL_EV),
           clip="local"),
     _case("row_mp_o0_adamw_gclip_tp2",
           "MP, TP 2, AdamW, global-norm clip as auto_parallel_grad_clip leaves it",
@@ -360,13 +369,13 @@ CASES = [
           opt="adamw", clip="global"),
     # -- MP + SP (pattern 1 / 5) ----------------------------------------------
     _case("row_mp_sp_o0_sgd_tp2", "MP+SP, TP 2, fp32, SGD",
-          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), sp=True),
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV), sp=True),
     _case("row_mp_sp_o1_sgd_tp2", "MP+SP, TP 2, AMP O1, SGD",
           Expect(True, "NOT_EQUIVALENT", "fires (22 -> 20 ops on rank 0, 22 -> 15 "
-                 "on rank 1); " + _SP_FIRST_RANK),
+                 "on rank 1); " + _SP_FIRST_RANK, evidence=_SP_FIRST_RANK_EV),
           sp=True, amp="o1"),
     _case("row_mp_sp_o1_adamw_tp2", "MP+SP, TP 2, AMP O1, AdamW",
-          Expect(True, "NOT_EQUIVALENT", "fires; " + _SP_FIRST_RANK),
+          Expect(True, "NOT_EQUIVALENT", "fires; " + _SP_FIRST_RANK, evidence=_SP_FIRST_RANK_EV),
           sp=True, amp="o1", opt="adamw"),
     # -- DP + MP (pattern 2 / 6) ----------------------------------------------
     _case("row_dp_mp_o0_sgd", "DP 2 x MP 2, fp32, SGD",
@@ -377,11 +386,11 @@ CASES = [
           Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o1"),
     # -- DP + MP + SP (pattern 3 / 7) -----------------------------------------
     _case("row_dp_mp_sp_o0_sgd", "DP 2 x MP 2 + SP, fp32, SGD",
-          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), dp=2, sp=True),
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV), dp=2, sp=True),
     _case("row_dp_mp_sp_o1_sgd", "DP 2 x MP 2 + SP, AMP O1, SGD",
           Expect(True, "PASS_CRASHED", _SP_O0_CRASH.replace(
               "the O0/O2 SP backward patterns end", "both DP+MP+SP backward "
-              "patterns (O0/O2 and O1) end")),
+              "patterns (O0/O2 and O1) end"), evidence=_SP_O0_CRASH_EV),
           dp=2, sp=True, amp="o1"),
     # -- more of the matrix: optimizers, TP degrees, AMP levels ---------------
     _case("row_mp_o2_sgd_tp2", "MP, TP 2, AMP O2, SGD",
@@ -394,11 +403,11 @@ CASES = [
           "auto_parallel_grad_clip", Expect(True, "EQUIVALENT", _MP_OK), amp="o1",
           clip="global"),
     _case("row_mp_sp_o2_sgd_tp2", "MP+SP, TP 2, AMP O2, SGD",
-          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), sp=True, amp="o2"),
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV), sp=True, amp="o2"),
     _case("row_dp_mp_o2_adamw", "DP 2 x MP 2, AMP O2, AdamW",
           Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o2", opt="adamw"),
     _case("row_dp_mp_o1_adamw", "DP 2 x MP 2, AMP O1, AdamW",
           Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o1", opt="adamw"),
     _case("row_dp_mp_sp_o0_adamw", "DP 2 x MP 2 + SP, fp32, AdamW",
-          Expect(True, "PASS_CRASHED", _SP_O0_CRASH), dp=2, sp=True, opt="adamw"),
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV), dp=2, sp=True, opt="adamw"),
 ]
