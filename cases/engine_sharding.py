@@ -141,6 +141,10 @@ _FUSE = Expect(True, "PASS_CRASHED",
                "sets: AttributeError, on both ranks",
                evidence="`AttributeError`, both ranks")
 
+_PIPELINE_CLIP_EV = ("stage \"after auto_parallel_supplement_explicit_dependencies\": "
+                     "`(NotFound) Attribute op_type is not found`, both ranks: a user "
+                     "enabling sharding with a grad clip cannot plan on 3.3.1")
+
 
 def build(case, rank):
     rp = _planned_build(case, rank)
@@ -216,8 +220,7 @@ CASES = [
                "clip's all_reduce (and the grads' ones): is_amp_flag_sync_op reads attr "
                "op_type, (NotFound) Attribute op_type is not found, both ranks. A user who "
                "enables sharding with a grad clip cannot plan on 3.3.1",
-               evidence="stage \"after auto_parallel_supplement_explicit_dependencies\": `(NotFound) Attribute op_type is not found`, both ranks: a user enabling sharding "
-               "with a grad clip cannot plan on 3.3.1"),
+               evidence=_PIPELINE_CLIP_EV),
         dp=True, pipeline={"sharding.enable": True, "sharding.stage": 1, "sharding.degree": 2,
                            "sp_optimization.enable": False},
         act="relu", optimizer="sgd", clip_norm=0.01),
@@ -228,8 +231,7 @@ CASES = [
                "as engine_pipeline_shard_s1_clip: stage 2 leaves no gradient all_reduce, "
                "but the grad-clip pass adds one for the global norm, so the dependencies "
                "pass raises (NotFound) Attribute op_type is not found on it, both ranks",
-               evidence="stage \"after auto_parallel_supplement_explicit_dependencies\": `(NotFound) Attribute op_type is not found`, both ranks: a user enabling sharding "
-               "with a grad clip cannot plan on 3.3.1"),
+               evidence=_PIPELINE_CLIP_EV),
         dp=True, pipeline={"sharding.enable": True, "sharding.stage": 2, "sharding.degree": 2,
                            "sp_optimization.enable": False},
         act="relu", optimizer="sgd", clip_norm=0.01),

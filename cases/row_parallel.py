@@ -409,5 +409,6 @@ CASES = [
     _case("row_dp_mp_o1_adamw", "DP 2 x MP 2, AMP O1, AdamW",
           Expect(True, "EQUIVALENT", _DP_OK), dp=2, amp="o1", opt="adamw"),
     _case("row_dp_mp_sp_o0_adamw", "DP 2 x MP 2 + SP, fp32, AdamW",
-          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV), dp=2, sp=True, opt="adamw"),
+          Expect(True, "PASS_CRASHED", _SP_O0_CRASH, evidence=_SP_O0_CRASH_EV),
+          dp=2, sp=True, opt="adamw"),
 ]
