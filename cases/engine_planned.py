@@ -342,6 +342,10 @@ def _plan_key(params: dict) -> str:
     h.update(json.dumps({"format": PLAN_FORMAT, "params": params,
                          "mesh": MESH}, sort_keys=True).encode())
     h.update(Path(__file__).read_bytes())
+    from verify.plan import source_digest_parts  # the records it writes live there
+
+    for part in source_digest_parts():
+        h.update(part)
     return h.hexdigest()[:16]
 
 

@@ -231,7 +231,10 @@ def planned_dir():
     repo = Path(__file__).resolve().parent.parent
     model = repo / MODEL
     h = hashlib.sha256(model.read_bytes())
-    h.update((repo / "verify" / "pir_plan.py").read_bytes())
+    from verify.plan import source_digest_parts
+
+    for part in source_digest_parts():
+        h.update(part)
     h.update(paddle_module().__version__.encode())
     root = Path(os.environ.get("PADDLE_PASS_VERIFY_CACHE",
                                Path.home() / ".cache" / "paddle-pass-verify"))
