@@ -33,6 +33,12 @@ class PassAdapter:
     name: str = ""  # the Paddle registration name
     short: str = ""  # short name for test ids and markers
     ir: str = "legacy"  # the IR of the programs the pass rewrites: "legacy" or "pir"
+    # Paddle modules the application runs besides the one registering
+    # ``name`` (``verify premerge`` reruns the adapter when their import
+    # closure changed; verify/premerge/affected.py reads this with ast, so
+    # keep it a literal tuple of strings).
+    paddle_modules: tuple = ()
+    planner_family: bool = False  # rerun by premerge when Paddle's planner changed
 
     def handles(self, case) -> bool:
         """Whether this pass is applied to ``case`` at all: only cases of its

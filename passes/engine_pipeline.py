@@ -117,6 +117,15 @@ def stages(strategy, rp, params_grads) -> list:
 class EnginePipelineAdapter(PassAdapter):
     name = "engine_pipeline"
     short = "pipeline"
+    paddle_modules = (  # its stages (see the module docstring)
+        "paddle.distributed.passes.auto_parallel_sequence_parallel_optimization",
+        "paddle.distributed.passes.auto_parallel_fused_linear_promotion",
+        "paddle.distributed.passes.auto_parallel_data_parallel_optimization",
+        "paddle.distributed.passes.auto_parallel_sharding",
+        "paddle.distributed.passes.allreduce_matmul_grad_overlapping",
+        "paddle.distributed.passes.auto_parallel_grad_clip",
+        "paddle.distributed.passes.auto_parallel_supplement_explicit_dependencies",
+    )
     repro_blocker = ("not one Paddle pass but the Parallelizer's list of them; its stage "
                      "results name the pass that broke the program")
 

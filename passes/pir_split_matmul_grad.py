@@ -37,6 +37,9 @@ from passes.base import PassRun, PirPassAdapter, finding, holds
 class PirSplitMatmulGrad(PirPassAdapter):
     name = "_pir_split_matmul_grad_to_matmul"
     short = "vpp_split"
+    # the helper lives in pass_utils (verify.vocabulary.EXTRA_PASSES); the
+    # VPP pass's method that calls it on every matmul_grad is run too
+    paddle_modules = ("paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp",)
 
     def attrs(self, case, rp) -> dict:
         return {}

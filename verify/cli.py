@@ -29,6 +29,8 @@ def _parser():
                           "in verify/plan/program_format.py) as one more case (repeatable)")
     sub.add_parser("mutate", help="mutation testing of the checker (see verify/selfcheck/mutate.py)",
                    add_help=False)
+    sub.add_parser("premerge", help="check a Paddle checkout's change before it merges "
+                   "(see verify/premerge/run.py)", add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
                    "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases, "
@@ -400,6 +402,10 @@ def main(argv=None) -> int:
         from verify.selfcheck.mutate import main as mutate_main
 
         return mutate_main(argv[1:])
+    if argv[:1] == ["premerge"]:
+        from .premerge.run import main as premerge_main
+
+        return premerge_main(argv[1:])
     if argv[:1] == ["vocabulary"]:
         from verify.selfcheck.vocabulary import main as vocabulary_main
 

@@ -1,0 +1,374 @@
+"""Which applications a change affects, from the import graph (``ast``, no
+Paddle import).
+
+A pass adapter's *roots* are the Paddle modules its application runs: the
+module that registers the pass (``@register_pass("name")``), the module of a
+helper the suite audits as a pass (``verify.vocabulary.EXTRA_PASSES``), and
+any the adapter class names in ``paddle_modules``.  The pass is affected
+when a changed module is in the closure of its roots under the imports
+within ``paddle.distributed`` (module-level and function-level imports
+alike; a package's ``__init__`` counts only where it is imported itself).
+The graph is the installed sources with the changed files' new text in
+their place, so an import the change adds or removes counts.
+
+The planner family is affected when auto-parallel planning code or a
+reshard function changed (:data:`PLANNER_PREFIXES`).  The applications that
+family runs are the adapters whose class sets ``planner_family = True``, or
+the names in :data:`PLANNER_ADAPTERS` (a hook for the planner family's
+adapters, which are not all written yet).
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCOPE = "paddle.distributed"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+# Paddle's auto-parallel planning: completion, partitioning, resharding,
+# cost model and the Engine/parallelizer that drive them (static and PIR).
+PLANNER_PREFIXES = (
+    "paddle.distributed.auto_parallel.static.completion",
+    "paddle.distributed.auto_parallel.static.partitioner",
+    "paddle.distributed.auto_parallel.static.planner",
+    "paddle.distributed.auto_parallel.static.parallelizer",
+    "paddle.distributed.auto_parallel.static.engine",
+    "paddle.distributed.auto_parallel.static.reshard",
+    "paddle.distributed.auto_parallel.static.reshard_funcs",
+    "paddle.distributed.auto_parallel.static.operators",
+    "paddle.distributed.auto_parallel.static.dist_context",
+    "paddle.distributed.auto_parallel.static.mix_to_dist_pass",
+    "paddle.distributed.auto_parallel.static.pir_pass",
+    "paddle.distributed.auto_parallel.static.cost",
+    "paddle.distributed.auto_parallel.static.tuner",
+    "paddle.distributed.auto_parallel.reshard",  # the dygraph/PIR reshard entry points
+    "paddle.distributed.auto_parallel.api",
+)
+# Adapter names of the planner family (filled in by that family's modules;
+# adapters may instead set ``planner_family = True`` on their class).
+PLANNER_ADAPTERS: list = []
+
+
+def installed_root() -> str:
+    """The directory holding the installed ``paddle`` package (no import)."""
+    spec = importlib.util.find_spec("paddle")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("paddle is not installed in this environment")
+    return os.path.dirname(list(spec.submodule_search_locations)[0])
+
+
+def module_of(rel: str) -> str:
+    parts = rel.replace(os.sep, "/")[:-3].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _in_scope(mod: str) -> bool:
+    return mod == SCOPE or mod.startswith(SCOPE + ".")
+
+
+def _resolve(node, package: str) -> str:
+    if node.level:
+        base = package.split(".")
+        base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
+
+
+def _reexports(tree, mod: str, known) -> dict:
+    """``{name: defining module}`` a package's ``__init__`` re-exports."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(node, mod)
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out[a.asname or a.name] = sub if known(sub) else target
+    return out
+
+
+def _imports(tree, mod: str, is_pkg: bool, known, reexports: dict) -> set:
+    """Modules in scope that ``mod`` imports (``known(name)``: a module
+    exists).  A name taken from a package's ``__init__`` goes to the module
+    that defines it, by the ``__init__``'s own re-exports."""
+    package = mod if is_pkg else mod.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out.add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(node, package)
+            out.add(target)
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                if known(sub):
+                    out.add(sub)
+                elif a.name in reexports.get(target, {}):
+                    out.add(reexports[target][a.name])
+    return {m for m in out if _in_scope(m) and known(m) and m != mod}
+
+
+def scope_files(root: str) -> dict:
+    """``{module: path}`` of the installed modules in scope."""
+    base = os.path.join(root, *SCOPE.split("."))
+    out = {}
+    for dirpath, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                out[module_of(os.path.relpath(path, root))] = path
+    return out
+
+
+def build_graph(root: str, reexports: dict) -> dict:
+    """``{module: sorted imports in scope}`` of the installed sources."""
+    files = scope_files(root)
+    graph = {}
+    for mod, path in sorted(files.items()):
+        tree = _parse_file(path)
+        graph[mod] = [] if tree is None else sorted(_imports(
+            tree, mod, path.endswith("__init__.py"), files.__contains__, reexports))
+    return graph
+
+
+def _parse_file(path: str):
+    with open(path, encoding="utf-8") as f:
+        try:
+            return ast.parse(f.read())
+        except SyntaxError:
+            return None
+
+
+def build_reexports(root: str) -> dict:
+    files = scope_files(root)
+    out = {}
+    for mod, path in files.items():
+        if path.endswith("__init__.py"):
+            tree = _parse_file(path)
+            if tree is not None:
+                out[mod] = _reexports(tree, mod, files.__contains__)
+    return out
+
+
+def _registered(text: str) -> list:
+    """Pass names a source registers (``@register_pass("name")`` on a class)."""
+    if "register_pass" not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and getattr(d.func, "id", getattr(
+                        d.func, "attr", "")) == "register_pass" and d.args and \
+                        isinstance(d.args[0], ast.Constant):
+                    names.append(d.args[0].value)
+    return names
+
+
+def build_index(root: str) -> dict:
+    """The installed sources' import graph and pass registry."""
+    registry = {}
+    for mod, path in scope_files(root).items():
+        with open(path, encoding="utf-8") as f:
+            for name in _registered(f.read()):
+                registry.setdefault(name, []).append(mod)
+    reexports = build_reexports(root)
+    packages = sorted(m for m, p in scope_files(root).items() if p.endswith("__init__.py"))
+    return {"graph": build_graph(root, reexports), "registry": registry,
+            "reexports": reexports, "packages": packages}
+
+
+def cached_index(root: str, cache_dir: str | None) -> dict:
+    """:func:`build_index`, kept in ``cache_dir`` (keyed by the install's
+    path, its number of modules and their newest mtime)."""
+    import hashlib
+
+    files = scope_files(root)
+    stamp = max(os.path.getmtime(p) for p in files.values())
+    key = hashlib.sha256(f"{root}|{stamp}|{len(files)}".encode()).hexdigest()[:16]
+    path = os.path.join(cache_dir, f"import-index-{key}.json") if cache_dir else None
+    if path and os.path.exists(path):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            pass
+    index = build_index(root)
+    if path:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(index, f)
+        os.replace(tmp, path)
+    return index
+
+
+def patched_index(index: dict, root: str, texts: dict, deleted=()) -> dict:
+    """``index`` with the changed modules' edges (and re-exports) re-read
+    from their new text, deleted modules removed."""
+    deleted = set(deleted)
+    graph = {m: v for m, v in index["graph"].items() if m not in deleted}
+    packages = set(index["packages"]) - deleted
+    reexports = {m: v for m, v in index["reexports"].items() if m not in deleted}
+    changed = {m: t for m, t in texts.items() if _in_scope(m)}
+    trees = {}
+    for mod, text in changed.items():
+        graph.setdefault(mod, [])
+        if os.path.exists(os.path.join(root, *mod.split("."), "__init__.py")):
+            packages.add(mod)
+        try:
+            trees[mod] = ast.parse(text)
+        except SyntaxError:
+            trees[mod] = None
+    known = graph.__contains__
+    for mod, tree in trees.items():
+        if mod in packages and tree is not None:
+            reexports[mod] = _reexports(tree, mod, known)
+    for mod, tree in trees.items():
+        graph[mod] = [] if tree is None else sorted(
+            _imports(tree, mod, mod in packages, known, reexports))
+    return {"graph": graph, "packages": sorted(packages), "reexports": reexports,
+            "registry": patched_registry(index["registry"], changed, deleted)}
+
+
+def closure(graph: dict, roots, packages=()) -> set:
+    """The modules ``roots`` reach; a package's ``__init__`` is reached but
+    not expanded (its re-exports are resolved by name where imported, and
+    following all of them would make every module depend on every other)."""
+    packages = set(packages)
+    seen, todo = set(), [r for r in roots if r in graph]
+    first = set(todo)
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        if m in packages and m not in first:
+            continue
+        todo.extend(graph.get(m, ()))
+    return seen
+
+
+# --------------------------------------------------------------- adapters
+@dataclass
+class AdapterInfo:
+    """What the suite's adapter modules declare, read with ``ast``."""
+
+    name: str
+    short: str
+    module: str  # passes.<module>
+    paddle_modules: tuple = ()
+    planner_family: bool = False
+    roots: list = field(default_factory=list)
+
+
+def _const(node, consts):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_const(e, consts) for e in node.elts)
+    return None
+
+
+def suite_adapters(passes_dir: str | None = None) -> dict:
+    """``{pass name: AdapterInfo}`` of ``passes/*.py`` (each module's ``ADAPTER``)."""
+    passes_dir = passes_dir or str(PROJECT_ROOT / "passes")
+    out = {}
+    for path in sorted(Path(passes_dir).glob("*.py")):
+        tree = ast.parse(path.read_text())
+        consts, classes, adapter_cls = {}, {}, None
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name):
+                tgt = node.targets[0].id
+                if tgt == "ADAPTER" and isinstance(node.value, ast.Call) and \
+                        isinstance(node.value.func, ast.Name):
+                    adapter_cls = node.value.func.id
+                else:
+                    consts[tgt] = _const(node.value, consts)
+            elif isinstance(node, ast.ClassDef):
+                attrs = {}
+                for st in node.body:
+                    if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                            isinstance(st.targets[0], ast.Name):
+                        attrs[st.targets[0].id] = _const(st.value, consts)
+                classes[node.name] = attrs
+        attrs = classes.get(adapter_cls)
+        if not attrs or not attrs.get("name"):
+            continue
+        info = AdapterInfo(attrs["name"], attrs.get("short") or attrs["name"],
+                           f"passes.{path.stem}", tuple(attrs.get("paddle_modules") or ()),
+                           bool(attrs.get("planner_family")))
+        out[info.name] = info
+    return out
+
+
+def patched_registry(registry: dict, changed: dict, deleted=()) -> dict:
+    """``registry`` with the changed modules' registrations re-read."""
+    gone = set(changed) | set(deleted)
+    out = {n: [m for m in mods if m not in gone] for n, mods in registry.items()}
+    for mod, text in changed.items():
+        if _in_scope(mod):
+            for name in _registered(text):
+                out.setdefault(name, []).append(mod)
+    return out
+
+
+def adapter_roots(adapters: dict, registry: dict) -> None:
+    """Fill each AdapterInfo's ``roots``."""
+    from verify.vocabulary import EXTRA_PASSES  # stdlib-only at import
+
+    for info in adapters.values():
+        roots = list(registry.get(info.name, []))
+        if info.name in EXTRA_PASSES:
+            roots.append(EXTRA_PASSES[info.name][0])
+        roots += list(info.paddle_modules)
+        info.roots = sorted(set(roots))
+
+
+@dataclass
+class Affected:
+    passes: dict  # pass name -> sorted changed modules in its closure
+    unmapped: list  # adapters without any Paddle root module (never affected)
+    planner: list  # changed planner modules
+    planner_adapters: list  # adapters run for the planner family
+    changed_modules: list
+    pass_sources: dict  # pass name -> [changed modules that are its roots]
+
+
+def affected(changed: dict, deleted=(), root: str | None = None,
+             cache_dir: str | None = None, adapters: dict | None = None) -> Affected:
+    """``changed``: ``{module: new text}``; which adapters it affects."""
+    root = root or installed_root()
+    index = patched_index(cached_index(root, cache_dir), root, changed, deleted)
+    graph = index["graph"]
+    adapters = adapters if adapters is not None else suite_adapters()
+    touched = set(changed) | set(deleted)
+    adapter_roots(adapters, index["registry"])
+    out, unmapped, sources = {}, [], {}
+    for info in adapters.values():
+        if not info.roots:
+            unmapped.append(info.name)
+            continue
+        hit = sorted(closure(graph, info.roots, index["packages"]) & touched |
+                     (set(info.roots) & set(deleted)))
+        if hit:
+            out[info.name] = hit
+            sources[info.name] = sorted(set(info.roots) & set(changed))
+    planner = sorted(m for m in touched if m.startswith(PLANNER_PREFIXES))
+    fam = sorted({i.name for i in adapters.values() if i.planner_family} |
+                 set(PLANNER_ADAPTERS)) if planner else []
+    for name in fam:
+        out.setdefault(name, planner)
+    return Affected(out, sorted(unmapped), planner, fam, sorted(touched), sources)

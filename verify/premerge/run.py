@@ -1,0 +1,375 @@
+"""``python -m verify premerge CHECKOUT [--base REV] [--out DIR] [--no-cache]``.
+
+Checks a Paddle source checkout's change before it merges, without building
+or installing it:
+
+1. the Python files changed under ``python/paddle/`` between the base and
+   the working tree (``checkout.py``) are overlaid on the installed Paddle
+   (``overlay.py``) in every process of the run: the runs below are child
+   processes started with the overlay's environment, and so are theirs;
+2. the affected passes come from the import graph (``affected.py``); each
+   runs on every case it meets (``python -m verify run``), except the
+   applications whose result is cached (``cache.py``); the vocabulary audit
+   runs on the affected passes whose own source changed;
+3. ``DIR/summary.md`` (``summary.py``) compares every verdict with
+   ``verify/baseline.json`` (the installed Paddle's) and lists changed C++
+   files as not checked; ``DIR/premerge.json`` holds the same for machines,
+   and each run's usual report is under ``DIR/runs/``.
+
+Exit: 0 nothing new, 1 a new finding (or a run that failed), 2 bad input
+(one line on stderr).  This process never imports Paddle: the warm path is
+git, the cached import graph and the cache lookups.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import affected as affected_mod
+from . import overlay
+from .cache import Cache, cache_root, key
+from .checkout import CheckoutError, changes
+from .summary import Outcome, Review, render
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BASELINE = PROJECT_ROOT / "verify" / "baseline.json"
+VOCAB_BASELINE = PROJECT_ROOT / "verify" / "vocabulary_baseline.json"
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m verify premerge",
+                                description="Check a Paddle checkout's change before it "
+                                "merges: its changed Python sources overlaid on the "
+                                "installed Paddle, the affected passes on every case.")
+    p.add_argument("checkout", metavar="CHECKOUT", help="a git checkout of Paddle's source")
+    p.add_argument("--base", default=None, metavar="REV",
+                   help="compare with this revision (default: the merge base with the "
+                        "upstream branch, else HEAD~1)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where summary.md and the reports go (default reports/premerge-<time>)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the "
+                   "result cache")
+    p.add_argument("--pass", dest="passes", action="append", default=[], metavar="NAME",
+                   help="run only these of the affected passes (name or short name)")
+    p.add_argument("--case", dest="cases", action="append", default=[], metavar="GLOB",
+                   help="run only the cases matching these globs")
+    p.add_argument("--backend", choices=["none", "simulated", "ranks", "both"], default=None,
+                   help="numeric backend of the runs (default: the run's own)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--no-vocabulary", action="store_true",
+                   help="skip the vocabulary audit of the changed pass sources")
+    return p
+
+
+def _load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _pairs(baseline: dict) -> dict:
+    """``{pass: [case]}`` as the baseline pairs them (each pass with the cases
+    of its IR), read without importing the suite's cases."""
+    out = {}
+    for k in baseline["entries"]:
+        p, c = k.split("::", 1)
+        out.setdefault(p, []).append(c)
+    return out
+
+
+def _evidence(app: dict) -> str:
+    """One line: the first check that carries the application's verdict."""
+    checks = [c for c in app.get("checks") or [] if c.get("verdict") == app.get("verdict")
+              and not c.get("advisory")]
+    checks.sort(key=lambda c: c.get("counterexample") is None)
+    if not checks:
+        notes = app.get("notes") or []
+        return str(notes[0]).splitlines()[0][:300] if notes else ""
+    c = checks[0]
+    line = f"[{c.get('kind')}/{c.get('name')} rank {c.get('rank')}] " + \
+        str(c.get("message", "")).splitlines()[0]
+    return line[:400]
+
+
+def _rerun_command(args, checkout: str, base: str) -> str:
+    cmd = ["python", "-m", "verify", "premerge", checkout, "--base", base]
+    for p in args.passes:
+        cmd += ["--pass", p]
+    for c in args.cases:
+        cmd += ["--case", c]
+    if args.backend:
+        cmd += ["--backend", args.backend]
+    if args.seed is not None:
+        cmd += ["--seed", str(args.seed)]
+    return shlex.join(cmd)
+
+
+def _run_env(manifest: str, planner_sources: dict) -> dict:
+    env = overlay.child_env(manifest)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [env["PYTHONPATH"].split(os.pathsep)[0], str(PROJECT_ROOT)] +
+        env["PYTHONPATH"].split(os.pathsep)[1:])
+    if planner_sources:
+        # planned cases are cached per Paddle version; planned with changed
+        # planner code they are other programs: plan them into their own cache
+        digest = key("planner", planner_sources, "", {})[:16]
+        env["PADDLE_PASS_VERIFY_CACHE"] = str(cache_root() / "premerge-planned" / digest)
+    return env
+
+
+def _run_pass(adapter, cases, out_dir: Path, env, args) -> tuple:
+    """``python -m verify run`` of one pass on ``cases`` with the overlay;
+    (report dict or None, error text)."""
+    cmd = [sys.executable, "-m", "verify", "run", "--pass", adapter, "--report-dir",
+           str(out_dir), "--quiet"]
+    for c in cases:
+        cmd += ["--case", c]
+    if args.backend:
+        cmd += ["--backend", args.backend]
+    if args.seed is not None:
+        cmd += ["--seed", str(args.seed)]
+    proc = subprocess.run(cmd, env=env, cwd=str(PROJECT_ROOT), capture_output=True,
+                          text=True)
+    path = out_dir / "report.json"
+    if proc.returncode not in (0, 1) or not path.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return None, f"the run of {adapter} exited {proc.returncode}: " + " / ".join(tail)
+    return _load_json(path), ""
+
+
+def _vocabulary(names, env) -> tuple:
+    """``(findings, new keys, gone keys)`` of the vocabulary audit, or an error."""
+    cmd = [sys.executable, "-m", "verify", "vocabulary", "--json"]
+    for n in names:
+        cmd += ["--pass", n]
+    proc = subprocess.run(cmd, env=env, cwd=str(PROJECT_ROOT), capture_output=True,
+                          text=True)
+    try:
+        start = proc.stdout.index("{")
+        data = json.loads(proc.stdout[start:])
+    except ValueError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"the vocabulary audit exited {proc.returncode}: "
+                           + " / ".join(tail)) from None
+    return data
+
+
+def premerge(args, out=sys.stdout) -> int:
+    started = time.perf_counter()
+    try:
+        ch = changes(args.checkout, args.base)
+    except CheckoutError as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(args.out or os.path.join(
+        "reports", time.strftime("premerge-%Y%m%d-%H%M%S"))).resolve()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
+    root = affected_mod.installed_root()
+    files = ch.overlay_files()
+    texts = {overlay.module_name(rel): t for rel, t in files.items()}
+    deleted = [overlay.module_name(rel) for rel in ch.deleted()]
+    manifest = overlay.write(str(out_dir / "overlay"), files, root, ch.deleted())
+    cache = Cache(enabled=not args.no_cache)
+    index_dir = None if args.no_cache else str(cache.dir)
+    aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir)
+    baseline = _load_json(BASELINE)
+    pairs = _pairs(baseline)
+    adapters = affected_mod.suite_adapters()
+    by_short = {a.short: a.name for a in adapters.values()}
+    wanted = None
+    if args.passes:
+        wanted = set()
+        for p in args.passes:
+            name = by_short.get(p, p)
+            if name not in adapters:
+                raise UsageError(f"unknown pass {p!r}; known: {', '.join(adapters)}")
+            wanted.add(name)
+    review = Review(checkout=ch.root, base=ch.base, base_how=ch.base_how,
+                    rerun=_rerun_command(args, ch.root, ch.base),
+                    python_changed=[(c.status, c.path) for c in ch.python],
+                    native=[(c.status, c.path) for c in ch.native],
+                    other=[(c.status, c.path) for c in ch.other],
+                    affected=dict(aff.passes), planner=aff.planner,
+                    planner_adapters=aff.planner_adapters)
+    for name in aff.unmapped:
+        review.not_selected[name] = "runs no Python module of paddle.distributed " \
+            "(a C++ pass or not one Paddle pass): not selected by a Python change"
+    planner_sources = {m: texts[m] for m in aff.planner if m in texts}
+    env = _run_env(manifest, planner_sources)
+    options = {"backend": args.backend, "seed": args.seed}
+    graph_index = None
+    for name in sorted(aff.passes):
+        if wanted is not None and name not in wanted:
+            review.not_selected[name] = "affected, left out by --pass"
+            review.affected.pop(name, None)
+            continue
+        info = adapters[name]
+        cases = [c for c in pairs.get(name, []) if not args.cases or
+                 any(fnmatch.fnmatchcase(c, g) for g in args.cases)]
+        if not cases:
+            review.not_selected[name] = "no case selected"
+            continue
+        # the sources this pass's applications see: the changed modules it reaches
+        relevant = {m: texts.get(m, "<deleted>") for m in aff.passes[name]}
+        keys = {c: key("application", relevant, f"{name}::{c}", options) for c in cases}
+        results, todo = {}, []
+        for c in cases:
+            hit = cache.get(keys[c])
+            if hit is None:
+                todo.append(c)
+            else:
+                results[c] = (hit, True)
+        if todo:
+            run_dir = out_dir / "runs" / info.short
+            report, error = _run_pass(name, todo, run_dir, env, args)
+            if report is None:
+                review.errors.append(error)
+            else:
+                review.reports.append(str(run_dir.relative_to(out_dir)))
+                for app in report.get("applications", []):
+                    if app.get("case") not in keys:
+                        continue
+                    rec = {"verdict": app.get("verdict"), "evidence": _evidence(app)}
+                    rel = app.get("reproducer")
+                    if rel:
+                        rec["reproducer_name"] = os.path.basename(rel)
+                        rec["reproducer_text"] = _with_overlay(run_dir / rel, manifest)
+                    cache.put(keys[app["case"]], rec)
+                    results[app["case"]] = (rec, False)
+                for c in todo:
+                    if c not in results:
+                        review.errors.append(f"{name} on {c}: no result in {run_dir}")
+        for c in cases:
+            if c not in results:
+                continue
+            rec, cached = results[c]
+            entry = baseline["entries"].get(f"{name}::{c}", {})
+            o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
+                        rec.get("evidence", ""), cached=cached)
+            if o.kind != "unchanged" and rec.get("reproducer_text"):
+                path = out_dir / "repro" / rec["reproducer_name"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(_with_overlay_text(rec["reproducer_text"], manifest))
+                o.reproducer = str(path)
+            review.outcomes.append(o)
+    if not args.no_vocabulary:
+        _audit_vocabulary(review, aff, wanted, texts, env, cache)
+    review.seconds = time.perf_counter() - started
+    review.cache = ("cache off" if args.no_cache else
+                    f"cache: {cache.hits} hit(s), {cache.misses} miss(es)")
+    text = render(review)
+    (out_dir / "summary.md").write_text(text)
+    (out_dir / "premerge.json").write_text(json.dumps(_machine(review), indent=1) + "\n")
+    for o in review.new():
+        print(f"NEW: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}"
+              + (f"  ({o.evidence})" if o.evidence else ""), file=out)
+    for o in review.outcomes:
+        if o.kind == "FIXED":
+            print(f"FIXED: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}", file=out)
+    for p, k, msg, _ in review.vocabulary_new:
+        print(f"NEW (vocabulary): {k}: {msg}", file=out)
+    for s, p in review.native:
+        print(f"not checked (needs a build): {p}", file=out)
+    for e in review.errors:
+        print(f"error: {e}", file=out)
+    print(f"{len(review.outcomes)} applications of {len(review.affected)} affected "
+          f"pass(es), {len(review.new())} new; {review.cache}; "
+          f"{review.seconds:.1f} s; summary: {out_dir / 'summary.md'}", file=out)
+    return review.exit_code()
+
+
+_OVERLAY_MARK = "# --- verify premerge: run with the checkout's changed Paddle sources ---"
+
+
+def _with_overlay(path: Path, manifest: str) -> str:
+    """A run's reproducer, as text (the overlay preamble is added on write)."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _with_overlay_text(text: str, manifest: str) -> str:
+    """``text`` with the overlay preamble inserted before its first statement
+    that is not the docstring or a ``__future__`` import, so the standalone
+    reproducer runs the checkout's sources too."""
+    import ast
+
+    if not text or _OVERLAY_MARK in text:
+        return text
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return text
+    line = 0
+    for i, node in enumerate(body):
+        if (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)) or \
+                (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            line = node.end_lineno
+            continue
+        break
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:line]) + overlay.preamble(manifest) + "".join(lines[line:])
+
+
+def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:
+    names = sorted(n for n, srcs in aff.pass_sources.items()
+                   if srcs and (wanted is None or n in wanted))
+    if not names:
+        return
+    sources = {m: texts[m] for n in names for m in aff.pass_sources[n]}
+    k = key("vocabulary", sources, ",".join(names), {})
+    data = cache.get(k)
+    if data is None:
+        try:
+            data = _vocabulary(names, env)
+        except RuntimeError as exc:
+            review.vocabulary_error = str(exc)
+            return
+        cache.put(k, data)
+    by_key = {f["key"]: f for f in data.get("findings", [])}
+    for kk in data.get("new", []):
+        f = by_key.get(kk, {})
+        review.vocabulary_new.append((f.get("pass_name", ""), kk, f.get("message", ""),
+                                      ", ".join(f.get("where", []))))
+    review.vocabulary_gone = [(kk.split("::")[0], kk) for kk in data.get("gone", [])]
+
+
+def _machine(r: Review) -> dict:
+    return {"schema": "premerge/1", "checkout": r.checkout, "base": r.base,
+            "base_how": r.base_how, "exit": r.exit_code(), "affected": r.affected,
+            "applications": [{"pass": o.pass_name, "case": o.case, "baseline": o.baseline,
+                              "verdict": o.now, "kind": o.kind, "evidence": o.evidence,
+                              "reproducer": o.reproducer, "cached": o.cached}
+                             for o in r.outcomes],
+            "vocabulary_new": [k for _, k, _, _ in r.vocabulary_new],
+            "vocabulary_gone": [k for _, k in r.vocabulary_gone],
+            "not_checked": [p for _, p in r.native], "python": r.python_changed,
+            "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
+            "seconds": round(r.seconds, 2), "cache": r.cache}
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return premerge(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

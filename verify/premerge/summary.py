@@ -1,0 +1,150 @@
+"""``summary.md``: the pre-merge result as a review comment.
+
+Per affected pass: FIXED (baseline verdict -> now), NEW (verdict, one
+evidence line, the reproducer's path), no longer reproduced but not proved
+(-> INCONCLUSIVE), unchanged; the vocabulary audit's new and gone names; the
+changed files that were not checked; and the command to rerun.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Outcome:
+    """One application compared with its baseline entry."""
+
+    pass_name: str
+    short: str
+    case: str
+    baseline: str
+    now: str
+    evidence: str = ""
+    reproducer: str = ""
+    cached: bool = False
+
+    @property
+    def kind(self) -> str:
+        return classify(self.baseline, self.now)
+
+
+def classify(baseline: str, now: str) -> str:
+    """unchanged | FIXED | NEW | UNPROVED (a finding gone, not proved gone)."""
+    if baseline == now:
+        return "unchanged"
+    if now == "EQUIVALENT":
+        return "FIXED"
+    if now == "INCONCLUSIVE":
+        return "UNPROVED"  # never counted as fixed, nor as a new finding
+    return "NEW"
+
+
+@dataclass
+class Review:
+    checkout: str
+    base: str
+    base_how: str
+    rerun: str
+    python_changed: list  # [(status, path)]
+    native: list  # [(status, path)]
+    other: list
+    affected: dict  # pass name -> changed modules reaching it
+    outcomes: list = field(default_factory=list)  # [Outcome]
+    vocabulary_new: list = field(default_factory=list)  # [(pass, key, message, where)]
+    vocabulary_gone: list = field(default_factory=list)  # [(pass, key)]
+    vocabulary_error: str = ""
+    not_selected: dict = field(default_factory=dict)  # pass -> why it did not run
+    planner: list = field(default_factory=list)
+    planner_adapters: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    reports: list = field(default_factory=list)  # report dirs of the runs
+    seconds: float = 0.0
+    cache: str = ""
+
+    def new(self) -> list:
+        return [o for o in self.outcomes if o.kind == "NEW"]
+
+    def exit_code(self) -> int:
+        return 1 if self.new() or self.vocabulary_new or self.errors else 0
+
+
+def _rows(items) -> list:
+    return [f"- `{p}` ({s})" for s, p in items]
+
+
+def render(r: Review) -> str:
+    new, fixed = r.new(), [o for o in r.outcomes if o.kind == "FIXED"]
+    unproved = [o for o in r.outcomes if o.kind == "UNPROVED"]
+    verdict = ("**new findings**" if new or r.vocabulary_new else
+               "**errors**" if r.errors else "no new finding")
+    lines = [f"## Pass verification: {verdict}", "",
+             f"Checkout `{r.checkout}` against `{r.base[:12]}` ({r.base_how}): "
+             f"{len(r.python_changed)} Python file(s) overlaid on the installed Paddle, "
+             f"{len(r.affected)} affected pass(es), {len(r.outcomes)} application(s): "
+             f"{len(new)} new, {len(fixed)} fixed, {len(unproved)} not reproduced but "
+             f"not proved, {len(r.outcomes) - len(new) - len(fixed) - len(unproved)} "
+             f"unchanged ({r.cache}; {r.seconds:.1f} s).", ""]
+    for p in sorted(set(r.affected) | {o.pass_name for o in r.outcomes}):
+        mine = [o for o in r.outcomes if o.pass_name == p]
+        short = mine[0].short if mine else p
+        lines.append(f"### `{p}` ({short})")
+        reach = r.affected.get(p, [])
+        if reach:
+            lines.append("affected through: " + ", ".join(f"`{m}`" for m in reach))
+        lines.append("")
+        for o in sorted(mine, key=lambda o: o.case):
+            if o.kind == "NEW":
+                lines.append(f"- **NEW** `{o.case}`: {o.now} (baseline {o.baseline})")
+                if o.evidence:
+                    lines.append(f"  - evidence: {o.evidence}")
+                if o.reproducer:
+                    lines.append(f"  - reproducer: `{o.reproducer}`")
+        for o in sorted(mine, key=lambda o: o.case):
+            if o.kind == "FIXED":
+                lines.append(f"- **FIXED** `{o.case}`: {o.baseline} -> {o.now}")
+        for o in sorted(mine, key=lambda o: o.case):
+            if o.kind == "UNPROVED":
+                lines.append(f"- not reproduced, not proved `{o.case}`: {o.baseline} -> "
+                             f"{o.now}" + (f" ({o.evidence})" if o.evidence else ""))
+        same = sorted(o.case for o in mine if o.kind == "unchanged")
+        if same:
+            lines.append(f"- unchanged ({len(same)}): " + ", ".join(f"`{c}`" for c in same))
+        if not mine:
+            lines.append("- no application ran" +
+                         (f": {r.not_selected[p]}" if p in r.not_selected else ""))
+        lines.append("")
+    if r.planner:
+        lines += ["### Planner family",
+                  "changed planning/reshard code: " + ", ".join(f"`{m}`" for m in r.planner),
+                  ("ran: " + ", ".join(f"`{a}`" for a in r.planner_adapters))
+                  if r.planner_adapters else "no planner-family adapter is installed: "
+                  "nothing ran for it (not checked)", ""]
+    if r.vocabulary_new or r.vocabulary_gone or r.vocabulary_error:
+        lines.append("### Vocabulary audit of the changed pass sources")
+        for p, k, msg, where in r.vocabulary_new:
+            lines.append(f"- **NEW** `{k}`: {msg}" + (f" at {where}" if where else ""))
+        for p, k in r.vocabulary_gone:
+            lines.append(f"- **FIXED** `{k}` (no longer read)")
+        if r.vocabulary_error:
+            lines.append(f"- not run: {r.vocabulary_error}")
+        lines.append("")
+    if r.native:
+        lines += ["### Not checked (need a build)", *_rows(r.native), ""]
+    if r.not_selected:
+        lines.append("### Passes not run")
+        for p, why in sorted(r.not_selected.items()):
+            if p not in r.affected:
+                lines.append(f"- `{p}`: {why}")
+        lines.append("")
+    if r.errors:
+        lines += ["### Errors", *[f"- {e}" for e in r.errors], ""]
+    if r.python_changed:
+        lines += ["<details><summary>Overlaid Python files</summary>", "",
+                  *_rows(r.python_changed), "", "</details>", ""]
+    if r.other:
+        lines += ["<details><summary>Other changed files (ignored)</summary>", "",
+                  *_rows(r.other), "", "</details>", ""]
+    if r.reports:
+        lines += ["Full reports: " + ", ".join(f"`{p}`" for p in r.reports), ""]
+    lines += ["Rerun:", "", "```", r.rerun, "```", ""]
+    return "\n".join(lines)
