@@ -127,6 +127,7 @@ def write(directory: str, files: dict, installed_root: str, deleted=()) -> str:
     the manifest's path.  ``installed_root`` is the directory holding the
     installed ``paddle`` package (for the search path of changed packages)."""
     directory = os.path.abspath(directory)
+    os.makedirs(directory, exist_ok=True)
     modules, packages = {}, {}
     for rel, text in sorted(files.items()):
         dest = os.path.join(directory, rel)

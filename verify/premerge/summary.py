@@ -29,12 +29,15 @@ class Outcome:
 
 
 def classify(baseline: str, now: str) -> str:
-    """unchanged | FIXED | NEW | UNPROVED (a finding gone, not proved gone)."""
+    """unchanged | FIXED | NEW | UNPROVED (a finding gone, not proved gone).
+
+    An EQUIVALENT application that became INCONCLUSIVE is NEW: it lost its
+    proof, and INCONCLUSIVE never counts as EQUIVALENT."""
     if baseline == now:
         return "unchanged"
     if now == "EQUIVALENT":
         return "FIXED"
-    if now == "INCONCLUSIVE":
+    if now == "INCONCLUSIVE" and baseline != "EQUIVALENT":
         return "UNPROVED"  # never counted as fixed, nor as a new finding
     return "NEW"
 
