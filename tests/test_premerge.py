@@ -113,6 +113,27 @@ def test_broken_dw_matmul_is_a_new_finding_with_a_reproducer(tmp_path, cache_env
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+def test_vocabulary_audit_reads_the_changed_helper(tmp_path, cache_env):
+    """The audit runs on the overlaid source: a misspelt attr the commit
+    introduces is a NEW vocabulary finding (exit 1), the name it replaced
+    is gone, and the application itself is unchanged."""
+    repo = co.make(tmp_path / "paddle")
+    co.edit(repo, co.PASS_UTILS, 'matmul_grad_op.has_attr("trans_x")',
+            'matmul_grad_op.has_attr("trans_xx")', 1)
+    co.commit(repo, "pass_utils: misspell the guard's attr")
+    out = tmp_path / "out"
+    p = premerge([repo, "--out", str(out), "--pass", "vpp_split", "--case", "pir_mm_3d",
+                  "--backend", "none"], cache_env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    data = machine(out)
+    key = "_pir_split_matmul_grad_to_matmul::undefined::attr::pd_op.matmul_grad::"
+    assert data["vocabulary_new"] == [key + "trans_xx"], data
+    assert data["vocabulary_gone"] == [key + "trans_x"], data
+    assert [a["kind"] for a in data["applications"]] == ["unchanged"]
+    summary = (out / "summary.md").read_text()
+    assert f"**NEW** `{key}trans_xx`" in summary and "pass_utils.py:" in summary
+
+
 def test_cpp_change_is_listed_not_checked(tmp_path, cache_env):
     repo = co.make(tmp_path / "paddle")
     co.touch_kernel(repo)

@@ -269,6 +269,7 @@ class AdapterInfo:
     paddle_modules: tuple = ()
     planner_family: bool = False
     roots: list = field(default_factory=list)
+    pass_source: bool = False  # registered by a module, or a helper audited as a pass
 
 
 def _const(node, consts):
@@ -333,6 +334,7 @@ def adapter_roots(adapters: dict, registry: dict) -> None:
         roots = list(registry.get(info.name, []))
         if info.name in EXTRA_PASSES:
             roots.append(EXTRA_PASSES[info.name][0])
+        info.pass_source = bool(roots)  # the vocabulary audit knows its source
         roots += list(info.paddle_modules)
         info.roots = sorted(set(roots))
 
@@ -345,6 +347,7 @@ class Affected:
     planner_adapters: list  # adapters run for the planner family
     changed_modules: list
     pass_sources: dict  # pass name -> [changed modules that are its roots]
+    audited: list = field(default_factory=list)  # affected passes with a pass source
 
 
 def affected(changed: dict, deleted=(), root: str | None = None,
@@ -371,4 +374,5 @@ def affected(changed: dict, deleted=(), root: str | None = None,
                  set(PLANNER_ADAPTERS)) if planner else []
     for name in fam:
         out.setdefault(name, planner)
-    return Affected(out, sorted(unmapped), planner, fam, sorted(touched), sources)
+    audited = sorted(n for n in out if n in adapters and adapters[n].pass_source)
+    return Affected(out, sorted(unmapped), planner, fam, sorted(touched), sources, audited)

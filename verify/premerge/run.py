@@ -138,8 +138,7 @@ def _run_pass(adapter, cases, out_dir: Path, env, args) -> tuple:
         cmd += ["--backend", args.backend]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
-    proc = subprocess.run(cmd, env=env, cwd=str(PROJECT_ROOT), capture_output=True,
-                          text=True)
+    proc = _child(cmd, env)
     path = out_dir / "report.json"
     if proc.returncode not in (0, 1) or not path.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -147,13 +146,29 @@ def _run_pass(adapter, cases, out_dir: Path, env, args) -> tuple:
     return _load_json(path), ""
 
 
+def _child(cmd, env) -> subprocess.CompletedProcess:
+    """Run ``cmd`` to its end; if this process is interrupted (Ctrl-C,
+    SIGTERM), the child goes too (it ends its own workers)."""
+    proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _vocabulary(names, env) -> tuple:
     """``(findings, new keys, gone keys)`` of the vocabulary audit, or an error."""
     cmd = [sys.executable, "-m", "verify", "vocabulary", "--json"]
     for n in names:
         cmd += ["--pass", n]
-    proc = subprocess.run(cmd, env=env, cwd=str(PROJECT_ROOT), capture_output=True,
-                          text=True)
+    proc = _child(cmd, env)
     try:
         start = proc.stdout.index("{")
         data = json.loads(proc.stdout[start:])
@@ -326,11 +341,13 @@ def _with_overlay_text(text: str, manifest: str) -> str:
 
 
 def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:
-    names = sorted(n for n, srcs in aff.pass_sources.items()
-                   if srcs and (wanted is None or n in wanted))
+    """The vocabulary audit of every affected pass whose source it reads (the
+    pass module and, one level deep, the Paddle helpers it calls: a changed
+    helper changes what the pass reads)."""
+    names = [n for n in aff.audited if wanted is None or n in wanted]
     if not names:
         return
-    sources = {m: texts[m] for n in names for m in aff.pass_sources[n]}
+    sources = {m: texts.get(m, "<deleted>") for n in names for m in aff.passes[n]}
     k = key("vocabulary", sources, ",".join(names), {})
     data = cache.get(k)
     if data is None:
@@ -363,12 +380,24 @@ def _machine(r: Review) -> dict:
 
 
 def main(argv=None) -> int:
+    import signal
+    import threading
+
     args = _parser().parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_term(signum, frame):  # unwinds through _child, which ends the run
+            raise SystemExit(143)
+
+        previous = signal.signal(signal.SIGTERM, on_term)
     try:
         return premerge(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
