@@ -3,7 +3,7 @@ Paddle import).
 
 A pass adapter's *roots* are the Paddle modules its application runs: the
 module that registers the pass (``@register_pass("name")``), the module of a
-helper the suite audits as a pass (``verify.vocabulary.EXTRA_PASSES``), and
+helper the suite audits as a pass (``verify.selfcheck.vocabulary.EXTRA_PASSES``), and
 any the adapter class names in ``paddle_modules``.  The pass is affected
 when a changed module is in the closure of its roots under the imports
 within ``paddle.distributed`` (module-level and function-level imports
@@ -328,7 +328,7 @@ def patched_registry(registry: dict, changed: dict, deleted=()) -> dict:
 
 def adapter_roots(adapters: dict, registry: dict) -> None:
     """Fill each AdapterInfo's ``roots``."""
-    from verify.vocabulary import EXTRA_PASSES  # stdlib-only at import
+    from verify.selfcheck.vocabulary import EXTRA_PASSES  # stdlib-only at import
 
     for info in adapters.values():
         roots = list(registry.get(info.name, []))

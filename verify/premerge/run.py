@@ -40,7 +40,6 @@ from .summary import Outcome, Review, render
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BASELINE = PROJECT_ROOT / "verify" / "baseline.json"
-VOCAB_BASELINE = PROJECT_ROOT / "verify" / "vocabulary_baseline.json"
 
 
 class UsageError(Exception):
