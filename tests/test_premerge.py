@@ -145,6 +145,22 @@ def test_cpp_change_is_listed_not_checked(tmp_path, cache_env):
     assert "### Not checked (need a build)" in summary and co.KERNEL in summary
     data = machine(out)
     assert data["not_checked"] == [co.KERNEL] and data["applications"] == []
+    assert data["python"] == [] and data["affected"] == {}
+
+
+def test_python_change_no_pass_reaches_is_listed(tmp_path, cache_env):
+    launch = "paddle/distributed/launch/main.py"
+    repo = co.make(tmp_path / "paddle", files=(co.PASS_UTILS, launch))
+    co.edit(repo, launch, "def launch(", "def launch(  # edited\n", 1)
+    co.commit(repo, "launch: a comment")
+    out = tmp_path / "out"
+    p = premerge([repo, "--out", str(out)], cache_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = machine(out)
+    assert data["affected"] == {} and data["applications"] == []
+    assert data["unreached"] == ["paddle.distributed.launch.main"]
+    assert "### Changed modules no pass under test reaches" in \
+        (out / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("how", ["not_git", "unknown_rev", "no_paddle_tree"])

@@ -220,10 +220,11 @@ def premerge(args, out=sys.stdout) -> int:
     for name in aff.unmapped:
         review.not_selected[name] = "runs no Python module of paddle.distributed " \
             "(a C++ pass or not one Paddle pass): not selected by a Python change"
+    reached = {m for mods in aff.passes.values() for m in mods} | set(aff.planner)
+    review.unreached = sorted(set(aff.changed_modules) - reached)
     planner_sources = {m: texts[m] for m in aff.planner if m in texts}
     env = _run_env(manifest, planner_sources)
     options = {"backend": args.backend, "seed": args.seed}
-    graph_index = None
     for name in sorted(aff.passes):
         if wanted is not None and name not in wanted:
             review.not_selected[name] = "affected, left out by --pass"
@@ -375,6 +376,7 @@ def _machine(r: Review) -> dict:
             "vocabulary_gone": [k for _, k in r.vocabulary_gone],
             "not_checked": [p for _, p in r.native], "python": r.python_changed,
             "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
+            "unreached": r.unreached,
             "seconds": round(r.seconds, 2), "cache": r.cache}
 
 

@@ -60,6 +60,9 @@ class Review:
     planner: list = field(default_factory=list)
     planner_adapters: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    # changed modules no suite pass reaches by imports within paddle.distributed
+    # (overlaid all the same; nothing was run for them)
+    unreached: list = field(default_factory=list)
     reports: list = field(default_factory=list)  # report dirs of the runs
     seconds: float = 0.0
     cache: str = ""
@@ -133,6 +136,10 @@ def render(r: Review) -> str:
         lines.append("")
     if r.native:
         lines += ["### Not checked (need a build)", *_rows(r.native), ""]
+    if r.unreached:
+        lines += ["### Changed modules no pass under test reaches",
+                  "(by imports within `paddle.distributed`; overlaid, nothing ran for them)",
+                  *[f"- `{m}`" for m in r.unreached], ""]
     if r.not_selected:
         lines.append("### Passes not run")
         for p, why in sorted(r.not_selected.items()):
