@@ -275,3 +275,23 @@ def test_affected_reads_the_changed_text_and_the_planner(index_dir):
         "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")},
         cache_dir=index_dir)
     assert got.planner == [rf]
+
+
+def test_planner_family_hook_selects_its_adapters(index_dir):
+    """An adapter declaring ``planner_family`` (or named in PLANNER_ADAPTERS)
+    runs when a reshard function or planning code changed, and only then."""
+    planner = affected.AdapterInfo("my_planner_family", "plan_fam", "passes.x",
+                                   planner_family=True)
+    plain = affected.AdapterInfo("my_other", "other", "passes.y")
+    rf = "paddle.distributed.auto_parallel.static.reshard_funcs.p_to_r_reshard_func"
+    text = _installed(
+        "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")
+    got = affected.affected({rf: text}, cache_dir=index_dir,
+                            adapters={"my_planner_family": planner, "my_other": plain})
+    assert got.passes == {"my_planner_family": [rf]}
+    assert got.planner_adapters == ["my_planner_family"]
+    launch = "paddle.distributed.launch.main"
+    got = affected.affected({launch: _installed("paddle/distributed/launch/main.py")},
+                            cache_dir=index_dir,
+                            adapters={"my_planner_family": planner, "my_other": plain})
+    assert got.passes == {} and got.planner_adapters == []
