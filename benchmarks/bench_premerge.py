@@ -7,8 +7,9 @@ Builds a small Paddle checkout from the installed files
 (``tests/premerge_checkout.py``) with one commit mending the fold in
 ``pass_utils.py``, then runs ``python -m verify premerge`` on it twice with
 a fresh private cache: cold (every application runs, the import-graph index
-is built, the vocabulary audit runs) and warm (the same change: every result
-is a lookup).  Both are whole processes timed from outside; printed with
+is built, the vocabulary audit runs), warm (the same change: every result
+is a lookup) and after an unrelated commit (a C++ comment: the sources the
+passes reach are the same, so it is a lookup too).  Both are whole processes timed from outside; printed with
 their ratio (goal: warm < 10% of cold) and the applications each ran.
 """
 from __future__ import annotations
@@ -49,13 +50,16 @@ def main() -> int:
     env = dict(os.environ, VERIFY_PREMERGE_CACHE=str(tmp / "cache"),
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [
                    os.environ.get("PYTHONPATH")] if p]))
-    common = [repo, "--backend", a.backend]
+    first = co.git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    common = [repo, "--base", first, "--backend", a.backend]
     for p in passes:
         common += ["--pass", p]
     for c in a.cases:
         common += ["--case", c]
     rows = []
-    for label in ("cold", "warm"):
+    for label in ("cold", "warm", "unrelated"):
+        if label == "unrelated":  # one more commit the passes do not reach
+            co.touch_kernel(repo)
         out = tmp / label
         seconds, p = run(common + ["--out", str(out)], env)
         if p.returncode not in (0, 1):
@@ -70,8 +74,8 @@ def main() -> int:
     for label, seconds, n, cached, cache, rc in rows:
         print(f"  {label}: {seconds:7.1f} s  {n} applications ({cached} cached; {cache}); "
               f"exit {rc}")
-    ratio = rows[1][1] / rows[0][1]
-    print(f"warm / cold = {ratio:.1%}  (goal < 10%: {'met' if ratio < 0.10 else 'NOT met'})")
+    ratio = max(rows[1][1], rows[2][1]) / rows[0][1]
+    print(f"warm / cold (worst of the two reruns) = {ratio:.1%}  (goal < 10%: {'met' if ratio < 0.10 else 'NOT met'})")
     return 0
 
 
