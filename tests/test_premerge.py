@@ -295,3 +295,30 @@ def test_planner_family_hook_selects_its_adapters(index_dir):
                             cache_dir=index_dir,
                             adapters={"my_planner_family": planner, "my_other": plain})
     assert got.passes == {} and got.planner_adapters == []
+
+
+def test_every_process_of_a_run_imports_the_overlay(tmp_path):
+    """An overlaid ``paddle/distributed/__init__.py`` (imported by every
+    process that imports Paddle) records each process that loads it: the
+    run itself, its isolation worker (where the pass is applied) and its
+    rank processes (launched through ``paddle.distributed.launch``) all do."""
+    rel = "paddle/distributed/__init__.py"
+    probe_dir = tmp_path / "probes"
+    probe_dir.mkdir()
+    text = _installed(rel) + (
+        "\nimport os as _o, sys as _s\n"
+        f"open(_o.path.join({str(probe_dir)!r}, str(_o.getpid())), 'w')"
+        ".write(' '.join(_s.argv))\n")
+    manifest = overlay.write(str(tmp_path / "ov"), {rel: text}, affected.installed_root())
+    env = overlay.child_env(manifest)
+    env["PYTHONPATH"] += os.pathsep + str(ROOT)
+    r = subprocess.run([sys.executable, "-m", "verify", "run", "--pass", "overlap", "--case",
+                        "col_3d_static", "--backend", "ranks", "--quiet", "--report-dir",
+                        str(tmp_path / "rep")], cwd=str(ROOT), env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    argvs = [p.read_text() for p in probe_dir.iterdir()]
+    assert any("verify" in a and "run" in a for a in argvs), argvs  # the run
+    assert any("isolation" in a for a in argvs), argvs  # its isolation worker
+    ranks = [a for a in argvs if "rank_worker" in a]
+    assert len(ranks) >= 2, argvs  # one per rank
