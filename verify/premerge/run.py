@@ -236,8 +236,9 @@ def premerge(args, out=sys.stdout) -> int:
         if not cases:
             review.not_selected[name] = "no case selected"
             continue
-        # the sources this pass's applications see: the changed modules it reaches
-        relevant = {m: texts.get(m, "<deleted>") for m in aff.passes[name]}
+        # the sources this pass's applications see: the changed modules it
+        # reaches, and changed planner code (it builds the planned cases)
+        relevant = {m: texts.get(m, "<deleted>") for m in aff.passes[name] + aff.planner}
         keys = {c: key("application", relevant, f"{name}::{c}", options) for c in cases}
         results, todo = {}, []
         for c in cases:
@@ -260,7 +261,7 @@ def premerge(args, out=sys.stdout) -> int:
                     rel = app.get("reproducer")
                     if rel:
                         rec["reproducer_name"] = os.path.basename(rel)
-                        rec["reproducer_text"] = _with_overlay(run_dir / rel, manifest)
+                        rec["reproducer_text"] = _read_text(run_dir / rel)
                     cache.put(keys[app["case"]], rec)
                     results[app["case"]] = (rec, False)
                 for c in todo:
@@ -308,7 +309,7 @@ def premerge(args, out=sys.stdout) -> int:
 _OVERLAY_MARK = "# --- verify premerge: run with the checkout's changed Paddle sources ---"
 
 
-def _with_overlay(path: Path, manifest: str) -> str:
+def _read_text(path: Path) -> str:
     """A run's reproducer, as text (the overlay preamble is added on write)."""
     try:
         return path.read_text()
