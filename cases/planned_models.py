@@ -66,7 +66,8 @@ def plan_key(params: dict) -> str:
                          "mesh": params.get("mesh")}, sort_keys=True).encode())
     for name in [params["model"]] + list(params.get("uses", [])):
         h.update((EXAMPLES / name).read_bytes())
-    h.update((_REPO / "verify" / "plan.py").read_bytes())
+    for planner in sorted((_REPO / "verify" / "plan").glob("*.py")):  # the planning layer
+        h.update(planner.read_bytes())
     return h.hexdigest()[:16]
 
 
