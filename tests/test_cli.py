@@ -1,6 +1,8 @@
 """The command line: exit codes, one clear line on bad input, --pass-file."""
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -88,3 +90,52 @@ def test_case_that_fails_to_build_does_not_stop_the_others():
     assert apps[0].verdict.value == "INCONCLUSIVE"
     assert "builder broke" in apps[0].checks[0].message and apps[0].checks[0].rank == 0
     assert apps[1].verdict.value == "EQUIVALENT"
+
+
+class _Terminal(io.StringIO):
+    """Captured output that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_and_summary_plain_in_logs_coloured_on_a_terminal():
+    """Piped (CI, tests) every line prints as composed: no colour codes, no
+    wrapping, ``[...]`` in messages kept; on a terminal the same text comes
+    with colour and a progress bar."""
+    import cases
+    import passes
+    from cases.base import Case
+    from verify.engine.matrix_runner import line, run_matrix
+    from verify.report.terminal import print_summary
+
+    def boom(case, rank):
+        raise RuntimeError("builder broke [bold]x[/bold] :smile:")
+
+    long_name = "broken_case_" + "x" * 150  # wider than any terminal default
+    bad = Case(name=long_name, family="test", summary="raises", mesh=[0, 1],
+               builder=boom, expect={})
+    good = cases.all_cases()["col_3d_static"]
+    plain = io.StringIO()
+    apps, _ = run_matrix([passes.get("overlap")], [bad, good], backend="none", out=plain)
+    print_summary(apps, "/x/report.json", 1.0, plain)
+    text = plain.getvalue()
+    assert "\x1b" not in text
+    lines = text.splitlines()
+    assert lines[:2] == [f"[{i + 1}/2] {line(a)}" for i, a in enumerate(apps)]
+    assert not apps[0].as_expected and lines[0].startswith("[1/2] BAD ")
+    assert "builder broke [bold]x[/bold] :smile:" in text  # no markup, no emoji codes
+    assert any(ln.startswith("    [") and "rank 0]" in ln for ln in lines)
+    header = next(ln for ln in lines if ln.startswith("pass "))
+    assert [c.strip() for c in header.split("|")][1:3] == ["EQUIVALENT", "LEFT_ALONE"]
+    row = next(ln for ln in lines if ln.startswith("allreduce_matmul_grad_overlapping "))
+    assert [c.strip() for c in row.split("|")][-1] == "1"  # one unexpected
+    assert lines[-1] == "1 as expected, 1 unexpected"
+
+    tty = _Terminal()
+    run_matrix([passes.get("overlap")], [bad], backend="none", out=tty)
+    print_summary(apps, "/x/report.json", 1.0, tty)
+    shown = tty.getvalue()
+    assert "\x1b[" in shown  # coloured
+    bare = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    assert "[1/1] BAD " in bare and "1 as expected, 1 unexpected" in bare

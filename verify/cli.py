@@ -360,40 +360,9 @@ def _restore_sigterm(previous) -> None:
 
 
 def _summary(apps, path, seconds, out) -> None:
-    from verify.engine.baseline import classify
+    from verify.report.terminal import print_summary
 
-    bad = [a for a in apps if not a.as_expected]
-    print("", file=out)
-    for a in bad:  # counterexamples first: what a reviewer needs
-        how = classify(a.expected.verdict, a.verdict.value)
-        print(f"{how}: {a.pass_name} on {a.case_name}: {a.verdict.value} "
-              f"(baseline {a.expected.verdict})", file=out)
-        shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
-        shown.sort(key=lambda c: c.counterexample is None)
-        for c in shown[:3]:
-            print(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}", file=out)
-            if c.counterexample:
-                print(f"      counterexample: {c.counterexample}", file=out)
-        print(f"    reproduce: python -m verify run --pass {a.pass_name} "
-              f"--case {a.case_name}" + (f" --pass-file {a.source}"
-                                          if a.source != "installed" else "")
-              + (f" --case-file {a.case_file}" if a.case_file else ""), file=out)
-    from verify.engine.matrix_runner import summary_table
-
-    print(summary_table(apps), file=out)
-    from verify.report.write import summarize
-
-    summ = summarize(apps)
-    print(f"{len(apps)} applications in {seconds:.1f}s: " +
-          ", ".join(f"{k} {v}" for k, v in sorted(summ["by_status"].items())), file=out)
-    print("numeric evidence: " + ", ".join(f"{k} {v}" for k, v in
-                                           sorted(summ["numeric_witness"].items())), file=out)
-    vp = summ["value_proofs_by_rank"]
-    if any(vp.values()):
-        print(f"value proofs (per rank): proved {vp['proved']}, refuted {vp['refuted']}, "
-              f"unknown {vp['unknown']}", file=out)
-    print(f"report: {path}", file=out)
-    print(f"{len(apps) - len(bad)} as expected, {len(bad)} unexpected", file=out)
+    print_summary(apps, path, seconds, out)
 
 
 def main(argv=None) -> int:

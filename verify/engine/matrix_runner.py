@@ -2,18 +2,35 @@
 and the numeric backend choice the command line and the gate share."""
 from __future__ import annotations
 
+import contextlib
 import sys
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
 from verify.engine.application import run_application
+from verify.engine.console import console_for, verdict_style
+
+
+def _line_parts(app) -> tuple:
+    fired = ",".join(map(str, app.fired_ranks)) or "-"
+    mark = "ok " if app.as_expected else "BAD"
+    exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
+    middle = (f" {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
+              f"fired={fired:7s} ops={app.op_delta():15s} ")
+    return mark, middle, str(app.status), exp
 
 
 def line(app) -> str:
     """pass, case, ranks, fired, op-count change, verdict (and expectation)."""
-    fired = ",".join(map(str, app.fired_ranks)) or "-"
-    mark = "ok " if app.as_expected else "BAD"
-    exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
-    return (f"{mark} {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
-            f"fired={fired:7s} ops={app.op_delta():15s} {app.status}{exp}")
+    return "".join(_line_parts(app))
+
+
+def styled_line(app, done: int, total: int) -> Text:
+    """``[done/total] line(app)``, the mark and the verdict coloured (on a terminal)."""
+    mark, middle, status, exp = _line_parts(app)
+    return Text.assemble(f"[{done}/{total}] ", (mark, "green" if app.as_expected else "bold red"),
+                         middle, (status, verdict_style(status)), (exp, "bold red"))
 
 
 BACKENDS = {"none": (), "simulated": ("simulated",), "ranks": ("ranks",),
@@ -50,34 +67,21 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
 
     todo = pairs(adapters, cases)  # a pass meets only cases of its own IR
     total = len(todo)
-    bar = out is not None and hasattr(out, "isatty") and out.isatty()
-    for adapter, case in todo:
-        if bar:  # a progress bar on a terminal; finished lines scroll above it
-            done = len(apps)
-            filled = int(30 * done / max(total, 1))
-            out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} "
-                      f"{adapter.short} {case.name[:30]:30s}")
-            out.flush()
-        app = run_application(adapter, case, source=source, numeric=numeric)
-        apps.append(app)
-        if out is not None:
-            prefix = "\r\033[K" if bar else ""
-            print(prefix + f"[{len(apps)}/{total}] " + line(app), file=out, flush=True)
+    console = console_for(out) if out is not None else None
+    progress = None
+    if console is not None and console.is_terminal:  # a bar; finished lines scroll above it
+        progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                            transient=True)
+    with progress if progress is not None else contextlib.nullcontext():
+        task = progress.add_task("", total=total) if progress is not None else None
+        for adapter, case in todo:
+            if progress is not None:
+                progress.update(task, description=f"{adapter.short} {case.name[:30]}")
+            app = run_application(adapter, case, source=source, numeric=numeric)
+            apps.append(app)
+            if console is not None:
+                console.print(styled_line(app, len(apps), total))
+            if progress is not None:
+                progress.advance(task)
     return apps, name
-
-
-def summary_table(apps) -> str:
-    """Status counts per pass (LEFT_ALONE apart from EQUIVALENT), as a small
-    text table."""
-    from collections import Counter
-
-    from verify.verdicts import SHOWN as verdicts
-
-    rows = [["pass"] + verdicts + ["unexpected"]]
-    for p in dict.fromkeys(a.pass_name for a in apps):
-        mine = [a for a in apps if a.pass_name == p]
-        c = Counter(a.status for a in mine)
-        rows.append([p] + [str(c.get(v, 0)) for v in verdicts]
-                    + [str(sum(not a.as_expected for a in mine))])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows)

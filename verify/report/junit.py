@@ -15,7 +15,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
-from verify.report.html import describe_counterexample, repro_command
+from verify.report.describe import describe_counterexample, repro_command
 
 SUITE = "pass-equivalence"
 MAX_CHECKS = 8

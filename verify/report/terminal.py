@@ -1,0 +1,72 @@
+"""What ``python -m verify run`` prints when it is done: the unexpected
+verdicts with their counterexamples and reproduce commands, a status table per
+pass, the totals and where the report is.  Through rich: coloured on a
+terminal, plain text (a Markdown table) in logs and pipes."""
+from __future__ import annotations
+
+from collections import Counter
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from verify.engine.baseline import classify
+from verify.engine.console import console_for, verdict_style
+from verify.report.write import summarize
+from verify.verdicts import SHOWN as VERDICTS
+
+
+def summary_table(apps, styled: bool = True) -> Table:
+    """Status counts per pass (LEFT_ALONE apart from EQUIVALENT) and the
+    unexpected ones; plain (``styled=False``) it prints as a Markdown table."""
+    table = Table(box=box.SIMPLE_HEAD if styled else box.MARKDOWN, show_edge=False,
+                  pad_edge=False, header_style="bold" if styled else "")
+    table.add_column("pass", no_wrap=True)
+    for v in VERDICTS:
+        table.add_column(v, justify="right", no_wrap=True,
+                         header_style=verdict_style(v) if styled else "")
+    table.add_column("unexpected", justify="right", no_wrap=True)
+    for p in dict.fromkeys(a.pass_name for a in apps):
+        mine = [a for a in apps if a.pass_name == p]
+        counts = Counter(a.status for a in mine)
+        bad = sum(not a.as_expected for a in mine)
+        cells = [Text(str(counts.get(v, 0)), style=verdict_style(v) if styled and counts.get(v)
+                      else "") for v in VERDICTS]
+        table.add_row(p, *cells, Text(str(bad), style="bold red" if styled and bad else ""))
+    return table
+
+
+def print_summary(apps, path, seconds, out) -> None:
+    """The end of a run, written to ``out``."""
+    console = console_for(out)
+    bad = [a for a in apps if not a.as_expected]
+    console.print()
+    for a in bad:  # counterexamples first: what a reviewer needs
+        how = classify(a.expected.verdict, a.verdict.value)
+        console.print(Text.assemble((how, "bold red"), f": {a.pass_name} on {a.case_name}: ",
+                                    (a.verdict.value, verdict_style(a.verdict.value)),
+                                    f" (baseline {a.expected.verdict})"))
+        shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
+        shown.sort(key=lambda c: c.counterexample is None)
+        for c in shown[:3]:
+            console.print(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}")
+            if c.counterexample:
+                console.print(f"      counterexample: {c.counterexample}")
+        console.print(f"    reproduce: python -m verify run --pass {a.pass_name} "
+                      f"--case {a.case_name}" + (f" --pass-file {a.source}"
+                                                 if a.source != "installed" else "")
+                      + (f" --case-file {a.case_file}" if a.case_file else ""),
+                      style="cyan")
+    console.print(summary_table(apps, styled=console.is_terminal))
+    summ = summarize(apps)
+    console.print(f"{len(apps)} applications in {seconds:.1f}s: " +
+                  ", ".join(f"{k} {v}" for k, v in sorted(summ["by_status"].items())))
+    console.print("numeric evidence: " + ", ".join(f"{k} {v}" for k, v in
+                                                   sorted(summ["numeric_witness"].items())))
+    vp = summ["value_proofs_by_rank"]
+    if any(vp.values()):
+        console.print(f"value proofs (per rank): proved {vp['proved']}, "
+                      f"refuted {vp['refuted']}, unknown {vp['unknown']}")
+    console.print(f"report: {path}")
+    console.print(Text.assemble(f"{len(apps) - len(bad)} as expected, ",
+                                (f"{len(bad)} unexpected", "bold red" if bad else "green")))
