@@ -46,6 +46,13 @@ from ._planner_state import planner_state
 from .base import PassAdapter, PassRun
 
 FAMILY = "engine_pipeline"
+# The registry names :func:`stages` applies (the fused_passes_list's own are
+# the strategy's; 3.3.1's CPU build registers none of them).
+STAGE_PASSES = ("auto_parallel_sequence_parallel_optimization",
+                "auto_parallel_fused_linear_promotion",
+                "auto_parallel_data_parallel_optimization", "auto_parallel_sharding",
+                "allreduce_matmul_grad_overlapping", "auto_parallel_grad_clip",
+                "auto_parallel_supplement_explicit_dependencies")
 
 
 def strategy_of(case):
@@ -128,6 +135,10 @@ class EnginePipelineAdapter(PassAdapter):
 
     def attrs(self, case, rp) -> dict:
         return {}
+
+    def tested_passes(self) -> tuple:
+        """Every stage :func:`stages` may apply (a pass file replaces any)."""
+        return STAGE_PASSES
 
     def apply(self, case, rank: int) -> PassRun:
         """In this process, always: the stages' exceptions are caught per

@@ -44,6 +44,8 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
 
     ``apps``: a list to append to (its caller keeps the finished ones when
     the run is interrupted)."""
+    from verify import interrupt
+
     name, numeric = pick_backend(backend, seed)
     apps = [] if apps is None else apps
     from passes.base import pairs
@@ -59,6 +61,9 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
                       f"{adapter.short} {case.name[:30]:30s}")
             out.flush()
         app = run_application(adapter, case, source=source, numeric=numeric)
+        # an interrupt that some code swallowed (or turned into an error):
+        # this application's verdict may rest on it, so it is not kept
+        interrupt.check()
         apps.append(app)
         if out is not None:
             prefix = "\r\033[K" if bar else ""

@@ -477,6 +477,27 @@ def _diffs(app) -> str:
     return "<h4>Op-level diff per rank</h4>" + "".join(out)
 
 
+def _applied_html(app) -> str:
+    """What the application really ran, per pass (``applied``): a pass
+    file's path and sha256, or the installed Paddle's version and commit."""
+    rows = []
+    for r in app.get("applied") or []:
+        if r.get("source") == "file":
+            what = f'<code>{esc(r.get("path"))}</code> sha256 <code>{esc(r.get("sha256"))}</code>'
+        elif r.get("source") == "installed":
+            what = (f'installed Paddle {esc(r.get("paddle"))} commit '
+                    f'<code>{esc(r.get("commit"))}</code>'
+                    + (f' ({esc(r["native"])})' if r.get("native") else ""))
+        else:
+            what = f'<code>{esc(r.get("module"))}.{esc(r.get("class"))}</code>'
+        rows.append(f'<div><span class="dim">pass applied</span> <code>{esc(r.get("pass"))}'
+                    f'</code>: {what}</div>')
+    if not rows and (app.get("source") or "installed") != "installed":
+        rows.append(f'<div><span class="dim">pass source</span> '
+                    f'<code>{esc(app.get("source"))}</code></div>')
+    return "".join(rows)
+
+
 def _section(app, aid) -> str:
     v = app.get("status") or app.get("verdict")
     un = _unexpected(app)
@@ -494,9 +515,8 @@ def _section(app, aid) -> str:
     fires = app.get("expected_fires")
     fires_txt = "" if fires is None else (" (the pass must fire)" if fires
                                           else " (the pass must leave it alone)")
-    source = app.get("source") or "installed"
-    src = (f'<div><span class="dim">pass source</span> <code>{esc(source)}</code></div>'
-           if source != "installed" else "")
+    src = _applied_html(app) + "".join(
+        f'<div><span class="dim">note</span> {esc(n)}</div>' for n in app.get("notes") or [])
     if app.get("case_file"):
         src += (f'<div><span class="dim">case file</span> '
                 f'<code>{esc(app["case_file"])}</code></div>')
