@@ -83,6 +83,9 @@ def _import(path: str):
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except (KeyboardInterrupt, GeneratorExit):
+        sys.modules.pop(module_name, None)
+        raise
     except BaseException as exc:  # SystemExit too: one line, never the run
         sys.modules.pop(module_name, None)
         raise CaseFileError(f"case file {path} does not import: "

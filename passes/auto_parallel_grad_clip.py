@@ -43,22 +43,26 @@ def _writer_before(snap, name, idx):
     return w
 
 
-def norm_parts(snap, var, idx, seen=None) -> set:
+def norm_parts(snap, var, idx, memo=None) -> list:
     """Grads whose ``squared_l2_norm`` flows into ``var`` as read at op
-    ``idx`` through stack / reduce_sum / sum / cast / in-place collectives."""
-    seen = set() if seen is None else seen
+    ``idx`` through stack / reduce_sum / sum / cast / in-place collectives,
+    as a multiset (a list): a squared norm folded in twice is listed twice,
+    as the sum counts it twice."""
+    memo = {} if memo is None else memo
+    key = (var, idx)
+    if key in memo:
+        return memo[key]
     op = _writer_before(snap, var, idx)
-    if op is None or (op.idx, var) in seen:
-        return set()
-    seen.add((op.idx, var))
-    if op.type == "squared_l2_norm":
-        return {op.inputs["X"][0]}
-    if op.type in _FOLD or collectives.is_collective(op.type):
-        out = set()
-        for n in op.reads():
-            out |= norm_parts(snap, n, op.idx, seen)
-        return out
-    return set()
+    out = []
+    if op is None:
+        pass
+    elif op.type == "squared_l2_norm":
+        out = [op.inputs["X"][0]]
+    elif op.type in _FOLD or collectives.is_collective(op.type):
+        for n in op.reads():  # each read is one term of the fold
+            out += norm_parts(snap, n, op.idx, memo)
+    memo[key] = out
+    return out
 
 
 def global_norms(snap) -> list:

@@ -129,6 +129,7 @@ class ShardingAdapter(PassAdapter):
         upd_before = optimizer_updates(before)
         upd_after = optimizer_updates(after)
         bcasts = [op for op in after.ops if op.type in ("broadcast", "c_broadcast")]
+        owner = {}  # parameter -> DP index of the rank that updates and broadcasts it
         for p, op in upd_before.items():
             bc = [b for b in bcasts if collectives.input_var(b) == p]
             if not bc:
@@ -147,6 +148,7 @@ class ShardingAdapter(PassAdapter):
                     f"DP ring {ring}", op_index=b.idx, op_type=b.type, var=p))
                 continue
             local = p in upd_after
+            owner[p] = root
             upd_idx = upd_after[p].idx if local else None
             if local and root != me:
                 results.append(finding(
@@ -182,6 +184,29 @@ class ShardingAdapter(PassAdapter):
                         "gradient reduced to its owner", rank,
                         f"stage {stage}: {g} is still summed by {c.type} (op {c.idx}), not "
                         "reduced to its owner", op_index=c.idx, op_type=c.type, var=g))
+                else:  # a SUM onto the owner (the broadcast root), over the DP ring
+                    root = int(c.attrs.get("root_id", c.attrs.get("root", -1)))
+                    kind = int(c.attrs.get("reduce_type", 0))
+                    if int(c.attrs.get("ring_id", -1)) != ring:
+                        results.append(finding(
+                            "gradient reduced to its owner", rank,
+                            f"the reduce of {g} (op {c.idx}) is on ring "
+                            f"{c.attrs.get('ring_id')}, not the DP ring {ring}",
+                            op_index=c.idx, op_type=c.type, var=g))
+                    elif p in owner and root != owner[p]:
+                        results.append(finding(
+                            "gradient reduced to its owner", rank,
+                            f"the reduce of {g} (op {c.idx}) has root {root}, but {p}'s "
+                            f"owner (the rank that updates and broadcasts it) is DP index "
+                            f"{owner[p]}: the owner updates with its unreduced gradient",
+                            op_index=c.idx, op_type=c.type, var=g, root=root,
+                            owner=owner[p]))
+                    elif kind != 0:
+                        results.append(finding(
+                            "gradient reduced to its owner", rank,
+                            f"the reduce of {g} (op {c.idx}) has reduce_type {kind}, not "
+                            "SUM (0)", op_index=c.idx, op_type=c.type, var=g,
+                            reduce_type=kind))
         # the owners: exactly one rank updates each parameter (per rank: the
         # broadcast root names the owner, and this rank updates iff it is it)
         if len(results) == n:

@@ -70,9 +70,13 @@ class SupplementDependenciesAdapter(PassAdapter):
     def attrs(self, case, rp) -> dict:
         return {"dist_context": rp.dist_context}
 
+    def preceding_passes(self) -> tuple:
+        return (SHARDING.name,)
+
     def preceding(self, case, rp) -> list:
-        """The installed sharding pass (stage from the case), as the
-        Parallelizer applies it before this pass in the same context."""
+        """The registered sharding pass (stage from the case; a pass file may
+        replace it too), as the Parallelizer applies it before this pass in
+        the same context."""
         return [(SHARDING.name, SHARDING.attrs(case, rp))]
 
     def build_original(self, case, rank):
@@ -91,20 +95,18 @@ class SupplementDependenciesAdapter(PassAdapter):
         if not results[0].details.get("fired"):
             return results
         n = len(results)
-        # only dependency ops added; every original op kept, in order, unchanged
+        # only dependency ops added: less them, the same ops computing the same
+        # values (each read sees the same writer, each var's last writer is
+        # the same); independent ops may come in another order
         kept = [op for op in after.ops if op.type not in DEP_OPS]
         added = [op for op in after.ops if op.type in DEP_OPS]
-        orig = [op.render() for op in before.ops]
-        now = [op.render() for op in kept]
-        if orig != now:
-            i = next((k for k, (a, b) in enumerate(zip(orig, now)) if a != b),
-                     min(len(orig), len(now)))
-            op = before.ops[i] if i < len(before.ops) else kept[i]
+        bad = _computation_changed(before.ops, kept)
+        if bad is not None:
+            op, what = bad
             results.append(finding(
                 "only dependencies added", rank,
-                f"op {i} of the original ({orig[i] if i < len(orig) else 'none'}) is "
-                f"{now[i] if i < len(now) else 'missing'} in the rewritten program, less its "
-                "dependency ops: the pass must change no computation",
+                f"op {op.idx} ({op.render()[:160]}) {what} in the rewritten program, less "
+                "its dependency ops: the pass must change no computation",
                 op_index=op.idx, op_type=op.type, var=(op.writes() or op.reads() or [None])[0]))
         if before.startup_ops and [o.render() for o in before.startup_ops] != \
                 [o.render() for o in after.startup_ops]:
@@ -135,6 +137,44 @@ class SupplementDependenciesAdapter(PassAdapter):
         computing it: readers of that var see it as the last writer."""
         return {n: f"ordered by the dependency op {op.idx} ({op.type}), which computes nothing"
                 for op in after.ops if op.type in DEP_OPS for n in op.writes()}
+
+
+def _dataflow(ops):
+    """``({op: writer of each read}, {var: last writer})`` with ops named by
+    (render, occurrence): the values a sequence computes, whatever the
+    order of its independent ops."""
+    from collections import Counter
+
+    seen, last, reads, named = Counter(), {}, {}, {}
+    for op in ops:
+        r = op.render()
+        seen[r] += 1
+        sig = (r, seen[r])
+        named[sig] = op
+        reads[sig] = tuple(last.get(n) for n in op.reads())
+        for n in op.writes():
+            last[n] = sig
+    return reads, last, named
+
+
+def _computation_changed(orig_ops, kept_ops):
+    """``(op, what)`` for the first original op that is gone or reads
+    another writer among ``kept_ops``, or an op that is new; None when
+    both compute the same values."""
+    r0, last0, named0 = _dataflow(orig_ops)
+    r1, last1, named1 = _dataflow(kept_ops)
+    for sig, op in named0.items():
+        if sig not in r1:
+            return op, "is missing"
+        if r1[sig] != r0[sig]:
+            return op, "reads another writer"
+    for sig, op in named1.items():
+        if sig not in r0:
+            return op, "is new"
+    for var, sig in last0.items():
+        if last1.get(var) != sig:
+            return named0[sig], f"is no longer the last writer of {var}"
+    return None
 
 
 ADAPTER = SupplementDependenciesAdapter()

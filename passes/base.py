@@ -53,6 +53,26 @@ class PassAdapter:
         """The pass attrs for ``rp`` (a RankProgram of ``case``)."""
         raise NotImplementedError
 
+    # -- where the pass code comes from (verify/ir/pass_sources.py) ---------------
+    def tested_passes(self) -> tuple:
+        """Names of the passes under test that this adapter takes from
+        Paddle's Python pass registry (``new_pass`` or a class lookup); a
+        ``--pass-file`` registering one of them replaces it on every path."""
+        return (self.name,)
+
+    def preceding_passes(self) -> tuple:
+        """Names of the registry passes :meth:`preceding` may apply first."""
+        return ()
+
+    def python_passes(self) -> tuple:
+        """Every registry name this adapter looks up."""
+        return tuple(self.tested_passes()) + tuple(self.preceding_passes())
+
+    def native_passes(self) -> tuple:
+        """C++ passes this adapter applies (``paddle.pir.PassManager``):
+        no Python file can replace them."""
+        return ()
+
     def apply_local(self, case, rank: int) -> PassRun:
         """Apply the registered pass of this name to a fresh build of ``rank``.
 
@@ -206,6 +226,27 @@ class PirPassAdapter(PassAdapter):
         with paddle.pir_utils.IrGuard():
             main, startup, names = import_programs(exported)
         return dataclasses.replace(fresh, main=main, startup=startup, names=names)
+
+
+def pass_file_refusal(loaded, selected, every) -> str | None:
+    """Why ``loaded`` (a LoadedPassFile) cannot be judged with the adapters
+    ``selected`` (of ``every`` adapter), in one line; None when it can.
+
+    A file registering a C++ pass's name would be accepted by Python and
+    never run; a file whose passes no selected adapter applies would leave
+    the installed passes judged under the file's name."""
+    names = set(loaded.registered)
+    for a in every:
+        native = names & set(a.native_passes())
+        if native:
+            n = sorted(native)[0]
+            return (f"{loaded.path} registers {n}, a C++ pass ({a.short} applies it with "
+                    "paddle.pir.PassManager): a Python pass file cannot replace it; "
+                    "test a change to it with a build of Paddle")
+    if not any(names & set(a.python_passes()) for a in selected):
+        return (f"{loaded.path} registers {sorted(names)}, which none of the selected "
+                f"adapters ({', '.join(a.short for a in selected) or 'none'}) applies")
+    return None
 
 
 def pairs(adapters, cases) -> list:

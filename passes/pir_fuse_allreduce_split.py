@@ -45,6 +45,12 @@ class PirFuseAllreduceSplit(PirPassAdapter):
     def attrs(self, case, rp) -> dict:
         return {}
 
+    def tested_passes(self) -> tuple:
+        return ()  # nothing from Python's registry: the pass is C++
+
+    def native_passes(self) -> tuple:
+        return (self.name,)
+
     def apply_local(self, case, rank: int) -> PassRun:
         import dataclasses
 
@@ -57,6 +63,9 @@ class PirFuseAllreduceSplit(PirPassAdapter):
             startup = original.startup.clone()
             names = original.names.carried(original.main, main)
             try:
+                from verify.ir.pass_sources import note_native
+
+                note_native(self.name)
                 pm = paddle.pir.PassManager()
                 pm.add_pass(self.name, {})
                 pm.run(main)

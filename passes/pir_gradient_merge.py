@@ -181,10 +181,16 @@ class PirGradientMerge(PassAdapter):
                                    f"{where}: op {scale.idx} scales {acc} by "
                                    f"{scale.attrs.get('scale@value', scale.attrs.get('scale'))}"
                                    f", not 1/{k}", op_index=scale.idx, var=acc))
-            elif not avg and scale is not None:
+            elif not avg and scale is not None and _factor(scale) != (1.0, 0.0):
+                # the statement is about values: the optimizer reads the sum
+                # itself; an identity scale (by exactly 1, no bias) keeps it
+                f = _factor(scale)
+                by = f"by {f[0]:g} (bias {f[1]:g})" if f else "by a factor not known here"
                 out.append(finding("no scale when avg=False", rank,
-                                   f"{where}: avg=False but op {scale.idx} scales {acc} "
-                                   "before the optimizer", op_index=scale.idx, var=acc))
+                                   f"{where}: avg=False but op {scale.idx} scales {acc} {by} "
+                                   "before the optimizer: it reads that, not the sum of the "
+                                   f"{k} gradients", op_index=scale.idx, var=acc,
+                                   factor=f[0] if f else None))
             else:
                 out.append(holds("1/k scale before the optimizer" if avg else
                                  "no scale when avg=False", rank,
@@ -340,13 +346,19 @@ def _is_zeroing(op) -> bool:
         return False
 
 
-def _is_inverse_k(scale_op, k) -> bool:
+def _factor(scale_op):
+    """``(scale, bias)`` of a scale op as floats, or None when not attrs."""
     v = scale_op.attrs.get("scale@value", scale_op.attrs.get("scale"))
     try:
         v = float(v if not isinstance(v, list) else v[0])
+        return v, float(scale_op.attrs.get("bias", 0.0) or 0.0)
     except (TypeError, ValueError, IndexError):
-        return False
-    return abs(v * k - 1.0) < 1e-6 and float(scale_op.attrs.get("bias", 0.0) or 0.0) == 0.0
+        return None
+
+
+def _is_inverse_k(scale_op, k) -> bool:
+    f = _factor(scale_op)
+    return f is not None and abs(f[0] * k - 1.0) < 1e-6 and f[1] == 0.0
 
 
 ADAPTER = PirGradientMerge()

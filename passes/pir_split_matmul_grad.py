@@ -33,6 +33,8 @@ import traceback
 
 from passes.base import PassRun, PirPassAdapter, finding, holds
 
+VPP = "pipeline_scheduler_VPP"
+
 
 class PirSplitMatmulGrad(PirPassAdapter):
     name = "_pir_split_matmul_grad_to_matmul"
@@ -43,6 +45,12 @@ class PirSplitMatmulGrad(PirPassAdapter):
 
     def attrs(self, case, rp) -> dict:
         return {}
+
+    def tested_passes(self) -> tuple:
+        """The split is a method of the VPP schedule pass, taken from the
+        registry (``_vpp_class``): a pass file replaces it by registering
+        ``pipeline_scheduler_VPP``."""
+        return (VPP,)
 
     def apply_local(self, case, rank: int) -> PassRun:
         import dataclasses
@@ -211,8 +219,7 @@ def _vpp_class():
         PipelineVirtualPipelinePass,
     )
 
-    return PassBase._REGISTERED_PASSES.get("pipeline_scheduler_VPP",
-                                           PipelineVirtualPipelinePass)
+    return PassBase._REGISTERED_PASSES.get(VPP, PipelineVirtualPipelinePass)
 
 
 def _inserted(before, after) -> list:

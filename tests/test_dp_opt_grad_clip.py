@@ -302,3 +302,64 @@ def test_dp_opt_rewrite_builds_under_the_pir_executor_unless_all_persistable(tmp
         said[mode] = p.stdout + p.stderr
     assert "Cannot find" not in said["plain"] and "CommContext" in said["plain"]
     assert "Cannot find linear_1.b_0@GRAD in scope" in said["persistable"]
+
+
+# -- a clip active in every step hides a factor common to all gradients ----
+def _application(short, case_name, mutant=None, backend="simulated"):
+    from verify.engine.matrix_runner import run_matrix
+
+    loaded = load_pass_file(os.path.join(MUTANTS, mutant)) if mutant else None
+    try:
+        apps, _ = run_matrix([passes.get(short)], [cases.all_cases()[case_name]],
+                             backend=backend, out=None)
+    finally:
+        if loaded:
+            loaded.restore()
+    return apps[0]
+
+
+def test_clip_threshold_is_found_by_dataflow_and_raised_in_a_copy():
+    from verify.numeric.clip_witness import HUGE, clip_off, thresholds
+
+    rp = cases.all_cases()["engine_dp2_sgd_clip"].build(0)
+    found = thresholds(rp.main)
+    assert len(found) == 1 and rp.main.global_block().ops[found[0]].attr("value") == \
+        pytest.approx(0.05)
+    off = clip_off(rp)
+    assert off.main.global_block().ops[found[0]].attr("value") == pytest.approx(HUGE)
+    assert rp.main.global_block().ops[found[0]].attr("value") == pytest.approx(0.05)
+    assert clip_off(cases.all_cases()["engine_dp2_sgd"].build(0)) is None
+
+
+def test_a_factor_the_active_clip_cancels_is_caught_with_the_clip_off():
+    """dp_opt scaling every gradient by 1/dp twice: with the case's clip
+    (active in every step) the runs agree; with the clip off they differ."""
+    app = _application("dp_opt", "engine_dp2_sgd_clip", "dp_opt_scaled_twice.py")
+    on = [c for c in app.checks if c.name == "simulated run"]
+    off = [c for c in app.checks if c.name == "simulated run (clip off)"]
+    assert on and all(c.verdict == Verdict.EQUIVALENT for c in on), [c.message for c in on]
+    assert off and all(c.verdict == Verdict.NOT_EQUIVALENT for c in off), \
+        [c.message for c in off]
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    assert not any("values kept" in n for n in app.notes)
+
+
+def test_the_real_dp_opt_pass_agrees_with_the_clip_off_too():
+    app = _application("dp_opt", "engine_dp2_sgd_clip")
+    off = [c for c in app.checks if c.name == "simulated run (clip off)"]
+    assert off and all(c.verdict == Verdict.EQUIVALENT for c in off), [c.message for c in off]
+
+
+def test_contract_broken_says_values_kept_only_where_witnessed():
+    witnessed = _application("grad_clip", "engine_dp2_sgd_clip")
+    assert witnessed.verdict == Verdict.CONTRACT_BROKEN
+    assert any(n.startswith("CONTRACT_BROKEN, values kept: witnessed equal by") and
+               "value proof" in n and "simulated run (clip off)" in n
+               for n in witnessed.notes), witnessed.notes
+    from verify.engine.application import run_application
+
+    unwitnessed = run_application(passes.get("grad_clip"),
+                                  cases.all_cases()["engine_dp2_sgd_clip"], value=False)
+    assert unwitnessed.verdict == Verdict.CONTRACT_BROKEN
+    assert not any("values kept" in n for n in unwitnessed.notes)
+    assert any("NOT witnessed equal on rank(s) [0, 1]" in n for n in unwitnessed.notes)

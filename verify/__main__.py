@@ -5,7 +5,16 @@ if sys.argv[1:2] == ["premerge"]:  # a driver of child runs: it never imports Pa
 
     sys.exit(premerge_main(sys.argv[2:]))
 
-from verify.ir import legacy_ir  # noqa: F401,E402  (before anything imports paddle)
-from verify.cli import main  # noqa: E402
+from verify import interrupt  # noqa: E402
+
+interrupt.install()  # Ctrl-C ends the run within seconds, also during start-up
+try:
+    from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
+    from verify.cli import main
+except BaseException:  # noqa: B036  an interrupt during start-up (maybe swallowed)
+    if interrupt.received() is None:
+        raise
+    print(f"interrupted ({interrupt.received()}) during start-up", file=sys.stderr)
+    sys.exit(interrupt.exit_code())
 
 sys.exit(main())

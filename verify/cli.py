@@ -98,8 +98,7 @@ def _parser():
     return p
 
 
-class _Terminated(BaseException):
-    """SIGTERM during a run (handled like Ctrl-C: partial report, exit 143)."""
+from .interrupt import Terminated as _Terminated  # noqa: E402  SIGTERM: like Ctrl-C, exit 143
 
 
 def file_cases(paths) -> list:
@@ -187,11 +186,16 @@ def cmd_run(args, out=sys.stdout) -> int:
         except PassFileError as exc:
             raise UsageError(str(exc)) from None
         source = loaded.path
-        if not args.passes:
-            adapters = [a for a in adapters if a.name in loaded.registered]
-            if not adapters:
-                raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
-                                 "none of which has an adapter in passes/")
+        import passes
+        from passes.base import pass_file_refusal
+
+        if not args.passes:  # the adapters that apply a pass the file registers
+            adapters = [a for a in adapters
+                        if set(loaded.registered) & set(a.python_passes() + a.native_passes())]
+        why = pass_file_refusal(loaded, adapters, passes.adapters().values())
+        if why:
+            loaded.restore()
+            raise UsageError(why)
     report_dir = args.report_dir or os.path.join(
         "reports", time.strftime("run-%Y%m%d-%H%M%S"))
     try:
@@ -219,8 +223,15 @@ def cmd_run(args, out=sys.stdout) -> int:
         _, backend = run_matrix(adapters, chosen, source=source, seed=seed,
                                 backend=args.backend, out=None if args.quiet else out,
                                 apps=apps)
-    except (KeyboardInterrupt, _Terminated) as exc:
-        interrupted = ("SIGTERM", 143) if isinstance(exc, _Terminated) else ("SIGINT", 130)
+    except BaseException as exc:  # noqa: B036
+        from . import interrupt
+
+        if isinstance(exc, _Terminated) or interrupt.received() == "SIGTERM":
+            interrupted = ("SIGTERM", 143)
+        elif isinstance(exc, KeyboardInterrupt) or interrupt.received():
+            interrupted = ("SIGINT", 130)  # also an interrupt some code turned into an error
+        else:
+            raise
     finally:
         _restore_sigterm(previous)
         if interrupted is not None:  # no worker or rank process left behind
@@ -318,9 +329,11 @@ def cmd_repro(args, out=sys.stdout) -> int:
         except PassFileError as exc:
             raise UsageError(str(exc)) from None
         loaded.restore()
-        if adapter.name not in loaded.registered:
-            raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
-                             f"not {adapter.name}")
+        from passes.base import pass_file_refusal
+
+        why = pass_file_refusal(loaded, [adapter], passes.adapters().values())
+        if why:
+            raise UsageError(why)
     try:
         path = repro.write(adapter, case, args.out, args.pass_file, args.seed)
     except repro.ReproError as exc:
@@ -333,11 +346,15 @@ def cmd_repro(args, out=sys.stdout) -> int:
 
 
 def _on_sigterm():
-    """SIGTERM raises _Terminated in the main thread while a run goes on."""
+    """SIGTERM raises _Terminated in the main thread while a run goes on
+    (``python -m verify`` has verify/interrupt.py's handler already)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    from . import interrupt
+
+    if threading.current_thread() is not threading.main_thread() or \
+            interrupt._STATE["installed"]:
         return None
 
     def handler(signum, frame):
@@ -380,6 +397,8 @@ def main(argv=None) -> int:
 
         return vocabulary_main(argv[1:])
     args = _parser().parse_args(argv)
+    from . import interrupt
+
     try:
         if args.cmd == "list":
             return cmd_list(case_files=args.case_files + args.program_dirs)
@@ -394,5 +413,15 @@ def main(argv=None) -> int:
         _parser().print_help()
         return 2
     except UsageError as exc:
+        if interrupt.received():  # an interrupt some code turned into an error
+            print(f"interrupted ({interrupt.received()})", file=sys.stderr)
+            return interrupt.exit_code()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BaseException as exc:  # noqa: B036  interrupted outside a run's matrix
+        if not isinstance(exc, (KeyboardInterrupt, _Terminated)) and not interrupt.received():
+            raise
+        name = "SIGTERM" if isinstance(exc, _Terminated) else \
+            (interrupt.received() or "SIGINT")
+        print(f"interrupted ({name})", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130

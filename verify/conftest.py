@@ -80,9 +80,18 @@ def pytest_configure(config):
         memory_mb=config.getoption("verify_memory", default=None))
     path = config.getoption("--pass-file", default=None)
     if path:
-        from verify.ir.pass_files import load_pass_file
+        from passes.base import pass_file_refusal
+        from verify.ir.pass_files import PassFileError, load_pass_file
 
-        config._verify_pass_file = load_pass_file(path)
+        try:
+            config._verify_pass_file = load_pass_file(path)
+        except PassFileError as exc:
+            pytest.exit(str(exc), returncode=2)
+        every = list(passes.adapters().values())
+        why = pass_file_refusal(config._verify_pass_file, every, every)
+        if why:  # a pass file the gate would accept and never run
+            config._verify_pass_file.restore()
+            pytest.exit(why, returncode=2)
     config._verify_case_files = []
     paths = (config.getoption("verify_case_files", default=None) or []) + \
         (config.getoption("verify_program_dirs", default=None) or [])

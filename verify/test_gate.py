@@ -72,7 +72,8 @@ def _check(short, case_name, request):
     assert entry is not None, (f"no baseline entry for {adapter.name} on {case.name}: "
                                "run `python -m verify baseline` and review the diff")
     loaded = getattr(request.config, "_verify_pass_file", None)
-    source = loaded.path if loaded and adapter.name in loaded.registered else "installed"
+    source = loaded.path if loaded and set(loaded.registered) & set(
+        adapter.python_passes()) else "installed"  # app.applied says what ran
     seed = request.config.getoption("--seed")
     _, numeric = pick_backend(request.config.getoption("--backend"),
                               DEFAULT_SEED if seed is None else seed)

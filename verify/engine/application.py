@@ -9,6 +9,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from verify import interrupt
 from verify.engine import isolation
 from verify.ir import snapshot as snap_mod
 from verify.checks import CheckContext, run_static_checks
@@ -45,7 +46,10 @@ class Application:
     case_name: str
     ranks: list
     expected: object  # cases.Expect
-    source: str = "installed"
+    source: str = "installed"  # the pass files applied, else "installed" (see applied)
+    # What was really applied, per pass looked up (verify/ir/pass_sources.py): a
+    # file's path and sha256, or "installed" with Paddle's version and commit.
+    applied: list = field(default_factory=list)
     checks: list = field(default_factory=list)
     outcomes: list = field(default_factory=list)
     seconds: float = 0.0
@@ -87,7 +91,8 @@ class Application:
         if with_programs is None:
             with_programs = self.verdict != Verdict.EQUIVALENT
         return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
-                "source": self.source, "case_file": self.case_file,
+                "source": self.source, "applied": list(self.applied),
+                "case_file": self.case_file,
                 "verdict": self.verdict.value, "status": self.status,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
                 "expected_reason": self.expected.reason, "as_expected": self.as_expected,
@@ -123,6 +128,23 @@ def value_checks(adapter, case, outcomes) -> list:
                              renames=renames, unobserved=dead)
 
 
+def values_statement(checks, ranks) -> str:
+    """What a CONTRACT_BROKEN verdict may say of the values: "values kept"
+    only where a value proof or a numeric run witnessed them equal on every
+    rank; else which ranks nothing witnessed."""
+    witnesses, covered = [], set()
+    for c in checks:
+        if c.kind in ("value", "numeric") and c.ok and not c.advisory:
+            covered |= set(ranks) if c.rank is None else {c.rank}
+            witnesses.append(c.name)
+    if witnesses and covered >= set(ranks):
+        return ("CONTRACT_BROKEN, values kept: witnessed equal by "
+                + ", ".join(dict.fromkeys(witnesses)))
+    missing = sorted(set(ranks) - covered)
+    return ("CONTRACT_BROKEN; the values are NOT witnessed equal on rank(s) "
+            f"{missing}: no value proof or numeric run decided EQUIVALENT there")
+
+
 def run_application(adapter, case, source: str = "installed",
                     numeric=None, mutator=None, value=True) -> Application:
     """Apply ``adapter``'s pass to every rank of ``case`` and check the result.
@@ -138,12 +160,24 @@ def run_application(adapter, case, source: str = "installed",
     if hasattr(adapter, "handles") and not adapter.handles(case):
         raise ValueError(f"{adapter.name} rewrites {adapter.ir} programs; case {case.name} "
                          f"is {getattr(case, 'ir', 'legacy')}: not a pair the matrix makes")
+    from verify.ir.pass_sources import recording, summary, unique
+
+    with recording() as applied:
+        app = _run_application(adapter, case, source, numeric, mutator, value)
+    app.applied = unique(applied)
+    if app.applied:  # what ran, whatever the caller meant to run
+        app.source = summary(app.applied)
+    return app
+
+
+def _run_application(adapter, case, source, numeric, mutator, value) -> Application:
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
                       source=source, case_file=getattr(case, "source_file", "") or "")
     for rank in case.ranks:
         try:
             run = isolation.run_pass(adapter, case, rank)
+            interrupt.check()  # an interrupt the pass (or Paddle) turned into an error
         except Exception:
             tb = traceback.format_exc()
             app.outcomes.append(RankOutcome(rank, None, None, build_error=tb))
@@ -172,7 +206,14 @@ def run_application(adapter, case, source: str = "installed",
             # a pass pipeline says which of its stages raised, and what those before it did
             app.checks += getattr(adapter, "crash_checks", lambda *a: [])(case, rank, before, after)
             continue
-        app.checks += adapter.contract(case, rank, before, after)
+        contract = adapter.contract(case, rank, before, after)
+        if not outcome.fired and any(c.verdict == Verdict.NOT_APPLIED for c in contract):
+            # nothing changed where the pattern is present: what else the
+            # contract misses restates that; it explains, NOT_APPLIED decides
+            for c in contract:
+                if c.verdict == Verdict.CONTRACT_BROKEN:
+                    c.advisory = True
+        app.checks += contract
         ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
                            before=before, after=after, symbols=dict(case.symbols),
                            intended=adapter.intended_changes(case, rank, before, after),
@@ -196,6 +237,8 @@ def run_application(adapter, case, source: str = "installed",
     if value and complete and len(complete) == len(case.ranks):
         app.checks += value_checks(adapter, case, complete)
     app.verdict = combine(app.checks)
+    if app.verdict == Verdict.CONTRACT_BROKEN:
+        app.notes.append(values_statement(app.checks, case.ranks))
     app.seconds = time.perf_counter() - start
     for o in app.outcomes:
         o.run = None  # release live Paddle objects

@@ -49,12 +49,16 @@ raises (any, also      the traceback, as in process; the half-rewritten
 ``SystemExit``)        program is sent back
 =====================  ===================================================
 
-The pass file: a pass registered from a user's file (``--pass-file``, module
-``paddle.distributed.passes._user_*``) is found from the registry and the
-worker loads the same file (reloaded when it changes).  A pass registered
-some other way (a class defined by a test), or a case/adapter that does not
-pickle (a locally defined builder), cannot be reproduced in a worker: that
-job runs in process, as without isolation.
+Pass files: every job carries the pass files in force here
+(``verify/ir/pass_sources.py``, in load order) and the worker loads exactly
+those first (reloaded when one changes), so every registry lookup the
+adapter makes there (the pass under test under whatever name it is looked
+up, the passes applied before it) resolves as it does in this process.
+The worker records its lookups and sends them back with the answer.  A
+pass the adapter looks up that was registered some other way (a class
+defined by a test), or a case/adapter that does not pickle (a locally
+defined builder), cannot be reproduced in a worker: that job runs in
+process, as without isolation.
 
 The rewritten program comes back as ``desc.serialize_to_string()`` plus what
 the desc does not carry: each op's ``execution_stream`` and
@@ -86,8 +90,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.ir.pass_files import pass_file_of
+from verify.ir.pass_sources import active_files, note, recording, replayable
 from verify.ir.program_transport import rebuild_legacy
+from verify import interrupt
 from verify.numeric import offload
 from verify.numeric.run_spec import BackendError, ProcessCrash
 
@@ -179,6 +184,7 @@ class _Worker:
                 [sys.executable, "-m", "verify.engine.isolation", "--worker"], env=env,
                 cwd=str(PROJECT_ROOT), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
+            _LIVE.add(self.proc.pid)  # killed by a forced exit (verify/interrupt.py)
         finally:
             log.close()
         self.conn = None
@@ -194,6 +200,7 @@ class _Worker:
                     raise BackendError(f"the isolation worker did not start within "
                                        f"{START_TIMEOUT:.0f} s:\n" + self.log_tail())
                 ready, _, _ = select.select([listener], [], [], 0.1)
+                interrupt.check()  # an interrupt swallowed while the worker starts
                 if not ready:
                     continue
                 conn = accept_authenticated(listener, key)
@@ -251,6 +258,7 @@ class _Worker:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            _LIVE.discard(self.proc.pid)
         import shutil
 
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -273,6 +281,7 @@ class _Worker:
                 ready = self.conn.poll(min(0.25, left))
             except (OSError, EOFError):
                 ready = True
+            interrupt.check()  # an interrupt swallowed while the worker works
             if ready:
                 try:
                     msg = self.conn.recv()
@@ -327,6 +336,19 @@ class _Worker:
 _IDLE: list = []
 _LOCK = threading.RLock()
 _ATEXIT = False
+_LIVE: set = set()  # pids (= process groups) of the workers this process started
+
+
+def _force_kill() -> None:
+    """Kill every worker, busy or idle, without a lock (a forced exit)."""
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+interrupt.on_force_exit(_force_kill)
 
 
 def shutdown() -> None:
@@ -375,7 +397,10 @@ def _release(w: _Worker) -> None:
 
 
 def _run_job(kind, payload, timeout, memory_mb, meanwhile=None):
-    """((status, answer), meanwhile's result) of one job on a pooled worker."""
+    """((status, answer), meanwhile's result) of one job on a pooled worker.
+    Every job carries the pass files in force here: the worker loads
+    exactly those before it (a job never sees another's pass file)."""
+    payload = {**payload, "pass_files": active_files()}
     w = _acquire()
     try:
         (status, answer), extra = w.call(kind, payload, timeout, memory_mb, meanwhile)
@@ -404,32 +429,31 @@ def run_pass(adapter, case, rank: int):
     return adapter.apply_local(case, rank)
 
 
-def apply_pass(adapter, case, rank: int, pass_file=None, timeout=None, memory=None):
+def apply_pass(adapter, case, rank: int, timeout=None, memory=None):
     """``adapter.apply_local(case, rank)`` in a worker; a ``PassRun``.
 
-    ``pass_file``: the file the pass comes from (default: found from the
-    registry).  Falls back to the in-process application when the job cannot
-    be reproduced in a worker (see the module docstring).
+    The worker loads the pass files in force here (module docstring).
+    Falls back to the in-process application when the job cannot be
+    reproduced in a worker.
     """
     from verify.ir.legacy_ir import paddle_module
 
     paddle_module()
     timeout, memory = _limits(timeout, memory)
-    if pass_file is None:
-        pass_file = pass_file_of(adapter.name)
-        if pass_file is None:
-            return adapter.apply_local(case, rank)
+    if not replayable(adapter.python_passes()):
+        return adapter.apply_local(case, rank)
     try:
         blob = pickle.dumps((adapter, case), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
         return adapter.apply_local(case, rank)
-    mtime = os.path.getmtime(pass_file) if pass_file else 0.0
-    payload = {"blob": blob, "rank": rank, "pass_file": pass_file, "mtime": mtime}
+    payload = {"blob": blob, "rank": rank}
     # the original and a fresh build (for the rewritten side's metadata) are
     # built here while the worker applies the pass
     (status, answer), (original, fresh) = _run_job(
         "apply", payload, timeout, memory,
         lambda: (adapter.build_original(case, rank), case.build(rank)))
+    if status == "ok":
+        note(answer.get("applied", []))  # what the worker really looked up
     return _pass_run(status, answer, original, fresh, timeout, memory, adapter)
 
 
@@ -524,7 +548,7 @@ def _last_progress(out: Outcome):
 class _WorkerState:
     def __init__(self, stack_fd: int):
         self.stack_fd = stack_fd
-        self.loaded = None  # (path, mtime, LoadedPassFile)
+        self.loaded = []  # [((path, mtime), LoadedPassFile)], in load order
         self.progress = None
 
     # -- memory
@@ -552,24 +576,26 @@ class _WorkerState:
         os.lseek(self.stack_fd, 0, os.SEEK_SET)
 
     # -- pass files
-    def use_pass_file(self, path: str, mtime: float) -> None:
-        if self.loaded and self.loaded[:2] == (path, mtime):
+    def use_pass_files(self, files) -> None:
+        """Have exactly ``files`` (``[(path, mtime)]``, the parent's) loaded."""
+        files = [tuple(f) for f in files]
+        if [key for key, _ in self.loaded] == files:
             return
-        if self.loaded:
-            self.loaded[2].restore()
-            self.loaded = None
-        if path:
-            from verify.ir.pass_files import load_pass_file
+        for _, loaded in reversed(self.loaded):
+            loaded.restore()
+        self.loaded = []
+        from verify.ir.pass_files import load_pass_file
 
-            self.loaded = (path, mtime, load_pass_file(path))
+        for path, mtime in files:
+            self.loaded.append(((path, mtime), load_pass_file(path)))
 
     # -- jobs
     def apply(self, payload: dict) -> dict:
         adapter, case = pickle.loads(payload["blob"])
-        self.use_pass_file(payload["pass_file"], payload["mtime"])
         rank = payload["rank"]
         try:
-            run = adapter.apply_local(case, rank)
+            with recording() as applied:
+                run = adapter.apply_local(case, rank)
         except MemoryError:
             raise
         except BaseException:
@@ -580,7 +606,7 @@ class _WorkerState:
         export = getattr(adapter, "export_rewritten", None)
         if export is not None:  # programs that do not travel as a ProgramDesc (PIR)
             return {"exported": export(rw), "error": run.error, "error_type": run.error_type,
-                    "healthy": not run.out_of_memory}
+                    "healthy": not run.out_of_memory, "applied": applied}
         streams = {}
         for which, prog in (("main", rw.main), ("startup", rw.startup)):
             s = {}
@@ -598,7 +624,7 @@ class _WorkerState:
                 "streams": streams,
                 "params_grads": [(p.name, g.name) for p, g in rw.params_grads],
                 "error": run.error, "error_type": run.error_type,
-                "healthy": not run.out_of_memory}
+                "healthy": not run.out_of_memory, "applied": applied}
 
     def call(self, payload: dict) -> dict:
         import importlib
@@ -681,6 +707,13 @@ def worker_main() -> int:
         if kind == "exit":
             break
         state.reset_stack()
+        try:
+            state.use_pass_files(payload.get("pass_files", []))
+        except Exception:  # the parent loaded it; here it does not: say so, stop
+            msg = "the isolation worker could not load the pass files:\n" + \
+                traceback.format_exc()
+            conn.send(("answer", job, {"error": msg, "build_error": msg, "healthy": False}))
+            continue
         try:
             state.limit(memory_mb)
             if kind == "apply":

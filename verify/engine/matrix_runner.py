@@ -61,6 +61,8 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
 
     ``apps``: a list to append to (its caller keeps the finished ones when
     the run is interrupted)."""
+    from verify import interrupt
+
     name, numeric = pick_backend(backend, seed)
     apps = [] if apps is None else apps
     from passes.base import pairs
@@ -79,6 +81,9 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
             if progress is not None:
                 progress.update(task, description=f"{adapter.short} {case.name[:30]}")
             app = run_application(adapter, case, source=source, numeric=numeric)
+            # an interrupt that some code swallowed (or turned into an error):
+            # this application's verdict may rest on it, so it is not kept
+            interrupt.check()
             apps.append(app)
             if console is not None:
                 console.print(styled_line(app, len(apps), total))

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 
 from verify.ir.legacy_ir import paddle_module
+from verify.ir.pass_sources import ACTIVE, watch
 
 
 class PassFileError(Exception):
@@ -28,6 +29,8 @@ class LoadedPassFile:
     module_name: str
     registered: dict  # pass name -> class, as the file registered them
     replaced: dict = field(default_factory=dict)  # pass name -> previous class or None
+    sha256: str = ""  # of the file's bytes as loaded
+    mtime: float = 0.0
 
     def restore(self) -> None:
         """Put back the passes this file replaced (installed ones)."""
@@ -39,6 +42,8 @@ class LoadedPassFile:
             else:
                 PassBase._REGISTERED_PASSES[name] = previous
         sys.modules.pop(self.module_name, None)
+        if self in ACTIVE:
+            ACTIVE.remove(self)
 
 
 def load_pass_file(path: str) -> LoadedPassFile:
@@ -53,6 +58,10 @@ def load_pass_file(path: str) -> LoadedPassFile:
     digest = hashlib.sha1(path.encode()).hexdigest()[:8]
     stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"{pkg.__name__}._user_{stem}_{digest}"
+    watch()  # lookups of the passes it registers are recorded (pass_sources.py)
+    with open(path, "rb") as f:
+        sha256 = hashlib.sha256(f.read()).hexdigest()
+    mtime = os.path.getmtime(path)
     before = dict(PassBase._REGISTERED_PASSES)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -73,26 +82,7 @@ def load_pass_file(path: str) -> LoadedPassFile:
     if not registered:
         sys.modules.pop(module_name, None)
         raise PassFileError(f"pass file {path} registers no pass (no @register_pass)")
-    return LoadedPassFile(path, module_name, registered,
-                          {n: before.get(n) for n in registered})
-
-
-def pass_file_of(name: str):
-    """The user's pass file that registered pass ``name``; "" for an installed
-    pass; None when the registered class cannot be reproduced in a worker."""
-    import inspect
-
-    from paddle.distributed.passes.pass_base import PassBase
-
-    cls = PassBase._REGISTERED_PASSES.get(name)
-    if cls is None:
-        return ""
-    mod = cls.__module__ or ""
-    if mod.startswith("paddle.distributed.passes._user_"):
-        try:
-            return os.path.abspath(inspect.getfile(cls))
-        except (TypeError, OSError):
-            return None
-    if mod.startswith("paddle."):
-        return ""
-    return None
+    loaded = LoadedPassFile(path, module_name, registered,
+                            {n: before.get(n) for n in registered}, sha256, mtime)
+    ACTIVE.append(loaded)
+    return loaded

@@ -234,78 +234,12 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
     unfaithful = [r for r in (case.gloo_unfaithful or "").split("; ")
                   if r and not (twin_note and "float16" in r)]
     for backend in backends:
-        where = f"{backend} run of {case.name}"
-        if backend == "ranks" and unfaithful and not _has_gpu():
-            if notes is not None:
-                notes.append(f"ranks backend not run: real CPU ranks cannot run this case "
-                             f"faithfully ({'; '.join(unfaithful)}); numeric evidence comes "
-                             "from the simulator only")
-            continue
-        try:
-            orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
-        except BackendError as exc:
-            if isinstance(exc, UnsupportedJob) and notes is not None:
-                notes.append(f"{backend} backend not run: {exc}")
-                continue
-            results.append(CheckResult(KIND, f"{backend} run", None, Verdict.INCONCLUSIVE,
-                                       f"the ORIGINAL program does not run: {exc}",
-                                       details={"backend": backend}))
-            continue
-        try:
-            rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames),
-                       where + " (rewritten)")
-        except BackendError as exc:
-            if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way
-                results.append(CheckResult(KIND, f"{backend} run", exc.rank,
-                                           Verdict.INCONCLUSIVE,
-                                           f"the rewritten program's run crashed: "
-                                           f"{str(exc).splitlines()[0]}",
-                                           details={"backend": backend, "error": str(exc)}))
-                continue
-            results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
-                                       f"the rewritten program fails where the original runs: "
-                                       f"{str(exc).splitlines()[0]}",
-                                       counterexample={"rank": exc.rank,
-                                                       "error": str(exc)[:2000]},
-                                       details={"backend": backend}))
-            continue
-        runs[backend] = orig
-        for rank in case.ranks:
-            rp_o, rp_r = originals[rank], rewrittens[rank]
-            removed = set(_params(rp_o)) - set(_params(rp_r))
-            # a removed parameter's gradient goes with it (compared likewise)
-            removed |= {g.name for p, g in rp_o.params_grads if p.name in removed}
-            depth = reduction_depth(rp_o, case.world_size, steps)
-            diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed,
-                                 renames.get(rank), dead.get(rank) or ())
-            bad = [d for d in diffs if not d.ok]
-            table = worst_per_tensor(diffs)
-            if not diffs:
-                results.append(CheckResult(KIND, f"{backend} run", rank, Verdict.INCONCLUSIVE,
-                                           f"{where} rank {rank}: nothing to compare",
-                                           details={"backend": backend}))
-            elif bad:
-                w = max(bad, key=lambda d: d.max_abs)
-                results.append(CheckResult(
-                    KIND, f"{backend} run", rank, Verdict.NOT_EQUIVALENT,
-                    f"{where} rank {rank}: {len(bad)} of {len(diffs)} tensor comparisons "
-                    f"differ; worst {w.name} at step {w.step} index {w.worst_index}: "
-                    f"{w.candidate:.6g} vs {w.reference:.6g} (abs err {w.max_abs:.3g} > "
-                    f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}",
-                    counterexample={"rank": rank, "backend": backend, "tensor": w.name,
-                                    "step": w.step, "index": w.worst_index,
-                                    "original": w.reference, "rewritten": w.candidate,
-                                    "abs_err": w.max_abs, "tol": w.tol},
-                    details={"backend": backend, "tensors": table}))
-            else:
-                w = max(diffs, key=lambda d: d.max_abs)
-                nbit = sum(d.bitwise for d in diffs)
-                results.append(CheckResult(
-                    KIND, f"{backend} run", rank, Verdict.EQUIVALENT,
-                    f"{where} rank {rank}: {len(diffs)} tensor comparisons over {steps} steps "
-                    f"agree ({nbit} bitwise); largest abs err {w.max_abs:.3g} on {w.name} "
-                    f"(tol {w.tol:.3g})",
-                    details={"backend": backend, "tensors": table}))
+        _backend_checks(case, backend, f"{backend} run of {case.name}", originals,
+                        rewrittens, seed, steps, renames, dead, notes, unfaithful,
+                        results, runs)
+    if "simulated" in runs:  # a clip can hide a factor common to all gradients
+        results += _clip_off_checks(case, originals, rewrittens, seed, steps, renames,
+                                    dead, notes)
     if "simulated" in runs and "ranks" in runs:
         results += _agreement(case, runs["simulated"], runs["ranks"], originals, steps)
     # say what was really run: real ranks, or the simulator alone
@@ -319,6 +253,110 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         r.details["witness"] = witness
     return results
 
+
+
+def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, renames,
+                    dead, notes, unfaithful, results, runs) -> None:
+    """Run ``originals`` and ``rewrittens`` ({rank: RankProgram}) on ``backend``
+    and append the per-rank comparisons to ``results`` (``runs[backend]``: the
+    original's results, for the agreement check)."""
+    if backend == "ranks" and unfaithful and not _has_gpu():
+        if notes is not None:
+            notes.append(f"ranks backend not run: real CPU ranks cannot run this case "
+                         f"faithfully ({'; '.join(unfaithful)}); numeric evidence comes "
+                         "from the simulator only")
+        return
+    try:
+        orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
+    except BackendError as exc:
+        if isinstance(exc, UnsupportedJob) and notes is not None:
+            notes.append(f"{backend} backend not run: {exc}")
+            return
+        results.append(CheckResult(KIND, f"{backend} run", None, Verdict.INCONCLUSIVE,
+                                   f"the ORIGINAL program does not run: {exc}",
+                                   details={"backend": backend}))
+        return
+    try:
+        rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames),
+                   where + " (rewritten)")
+    except BackendError as exc:
+        if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way
+            results.append(CheckResult(KIND, f"{backend} run", exc.rank,
+                                       Verdict.INCONCLUSIVE,
+                                       f"the rewritten program's run crashed: "
+                                       f"{str(exc).splitlines()[0]}",
+                                       details={"backend": backend, "error": str(exc)}))
+            return
+        results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
+                                   f"the rewritten program fails where the original runs: "
+                                   f"{str(exc).splitlines()[0]}",
+                                   counterexample={"rank": exc.rank,
+                                                   "error": str(exc)[:2000]},
+                                   details={"backend": backend}))
+        return
+    runs[backend] = orig
+    for rank in case.ranks:
+        rp_o, rp_r = originals[rank], rewrittens[rank]
+        removed = set(_params(rp_o)) - set(_params(rp_r))
+        # a removed parameter's gradient goes with it (compared likewise)
+        removed |= {g.name for p, g in rp_o.params_grads if p.name in removed}
+        depth = reduction_depth(rp_o, case.world_size, steps)
+        diffs = compare_runs(case, rank, orig[rank], rew[rank], rew, depth, removed,
+                             renames.get(rank), dead.get(rank) or ())
+        bad = [d for d in diffs if not d.ok]
+        table = worst_per_tensor(diffs)
+        if not diffs:
+            results.append(CheckResult(KIND, f"{backend} run", rank, Verdict.INCONCLUSIVE,
+                                       f"{where} rank {rank}: nothing to compare",
+                                       details={"backend": backend}))
+        elif bad:
+            w = max(bad, key=lambda d: d.max_abs)
+            results.append(CheckResult(
+                KIND, f"{backend} run", rank, Verdict.NOT_EQUIVALENT,
+                f"{where} rank {rank}: {len(bad)} of {len(diffs)} tensor comparisons "
+                f"differ; worst {w.name} at step {w.step} index {w.worst_index}: "
+                f"{w.candidate:.6g} vs {w.reference:.6g} (abs err {w.max_abs:.3g} > "
+                f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}",
+                counterexample={"rank": rank, "backend": backend, "tensor": w.name,
+                                "step": w.step, "index": w.worst_index,
+                                "original": w.reference, "rewritten": w.candidate,
+                                "abs_err": w.max_abs, "tol": w.tol},
+                details={"backend": backend, "tensors": table}))
+        else:
+            w = max(diffs, key=lambda d: d.max_abs)
+            nbit = sum(d.bitwise for d in diffs)
+            results.append(CheckResult(
+                KIND, f"{backend} run", rank, Verdict.EQUIVALENT,
+                f"{where} rank {rank}: {len(diffs)} tensor comparisons over {steps} steps "
+                f"agree ({nbit} bitwise); largest abs err {w.max_abs:.3g} on {w.name} "
+                f"(tol {w.tol:.3g})",
+                details={"backend": backend, "tensors": table}))
+
+
+def _clip_off_checks(case, originals, rewrittens, seed, steps, renames, dead, notes) -> list:
+    """The simulated comparison once more with every global-norm clip
+    threshold raised so that no clip is active (verify/numeric/clip_witness.py):
+    a clip active in every step cancels a factor common to all gradients."""
+    from .clip_witness import HUGE, clip_off
+
+    off_o = {r: clip_off(rp) for r, rp in originals.items()}
+    if not any(v is not None for v in off_o.values()):
+        return []
+    off_r = {r: clip_off(rp) for r, rp in rewrittens.items()}
+    missing = [r for r in originals if off_o[r] is None or off_r[r] is None]
+    if missing:
+        return [CheckResult(KIND, "simulated run (clip off)", missing[0], Verdict.INCONCLUSIVE,
+                            f"rank {missing[0]}: a global-norm clip threshold is not found in "
+                            "both programs, so the run with the clip inactive was not made",
+                            details={"backend": "simulated", "clip": "off"})]
+    results = []
+    _backend_checks(case, "simulated", f"simulated run of {case.name} with the clip off "
+                    f"(threshold {HUGE:g})", off_o, off_r, seed, steps, renames, dead, notes,
+                    [], results, {})
+    for r in results:
+        r.name = "simulated run (clip off)"
+        r.details["clip"] = "off"
+    return results
 
 def _agreement(case, sim, real, originals, steps) -> list:
     """The simulator is trusted only where it agrees with real ranks."""

@@ -67,33 +67,29 @@ def state_names(snap) -> list:
     return list(dict.fromkeys(out))
 
 
-def run_rebuilt(blob, rank, pass_file, params, feeds, watch, k, cycles, seed) -> dict:
+def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed) -> dict:
     """In a worker: rebuild ``rank`` of the case and re-apply the adapter's
-    pass (``blob`` = pickled ``(adapter, case)``; ``pass_file`` loaded first
-    when the pass came from one), then run both programs live: a merged PIR
+    pass (``blob`` = pickled ``(adapter, case)``; the worker has the
+    parent's pass files loaded, verify/engine/isolation.py), then run both
+    programs live: a merged PIR
     program holds keyword block arguments, which PIR's serializer drops on
     3.3.1, so it cannot travel.  ``{"reference": [state per optimizer step],
-    "merged": [[states] per optimizer step]}`` (see :func:`judge`)."""
+    "merged": [[states] per optimizer step], "applied": [pass records]}``
+    (see :func:`judge`, ``verify/ir/pass_sources.py``)."""
     import pickle
 
-    loaded = None
-    if pass_file:
-        from verify.ir.pass_files import load_pass_file
+    from verify.ir.pass_sources import recording
 
-        loaded = load_pass_file(pass_file)
-    try:
-        adapter, case = pickle.loads(blob)
+    adapter, case = pickle.loads(blob)
+    with recording() as applied:
         run = adapter.apply_local(case, rank)
-        if run.error:
-            raise RuntimeError(f"the pass raised when re-applied: {run.error}")
-        ref = _run(run.original.main, run.original.startup, params, feeds, watch, k,
-                   cycles, seed, merged=False)
-        got = _run(run.rewritten.main, run.rewritten.startup, params, feeds, watch, k,
-                   cycles, seed, merged=True)
-    finally:
-        if loaded is not None:
-            loaded.restore()
-    return {"reference": ref, "merged": got}
+    if run.error:
+        raise RuntimeError(f"the pass raised when re-applied: {run.error}")
+    ref = _run(run.original.main, run.original.startup, params, feeds, watch, k,
+               cycles, seed, merged=False)
+    got = _run(run.rewritten.main, run.rewritten.startup, params, feeds, watch, k,
+               cycles, seed, merged=True)
+    return {"reference": ref, "merged": got, "applied": applied}
 
 
 def _micro_feed(seed, feeds, i):
@@ -205,13 +201,14 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
     mutant edited them) instead of rebuilding them in a worker."""
     import pickle
 
-    from verify.ir.pass_files import pass_file_of
+    from verify.ir.pass_sources import note, replayable
 
     from . import offload
 
     results = []
     want = "mean" if avg else "sum"
-    pass_file = pass_file_of(adapter.name) or ""
+    # a pass class a worker cannot load (a test's): the live programs, here
+    live = live or not replayable(adapter.python_passes())
     for o in outcomes:
         where = f"micro-step run of {case.name} rank {o.rank} (k={k}, avg={avg})"
         if reduction != want:
@@ -235,8 +232,9 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                 got = offload.run_call(
                     "verify.numeric.micro_steps", "run_rebuilt",
                     {"blob": pickle.dumps((adapter, case)), "rank": o.rank,
-                     "pass_file": pass_file, "params": params, "feeds": feeds,
+                     "params": params, "feeds": feeds,
                      "watch": watch, "k": k, "cycles": cycles, "seed": seed}, where)
+                note(got.get("applied", []))  # what the re-application ran
         except ProcessCrash as exc:
             results.append(CheckResult(KIND, NAME, o.rank, Verdict.INCONCLUSIVE,
                                        f"{where}: crashed: {str(exc).splitlines()[0]}"))

@@ -9,8 +9,13 @@ import time
 
 
 def _watch(pid: int, period: float) -> None:
+    direct = os.getppid() == pid
     while True:
         time.sleep(period)
+        # a parent that died but is not reaped yet (a zombie) still answers
+        # kill(pid, 0); a direct child is re-parented at once, so ask that too
+        if direct and os.getppid() != pid:
+            os._exit(3)
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

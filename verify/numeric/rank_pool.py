@@ -125,6 +125,8 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
+from verify import interrupt
+
 from .run_spec import BackendError, RankResult, RankSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -445,6 +447,7 @@ class Pool:
                         f"a {self.world}-rank pool did not come up within {timeout:.0f}"
                         f" s (ranks connected: {sorted(self.socks)})\n" + self.logs())
                 ready, _, _ = select.select([listener], [], [], 0.1)
+                interrupt.check()
                 if not ready:
                     continue
                 conn = accept_authenticated(listener, self._authkey, io_timeout=60)
@@ -585,6 +588,7 @@ class Pool:
                     break
                 ready, _, _ = select.select([self.socks[r] for r in pending], [], [],
                                             min(0.5, limit - now))
+                interrupt.check()  # an interrupt swallowed while the ranks run
                 for sock in ready:
                     r = rank_of[sock]
                     pending.discard(r)
@@ -633,6 +637,22 @@ class Pool:
 
 # ------------------------------------------------------------ module state
 _POOLS: "OrderedDict[str, Pool]" = OrderedDict()
+
+
+def _force_kill() -> None:
+    """Kill every pool's process group and ranks, without a lock (a forced exit)."""
+    for pool in list(_POOLS.values()):
+        pids = list(pool.pids.values()) + ([pool.proc.pid] if pool.proc is not None else [])
+        for pid in pids:
+            for kill in (lambda: os.killpg(pid, signal.SIGKILL),
+                         lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    kill()
+                except OSError:
+                    pass
+
+
+interrupt.on_force_exit(_force_kill)
 _LOCK = threading.RLock()
 _HANDLERS_INSTALLED = False
 _ALSO = []  # more cleanups for the SIGTERM/SIGHUP handlers (isolation workers)

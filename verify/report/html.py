@@ -254,6 +254,10 @@ def _application(app, aid) -> dict:
         "seconds": f"{seconds:.2f} s" if isinstance(seconds, (int, float)) else "",
         "oneline": oneline,
         "source": app.get("source") or "installed", "case_file": app.get("case_file"),
+        # what the application really ran, per pass: a file (path, sha256) or
+        # the installed Paddle (version, commit)
+        "applied": [dict(r) for r in app.get("applied") or []],
+        "notes": list(app.get("notes") or []),
         "repro": repro_command(app),
         # a reproducer script is offered for findings only
         "reproducer": None if v in (None, "EQUIVALENT") else {
