@@ -95,9 +95,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
     from verify.plan.program_format import FORMAT, VERSION
 
+    from verify import planner_capture
+
     # Plan without running: no communicators, no startup run.
     Engine._init_comm = lambda self: None
     Engine._initialize = lambda self, *a, **k: None
+    # Record the program after every planner stage (verify/planner_capture.py).
+    capture = planner_capture.Capture()
+    planner_capture.install(capture)
+    planner_capture.install_engine_hook(capture)
     paddle.seed(SEED)
     names_ = ["mp"] if np.array(mesh).ndim == 1 else ["dp", "mp"]
     pmesh = dist.ProcessMesh(mesh, dim_names=names_)
@@ -105,8 +111,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     batch = int(getattr(model, "BATCH", 2))
     layer = model.build_model(pmesh)
     opt = model.optimizer(layer.parameters())
+    if hasattr(model, "wrap_optimizer"):  # e.g. dist.shard_optimizer(opt, ShardingStage1)
+        opt = model.wrap_optimizer(opt, pmesh)
     dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt)
-    dm.train()
+    try:
+        dm.train()
+    except Exception:
+        if any(st["error"] for st in capture.stages):  # a planner stage raised
+            planner_capture.write(capture, out_dir)
+        raise
     engine = dm._engine
     main = engine._pir_dense_main_progs["train"]
     startup = engine._pir_dist_startup_progs["train"]
@@ -142,6 +155,8 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         "counter": exported["counter"],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
+    with paddle.pir_utils.IrGuard():
+        planner_capture.write(capture, out_dir, main, names)
     (out_dir / "main.json").write_bytes(exported["main"])
     (out_dir / "startup.json").write_bytes(exported["startup"])
     (out_dir / "names.json").write_text(json.dumps(exported["names"]))
