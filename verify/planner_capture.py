@@ -53,7 +53,8 @@ def placement_of(value) -> dict | None:
     mesh = da.process_mesh
     partial = {}
     for axis, rtype in dict(da.partial_status).items():
-        partial[str(int(axis))] = str(rtype).split(".")[-1].upper()
+        kind = str(rtype).split(".")[-1].upper()  # ReduceType.kRedSum -> KREDSUM
+        partial[str(int(axis))] = kind[4:] if kind.startswith("KRED") else kind
     return {"process_ids": [int(i) for i in mesh.process_ids],
             "mesh_shape": [int(d) for d in mesh.shape],
             "dims_mapping": [int(d) for d in da.dims_mapping], "partial": partial}
@@ -71,6 +72,7 @@ def globalize(dist_program):
     from paddle.base import libpaddle
 
     prog = dist_program.clone()
+    positions = list(prog.global_block().ops)
     for op in prog.global_block().ops:
         for v in op.results():
             if v.initialized() and v.is_dist_dense_tensor_type():
@@ -83,6 +85,7 @@ def globalize(dist_program):
             op.erase()
     _ORIGINAL["dist2dense"](prog)
     _clear_chunk_ids(prog)
+    prog.serial_positions = positions  # op i of dist_program (erased reshards stale)
     return prog
 
 
@@ -97,11 +100,32 @@ class Capture:
         self.serial = None  # the live dist program before partition (a clone)
         self.serial_startup = None
         self.final_placements = {}  # op id in the dense program -> [placement per result]
-        self._dense_ids = set()
+        self.serial_pos = {}
+
+        self.serial_ids = []  # op ids of the dist program before partition, by position
+        self.ids_after = {}  # stage -> op ids of the dist program after it
+        self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
 
     def record(self, stage, prog, error=None):
         self.stages.append({"stage": stage, "program": None if prog is None else prog.clone(),
                             "error": error})
+        if prog is not None and stage in ("partition", "reshard", "remove"):
+            self.ids_after[stage] = {op.id() for op in prog.global_block().ops}
+            self.last_dist_ids = [op.id() for op in prog.global_block().ops]
+
+    def origin(self, dense_op_id):
+        """``(stage, serial position)`` of a final op: the stage that made it
+        (``"serial"`` with its position in the serial program when it was
+        there before partition), or ``(None, None)`` when unknown."""
+        did = self.dense_of_dist.get(dense_op_id)
+        if did is None:
+            return None, None
+        if did in self.serial_pos:
+            return "serial", self.serial_pos[did]
+        for stage in ("partition", "reshard", "remove"):
+            if did in self.ids_after.get(stage, ()):
+                return stage, None
+        return None, None
 
     def not_run_after(self, stage):
         names = list(STAGES)
@@ -135,12 +159,20 @@ def install(capture: Capture) -> None:
 
     def before_partition(prog):
         capture.serial = prog.clone()
+        engine = getattr(capture, "engine", None)
+        if engine is not None:  # the optimizer's accumulators are initialised there by now
+            capture.serial_startup = engine._startup_progs["train"].clone()
+        capture.serial_pos = {op.id(): i for i, op in enumerate(prog.global_block().ops)}
         capture.record("serial", prog)
 
     def before_dense(prog):
-        # the clone dist2dense is given: its ops are the final program's ops
-        capture._dense_ids = set()
-        for op in prog.global_block().ops:
+        # the clone dist2dense is given: its ops are the final program's ops,
+        # position for position the dist program's after the last stage
+        ops = list(prog.global_block().ops)
+        last = getattr(capture, "last_dist_ids", [])
+        if len(last) == len(ops):
+            capture.dense_of_dist = {op.id(): d for op, d in zip(ops, last)}
+        for op in ops:
             capture.final_placements[op.id()] = [placement_of(v) for v in op.results()]
 
     first_comm = {"done": False}
@@ -237,14 +269,15 @@ def relation_table(program, names, placements_by_op=None) -> dict:
 
 def install_engine_hook(capture: Capture) -> None:
     """Keep the serial startup program: ``Engine._parallel_pir`` is wrapped to
-    clone ``_startup_progs[mode]`` before any stage touches it."""
+    know the engine, whose ``_startup_progs["train"]`` is cloned when the
+    serial main program is (before partition, after the optimizer)."""
     from paddle.distributed.auto_parallel.static.engine import Engine
 
     original = Engine._parallel_pir
 
     def parallel_pir(self, mode):
-        if mode == "train" and capture.serial_startup is None:
-            capture.serial_startup = self._startup_progs[mode].clone()
+        if mode == "train":
+            capture.engine = self
         return original(self, mode)
 
     Engine._parallel_pir = parallel_pir
@@ -297,11 +330,19 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
                     "names": exported["names"], "counter": exported["counter"],
                     "attrs": exported["attrs"]}))
                 record["serial_relation"] = relation_table(g, names)
+                alive = {op.id() for op in g.global_block().ops}
+                serial_names = {}  # serial position -> value names of its results
+                for i, op in enumerate(g.serial_positions):
+                    if op.id() in alive:
+                        serial_names[i] = [names.table.get((op.id(), k))
+                                           for k in range(op.num_results())]
             except Exception:
                 record["serial_error"] = traceback.format_exc()
         if final_main is not None:
             record["relation"] = relation_table(final_main, final_names,
                                                 capture.final_placements)
+            record["final_ops"] = final_ops(capture, final_main, final_names,
+                                            locals().get("serial_names", {}))
     (out / "planner.json").write_text(json.dumps(record, indent=1, sort_keys=True))
     return record
 
@@ -319,3 +360,26 @@ def read_serial(folder):
     data["main"], data["startup"] = data["main"].encode(), data["startup"].encode()
     with paddle.pir_utils.IrGuard():
         return import_programs(data)
+
+
+def final_ops(capture: Capture, main, names, serial_names: dict) -> list:
+    """Per op of the rank's final program: its type, the stage that made it
+    (``origin``), its results' value names and placements, its operands'
+    names, and, for an op of the serial program, the serial value names of
+    its results (the values the relation compares)."""
+    out = []
+    for op in main.global_block().ops:
+        stage, pos = capture.origin(op.id())
+        res = [names.table.get((op.id(), k)) for k in range(op.num_results())]
+        plc = capture.final_placements.get(op.id()) or [None] * op.num_results()
+        serial = serial_names.get(pos) if pos is not None else None
+        if serial is not None and len(serial) != len(res):
+            serial = None
+        operands = []
+        for v in op.operands_source():
+            operands.append(names.name(v) if v.initialized() and
+                            v.get_defining_op() is not None else None)
+        out.append({"type": op.name(), "origin": stage, "serial_op": pos,
+                    "results": res, "placements": plc, "serial": serial,
+                    "operands": operands})
+    return out

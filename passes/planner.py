@@ -1,0 +1,316 @@
+"""Paddle's PIR planner itself, checked: the serial program against every
+rank's program, stage by stage (``Engine._parallel_pir``, 3.3.1).
+
+Not one pass: the application is the planner's run on a case planned by
+Paddle (a PIR program dir with the stage records ``verify/planner_capture``
+writes: ``rank<R>/planner.json``, ``rank<R>/stages/``, ``rank<R>/serial.json``).
+Its checks:
+
+* per stage and rank, named ``after <stage>`` (serial, partition, reshard,
+  remove, dist2dense, remove_comm): a stage that raised is PASS_CRASHED with
+  its traceback and the stages after it are INCONCLUSIVE "not run"; else the
+  shape check and the def-use check of ``verify/checks`` on that stage's
+  program against the one before (verify-each). A shape check that cannot
+  decide (an op without a shape rule) is reported, advisory: the relation
+  below decides the values;
+* ``serial program``: every rank planned from the same serial program;
+* ``parameter shapes``: each rank's parameter (local shape, dtype) is the
+  slice its placement names of the serial parameter;
+* ``planner relation`` (numeric, ``verify/numeric/planner_runs.py``): the
+  serial program on one process against the ranks' final programs in lock
+  step, K steps, the loss, every gradient and every updated parameter
+  related through placements; a difference names the rank, value, step,
+  index and the stage whose op it first comes from.
+
+The value proof of the relation is not built here (``verify/value`` proves
+original == rewritten per rank; relating a global serial term to the
+ranks' pieces needs slice/concat terms it does not have yet): the
+application says so in its notes, and its numeric relation decides.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+
+from verify.verdicts import CheckResult, Verdict, combine
+
+from .base import PirPassAdapter
+
+STEPS = 3
+
+
+def planner_dir(case):
+    """The program dir holding ``case``'s planner records, planning it if its
+    case plans lazily (``params["planner"] = "module:function"``), else
+    ``params["dir"]``; None when the case has none."""
+    params = getattr(case, "params", None) or {}
+    if params.get("planner"):
+        mod, fn = params["planner"].split(":")
+        return Path(getattr(importlib.import_module(mod), fn)(case))
+    if params.get("dir"):
+        return Path(params["dir"])
+    return None
+
+
+class PlannerAdapter(PirPassAdapter):
+    name = "planner"
+    short = "planner"
+    repro_blocker = ("not one pass but Paddle's planner run in the planning process; "
+                     "the program dir holds every stage's program and the serial program")
+
+    def handles(self, case) -> bool:
+        if getattr(case, "ir", "legacy") != "pir":
+            return False
+        params = getattr(case, "params", None) or {}
+        if params.get("planner"):
+            return True
+        d = params.get("dir")
+        return bool(d) and case.family == "program_dir" and any(
+            (Path(d) / f"rank{r}" / "planner.json").is_file() for r in case.ranks)
+
+    def attrs(self, case, rp) -> dict:
+        return {}
+
+    def pattern_present(self, snap) -> bool:
+        return True  # every planned program is the planner's work
+
+    # -- the application ---------------------------------------------------
+    def run_application(self, case, source="installed", numeric=None, mutator=None,
+                        value=True):
+        from verify.application import Application
+
+        start = time.perf_counter()
+        app = Application(self.name, case.name, case.ranks, case.expectation(self.name),
+                          source=source, case_file=getattr(case, "source_file", "") or "")
+        try:
+            folder = planner_dir(case)
+            records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+                       for r in case.ranks}
+        except Exception as exc:
+            import traceback
+
+            app.checks.append(CheckResult(
+                "case", "build", None, Verdict.INCONCLUSIVE,
+                f"case {case.name}: the planner's records could not be read: "
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}",
+                details={"traceback": traceback.format_exc()}))
+            app.verdict = combine(app.checks)
+            app.seconds = time.perf_counter() - start
+            return app
+        app.checks += stage_checks(case, folder, records, app)
+        app.checks += serial_checks(case, folder, records)
+        app.checks += shape_relation_checks(case, records)
+        crashed = any(c.verdict == Verdict.PASS_CRASHED for c in app.checks)
+        if numeric is not None and not crashed:
+            app.checks += relation_run(case, folder, records, app.notes)
+        elif numeric is not None:
+            app.notes.append("planner relation not run: a planner stage raised")
+        app.notes.append("value proof of the planner relation not built: verify/value "
+                         "relates original and rewritten programs of one rank; the "
+                         "serial-to-pieces relation is decided by the numeric run")
+        app.verdict = combine(app.checks)
+        app.seconds = time.perf_counter() - start
+        return app
+
+
+def _snap(folder, rank, rel):
+    from verify.snapshot import ProgramSnapshot
+
+    return ProgramSnapshot.from_json((folder / f"rank{rank}" / rel).read_text())
+
+
+def stage_checks(case, folder, records, app) -> list:
+    """One result per stage and rank (see the module docstring); fills
+    ``app.outcomes`` with (serial, final) snapshots per rank."""
+    from verify.application import RankOutcome, error_line
+    from verify.checks import CheckContext, def_use, shape_check
+
+    out = []
+    for r in case.ranks:
+        rec = records[r]
+        prev, first, last = None, None, None
+        inherited = set()
+        for st in rec["stages"]:
+            name = f"after {st['stage']}"
+            if st.get("error"):
+                out.append(CheckResult(
+                    "pass", name, r, Verdict.PASS_CRASHED,
+                    f"planner stage {st['stage']} raised on case {case.name} rank {r}: "
+                    f"{error_line(st['error'])}",
+                    details={"stage": st["stage"], "traceback": st["error"]}))
+                continue
+            if not st.get("snapshot"):
+                out.append(CheckResult(
+                    "contract", name, r, Verdict.INCONCLUSIVE,
+                    f"stage {st['stage']} on case {case.name} rank {r}: its program could not "
+                    f"be read ({st.get('snapshot_error')})"))
+                continue
+            snap = _snap(folder, r, st["snapshot"])
+            first = first or snap
+            last = snap
+            ctx = CheckContext(pass_name=f"planner stage {st['stage']}", case_name=case.name,
+                               rank=r, before=prev or snap, after=snap,
+                               symbols=dict(case.symbols))
+            checks = shape_check.run(ctx) + def_use.run(ctx)
+            for c in checks:  # a shape check without a rule cannot decide; values do
+                if c.verdict == Verdict.INCONCLUSIVE and c.kind == "shape":
+                    c.advisory = True
+            seen = {_key(c) for c in checks if not c.ok}
+            own = [c for c in checks if c.ok or _key(c) not in inherited]
+            inherited = seen
+            bad = [c for c in own if not c.ok and not c.advisory]
+            notes = [c.message for c in own if c.advisory]
+            verdict = combine([c for c in own if not c.advisory]) if any(
+                not c.advisory for c in own) else Verdict.EQUIVALENT
+            msg = (f"planner stage {st['stage']} on case {case.name} rank {r} "
+                   f"({len(snap.ops)} ops): ")
+            msg += bad[0].message if bad else "def-use holds" + (
+                ", shapes hold" if not notes else f"; shapes: {notes[0]}")
+            out.append(CheckResult("contract", name, r, verdict, msg,
+                                   counterexample=bad[0].counterexample if bad else None,
+                                   details={"stage": st["stage"], "ops": len(snap.ops),
+                                            "checks": [c.to_dict() for c in checks]}))
+            prev = snap
+        for stage in rec.get("not_run", []):
+            out.append(CheckResult(
+                "contract", f"after {stage}", r, Verdict.INCONCLUSIVE,
+                f"planner stage {stage} not run on case {case.name} rank {r}: an earlier "
+                "stage raised", details={"stage": stage, "ran": False}))
+        if first is not None:
+            app.outcomes.append(RankOutcome(r, first, last, fired=True,
+                                            error=next((s["error"] for s in rec["stages"]
+                                                        if s.get("error")), None)))
+    return out
+
+
+def _key(check) -> str:
+    return json.dumps([check.kind, check.name, check.counterexample], sort_keys=True,
+                      default=str)
+
+
+def serial_checks(case, folder, records) -> list:
+    """Every rank planned from one serial program (op types in order)."""
+    seqs = {}
+    for r in case.ranks:
+        st = next((s for s in records[r]["stages"] if s["stage"] == "serial"
+                   and s.get("snapshot")), None)
+        if st is not None:
+            seqs[r] = [op.type for op in _snap(folder, r, st["snapshot"]).ops]
+    if len(seqs) < len(case.ranks):
+        return [CheckResult("contract", "serial program", None, Verdict.INCONCLUSIVE,
+                            f"case {case.name}: the serial program of rank(s) "
+                            f"{sorted(set(case.ranks) - set(seqs))} was not recorded")]
+    r0 = case.ranks[0]
+    for r, seq in seqs.items():
+        if seq != seqs[r0]:
+            i = next((k for k, (a, b) in enumerate(zip(seq, seqs[r0])) if a != b),
+                     min(len(seq), len(seqs[r0])))
+            return [CheckResult("contract", "serial program", r, Verdict.CONTRACT_BROKEN,
+                                f"case {case.name}: rank {r} planned from another serial "
+                                f"program than rank {r0} (op {i})",
+                                counterexample={"rank": r, "op_index": i})]
+    return [CheckResult("contract", "serial program", None, Verdict.EQUIVALENT,
+                        f"case {case.name}: every rank planned from the same serial program "
+                        f"({len(seqs[r0])} ops)")]
+
+
+def shape_relation_checks(case, records) -> list:
+    """Each rank's parameters: local shape and dtype are the slice of the
+    serial parameter its placement names."""
+    import numpy as np
+
+    from verify.placements import PlacementError, describe, local_piece
+
+    out = []
+    for r in case.ranks:
+        rec = records[r]
+        serial, rel = rec.get("serial_relation"), rec.get("relation")
+        if not serial or not rel:
+            continue
+        bad = None
+        for pname, p in rel["params"].items():
+            sp = serial["params"].get(pname)
+            if sp is None:
+                bad = bad or (pname, "not a parameter the serial program updates", None)
+                continue
+            try:
+                want = list(local_piece(np.empty(sp["shape"], dtype=np.int8),
+                                        p["placement"], r).shape)
+            except PlacementError as exc:
+                bad = bad or (pname, str(exc), p["placement"])
+                continue
+            if want != list(p["shape"]) or sp["dtype"] != p["dtype"]:
+                bad = bad or (pname, f"local {p['shape']} {p['dtype']}, the serial "
+                              f"{sp['shape']} {sp['dtype']} sliced by "
+                              f"{describe(p['placement'])} is {want}", p["placement"])
+        if bad:
+            out.append(CheckResult("shape", "parameter shapes", r, Verdict.NOT_EQUIVALENT,
+                                   f"case {case.name} rank {r}: parameter {bad[0]}: {bad[1]}",
+                                   counterexample={"rank": r, "value": bad[0],
+                                                   "placement": describe(bad[2])}))
+        else:
+            out.append(CheckResult("shape", "parameter shapes", r, Verdict.EQUIVALENT,
+                                   f"case {case.name} rank {r}: {len(rel['params'])} "
+                                   "parameters are the slices their placements name"))
+    return out
+
+
+def _exported_rank(folder, r):
+    meta = json.loads((folder / f"rank{r}" / "meta.json").read_text())
+    return {"main": (folder / f"rank{r}" / "main.json").read_bytes(),
+            "startup": (folder / f"rank{r}" / "startup.json").read_bytes(),
+            "names": json.loads((folder / f"rank{r}" / "names.json").read_text()),
+            "counter": meta["counter"]}
+
+
+def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
+    """The numeric relation (``verify/numeric/planner_runs.py``), in isolation
+    workers when isolation is on."""
+    from verify import isolation
+    from verify.numeric import planner_runs
+
+    where = f"planner on {case.name}"
+    r0 = case.ranks[0]
+    serial_rel = records[r0].get("serial_relation")
+    rank_rels = {r: records[r].get("relation") for r in case.ranks}
+    if not serial_rel or any(v is None for v in rank_rels.values()):
+        return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                            f"{where}: the serial program or a rank's relation table was "
+                            f"not recorded ({records[r0].get('serial_error') or 'no record'})")]
+    final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
+    try:
+        sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
+                                                                seed, steps)
+        swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
+        sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
+        sdata["main"], sdata["startup"] = sdata["main"].encode(), sdata["startup"].encode()
+        ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
+                     "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
+        states = {}  # placements of the states the startups write (learning rate, moments)
+        for r in case.ranks:
+            for n, f in rank_rels[r]["feeds"].items():
+                if f["persistable"]:
+                    states.setdefault(n, f["placement"])
+        serial_out, rank_outs = isolation.run_call(
+            "verify.numeric.planner_runs", "run_relation",
+            {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
+             "ranks": ranks, "rings": dict(case.rings), "state_placements": states,
+             "steps": steps, "where": f"{where}: ranks"}, where)
+    except Exception as exc:
+        from verify.application import error_line
+
+        import traceback
+
+        tb = getattr(exc, "traceback", None) or traceback.format_exc()
+        return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                            f"{where}: the runs did not complete: {error_line(str(exc)) if str(exc) else type(exc).__name__}",
+                            details={"traceback": tb})]
+    notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
+                 "process, ranks in lock step (PIR executor, simulated collectives)")
+    return planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
+                                     rank_outs, steps)
+
+
+ADAPTER = PlannerAdapter()
