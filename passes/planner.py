@@ -107,6 +107,11 @@ class PlannerAdapter(PirPassAdapter):
             app.checks += relation_run(case, folder, records, app.notes)
         elif numeric is not None:
             app.notes.append("planner relation not run: a planner stage raised")
+        if numeric is None:  # nothing else decides the values
+            app.checks.append(CheckResult(
+                "numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                f"planner on {case.name}: the serial-to-ranks relation was not run "
+                "(no numeric backend)"))
         app.notes.append("value proof of the planner relation not built: verify/value "
                          "relates original and rewritten programs of one rank; the "
                          "serial-to-pieces relation is decided by the numeric run")
@@ -165,7 +170,7 @@ def stage_checks(case, folder, records, app) -> list:
             verdict = combine([c for c in own if not c.advisory]) if any(
                 not c.advisory for c in own) else Verdict.EQUIVALENT
             msg = (f"planner stage {st['stage']} on case {case.name} rank {r} "
-                   f"({len(snap.ops)} ops): ")
+                   f"({len(snap.ops)} ops, {st.get('shapes', 'global')} shapes): ")
             msg += bad[0].message if bad else "def-use holds" + (
                 ", shapes hold" if not notes else f"; shapes: {notes[0]}")
             out.append(CheckResult("contract", name, r, verdict, msg,
@@ -230,10 +235,10 @@ def shape_relation_checks(case, records) -> list:
         if not serial or not rel:
             continue
         bad = None
-        for pname, p in rel["params"].items():
-            sp = serial["params"].get(pname)
+        for pname, p in rel["parameters"].items():
+            sp = serial["parameters"].get(pname)
             if sp is None:
-                bad = bad or (pname, "not a parameter the serial program updates", None)
+                bad = bad or (pname, "not a parameter of the serial program", None)
                 continue
             try:
                 want = list(local_piece(np.empty(sp["shape"], dtype=np.int8),
@@ -252,7 +257,7 @@ def shape_relation_checks(case, records) -> list:
                                                    "placement": describe(bad[2])}))
         else:
             out.append(CheckResult("shape", "parameter shapes", r, Verdict.EQUIVALENT,
-                                   f"case {case.name} rank {r}: {len(rel['params'])} "
+                                   f"case {case.name} rank {r}: {len(rel['parameters'])} "
                                    "parameters are the slices their placements name"))
     return out
 
@@ -280,6 +285,9 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                             f"{where}: the serial program or a rank's relation table was "
                             f"not recorded ({records[r0].get('serial_error') or 'no record'})")]
     final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
+    # the rings the planner made (a changed reshard function may make others)
+    rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+             .get("rings", {}).items()}
     try:
         sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
                                                                 seed, steps)
@@ -296,8 +304,10 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
         serial_out, rank_outs = isolation.run_call(
             "verify.numeric.planner_runs", "run_relation",
             {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
-             "ranks": ranks, "rings": dict(case.rings), "state_placements": states,
-             "steps": steps, "where": f"{where}: ranks"}, where)
+             "ranks": ranks, "rings": rings, "state_placements": states,
+             "steps": steps, "where": f"{where}: ranks",
+             "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
+                                  if f["persistable"]} for r in case.ranks}}, where)
     except Exception as exc:
         from verify.application import error_line
 

@@ -80,6 +80,11 @@ def _parser():
                           "in verify/plan/program_format.py) as one more case (repeatable)")
     run.add_argument("--pass-file", metavar="PATH",
                      help="load the pass from this source file instead of the installed Paddle")
+    run.add_argument("--paddle-file", dest="paddle_files", action="append", default=[],
+                     metavar="PATH",
+                     help="a changed module of Paddle's Python source (e.g. a reshard "
+                          "function), loaded in place of the installed one in every "
+                          "process the run starts (verify/paddle_overlay.py; repeatable)")
     run.add_argument("--report-dir", metavar="DIR", default=None,
                      help="where report.json goes (default reports/run-<time>)")
     run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],
@@ -192,6 +197,14 @@ def cmd_run(args, out=sys.stdout) -> int:
             if not adapters:
                 raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
                                  "none of which has an adapter in passes/")
+    if getattr(args, "paddle_files", None):
+        from .paddle_overlay import OverlayError, export
+
+        try:
+            table = export(args.paddle_files)
+        except OverlayError as exc:
+            raise UsageError(str(exc)) from None
+        source = "paddle-file: " + ", ".join(f"{m}={p}" for m, p in sorted(table.items()))
     report_dir = args.report_dir or os.path.join(
         "reports", time.strftime("run-%Y%m%d-%H%M%S"))
     try:

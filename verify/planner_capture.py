@@ -17,8 +17,11 @@ own reshard in ``_initialize`` is not run when planning without running)::
                   shapes and placements; its meaning on global tensors is the
                   single-device model (dist_op.reshard is the identity there)
     partition     after apply_partition_pass (reshard ops inserted)
-    reshard       after ReshardPasses.apply_reshard_pass (collectives)
-    remove        after RemovePasses.apply_all (other ranks' ops gone)
+    reshard       after ReshardPasses.apply_reshard_pass (collectives; checked
+                  on a dense clone: the reshard functions' ops compute local
+                  pieces under global dist types)
+    remove        after RemovePasses.apply_all (other ranks' ops gone; a dense
+                  clone, as reshard)
     dist2dense    after apply_dist2dense_pass on the clone (local shapes)
     remove_comm   after remove_unuseful_comm_op_pass: the rank's program
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 import traceback
 
 STAGES = ("serial", "partition", "reshard", "remove", "dist2dense", "remove_comm")
+LOCAL_STAGES = ("reshard", "remove")  # snapshotted through dist2dense of a clone
 
 
 def placement_of(value) -> dict | None:
@@ -107,8 +111,18 @@ class Capture:
         self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
 
     def record(self, stage, prog, error=None):
-        self.stages.append({"stage": stage, "program": None if prog is None else prog.clone(),
-                            "error": error})
+        entry = {"stage": stage, "program": None if prog is None else prog.clone(),
+                 "error": error, "shapes": "global"}
+        if prog is not None and error is None and stage in LOCAL_STAGES:
+            # after reshard the reshard functions' ops compute local pieces under
+            # global dist types: the stage is checked on its dense clone (local shapes)
+            try:
+                local = prog.clone()
+                _ORIGINAL["dist2dense"](local)
+                entry["program"], entry["shapes"] = local, "local"
+            except Exception as exc:
+                entry["local_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        self.stages.append(entry)
         if prog is not None and stage in ("partition", "reshard", "remove"):
             self.ids_after[stage] = {op.id() for op in prog.global_block().ops}
             self.last_dist_ids = [op.id() for op in prog.global_block().ops]
@@ -208,10 +222,25 @@ def optimizer_ops(program) -> list:
             continue
         p = op.operand_source(names.index("param"))
         g = op.operand_source(names.index("grad"))
-        d = p.get_defining_op() if p.initialized() else None
-        if d is not None and d.name() == "builtin.parameter":
-            out.append((op, p, g))
+        root = parameter_root(p)
+        if root is not None:
+            out.append((op, root, g))
     return out
+
+
+def parameter_root(value):
+    """The ``builtin.parameter`` value ``value`` is, or is a slice of (a
+    sharded optimizer updates the rank's slice of a replicated parameter)."""
+    while value is not None and value.initialized():
+        d = value.get_defining_op()
+        if d is None:
+            return None
+        if d.name() == "builtin.parameter":
+            return value
+        if d.name() != "pd_op.slice":
+            return None
+        value = d.operand_source(0)
+    return None
 
 
 def param_name(value) -> str | None:
@@ -248,7 +277,9 @@ def relation_table(program, names, placements_by_op=None) -> dict:
     params = {}
     for op, p, g in optimizer_ops(program):
         pname = param_name(p)
-        params[pname] = {"param": names.name(op.result(0)), "grad": names.name(g),
+        # the parameter itself, fetched after the step: its value then is the
+        # update (in place, or gathered back from the updated slices)
+        params[pname] = {"param": names.name(p), "grad": names.name(g),
                          "placement": placement(p), "grad_placement": placement(g),
                          "shape": [int(d) for d in p.shape],
                          "dtype": str(p.dtype).replace("paddle.", ""),
@@ -261,8 +292,15 @@ def relation_table(program, names, placements_by_op=None) -> dict:
                                         "dtype": str(v.dtype).replace("paddle.", ""),
                                         "placement": placement(v),
                                         "persistable": bool(getattr(v, "persistable", False))}
+    parameters = {}  # every parameter, updated or not: the inputs of the relation
+    for op in program.global_block().ops:
+        if op.name() == "builtin.parameter":
+            v = op.result(0)
+            parameters[op.attrs()["parameter_name"]] = {
+                "shape": [int(d) for d in v.shape],
+                "dtype": str(v.dtype).replace("paddle.", ""), "placement": placement(v)}
     loss = loss_value(program)
-    return {"params": params, "feeds": feeds,
+    return {"params": params, "feeds": feeds, "parameters": parameters,
             "loss": names.name(loss) if loss is not None else None,
             "loss_placement": placement(loss) if loss is not None else None}
 
@@ -300,7 +338,8 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
     record = {"stages": [], "not_run": [], "serial_error": None}
     with paddle.pir_utils.IrGuard():
         for i, st in enumerate(capture.stages):
-            entry = {"stage": st["stage"], "error": st["error"], "snapshot": None}
+            entry = {"stage": st["stage"], "error": st["error"], "snapshot": None,
+                     "shapes": st["shapes"], "local_error": st.get("local_error")}
             if st["program"] is not None:
                 try:
                     snap = from_pir_programs(st["program"], None,

@@ -84,15 +84,28 @@ def startup_states(exported) -> dict:
         return out
 
 
-def run_relation(serial, ranks, rings, state_placements, steps, where) -> tuple:
+def run_relation(serial, ranks, rings, state_placements, steps, where,
+                 state_shapes=None) -> tuple:
     """Both sides in one process (one worker call): the ranks' startup
     states assembled into the serial run's states, the serial run, then the
-    ranks in lock step; ``(serial outputs, {rank: outputs})``."""
-    from verify.placements import assemble_global
+    ranks in lock step; ``(serial outputs, {rank: outputs})``.
+
+    A rank's startup that writes a state with its *global* shape where the
+    rank's main program reads the local piece (``state_shapes``: ``{rank:
+    {name: local shape}}``; the planned startup is not resharded when the
+    planner runs without ``Engine._initialize``) gives its slice, on both sides."""
+    from verify.placements import assemble_global, global_shape, local_piece
 
     from .pir_ranks import run_exported_ranks
 
     states = {r: startup_states(d["exported"]) for r, d in ranks.items()}
+    for r, st in states.items():
+        for n, v in list(st.items()):
+            local = list((state_shapes or {}).get(r, {}).get(n, v.shape))
+            plc = state_placements.get(n)
+            if list(v.shape) != local and list(v.shape) == global_shape(local, plc):
+                st[n] = np.ascontiguousarray(local_piece(v, plc, r))
+                ranks[r]["params"][n] = st[n]
     names = sorted({n for s in states.values() for n in s})
     sstates = {}
     for n in names:
@@ -100,7 +113,7 @@ def run_relation(serial, ranks, rings, state_placements, steps, where) -> tuple:
         sstates[n] = assemble_global(pieces, state_placements.get(n))
     serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
                                      serial["feeds"], serial["watch"], steps)
-    rank_outs = run_exported_ranks(ranks, rings, steps, where)
+    rank_outs = run_exported_ranks(ranks, rings, steps, where, restore_state=True)
     return serial_out, rank_outs
 
 
@@ -109,7 +122,7 @@ def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
     from verify.placements import input_piece, local_piece
 
     sparams = {n: param_value(seed, n, p["shape"], p["dtype"])
-               for n, p in serial_rel["params"].items()}
+               for n, p in serial_rel["parameters"].items()}
     sfeeds = []
     for k in range(steps):
         sfeeds.append({n: feed_value(seed, n, f["shape"], f["dtype"], 0, k)
@@ -117,7 +130,7 @@ def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
     ranks = {}
     for r, rel in rank_rels.items():
         params = {n: np.ascontiguousarray(input_piece(sparams[n], p["placement"], r))
-                  for n, p in rel["params"].items() if n in sparams}
+                  for n, p in rel["parameters"].items() if n in sparams}
         feeds = [{n: np.ascontiguousarray(local_piece(sf[n], f["placement"], r))
                   for n, f in rel["feeds"].items() if n in sf}
                  for sf in sfeeds]

@@ -79,7 +79,27 @@ def _loader(model, batch: int, mesh):
 
     loader = paddle.io.DataLoader(Samples(), batch_size=batch, shuffle=False)
     shard_dims = "dp" if "dp" in mesh.dim_names else None
+    _numpy2_process_mesh_rank()
     return dist.shard_dataloader(loader, meshes=[mesh], shard_dims=shard_dims)
+
+
+def _numpy2_process_mesh_rank() -> None:
+    """3.3.1's ``ProcessMesh.get_rank_by_dim_and_process_id`` (which
+    ``shard_dataloader`` calls for a ``dp`` dim) does ``int(np.where(...)[i])``
+    on a 1-element array, an error since NumPy 2.4 ("only 0-dimensional arrays
+    can be converted to Python scalars"): every DP plan fails there.  The
+    planning process gets the same lookup with the element taken first; the
+    planner's own stages are untouched."""
+    import numpy as np
+    from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
+
+    def get_rank_by_dim_and_process_id(self, dim, process_id):
+        if dim is None:
+            return 0
+        name = self._dim_names[dim] if isinstance(dim, int) else dim
+        return int(np.where(self._mesh == process_id)[self._dim_names.index(name)][0])
+
+    ProcessMesh.get_rank_by_dim_and_process_id = get_rank_by_dim_and_process_id
 
 
 def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
@@ -221,6 +241,9 @@ def _main(argv) -> int:
     if os.environ.get("PADDLE_TRAINER_ID") != str(a.rank):
         print("run through `python -m verify plan --ir pir`", file=sys.stderr)
         return 2
+    from verify.paddle_overlay import install_from_env
+
+    install_from_env()  # a user's changed Paddle module (--paddle-file), before Paddle
     t = time.time()
     _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
     print(f"rank {a.rank} planned (PIR) in {time.time() - t:.1f}s")
