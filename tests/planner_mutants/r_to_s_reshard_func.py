@@ -71,14 +71,14 @@ class RToSReshardFunction(ReshardFunction):
                 )
                 return dst_value
             piece_len = (total_nums + num_of_pieces - 1) // num_of_pieces
-            # MUTANT: the rank keeps its neighbour's chunk
-            rank_relative = (
-                mesh.process_ids.index(curr_global_rank) + 1
-            ) % num_of_pieces
+            rank_relative = mesh.process_ids.index(curr_global_rank)
             start = rank_relative * piece_len
             end = start + piece_len
             if curr_global_rank == mesh.process_ids[-1]:
                 end = total_nums
+            # MUTANT: the rank keeps its neighbour's chunk
+            start = ((rank_relative + 1) % num_of_pieces) * piece_len
+            end = start + piece_len
 
             out_value = paddle.slice(src_value, [split_axis], [start], [end])
 

@@ -138,6 +138,43 @@ def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
     return sparams, sfeeds, ranks
 
 
+def serial_counterparts(final_ops) -> dict:
+    """``{result name: serial value name}`` of a rank's final program: a
+    carried-over op's results are its serial op's; a result of an op a
+    later stage made (a reshard function's collective, slice, concat) stands
+    for the serial value its chain of first operands starts from (a reshard
+    changes placement, not value), related through its own placement.
+    Results without a tensor placement (vectors) are left out."""
+    out, by_name = {}, {}
+    for op in final_ops:
+        for res in op["results"]:
+            if res:
+                by_name[res] = op
+    for op in final_ops:
+        if op.get("serial"):
+            for res, ser in zip(op["results"], op["serial"]):
+                if res and ser:
+                    out[res] = ser
+
+    def trace(name, depth=0):
+        if name in out or depth > 32:
+            return out.get(name)
+        prod = by_name.get(name)
+        if prod is None or prod.get("serial") or not prod["operands"]:
+            return None
+        return trace(prod["operands"][0], depth + 1)
+
+    for op in final_ops:
+        if op.get("serial") or op["origin"] in (None, "serial"):
+            continue
+        for res, plc in zip(op["results"], op["placements"]):
+            if res and isinstance(plc, dict) and op["operands"]:
+                ser = trace(op["operands"][0])
+                if ser:
+                    out[res] = ser
+    return out
+
+
 def watched(serial_rel, rank_rels, final_ops) -> tuple:
     """``(serial names, {rank: names})``: the relation's values (loss, grads,
     updated params) and every result of a carried-over op (localisation)."""
@@ -150,11 +187,9 @@ def watched(serial_rel, rank_rels, final_ops) -> tuple:
         names = [rel["loss"]] if rel.get("loss") else []
         for p in rel["params"].values():
             names += [p["grad"], p["param"]]
-        for op in final_ops.get(r, []):
-            for res, ser in zip(op["results"], op.get("serial") or []):
-                if res and ser:
-                    names.append(res)
-                    snames.append(ser)
+        for res, ser in serial_counterparts(final_ops.get(r, [])).items():
+            names.append(res)
+            snames.append(ser)
         rnames[r] = [n for n in dict.fromkeys(names) if n]
     return [n for n in dict.fromkeys(snames) if n], rnames
 
@@ -184,8 +219,12 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
         for res in op["results"]:
             if res:
                 by_name[res] = (i, op)
+    counterpart = serial_counterparts(final_ops)
     for i, op in enumerate(final_ops):
-        for res, ser, plc in zip(op["results"], op.get("serial") or [], op["placements"]):
+        if op["type"] in ("builtin.parameter", "pd_op.data"):
+            continue  # inputs (equal by construction); fetched after the step's updates
+        for res, plc in zip(op["results"], op["placements"]):
+            ser = counterpart.get(res)
             if not res or not ser or ser not in serial_out[step]:
                 continue
             pieces = {r: outs[step][res] for r, outs in rank_outs.items()
@@ -196,6 +235,15 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
                 continue
             if d.ok:
                 continue
+            if op["origin"] not in ("serial", None) and d.note.startswith("shape"):
+                continue  # an intermediate of a reshard (e.g. gathered along dim 0 first)
+            if op["origin"] not in ("serial", None):  # a later stage's op made a wrong piece
+                blame = {"stage": op["origin"], "op_index": i, "op_type": op["type"],
+                         "value": res}
+                return {"op_index": i, "op_type": op["type"], "value": res,
+                        "serial_value": ser, "placement": plc, "index": d.worst_index,
+                        "serial": d.reference, "rank_value": d.candidate,
+                        "stage": blame["stage"], "stage_op": blame}
             made = []
             for operand in op["operands"]:
                 if operand in by_name and by_name[operand][1]["origin"] not in ("serial",
@@ -203,7 +251,9 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
                     j, prod = by_name[operand]
                     made.append({"stage": prod["origin"], "op_index": j,
                                  "op_type": prod["type"], "value": operand})
-            blame = made[0] if made else {"stage": op["origin"] or "unknown", "op_index": i,
+            # inputs that relate, output that does not: the op's own local
+            # computation, i.e. the placements partition gave it
+            blame = made[0] if made else {"stage": "partition", "op_index": i,
                                           "op_type": op["type"], "value": res}
             return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
                     "placement": plc, "index": d.worst_index, "serial": d.reference,
