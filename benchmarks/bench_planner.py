@@ -25,12 +25,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from verify import legacy_ir  # noqa: E402,F401  (before paddle)
+from verify.ir import legacy_ir  # noqa: E402,F401  (before paddle)
 
 import cases  # noqa: E402
 from passes.planner import ADAPTER, planner_dir  # noqa: E402
-from verify import isolation  # noqa: E402
-from verify.application import run_application  # noqa: E402
+from verify.engine import isolation  # noqa: E402
+from verify.engine.application import run_application  # noqa: E402
 
 TARGET = 0.6
 

@@ -3,8 +3,8 @@
 
 Each case plans a model file of ``examples/`` with ``dist.to_static`` for
 every rank of its mesh (one fresh subprocess per rank,
-``python -m verify.pir_plan``, whose planning process records every planner
-stage: ``verify/planner_capture.py``) on first use, cached under
+``python -m verify.plan.pir_rank``, whose planning process records every planner
+stage: ``verify/plan/stages.py``) on first use, cached under
 ``$PADDLE_PASS_VERIFY_CACHE`` (default ``~/.cache/paddle-pass-verify``)
 ``/planner/<paddle version>-<commit>/<key>``; the key hashes the model
 files, the mesh, the planner capture's and the PIR planner's source, and
@@ -51,13 +51,13 @@ def cache_root() -> Path:
 
 
 def plan_key(params: dict) -> str:
-    from verify.paddle_overlay import fingerprint
+    from verify.ir.paddle_overlay import fingerprint
 
     h = hashlib.sha256(json.dumps({"model": params["model"], "mesh": params["mesh"]},
                                   sort_keys=True).encode())
     for name in [params["model"]] + list(params.get("uses", [])):
         h.update((EXAMPLES / name).read_bytes())
-    for src in ("verify/pir_plan.py", "verify/planner_capture.py", "verify/pir_snapshot.py"):
+    for src in ("verify/plan/pir_rank.py", "verify/plan/stages.py", "verify/ir/pir_snapshot.py"):
         h.update((_REPO / src).read_bytes())
     h.update(fingerprint().encode())
     return h.hexdigest()[:16]
@@ -75,8 +75,8 @@ def _complete(folder: Path, mesh) -> bool:
 def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) -> Path:
     """Plan ``model`` for every rank of ``mesh`` into ``out`` (see the module
     docstring); RuntimeError naming the rank when one fails outside a stage."""
-    from verify import pir_plan
-    from verify.program_dir import FORMAT, VERSION, write_plan_json
+    from verify.plan import pir_rank as pir_plan
+    from verify.plan.program_format import FORMAT, VERSION, write_plan_json
 
     ids = _ids(mesh)
     world = max(ids) + 1
@@ -141,7 +141,7 @@ def build(case, rank: int):
     checks and tools; the planner application reads the records itself."""
     import dataclasses
 
-    from verify.program_dir import build_pir
+    from cases.program_dirs import build_pir
 
     return build_pir(dataclasses.replace(case, params={**case.params,
                                                        "dir": str(planned_dir(case))}), rank)

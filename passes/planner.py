@@ -77,13 +77,11 @@ class PlannerAdapter(PirPassAdapter):
         return True  # every planned program is the planner's work
 
     # -- the application ---------------------------------------------------
-    def run_application(self, case, source="installed", numeric=None, mutator=None,
-                        value=True):
-        from verify.application import Application
-
-        start = time.perf_counter()
-        app = Application(self.name, case.name, case.ranks, case.expectation(self.name),
-                          source=source, case_file=getattr(case, "source_file", "") or "")
+    def whole_application(self, case, numeric: bool) -> dict:
+        """Every check of the planner on ``case`` at once (the engine makes the
+        Application of it): ``{"checks", "outcomes": [(rank, serial snapshot,
+        final snapshot, error)], "notes"}``; ``numeric``: run the relation."""
+        checks, outcomes, notes = [], [], []
         try:
             folder = planner_dir(case)
             records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
@@ -91,46 +89,42 @@ class PlannerAdapter(PirPassAdapter):
         except Exception as exc:
             import traceback
 
-            app.checks.append(CheckResult(
+            checks.append(CheckResult(
                 "case", "build", None, Verdict.INCONCLUSIVE,
                 f"case {case.name}: the planner's records could not be read: "
                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}",
                 details={"traceback": traceback.format_exc()}))
-            app.verdict = combine(app.checks)
-            app.seconds = time.perf_counter() - start
-            return app
-        app.checks += stage_checks(case, folder, records, app)
-        app.checks += serial_checks(case, folder, records)
-        app.checks += shape_relation_checks(case, records)
-        crashed = any(c.verdict == Verdict.PASS_CRASHED for c in app.checks)
-        if numeric is not None and not crashed:
-            app.checks += relation_run(case, folder, records, app.notes)
-        elif numeric is not None:
-            app.notes.append("planner relation not run: a planner stage raised")
-        if numeric is None:  # nothing else decides the values
-            app.checks.append(CheckResult(
+            return {"checks": checks, "outcomes": outcomes, "notes": notes}
+        checks += stage_checks(case, folder, records, outcomes)
+        checks += serial_checks(case, folder, records)
+        checks += shape_relation_checks(case, records)
+        crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
+        if numeric and not crashed:
+            checks += relation_run(case, folder, records, notes)
+        elif numeric:
+            notes.append("planner relation not run: a planner stage raised")
+        else:  # nothing else decides the values
+            checks.append(CheckResult(
                 "numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                 f"planner on {case.name}: the serial-to-ranks relation was not run "
                 "(no numeric backend)"))
-        app.notes.append("value proof of the planner relation not built: verify/value "
-                         "relates original and rewritten programs of one rank; the "
-                         "serial-to-pieces relation is decided by the numeric run")
-        app.verdict = combine(app.checks)
-        app.seconds = time.perf_counter() - start
-        return app
+        notes.append("value proof of the planner relation not built: verify/value "
+                     "relates original and rewritten programs of one rank; the "
+                     "serial-to-pieces relation is decided by the numeric run")
+        return {"checks": checks, "outcomes": outcomes, "notes": notes}
 
 
 def _snap(folder, rank, rel):
-    from verify.snapshot import ProgramSnapshot
+    from verify.ir.snapshot import ProgramSnapshot
 
     return ProgramSnapshot.from_json((folder / f"rank{rank}" / rel).read_text())
 
 
-def stage_checks(case, folder, records, app) -> list:
-    """One result per stage and rank (see the module docstring); fills
-    ``app.outcomes`` with (serial, final) snapshots per rank."""
-    from verify.application import RankOutcome, error_line
+def stage_checks(case, folder, records, outcomes) -> list:
+    """One result per stage and rank (see the module docstring); appends
+    ``(rank, serial snapshot, final snapshot, error)`` to ``outcomes``."""
     from verify.checks import CheckContext, def_use, shape_check
+    from verify.verdicts import error_line
 
     out = []
     for r in case.ranks:
@@ -184,9 +178,8 @@ def stage_checks(case, folder, records, app) -> list:
                 f"planner stage {stage} not run on case {case.name} rank {r}: an earlier "
                 "stage raised", details={"stage": stage, "ran": False}))
         if first is not None:
-            app.outcomes.append(RankOutcome(r, first, last, fired=True,
-                                            error=next((s["error"] for s in rec["stages"]
-                                                        if s.get("error")), None)))
+            outcomes.append((r, first, last, next((s["error"] for s in rec["stages"]
+                                                   if s.get("error")), None)))
     return out
 
 
@@ -226,7 +219,7 @@ def shape_relation_checks(case, records) -> list:
     serial parameter its placement names."""
     import numpy as np
 
-    from verify.placements import PlacementError, describe, local_piece
+    from verify.numeric.placements import PlacementError, describe, local_piece
 
     out = []
     for r in case.ranks:
@@ -271,10 +264,9 @@ def _exported_rank(folder, r):
 
 
 def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
-    """The numeric relation (``verify/numeric/planner_runs.py``), in isolation
-    workers when isolation is on."""
-    from verify import isolation
-    from verify.numeric import planner_runs
+    """The numeric relation (``verify/numeric/planner_runs.py``), in an
+    isolation worker when isolation is on (``verify/numeric/offload.py``)."""
+    from verify.numeric import offload, planner_runs
 
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
@@ -301,7 +293,7 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
             for n, f in rank_rels[r]["feeds"].items():
                 if f["persistable"]:
                     states.setdefault(n, f["placement"])
-        serial_out, rank_outs = isolation.run_call(
+        serial_out, rank_outs = offload.run_call(
             "verify.numeric.planner_runs", "run_relation",
             {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
              "ranks": ranks, "rings": rings, "state_placements": states,
@@ -309,9 +301,9 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
              "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
                                   if f["persistable"]} for r in case.ranks}}, where)
     except Exception as exc:
-        from verify.application import error_line
-
         import traceback
+
+        from verify.verdicts import error_line
 
         tb = getattr(exc, "traceback", None) or traceback.format_exc()
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verify.placements import (PlacementError, assemble_global, assembled_per_rank,
+from verify.numeric.placements import (PlacementError, assemble_global, assembled_per_rank,
                                describe, global_shape, input_piece, local_piece)
 
 MUTANTS = Path(__file__).resolve().parent / "planner_mutants"
@@ -82,10 +82,10 @@ def test_uneven_split_is_refused():
 def _apply(case_name, overlay=None, monkeypatch=None):
     import cases
     from passes.planner import ADAPTER
-    from verify.application import run_application
+    from verify.engine.application import run_application
 
     if overlay:
-        from verify.paddle_overlay import ENV, module_of
+        from verify.ir.paddle_overlay import ENV, module_of
 
         monkeypatch.setenv(ENV, json.dumps(dict(module_of(str(MUTANTS / f))
                                                 for f in overlay)))
@@ -143,3 +143,29 @@ def test_a_raising_stage_is_pass_crashed_and_later_stages_not_run(monkeypatch):
     assert all(c.name == "after reshard" and "traceback" in c.details for c in crashed)
     not_run = {c.name for c in app.checks if "not run" in c.message}
     assert {"after remove", "after dist2dense", "after remove_comm"} <= not_run
+
+
+def test_a_version_1_program_dir_still_reads_and_has_no_planner_application(tmp_path):
+    """Format version 2 adds the planner records; a version-1 PIR dir (no
+    records) loads as before and the planner family does not pair with it."""
+    import shutil
+
+    import cases
+    from cases.program_dirs import load_program_dir
+    from passes.planner import ADAPTER, planner_dir
+
+    src = planner_dir(cases.all_cases()["planner_tp2"])
+    old = tmp_path / "v1"
+    shutil.copytree(src, old)
+    for f in [old / "plan.json"] + list(old.glob("rank*/meta.json")):
+        data = json.loads(f.read_text())
+        data["version"] = 1
+        f.write_text(json.dumps(data))
+    for r in (0, 1):
+        for extra in ("planner.json", "serial.json"):
+            (old / f"rank{r}" / extra).unlink()
+        shutil.rmtree(old / f"rank{r}" / "stages")
+    case = load_program_dir(str(old))
+    assert case.ir == "pir" and case.ranks == [0, 1]
+    assert not ADAPTER.handles(case)
+    assert ADAPTER.handles(load_program_dir(str(src)))

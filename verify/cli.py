@@ -198,7 +198,7 @@ def cmd_run(args, out=sys.stdout) -> int:
                 raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
                                  "none of which has an adapter in passes/")
     if getattr(args, "paddle_files", None):
-        from .paddle_overlay import OverlayError, export
+        from .ir.paddle_overlay import OverlayError, export
 
         try:
             table = export(args.paddle_files)

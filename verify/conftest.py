@@ -85,7 +85,7 @@ def pytest_configure(config):
         memory_mb=config.getoption("verify_memory", default=None))
     overlay = config.getoption("verify_paddle_files", default=None) or []
     if overlay:
-        from verify.paddle_overlay import export
+        from verify.ir.paddle_overlay import export
 
         export(overlay)  # the processes the gate starts load them
     path = config.getoption("--pass-file", default=None)

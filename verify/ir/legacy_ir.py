@@ -39,7 +39,7 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore", message=".*ccache.*")
 
 # A user's changed Paddle module (--paddle-file), before Paddle is imported.
-from verify.paddle_overlay import install_from_env  # noqa: E402
+from verify.ir.paddle_overlay import install_from_env  # noqa: E402
 
 install_from_env()
 

@@ -38,7 +38,7 @@ def run_serial_exported(exported, params, feeds, watch, steps) -> list:
     import paddle
 
     from .pir_runner import _values_by_name as values_by_name
-    from verify.pir_snapshot import import_programs
+    from verify.ir.pir_snapshot import import_programs
 
     with paddle.pir_utils.IrGuard():
         main, startup, names = import_programs(exported)
@@ -66,7 +66,7 @@ def startup_states(exported) -> dict:
     states): ``{name: ndarray}``."""
     import paddle
 
-    from verify.pir_snapshot import import_programs
+    from verify.ir.pir_snapshot import import_programs
 
     with paddle.pir_utils.IrGuard():
         main, startup, _ = import_programs(exported)
@@ -94,7 +94,7 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     rank's main program reads the local piece (``state_shapes``: ``{rank:
     {name: local shape}}``; the planned startup is not resharded when the
     planner runs without ``Engine._initialize``) gives its slice, on both sides."""
-    from verify.placements import assemble_global, global_shape, local_piece
+    from .placements import assemble_global, global_shape, local_piece
 
     from .pir_ranks import run_exported_ranks
 
@@ -119,7 +119,7 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
 
 def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
     """``(serial params, serial feeds per step, {rank: (params, feeds per step)})``."""
-    from verify.placements import input_piece, local_piece
+    from .placements import input_piece, local_piece
 
     sparams = {n: param_value(seed, n, p["shape"], p["dtype"])
                for n, p in serial_rel["parameters"].items()}
@@ -203,7 +203,7 @@ def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, st
                  depth: int):
     """``TensorDiff`` of rank ``rank``'s piece of a value (assembled through
     ``placement`` with the other ranks' pieces) against the serial value's slice."""
-    from verify.placements import assembled_per_rank, local_piece
+    from .placements import assembled_per_rank, local_piece
 
     expected = np.asarray(local_piece(serial_value, placement, rank))
     got = assembled_per_rank(pieces, placement)[rank]
@@ -266,7 +266,7 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                  steps) -> list:
     """One CheckResult per rank: the loss, every gradient and every updated
     parameter related to the serial run, step by step."""
-    from verify.placements import PlacementError, describe
+    from .placements import PlacementError, describe
 
     depth = _depth(serial_rel, len(rank_rels), steps)
     checks = []

@@ -115,12 +115,12 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
     from verify.plan.program_format import FORMAT, VERSION
 
-    from verify import planner_capture
+    from verify.plan import stages as planner_capture
 
     # Plan without running: no communicators, no startup run.
     Engine._init_comm = lambda self: None
     Engine._initialize = lambda self, *a, **k: None
-    # Record the program after every planner stage (verify/planner_capture.py).
+    # Record the program after every planner stage (verify/plan/stages.py).
     capture = planner_capture.Capture()
     planner_capture.install(capture)
     planner_capture.install_engine_hook(capture)
@@ -241,7 +241,7 @@ def _main(argv) -> int:
     if os.environ.get("PADDLE_TRAINER_ID") != str(a.rank):
         print("run through `python -m verify plan --ir pir`", file=sys.stderr)
         return 2
-    from verify.paddle_overlay import install_from_env
+    from verify.ir.paddle_overlay import install_from_env
 
     install_from_env()  # a user's changed Paddle module (--paddle-file), before Paddle
     t = time.time()

@@ -6,7 +6,7 @@ imported into ``paddle.distributed.auto_parallel.static.engine``;
 ``paddle.base.libpaddle.pir``, which the engine looks up at call time) to
 wrappers that record the program after each stage.  Nothing installed is
 edited: the wrappers call the installed functions, in the planning process
-only, and a user's changed planner module (``verify/paddle_overlay.py``)
+only, and a user's changed planner module (``verify/ir/paddle_overlay.py``)
 is what they call when one is given.
 
 Stages recorded, in order (the main program only; the startup program's
@@ -251,7 +251,7 @@ def param_name(value) -> str | None:
 
 
 def loss_value(program):
-    """The scalar mean the backward starts from (as ``verify/pir_plan.py``
+    """The scalar mean the backward starts from (as ``verify/plan/pir_rank.py``
     finds the loss): the last 0-D ``pd_op.mean`` that feeds a shadow output."""
     found = None
     for op in program.global_block().ops:
@@ -331,7 +331,7 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
 
     import paddle
 
-    from verify.pir_snapshot import export_programs, from_pir_programs, value_names
+    from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
 
     out = Path(out_dir)
     (out / "stages").mkdir(parents=True, exist_ok=True)
@@ -393,7 +393,7 @@ def read_serial(folder):
 
     import paddle
 
-    from verify.pir_snapshot import import_programs
+    from verify.ir.pir_snapshot import import_programs
 
     data = json.loads((Path(folder) / "serial.json").read_text())
     data["main"], data["startup"] = data["main"].encode(), data["startup"].encode()
