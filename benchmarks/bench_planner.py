@@ -11,7 +11,11 @@ serial program check, the parameter shapes, and the numeric relation (one
 worker call: the serial run and the ranks in lock step, 3 steps).  Printed
 per case: the median wall time, split into the static part (everything
 before the worker call) and the relation run; flagged when over the 0.6 s
-target.
+target.  The executor runs of a relation are memoized in the plan dir,
+keyed by everything that decides them (``passes/planner.py``,
+``_run_memo``): the warm figures read them; ``cold s`` is one run with the
+memo off (``VERIFY_PLANNER_RUN_MEMO=0``): the serial run and the ranks in
+lock step, once per wave of independent collectives.
 """
 from __future__ import annotations
 
@@ -43,7 +47,8 @@ def main(argv=None) -> int:
     isolation.configure(enabled=True)
     chosen = [c for n, c in cases.all_cases().items()
               if fnmatch.fnmatchcase(n, a.case) and ADAPTER.handles(c)]
-    print(f"{'case':28} {'ranks':>5} {'median s':>9} {'static s':>9} {'relation s':>10}")
+    print(f"{'case':28} {'ranks':>5} {'median s':>9} {'static s':>9} {'relation s':>10} "
+          f"{'cold s':>7}")
     worst = 0.0
     for case in chosen:
         planner_dir(case)  # plan once (cached), untimed
@@ -56,12 +61,17 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             app = run_application(ADAPTER, case, numeric=lambda *x: [])
             total.append(time.perf_counter() - t)
+        os.environ["VERIFY_PLANNER_RUN_MEMO"] = "0"
+        t = time.perf_counter()
+        run_application(ADAPTER, case, numeric=lambda *x: [])
+        cold = time.perf_counter() - t
+        os.environ.pop("VERIFY_PLANNER_RUN_MEMO")
         med = statistics.median(total)
         worst = max(worst, med)
         flag = "  OVER" if med > TARGET else ""
         print(f"{case.name:28} {len(case.ranks):5d} {med:9.3f} "
-              f"{statistics.median(static):9.3f} {med - statistics.median(static):10.3f}"
-              f"  {app.verdict.value}{flag}")
+              f"{statistics.median(static):9.3f} {med - statistics.median(static):10.3f} "
+              f"{cold:7.2f}  {app.verdict.value}{flag}")
     print(f"largest median {worst:.3f} s per application (target {TARGET} s)")
     isolation.shutdown() if hasattr(isolation, "shutdown") else None
     return 0

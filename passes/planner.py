@@ -126,10 +126,14 @@ def stage_checks(case, folder, records, outcomes) -> list:
     from verify.checks import CheckContext, def_use, shape_check
     from verify.verdicts import error_line
 
+    import hashlib
+
     out = []
+    same = {}  # (previous, this stage's program bytes) -> a rank where it held
     for r in case.ranks:
         rec = records[r]
         prev, first, last = None, None, None
+        prev_key = b""
         inherited = set()
         for st in rec["stages"]:
             name = f"after {st['stage']}"
@@ -149,6 +153,19 @@ def stage_checks(case, folder, records, outcomes) -> list:
             snap = _snap(folder, r, st["snapshot"])
             first = first or snap
             last = snap
+            key = (prev_key, hashlib.sha256((folder / f"rank{r}" / st["snapshot"])
+                                            .read_bytes()).digest())
+            prev_key = key[1]
+            if key in same:  # before partition every rank's program is the same
+                x, tail, seen = same[key]
+                out.append(CheckResult(
+                    "contract", name, r, Verdict.EQUIVALENT,
+                    f"planner stage {st['stage']} on case {case.name} rank {r}: the same "
+                    f"program as rank {x}'s (and after the same one), checked there: {tail}",
+                    details={"stage": st["stage"], "ops": len(snap.ops), "same_as": x}))
+                inherited = seen
+                prev = snap
+                continue
             ctx = CheckContext(pass_name=f"planner stage {st['stage']}", case_name=case.name,
                                rank=r, before=prev or snap, after=snap,
                                symbols=dict(case.symbols))
@@ -160,13 +177,16 @@ def stage_checks(case, folder, records, outcomes) -> list:
             own = [c for c in checks if c.ok or _key(c) not in inherited]
             inherited = seen
             bad = [c for c in own if not c.ok and not c.advisory]
-            notes = [c.message for c in own if c.advisory]
+            notes = [c.message for c in checks if c.advisory]
             verdict = combine([c for c in own if not c.advisory]) if any(
                 not c.advisory for c in own) else Verdict.EQUIVALENT
             msg = (f"planner stage {st['stage']} on case {case.name} rank {r} "
                    f"({len(snap.ops)} ops, {st.get('shapes', 'global')} shapes): ")
-            msg += bad[0].message if bad else "def-use holds" + (
-                ", shapes hold" if not notes else f"; shapes: {notes[0]}")
+            tail = "def-use holds" + (", shapes hold" if not notes else
+                                      f"; shapes (advisory): {notes[0]}")
+            msg += bad[0].message if bad else tail
+            if verdict == Verdict.EQUIVALENT:
+                same[key] = (r, tail, seen)
             out.append(CheckResult("contract", name, r, verdict, msg,
                                    counterexample=bad[0].counterexample if bad else None,
                                    details={"stage": st["stage"], "ops": len(snap.ops),
@@ -293,13 +313,21 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
             for n, f in rank_rels[r]["feeds"].items():
                 if f["persistable"]:
                     states.setdefault(n, f["placement"])
-        serial_out, rank_outs = offload.run_call(
-            "verify.numeric.planner_runs", "run_relation",
-            {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
-             "ranks": ranks, "rings": rings, "state_placements": states,
-             "steps": steps, "where": f"{where}: ranks",
-             "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
-                                  if f["persistable"]} for r in case.ranks}}, where)
+        memo = _run_memo(folder, case.ranks, seed, steps)
+        got = memo.load()
+        if got is None:
+            got = offload.run_call(
+                "verify.numeric.planner_runs", "run_relation",
+                {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
+                 "ranks": ranks, "rings": rings, "state_placements": states,
+                 "steps": steps, "where": f"{where}: ranks",
+                 "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
+                                      if f["persistable"]} for r in case.ranks}}, where)
+            memo.store(got)
+        else:
+            notes.append(f"planner relation: the executor runs of these programs, seed and "
+                         f"steps were memoized ({memo.path.name}); the comparison ran")
+        serial_out, rank_outs = got
     except Exception as exc:
         import traceback
 
@@ -313,6 +341,65 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                  "process, ranks in lock step (PIR executor, simulated collectives)")
     return planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
                                      rank_outs, steps)
+
+
+class _run_memo:
+    """The executor runs of one relation (serial and ranks), memoized in the
+    plan dir: keyed by every input that decides them -- the programs and
+    records of every rank, the seed, the steps, the source of the modules
+    that run and feed them, Paddle's version -- so a rerun of the same
+    programs reads the same arrays, and any change runs them afresh (the
+    comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
+
+    SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
+               "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
+               "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
+
+    def __init__(self, folder, ranks, seed, steps):
+        import hashlib
+        import os
+
+        import paddle
+
+        self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}"
+                           .encode())
+        for r in ranks:
+            for f in ("main.json", "startup.json", "names.json", "planner.json",
+                      "serial.json", "meta.json"):
+                path = folder / f"rank{r}" / f
+                h.update(path.read_bytes() if path.is_file() else b"-")
+        h.update((folder / "plan.json").read_bytes())
+        for src in self.SOURCES:
+            h.update((root / src).read_bytes())
+        self.path = folder / "relation-runs" / f"{h.hexdigest()[:20]}.pkl"
+
+    def load(self):
+        import pickle
+
+        if not self.enabled or not self.path.is_file():
+            return None
+        try:
+            return pickle.loads(self.path.read_bytes())
+        except Exception:
+            return None
+
+    def store(self, got) -> None:
+        import os
+        import pickle
+        import tempfile
+
+        if not self.enabled:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".run-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(pickle.dumps(got))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only plan dir: no memo
 
 
 ADAPTER = PlannerAdapter()

@@ -96,8 +96,6 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     planner runs without ``Engine._initialize``) gives its slice, on both sides."""
     from .placements import assemble_global, global_shape, local_piece
 
-    from .pir_ranks import run_exported_ranks
-
     states = {r: startup_states(d["exported"]) for r, d in ranks.items()}
     for r, st in states.items():
         for n, v in list(st.items()):
@@ -113,8 +111,137 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
         sstates[n] = assemble_global(pieces, state_placements.get(n))
     serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
                                      serial["feeds"], serial["watch"], steps)
-    rank_outs = run_exported_ranks(ranks, rings, steps, where, restore_state=True)
+    rank_outs = run_ranks_in_waves(ranks, rings, steps, where)
     return serial_out, rank_outs
+
+
+def collective_waves(main, cut_ops) -> list:
+    """``(waves, deps)``: the wave of each collective (in program order): 0 when its input
+    depends on no earlier collective's output, else one more than the
+    latest wave it depends on; made non-decreasing in program order, so a
+    wave's stage runs after every earlier wave's collectives were performed; and per op
+    index the collectives (ordinals) its values depend on."""
+    ops = list(main.global_block().ops)
+    index = {op.id(): i for i, op in enumerate(ops)}
+    ordinal = {i: n for n, i in enumerate(cut_ops)}
+    deps, waves = {}, []
+    for i, op in enumerate(ops):
+        d = set()
+        for v in op.operands_source():
+            if v.initialized() and v.get_defining_op() is not None:
+                d |= deps.get(index.get(v.get_defining_op().id()), set())
+        if i in ordinal:
+            w = 1 + max((waves[m] for m in d), default=-1)
+            waves.append(max(w, waves[-1] if waves else 0))
+            d = d | {ordinal[i]}
+        deps[i] = d
+    return waves, deps
+
+
+def _wave_stage(main, cut_ops, waves, deps, w):
+    """Stage of wave ``w``: the collectives of earlier waves replaced by fed
+    values, every op that depends on a collective of wave ``w`` or later
+    erased, the inputs of wave ``w``'s collectives fetched."""
+    import paddle
+
+    prog = main.clone()
+    ops = list(prog.global_block().ops)
+    later = {n for n, wn in enumerate(waves) if wn >= w}
+    with paddle.static.program_guard(prog):
+        paddle.pir.reset_insertion_point_to_start()
+        for n, i in enumerate(cut_ops):
+            if waves[n] < w:
+                res = ops[i].result(0)
+                new = paddle.static.data(f"__pir_coll_{n}", list(res.shape),
+                                         str(res.dtype).replace("paddle.", ""))
+                res.replace_all_uses_with(new)
+        paddle.pir.reset_insertion_point_to_end()
+    fetch = [ops[i].operand_source(0) for n, i in enumerate(cut_ops) if waves[n] == w]
+    for i in range(len(ops) - 1, -1, -1):
+        if deps[i] & later:
+            ops[i].erase()
+    for n, i in enumerate(cut_ops):
+        if waves[n] < w:
+            ops[i].erase()
+    feeds = [op.attrs()["name"] for op in prog.global_block().ops if op.name() == "pd_op.data"]
+    return prog, fetch, feeds
+
+
+def _wave_rank_class():
+    from .pir_ranks import _PirRank
+
+    class WaveRank(_PirRank):
+        """A rank whose stages run once per *wave* of independent collectives
+        (``collective_waves``), not once per collective: the lock step still
+        performs the collectives one by one, the inputs of a wave's
+        collectives come from one run of its stage.  Every stage run of a
+        step after the first starts from the step's saved persistable state."""
+
+        def __init__(self, rank, exported, params, feeds, watch, where):
+            super().__init__(rank, exported, params, feeds, watch, where, restore_state=True)
+            import paddle
+
+            from verify.ir.pir_snapshot import import_programs
+
+            with paddle.pir_utils.IrGuard():
+                main, _, _ = import_programs(exported)
+            self.waves, deps = collective_waves(main, self.cut_ops)
+            self.wave_stages = {w: _wave_stage(main, self.cut_ops, self.waves, deps, w)
+                                for w in sorted(set(self.waves))}
+            self.ran = None
+            self.runs = 0
+
+        def start(self, step):
+            super().start(step)
+            self.ran, self.runs = None, 0
+
+        def _run(self, prog, fetch, feed_names):
+            import paddle
+
+            if self.runs:
+                self._restore()
+            self.runs += 1
+            feed = {**self.feeds[self.step], **self.values}
+            feed = {n: feed[n] for n in feed_names if n in feed}
+            with paddle.static.scope_guard(self.scope):
+                return self.exe.run(prog, feed=feed, fetch_list=fetch)
+
+        def advance(self):
+            if self.pos < len(self.colls):
+                w = self.waves[self.pos]
+                if self.ran != w:
+                    got = self._run(*self.wave_stages[w])
+                    members = [n for n, wn in enumerate(self.waves) if wn == w]
+                    for n, a in zip(members, got):
+                        self.values[self.colls[n].x] = np.array(a)
+                    self.ran = w
+                return self.colls[self.pos]
+            got = self._run(*self.stages[-1])
+            self.result = {n: np.array(a) for n, a in zip(self.watch, got)}
+            return None
+
+    return WaveRank
+
+
+def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str):
+    """``{rank: [{name: ndarray}] per step}`` as ``pir_ranks.run_exported_ranks``,
+    each rank's program run once per wave of collectives (``WaveRank``)."""
+    import paddle
+
+    from .simulated_ranks import _lockstep
+
+    WaveRank = _wave_rank_class()
+    with paddle.pir_utils.IrGuard():
+        states = {int(r): WaveRank(int(r), d["exported"], d["params"], d["feeds"],
+                                   d["watch"], where) for r, d in sorted(ranks.items())}
+        out = {r: [] for r in states}
+        for k in range(steps):
+            for st in states.values():
+                st.start(k)
+            _lockstep(states, rings, f"{where} step {k}")
+            for r, st in states.items():
+                out[r].append(st.result)
+        return out
 
 
 def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
