@@ -2,7 +2,7 @@
 Paddle 3.x's PIR style: ``planner_dp_mlp.py`` with AdamW whose states are
 sharded over ``dp`` (``dist.ShardingStage1("dp", mesh)``), for the planner
 family (``cases/planner_models.py``).  ``wrap_optimizer(opt, mesh)`` is the
-optional model-file hook ``verify/pir_plan.py`` calls after ``optimizer``.
+optional model-file hook ``verify/plan/pir_rank.py`` calls after ``optimizer``.
 """
 import importlib.util
 import os

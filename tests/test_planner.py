@@ -169,3 +169,13 @@ def test_a_version_1_program_dir_still_reads_and_has_no_planner_application(tmp_
     assert case.ir == "pir" and case.ranks == [0, 1]
     assert not ADAPTER.handles(case)
     assert ADAPTER.handles(load_program_dir(str(src)))
+
+
+def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
+    """A partition mutant (not one that keeps another rank's op: no case here
+    has a sub-mesh): the reshard of a Partial operand is not inserted, so
+    its consumer reads one rank's addend; the divergence is that consumer's
+    own output (its inputs still relate), blamed on partition."""
+    app = _apply("planner_tp2", ["pir_pass.py"], monkeypatch)
+    cex = _caught(app, "partition")
+    assert cex["first_divergence"]["op_type"] in ("pd_op.add", "pd_op.layer_norm_grad")

@@ -9,7 +9,7 @@ the overlay is known: the run exports it in the environment
 (``VERIFY_PADDLE_FILES``, JSON ``{module: path}``) and the
 processes the run starts (planning subprocesses, isolation workers, rank
 workers) install it before they import Paddle (:func:`install_from_env`,
-called from ``verify/legacy_ir.py`` and ``verify/pir_plan.py``).  Installed
+called from ``verify/ir/legacy_ir.py`` and ``verify/plan/pir_rank.py``).  Installed
 files are never edited: an import hook (a ``sys.meta_path`` finder) serves
 the user's file for that one module name.
 
