@@ -7,8 +7,8 @@ every rank of its mesh (one fresh subprocess per rank,
 stage: ``verify/plan/stages.py``) on first use, cached under
 ``$PADDLE_PASS_VERIFY_CACHE`` (default ``~/.cache/paddle-pass-verify``)
 ``/planner/<paddle version>-<commit>/<key>``; the key hashes the model
-files, the mesh, the planner capture's and the PIR planner's source, and
-the ``--paddle-file`` overlay (a changed Paddle module plans apart).
+files, the mesh, every planning module's source (``verify/plan/*.py``) and
+the snapshot's, and the ``--paddle-file`` overlay (a changed Paddle module plans apart).
 Concurrent builders (pytest -n) wait on a lock file.
 
 Beyond tensor parallelism: DP (replicated parameters, the batch split over
@@ -57,8 +57,11 @@ def plan_key(params: dict) -> str:
                                   sort_keys=True).encode())
     for name in [params["model"]] + list(params.get("uses", [])):
         h.update((EXAMPLES / name).read_bytes())
-    for src in ("verify/plan/pir_rank.py", "verify/plan/stages.py", "verify/ir/pir_snapshot.py"):
-        h.update((_REPO / src).read_bytes())
+    from verify.plan import source_digest_parts
+
+    for part in source_digest_parts():  # every planning module (stages.py included)
+        h.update(part)
+    h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
     h.update(fingerprint().encode())
     return h.hexdigest()[:16]
 

@@ -2,7 +2,7 @@
 rank's program, stage by stage (``Engine._parallel_pir``, 3.3.1).
 
 Not one pass: the application is the planner's run on a case planned by
-Paddle (a PIR program dir with the stage records ``verify/planner_capture``
+Paddle (a PIR program dir with the stage records ``verify/plan/stages.py``
 writes: ``rank<R>/planner.json``, ``rank<R>/stages/``, ``rank<R>/serial.json``).
 Its checks:
 

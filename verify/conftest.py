@@ -29,7 +29,7 @@ def pytest_addoption(parser):
                     default=[], metavar="PATH",
                     help="a changed module of Paddle's Python source, loaded in place of "
                          "the installed one in every process the gate starts "
-                         "(verify/paddle_overlay.py; repeatable)")
+                         "(verify/ir/paddle_overlay.py; repeatable)")
     group.addoption("--case-file", dest="verify_case_files", action="append", default=[],
                     metavar="PATH",
                     help="a Python file defining CASES with the public case API "

@@ -1,6 +1,6 @@
 """How a rank's local piece relates to the serial (global) tensor.
 
-A placement record (``verify/planner_capture.placement_of``) holds the mesh
+A placement record (``verify/plan/stages.placement_of``) holds the mesh
 (``process_ids`` in row-major order, ``mesh_shape``), ``dims_mapping`` (per
 tensor dim, the mesh axis it is split over, or -1) and ``partial`` (mesh
 axis -> reduce type).  On the rank at mesh coordinate ``c``:

@@ -3,14 +3,14 @@ rank's final program in lock step, K training steps.
 
 Inputs are the relation's inputs: the serial parameters are seeded global
 values (``inputs.param_value``), each rank's initial parameter is the slice
-of the serial one its placement names (``verify/placements.input_piece``);
+of the serial one its placement names (``verify/numeric/placements.input_piece``);
 the serial feeds are seeded global batches, each rank is fed its slice
 (a DP rank its rows of the batch).  The ranks' own startup programs run
 first (they initialise optimizer states and the learning rate); their
 random parameter draws are then overwritten with the slices.
 
 Compared after every step, each through its placement in the rank's final
-program (``verify/placements.py``): the loss, every parameter after the
+program (``verify/numeric/placements.py``): the loss, every parameter after the
 update, every gradient the optimizer reads (pieces along ``Shard(d)``,
 equal along ``Replicate``, reduced along ``Partial``), with the dtype- and
 depth-derived tolerances of ``compare.py``.  Where a rank differs, the
