@@ -66,9 +66,9 @@ class PlannerAdapter(PirPassAdapter):
         params = getattr(case, "params", None) or {}
         if params.get("planner"):
             return True
-        d = params.get("dir")
-        return bool(d) and case.family == "program_dir" and any(
-            (Path(d) / f"rank{r}" / "planner.json").is_file() for r in case.ranks)
+        d = params.get("dir")  # a program dir (or a family's) with the planner's records
+        return bool(d) and any((Path(d) / f"rank{r}" / "planner.json").is_file()
+                               for r in case.ranks)
 
     def attrs(self, case, rp) -> dict:
         return {}
