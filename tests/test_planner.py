@@ -179,3 +179,25 @@ def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
     app = _apply("planner_tp2", ["pir_pass.py"], monkeypatch)
     cex = _caught(app, "partition")
     assert cex["first_divergence"]["op_type"] in ("pd_op.add", "pd_op.layer_norm_grad")
+
+
+def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
+    from verify.ir.paddle_overlay import (OverlayError, command_flags, install, module_of,
+                                          source_label)
+
+    mod, path = module_of(str(MUTANTS / "s_to_r_reshard_func.py"))  # by its file name
+    assert mod == "paddle.distributed.auto_parallel.static.reshard_funcs.s_to_r_reshard_func"
+    tree = tmp_path / "Paddle" / "python" / "paddle" / "distributed" / "auto_parallel"
+    tree.mkdir(parents=True)
+    (tree / "api.py").write_text("")  # as it sits in Paddle's source tree
+    assert module_of(str(tree / "api.py"))[0] == "paddle.distributed.auto_parallel.api"
+    with pytest.raises(OverlayError):
+        module_of(str(tmp_path / "missing.py"))
+    (tmp_path / "__init__.py").write_text("")
+    with pytest.raises(OverlayError):  # many installed modules have that name
+        module_of(str(tmp_path / "__init__.py"))
+    with pytest.raises(OverlayError):  # paddle is imported in this process already
+        install({"paddle": path})
+    label = source_label({mod: path})
+    assert command_flags(label) == f" --paddle-file {path}"
+    assert command_flags("installed") == "" and command_flags("/x/p.py") == " --pass-file /x/p.py"

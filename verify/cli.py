@@ -198,13 +198,14 @@ def cmd_run(args, out=sys.stdout) -> int:
                 raise UsageError(f"{args.pass_file} registers {sorted(loaded.registered)}, "
                                  "none of which has an adapter in passes/")
     if getattr(args, "paddle_files", None):
-        from .ir.paddle_overlay import OverlayError, export
+        from .ir.paddle_overlay import OverlayError, source_label
+        from .premerge.paddle_files import export
 
         try:
             table = export(args.paddle_files)
         except OverlayError as exc:
             raise UsageError(str(exc)) from None
-        source = "paddle-file: " + ", ".join(f"{m}={p}" for m, p in sorted(table.items()))
+        source = source_label(table)
     report_dir = args.report_dir or os.path.join(
         "reports", time.strftime("run-%Y%m%d-%H%M%S"))
     try:

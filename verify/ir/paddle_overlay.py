@@ -131,3 +131,24 @@ def fingerprint() -> str:
         h.update(mod.encode())
         h.update(Path(table[mod]).read_bytes())
     return h.hexdigest()[:12]
+
+
+SOURCE_PREFIX = "paddle-file: "
+
+
+def source_label(table: dict) -> str:
+    """An application's ``source`` under an overlay: ``paddle-file: MOD=PATH, ...``."""
+    return SOURCE_PREFIX + ", ".join(f"{m}={p}" for m, p in sorted(table.items()))
+
+
+def command_flags(source: str) -> str:
+    """The command-line flags that give a run this ``source`` again:
+    ``--paddle-file PATH`` per overlaid module, or ``--pass-file PATH``."""
+    import shlex
+
+    if not source or source == "installed":
+        return ""
+    if source.startswith(SOURCE_PREFIX):
+        return "".join(f" --paddle-file {shlex.quote(item.partition('=')[2])}"
+                       for item in source[len(SOURCE_PREFIX):].split(", "))
+    return f" --pass-file {shlex.quote(source)}"
