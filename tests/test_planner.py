@@ -84,11 +84,21 @@ def _apply(case_name, overlay=None, monkeypatch=None):
     from passes.planner import ADAPTER
     from verify.engine.application import run_application
 
-    if overlay:
-        from verify.ir.paddle_overlay import ENV, module_of
+    if overlay:  # as --paddle-file does: the premerge overlay, for the processes started
+        import tempfile
 
-        monkeypatch.setenv(ENV, json.dumps(dict(module_of(str(MUTANTS / f))
-                                                for f in overlay)))
+        from verify.ir.paddle_overlay import installed_rel, installed_root, module_of
+        from verify.premerge import overlay as ov
+
+        files = {}
+        for f in overlay:
+            mod, path = module_of(str(MUTANTS / f))
+            files[installed_rel(mod)] = Path(path).read_text()
+        manifest = ov.write(tempfile.mkdtemp(prefix="planner-mutant-"), files,
+                            installed_root())
+        env = ov.child_env(manifest)
+        monkeypatch.setenv(ov.ENV, env[ov.ENV])
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
     case = cases.all_cases()[case_name]
     return run_application(ADAPTER, case, numeric=lambda *a: [])
 
@@ -182,7 +192,7 @@ def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
 
 
 def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
-    from verify.ir.paddle_overlay import (OverlayError, command_flags, install, module_of,
+    from verify.ir.paddle_overlay import (OverlayError, command_flags, module_of,
                                           source_label)
 
     mod, path = module_of(str(MUTANTS / "s_to_r_reshard_func.py"))  # by its file name
@@ -196,8 +206,6 @@ def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
     (tmp_path / "__init__.py").write_text("")
     with pytest.raises(OverlayError):  # many installed modules have that name
         module_of(str(tmp_path / "__init__.py"))
-    with pytest.raises(OverlayError):  # paddle is imported in this process already
-        install({"paddle": path})
     label = source_label({mod: path})
     assert command_flags(label) == f" --paddle-file {path}"
     assert command_flags("installed") == "" and command_flags("/x/p.py") == " --pass-file /x/p.py"

@@ -84,7 +84,7 @@ def _parser():
                      metavar="PATH",
                      help="a changed module of Paddle's Python source (e.g. a reshard "
                           "function), loaded in place of the installed one in every "
-                          "process the run starts (verify/ir/paddle_overlay.py; repeatable)")
+                          "process the run starts (the premerge overlay; repeatable)")
     run.add_argument("--report-dir", metavar="DIR", default=None,
                      help="where report.json goes (default reports/run-<time>)")
     run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],

@@ -29,7 +29,7 @@ def pytest_addoption(parser):
                     default=[], metavar="PATH",
                     help="a changed module of Paddle's Python source, loaded in place of "
                          "the installed one in every process the gate starts "
-                         "(verify/ir/paddle_overlay.py; repeatable)")
+                         "(the premerge overlay, verify/premerge/paddle_files.py; repeatable)")
     group.addoption("--case-file", dest="verify_case_files", action="append", default=[],
                     metavar="PATH",
                     help="a Python file defining CASES with the public case API "
@@ -85,7 +85,7 @@ def pytest_configure(config):
         memory_mb=config.getoption("verify_memory", default=None))
     overlay = config.getoption("verify_paddle_files", default=None) or []
     if overlay:
-        from verify.ir.paddle_overlay import export
+        from verify.premerge.paddle_files import export
 
         export(overlay)  # the processes the gate starts load them
     path = config.getoption("--pass-file", default=None)

@@ -38,11 +38,6 @@ import warnings  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*ccache.*")
 
-# A user's changed Paddle module (--paddle-file), before Paddle is imported.
-from verify.ir.paddle_overlay import install_from_env  # noqa: E402
-
-install_from_env()
-
 import paddle  # noqa: E402
 from paddle.base import core, framework  # noqa: E402
 from paddle.base.proto import framework_pb2  # noqa: E402

@@ -3,15 +3,14 @@
 A file of Paddle's Python source tree (e.g. a reshard function,
 ``python/paddle/distributed/auto_parallel/static/reshard_funcs/s_to_r_reshard_func.py``,
 or ``.../static/pir_pass.py``) is loaded *in place of* the installed module of
-the same dotted name, with its relative imports resolved inside the
-installed package, in every process of the run that imports Paddle after
-the overlay is known: the run exports it in the environment
-(``VERIFY_PADDLE_FILES``, JSON ``{module: path}``) and the
-processes the run starts (planning subprocesses, isolation workers, rank
-workers) install it before they import Paddle (:func:`install_from_env`,
-called from ``verify/ir/legacy_ir.py`` and ``verify/plan/pir_rank.py``).  Installed
-files are never edited: an import hook (a ``sys.meta_path`` finder) serves
-the user's file for that one module name.
+the same dotted name in every process the run starts, through the overlay
+of ``verify premerge`` (``verify/premerge/overlay.py``: a manifest named by
+``VERIFY_PADDLE_OVERLAY``, installed at interpreter start by the boot
+``sitecustomize`` on ``PYTHONPATH``).  This module only resolves which
+installed module a file replaces, and keys caches and commands by the
+overlay; the command line (``verify/cli.py``, the gate's conftest) writes
+the manifest and exports it to the processes it starts.  Installed files
+are never edited.
 
 Which module a file replaces: the path after its last ``paddle/`` directory
 when that names an installed module (``.../python/paddle/a/b.py`` ->
@@ -20,14 +19,12 @@ when that names an installed module (``.../python/paddle/a/b.py`` ->
 """
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
-ENV = "VERIFY_PADDLE_FILES"  # not PADDLE_*: the planners drop those
+ENV = "VERIFY_PADDLE_OVERLAY"  # the manifest (verify/premerge/overlay.py)
 
 
 class OverlayError(Exception):
@@ -69,67 +66,34 @@ def module_of(path: str) -> tuple:
     return ".".join(("paddle",) + rel.with_suffix("").parts), p
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, table: dict):
-        self.table = dict(table)
-
-    def find_spec(self, fullname, path=None, target=None):
-        src = self.table.get(fullname)
-        if src is None:
-            return None
-        return importlib.util.spec_from_file_location(fullname, src)
+def installed_rel(module: str) -> str:
+    """``paddle.a.b`` -> ``paddle/a/b.py`` (the path an overlay stores it at)."""
+    return module.replace(".", "/") + ".py"
 
 
-def install(table: dict) -> None:
-    """Serve ``{module: path}`` from now on in this process (a module Paddle
-    imported already is not replaced: call before importing Paddle)."""
-    if not table:
-        return
-    late = [m for m in table if m in sys.modules]
-    if late:
-        raise OverlayError(f"{late[0]} was imported before the overlay was installed")
-    for f in sys.meta_path:
-        if isinstance(f, _Finder):
-            f.table.update(table)
-            return
-    sys.meta_path.insert(0, _Finder(table))
-
-
-def export(paths) -> dict:
-    """Resolve ``paths`` and put them in the environment for child processes;
-    the ``{module: path}`` table."""
-    table = dict(module_of(p) for p in paths)
-    if table:
-        os.environ[ENV] = json.dumps(table, sort_keys=True)
-    return table
-
-
-def from_env() -> dict:
-    try:
-        return json.loads(os.environ.get(ENV) or "{}")
-    except ValueError:
-        return {}
-
-
-def install_from_env() -> dict:
-    """:func:`install` what the environment names (no-op when nothing)."""
-    table = from_env()
-    install(table)
-    return table
+def installed_root() -> str:
+    """The directory holding the installed ``paddle`` package."""
+    return str(_paddle_root().parent)
 
 
 def fingerprint() -> str:
-    """A hash of the overlay files' contents ("" without overlay): plans made
-    under an overlay are cached apart."""
+    """A hash of the overlaid modules' names and contents ("" without an
+    overlay): plans made under an overlay are cached apart."""
     import hashlib
 
-    table = from_env()
-    if not table:
+    path = os.environ.get(ENV)
+    if not path:
         return ""
+    try:
+        manifest = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return "unreadable-overlay"
     h = hashlib.sha256()
-    for mod in sorted(table):
+    for mod in sorted(manifest.get("modules", {})):
         h.update(mod.encode())
-        h.update(Path(table[mod]).read_bytes())
+        h.update(Path(manifest["modules"][mod]).read_bytes())
+    for mod in sorted(manifest.get("deleted", [])):
+        h.update(b"-" + mod.encode())
     return h.hexdigest()[:12]
 
 

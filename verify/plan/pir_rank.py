@@ -241,9 +241,6 @@ def _main(argv) -> int:
     if os.environ.get("PADDLE_TRAINER_ID") != str(a.rank):
         print("run through `python -m verify plan --ir pir`", file=sys.stderr)
         return 2
-    from verify.ir.paddle_overlay import install_from_env
-
-    install_from_env()  # a user's changed Paddle module (--paddle-file), before Paddle
     t = time.time()
     _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
     print(f"rank {a.rank} planned (PIR) in {time.time() - t:.1f}s")

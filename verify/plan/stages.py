@@ -6,7 +6,7 @@ imported into ``paddle.distributed.auto_parallel.static.engine``;
 ``paddle.base.libpaddle.pir``, which the engine looks up at call time) to
 wrappers that record the program after each stage.  Nothing installed is
 edited: the wrappers call the installed functions, in the planning process
-only, and a user's changed planner module (``verify/ir/paddle_overlay.py``)
+only, and a user's changed planner module (the overlay, ``verify/premerge/overlay.py``)
 is what they call when one is given.
 
 Stages recorded, in order (the main program only; the startup program's
