@@ -57,6 +57,7 @@ def planner_dir(case):
 class PlannerAdapter(PirPassAdapter):
     name = "planner"
     short = "planner"
+    planner_family = True  # verify premerge runs it when planning code changed
     repro_blocker = ("not one pass but Paddle's planner run in the planning process; "
                      "the program dir holds every stage's program and the serial program")
 
