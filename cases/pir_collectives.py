@@ -354,6 +354,16 @@ CASES = [
                                  "all_gather + split_with_num + concat (a p->s reshard is a "
                                  "reduce_scatter already): no split_with_num + builtin.slice "
                                  "after an all-reduce, so the pass cannot fire; left alone, "
-                                 "proved and simulated")},
-            params={"only_pass": PASS}),
+                                 "proved and simulated"),
+                    "planner": Expect(True, "EQUIVALENT",
+                                      "the planner itself (passes/planner.py): r_to_s "
+                                      "(pd_op.slice along the sequence dim) and s_to_r "
+                                      "(all_gather + split + concat) keep every rank's "
+                                      "piece the serial value's slice; every stage holds "
+                                      "def-use, the serial run and the ranks agree for 3 "
+                                      "steps")},
+            # the planner family reads its stage records from a plan of the same model
+            # (cases/planner_models.py), the other passes the plan above
+            params={"only_pass": PASS, "planner": "cases.planner_models:planned_dir",
+                    "model": "row_sp_pir.py", "mesh": [0, 1]}),
 ]

@@ -80,6 +80,11 @@ def _parser():
                           "in verify/plan/program_format.py) as one more case (repeatable)")
     run.add_argument("--pass-file", metavar="PATH",
                      help="load the pass from this source file instead of the installed Paddle")
+    run.add_argument("--paddle-file", dest="paddle_files", action="append", default=[],
+                     metavar="PATH",
+                     help="a changed module of Paddle's Python source (e.g. a reshard "
+                          "function), loaded in place of the installed one in every "
+                          "process the run starts (the premerge overlay; repeatable)")
     run.add_argument("--report-dir", metavar="DIR", default=None,
                      help="where report.json goes (default reports/run-<time>)")
     run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],
@@ -196,6 +201,15 @@ def cmd_run(args, out=sys.stdout) -> int:
         if why:
             loaded.restore()
             raise UsageError(why)
+    if getattr(args, "paddle_files", None):
+        from .ir.paddle_overlay import OverlayError, source_label
+        from .premerge.paddle_files import export
+
+        try:
+            table = export(args.paddle_files)
+        except OverlayError as exc:
+            raise UsageError(str(exc)) from None
+        source = source_label(table)
     report_dir = args.report_dir or os.path.join(
         "reports", time.strftime("run-%Y%m%d-%H%M%S"))
     try:

@@ -25,6 +25,11 @@ def pytest_addoption(parser):
     group.addoption("--pass-file", default=None, metavar="PATH",
                     help="verify the pass defined in this source file instead of "
                          "the installed one (pre-merge use)")
+    group.addoption("--paddle-file", dest="verify_paddle_files", action="append",
+                    default=[], metavar="PATH",
+                    help="a changed module of Paddle's Python source, loaded in place of "
+                         "the installed one in every process the gate starts "
+                         "(the premerge overlay, verify/premerge/paddle_files.py; repeatable)")
     group.addoption("--case-file", dest="verify_case_files", action="append", default=[],
                     metavar="PATH",
                     help="a Python file defining CASES with the public case API "
@@ -78,6 +83,11 @@ def pytest_configure(config):
         enabled=False if config.getoption("verify_no_isolation", default=False) else None,
         timeout=config.getoption("verify_timeout", default=None),
         memory_mb=config.getoption("verify_memory", default=None))
+    overlay = config.getoption("verify_paddle_files", default=None) or []
+    if overlay:
+        from verify.premerge.paddle_files import export
+
+        export(overlay)  # the processes the gate starts load them
     path = config.getoption("--pass-file", default=None)
     if path:
         from passes.base import pass_file_refusal

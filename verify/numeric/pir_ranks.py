@@ -14,7 +14,10 @@ _perform``: sum/max/min/prod/avg all-reduce, reduce-scatter and all-gather
 along dim 0, broadcast) over the case's rings.  A stage re-runs the ops
 before its collective: fine for pure ops, wrong for state, so a program with
 an in-place write to a persistable value (an optimizer update) before its
-last collective is refused (``BackendError``), never run.
+last collective is refused (``BackendError``), never run -- unless the caller
+asks for ``restore_state``: then every stage starts from the step's saved
+persistable state (parameters, optimizer states), so the re-run prefix
+computes the same values and only the last stage's updates remain.
 
 Limits, stated: startup programs must hold no collective; nested blocks are
 not cut (a collective inside one is not found).
@@ -99,7 +102,7 @@ class _PirRank:
     """One rank: its stages, scope, and the values exchanged at collectives
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
-    def __init__(self, rank, exported, params, feeds, watch, where):
+    def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
@@ -115,7 +118,16 @@ class _PirRank:
             if ops[i].num_operands() != 1 or ops[i].num_results() != 1:
                 raise BackendError(f"{where}: rank {rank} op {i} ({ops[i].name()}) is not "
                                    "a one-in one-out collective", rank)
-        _refuse_state_before_cut(main, self.cut_ops, where, rank)
+        # restore_state: every stage starts from the step's persistable state
+        # (parameters, optimizer states), so an in-place update before a cut
+        # that a stage re-runs is applied once, by the stage that keeps it
+        self.restore_state = restore_state
+        self.state_names = [op.attrs()["parameter_name"] if op.name() == "builtin.parameter"
+                            else op.attrs()["name"] for op in ops
+                            if op.name() in ("builtin.parameter", "pd_op.data")
+                            and getattr(op.result(0), "persistable", False)]
+        if not restore_state:
+            _refuse_state_before_cut(main, self.cut_ops, where, rank)
         if any(communicates(op.name()) for op in startup.global_block().ops):
             raise BackendError(f"{where}: rank {rank}'s startup program holds a collective "
                                "(not simulated for PIR programs)", rank)
@@ -141,6 +153,16 @@ class _PirRank:
 
     def start(self, step: int):
         self.values, self.result, self.pos, self.step = {}, None, 0, step
+        if self.restore_state:
+            self.saved = {}
+            for n in self.state_names:
+                var = self.scope.find_var(n)
+                if var is not None and var.get_tensor()._is_initialized():
+                    self.saved[n] = np.array(var.get_tensor())
+
+    def _restore(self):
+        for n, value in self.saved.items():
+            self.scope.var(n).get_tensor().set(value.copy(), self.place)
 
     def get(self, name):
         return self.values.get(name)
@@ -154,6 +176,8 @@ class _PirRank:
         import paddle
 
         prog, fetch, feed_names = self.stages[self.pos]
+        if self.restore_state and self.pos > 0:
+            self._restore()
         feed = {**self.feeds[self.step], **self.values}
         feed = {n: feed[n] for n in feed_names if n in feed}
         with paddle.static.scope_guard(self.scope):
@@ -166,7 +190,8 @@ class _PirRank:
         return None
 
 
-def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator"):
+def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
+                       restore_state: bool = False):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
     "params": {name: array}, "feeds": [{name: array}] per step, "watch"}}``
     (see :func:`verify.numeric.pir_runner.run_ranks`)."""
@@ -176,7 +201,8 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
 
     with paddle.pir_utils.IrGuard():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
-                                   d["watch"], where) for r, d in sorted(ranks.items())}
+                                   d["watch"], where, restore_state)
+                  for r, d in sorted(ranks.items())}
         out = {r: [] for r in states}
         for k in range(steps):
             for st in states.values():

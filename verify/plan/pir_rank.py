@@ -79,7 +79,27 @@ def _loader(model, batch: int, mesh):
 
     loader = paddle.io.DataLoader(Samples(), batch_size=batch, shuffle=False)
     shard_dims = "dp" if "dp" in mesh.dim_names else None
+    _numpy2_process_mesh_rank()
     return dist.shard_dataloader(loader, meshes=[mesh], shard_dims=shard_dims)
+
+
+def _numpy2_process_mesh_rank() -> None:
+    """3.3.1's ``ProcessMesh.get_rank_by_dim_and_process_id`` (which
+    ``shard_dataloader`` calls for a ``dp`` dim) does ``int(np.where(...)[i])``
+    on a 1-element array, an error since NumPy 2.4 ("only 0-dimensional arrays
+    can be converted to Python scalars"): every DP plan fails there.  The
+    planning process gets the same lookup with the element taken first; the
+    planner's own stages are untouched."""
+    import numpy as np
+    from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
+
+    def get_rank_by_dim_and_process_id(self, dim, process_id):
+        if dim is None:
+            return 0
+        name = self._dim_names[dim] if isinstance(dim, int) else dim
+        return int(np.where(self._mesh == process_id)[self._dim_names.index(name)][0])
+
+    ProcessMesh.get_rank_by_dim_and_process_id = get_rank_by_dim_and_process_id
 
 
 def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
@@ -95,9 +115,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
     from verify.plan.program_format import FORMAT, VERSION
 
+    from verify.plan import stages as planner_capture
+
     # Plan without running: no communicators, no startup run.
     Engine._init_comm = lambda self: None
     Engine._initialize = lambda self, *a, **k: None
+    # Record the program after every planner stage (verify/plan/stages.py).
+    capture = planner_capture.Capture()
+    planner_capture.install(capture)
+    planner_capture.install_engine_hook(capture)
     paddle.seed(SEED)
     names_ = ["mp"] if np.array(mesh).ndim == 1 else ["dp", "mp"]
     pmesh = dist.ProcessMesh(mesh, dim_names=names_)
@@ -105,8 +131,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     batch = int(getattr(model, "BATCH", 2))
     layer = model.build_model(pmesh)
     opt = model.optimizer(layer.parameters())
+    if hasattr(model, "wrap_optimizer"):  # e.g. dist.shard_optimizer(opt, ShardingStage1)
+        opt = model.wrap_optimizer(opt, pmesh)
     dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt)
-    dm.train()
+    try:
+        dm.train()
+    except Exception:
+        if any(st["error"] for st in capture.stages):  # a planner stage raised
+            planner_capture.write(capture, out_dir)
+        raise
     engine = dm._engine
     main = engine._pir_dense_main_progs["train"]
     startup = engine._pir_dist_startup_progs["train"]
@@ -142,6 +175,8 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         "counter": exported["counter"],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
+    with paddle.pir_utils.IrGuard():
+        planner_capture.write(capture, out_dir, main, names)
     (out_dir / "main.json").write_bytes(exported["main"])
     (out_dir / "startup.json").write_bytes(exported["startup"])
     (out_dir / "names.json").write_text(json.dumps(exported["names"]))

@@ -4,7 +4,7 @@
 own script may write one too.  ``python -m verify run --program-dir DIR``
 (or ``--case-file DIR``) applies every pass to it with every check.
 
-Format ``paddle-pass-verify/program-dir``, version 1
+Format ``paddle-pass-verify/program-dir``, version 2
 ----------------------------------------------------
 ::
 
@@ -43,6 +43,31 @@ has ``"ir": "pir"`` in ``plan.json`` and per rank ``main.json`` /
 result index) and ``meta.json`` (feeds, loss and fetches by value name,
 process groups, ``counter``); PIR programs carry their dist attrs themselves.
 
+Version 2 (PIR dirs planned since the planner family, ``passes/planner.py``)
+adds the planner's own records per rank; a reader of version 2 reads version
+1 dirs unchanged (they have no planner records, and the planner family does
+not pair with them)::
+
+    DIR/rank<R>/planner.json      {"stages": [{"stage", "error" (traceback |
+                                  null), "snapshot": "stages/<i>_<stage>.json",
+                                  "shapes": "global" | "local", "ops"}],
+                                  "not_run": [stage, ...], "serial_error",
+                                  "serial_relation" / "relation": {"params":
+                                  {name: {"param", "grad" (value names),
+                                  "placement", "grad_placement", "shape",
+                                  "dtype", "optimizer"}}, "parameters", "feeds",
+                                  "loss", "loss_placement"} of the serial and
+                                  the final program, "final_ops": [per op of
+                                  the final program: type, origin stage, serial
+                                  op, results, placements, serial value names,
+                                  operands]}
+    DIR/rank<R>/stages/*.json     each stage's program (suite snapshot form)
+    DIR/rank<R>/serial.json       the serial program made executable on
+                                  global tensors (PIR serialization + names)
+
+A placement is ``{"process_ids", "mesh_shape", "dims_mapping", "partial":
+{mesh axis: "SUM" | "AVG" | "MAX" | ...}}`` (``verify/plan/stages.py``).
+
 Dist attrs are recorded beside the descs because the 3.3.1 protos carry
 none.  A var without a record is replicated on the default mesh; an op with
 ``"mesh": null`` gets no dist attr.  Readers refuse another ``format`` or a
@@ -55,7 +80,7 @@ import os
 from pathlib import Path
 
 FORMAT = "paddle-pass-verify/program-dir"
-VERSION = 1
+VERSION = 2  # 2: PIR dirs may hold the planner's stage records (above); 1 still read
 
 
 class ProgramDirError(Exception):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shlex
 
+from verify.ir.paddle_overlay import command_flags
+
 
 def fmt(value) -> str:
     """A short, readable rendering of a report value (numbers to 6 digits)."""
@@ -23,9 +25,7 @@ def repro_command(app: dict) -> str:
     """The command that reproduces this one application."""
     cmd = (f"python -m verify run --pass {shlex.quote(str(app.get('pass', '')))} "
            f"--case {shlex.quote(str(app.get('case', '')))}")
-    source = app.get("source") or "installed"
-    if source != "installed":
-        cmd += f" --pass-file {shlex.quote(str(source))}"
+    cmd += command_flags(str(app.get("source") or "installed"))
     if app.get("case_file"):
         cmd += f" --case-file {shlex.quote(str(app['case_file']))}"
     return cmd

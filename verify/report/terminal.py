@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from verify.engine.baseline import classify
+from verify.ir.paddle_overlay import command_flags
 from verify.engine.console import console_for, verdict_style
 from verify.report.write import summarize
 from verify.verdicts import SHOWN as VERDICTS
@@ -53,8 +54,7 @@ def print_summary(apps, path, seconds, out) -> None:
             if c.counterexample:
                 console.print(f"      counterexample: {c.counterexample}")
         console.print(f"    reproduce: python -m verify run --pass {a.pass_name} "
-                      f"--case {a.case_name}" + (f" --pass-file {a.source}"
-                                                 if a.source != "installed" else "")
+                      f"--case {a.case_name}" + command_flags(a.source)
                       + (f" --case-file {a.case_file}" if a.case_file else ""),
                       style="cyan")
     console.print(summary_table(apps, styled=console.is_terminal))

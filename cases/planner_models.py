@@ -1,0 +1,184 @@
+"""Models planned by Paddle's PIR planner, for the ``planner`` family
+(``passes/planner.py``): the serial program against every rank's program.
+
+Each case plans a model file of ``examples/`` with ``dist.to_static`` for
+every rank of its mesh (one fresh subprocess per rank,
+``python -m verify.plan.pir_rank``, whose planning process records every planner
+stage: ``verify/plan/stages.py``) on first use, cached under
+``$PADDLE_PASS_VERIFY_CACHE`` (default ``~/.cache/paddle-pass-verify``)
+``/planner/<paddle version>-<commit>/<key>``; the key hashes the model
+files, the mesh, every planning module's source (``verify/plan/*.py``) and
+the snapshot's, and the ``--paddle-file`` overlay (a changed Paddle module plans apart).
+Concurrent builders (pytest -n) wait on a lock file.
+
+Beyond tensor parallelism: DP (replicated parameters, the batch split over
+``dp``: the gradients are Partial over ``dp`` and all-reduced), DP x TP, a
+sharded optimizer (``dist.shard_optimizer`` with ``ShardingStage1``), and a
+mesh whose process ids are not 0..n-1 (ranks 2 and 3 of a job of 4).
+Sequence-parallel reshards (s_to_r / r_to_s along the sequence dim) are
+``planned_row_sp_pir`` of ``cases/pir_collectives.py``, whose planner
+records come from here too (:func:`planned_dir` on its model).
+
+A planning rank that raises inside a planner stage still leaves its stage
+records (``rank<R>/planner.json``): the planner application reports that
+stage PASS_CRASHED; a rank that fails elsewhere fails the build.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .base import Case, Expect
+
+_REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = _REPO / "examples"
+PLANNER = "planner"
+
+
+def cache_root() -> Path:
+    from cases.engine_planned import _paddle_tag
+
+    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify"
+    return root / "planner" / _paddle_tag()
+
+
+def plan_key(params: dict) -> str:
+    from verify.ir.paddle_overlay import fingerprint
+
+    h = hashlib.sha256(json.dumps({"model": params["model"], "mesh": params["mesh"]},
+                                  sort_keys=True).encode())
+    for name in [params["model"]] + list(params.get("uses", [])):
+        h.update((EXAMPLES / name).read_bytes())
+    from verify.plan import source_digest_parts
+
+    for part in source_digest_parts():  # every planning module (stages.py included)
+        h.update(part)
+    h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
+    h.update(fingerprint().encode())
+    return h.hexdigest()[:16]
+
+
+def _ids(mesh) -> list:
+    return sorted(int(r) for r in np.array(mesh).flatten())
+
+
+def _complete(folder: Path, mesh) -> bool:
+    return (folder / "plan.json").is_file() and all(
+        (folder / f"rank{r}" / "planner.json").is_file() for r in _ids(mesh))
+
+
+def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) -> Path:
+    """Plan ``model`` for every rank of ``mesh`` into ``out`` (see the module
+    docstring); RuntimeError naming the rank when one fails outside a stage."""
+    from verify.plan import pir_rank as pir_plan
+    from verify.plan.program_format import FORMAT, VERSION, write_plan_json
+
+    ids = _ids(mesh)
+    world = max(ids) + 1
+    procs = {r: subprocess.Popen(pir_plan.command(r, str(model), mesh, out / f"rank{r}"),
+                                 cwd=str(_REPO), env=pir_plan.plan_env(r, world, _REPO),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in ids}
+    failed = {}
+    for r, p in procs.items():
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise RuntimeError(f"case {name}: rank {r} planning timed out after {timeout:g} s")
+        if p.returncode != 0:
+            lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
+            failed[r] = lines[-1] if lines else f"exit {p.returncode}"
+    lost = [r for r in failed if not (out / f"rank{r}" / "planner.json").is_file()]
+    if lost:
+        raise RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
+                           f"planner's stages: {failed[lost[0]]}")
+    if failed:  # a stage raised: the records say which; no programs to run
+        (out / "plan.json").write_text(json.dumps({
+            "format": FORMAT, "version": VERSION, "name": name, "mesh": mesh, "rings": {},
+            "ir": "pir", "planner_failed": {str(r): m for r, m in failed.items()}},
+            indent=1, sort_keys=True))
+    else:
+        write_plan_json(out, name=name, mesh=mesh, model=str(model), ir="pir")
+    return out
+
+
+def planned_dir(case) -> Path:
+    """The planned program dir of ``case`` (params ``model``, ``mesh``),
+    planning it once."""
+    params = case.params
+    final = cache_root() / plan_key(params)
+    if _complete(final, params["mesh"]):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f"{final.name}.lock", "w") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:
+            pass
+        if _complete(final, params["mesh"]):
+            return final
+        shutil.rmtree(final, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=final.parent))
+        try:
+            plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name)
+            os.rename(tmp / "dir", final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def build(case, rank: int):
+    """A rank's final PIR program (``program_dir.build_pir``), for the other
+    checks and tools; the planner application reads the records itself."""
+    import dataclasses
+
+    from cases.program_dirs import build_pir
+
+    return build_pir(dataclasses.replace(case, params={**case.params,
+                                                       "dir": str(planned_dir(case))}), rank)
+
+
+def _case(name, summary, model, mesh, expect, uses=()):
+    return Case(name=name, family="planner_models", summary=summary, mesh=mesh,
+                builder=build, expect={PLANNER: expect}, ir="pir",
+                params={"model": model, "mesh": mesh, "uses": list(uses),
+                        "planner": "cases.planner_models:planned_dir",
+                        "only_pass": PLANNER},
+                gloo_unfaithful="the planner relation runs the ranks in the PIR simulator")
+
+
+_HOLDS = ("every stage's program holds def-use (shapes where rules exist), every rank "
+          "plans from one serial program, the parameters are the slices their "
+          "placements name, and the serial run and the ranks in lock step agree on the "
+          "loss, every gradient and every updated parameter for 3 steps")
+
+CASES = [
+    _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
+          "row-parallel linear; p_to_r all-reduces of the partial sums)",
+          "tiny_mlp_pir.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_dp2", "examples/planner_dp_mlp.py planned for DP2 (mesh 2x1, every "
+          "parameter replicated, the batch split over dp: Partial gradients all-reduced)",
+          "planner_dp_mlp.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_dp2_tp2", "examples/tiny_mlp_pir.py planned for DP2 x TP2 (mesh "
+          "[[0, 1], [2, 3]]: TP partial sums within a row, DP gradients across rows)",
+          "tiny_mlp_pir.py", [[0, 1], [2, 3]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_shard_opt_dp2", "examples/planner_shard_opt.py: AdamW wrapped by "
+          "dist.shard_optimizer(ShardingStage1('dp')) planned for DP2 (mesh 2x1)",
+          "planner_shard_opt.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["planner_dp_mlp.py"]),
+    _case("planner_tp2_ids23", "examples/tiny_mlp_pir.py planned on the mesh [2, 3]: "
+          "ranks 2 and 3 of a job of 4 (process ids not 0..n-1)",
+          "tiny_mlp_pir.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),
+]

@@ -1,0 +1,406 @@
+"""Paddle's PIR planner itself, checked: the serial program against every
+rank's program, stage by stage (``Engine._parallel_pir``, 3.3.1).
+
+Not one pass: the application is the planner's run on a case planned by
+Paddle (a PIR program dir with the stage records ``verify/plan/stages.py``
+writes: ``rank<R>/planner.json``, ``rank<R>/stages/``, ``rank<R>/serial.json``).
+Its checks:
+
+* per stage and rank, named ``after <stage>`` (serial, partition, reshard,
+  remove, dist2dense, remove_comm): a stage that raised is PASS_CRASHED with
+  its traceback and the stages after it are INCONCLUSIVE "not run"; else the
+  shape check and the def-use check of ``verify/checks`` on that stage's
+  program against the one before (verify-each). A shape check that cannot
+  decide (an op without a shape rule) is reported, advisory: the relation
+  below decides the values;
+* ``serial program``: every rank planned from the same serial program;
+* ``parameter shapes``: each rank's parameter (local shape, dtype) is the
+  slice its placement names of the serial parameter;
+* ``planner relation`` (numeric, ``verify/numeric/planner_runs.py``): the
+  serial program on one process against the ranks' final programs in lock
+  step, K steps, the loss, every gradient and every updated parameter
+  related through placements; a difference names the rank, value, step,
+  index and the stage whose op it first comes from.
+
+The value proof of the relation is not built here (``verify/value`` proves
+original == rewritten per rank; relating a global serial term to the
+ranks' pieces needs slice/concat terms it does not have yet): the
+application says so in its notes, and its numeric relation decides.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+
+from verify.verdicts import CheckResult, Verdict, combine
+
+from .base import PirPassAdapter
+
+STEPS = 3
+
+
+def planner_dir(case):
+    """The program dir holding ``case``'s planner records, planning it if its
+    case plans lazily (``params["planner"] = "module:function"``), else
+    ``params["dir"]``; None when the case has none."""
+    params = getattr(case, "params", None) or {}
+    if params.get("planner"):
+        mod, fn = params["planner"].split(":")
+        return Path(getattr(importlib.import_module(mod), fn)(case))
+    if params.get("dir"):
+        return Path(params["dir"])
+    return None
+
+
+class PlannerAdapter(PirPassAdapter):
+    name = "planner"
+    short = "planner"
+    planner_family = True  # verify premerge runs it when planning code changed
+    repro_blocker = ("not one pass but Paddle's planner run in the planning process; "
+                     "the program dir holds every stage's program and the serial program")
+
+    def handles(self, case) -> bool:
+        if getattr(case, "ir", "legacy") != "pir":
+            return False
+        params = getattr(case, "params", None) or {}
+        if params.get("planner"):
+            return True
+        d = params.get("dir")  # a program dir (or a family's) with the planner's records
+        return bool(d) and any((Path(d) / f"rank{r}" / "planner.json").is_file()
+                               for r in case.ranks)
+
+    def attrs(self, case, rp) -> dict:
+        return {}
+
+    def pattern_present(self, snap) -> bool:
+        return True  # every planned program is the planner's work
+
+    # -- the application ---------------------------------------------------
+    def whole_application(self, case, numeric: bool) -> dict:
+        """Every check of the planner on ``case`` at once (the engine makes the
+        Application of it): ``{"checks", "outcomes": [(rank, serial snapshot,
+        final snapshot, error)], "notes"}``; ``numeric``: run the relation."""
+        checks, outcomes, notes = [], [], []
+        try:
+            folder = planner_dir(case)
+            records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+                       for r in case.ranks}
+        except Exception as exc:
+            import traceback
+
+            checks.append(CheckResult(
+                "case", "build", None, Verdict.INCONCLUSIVE,
+                f"case {case.name}: the planner's records could not be read: "
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}",
+                details={"traceback": traceback.format_exc()}))
+            return {"checks": checks, "outcomes": outcomes, "notes": notes}
+        checks += stage_checks(case, folder, records, outcomes)
+        checks += serial_checks(case, folder, records)
+        checks += shape_relation_checks(case, records)
+        crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
+        if numeric and not crashed:
+            checks += relation_run(case, folder, records, notes)
+        elif numeric:
+            notes.append("planner relation not run: a planner stage raised")
+        else:  # nothing else decides the values
+            checks.append(CheckResult(
+                "numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                f"planner on {case.name}: the serial-to-ranks relation was not run "
+                "(no numeric backend)"))
+        notes.append("value proof of the planner relation not built: verify/value "
+                     "relates original and rewritten programs of one rank; the "
+                     "serial-to-pieces relation is decided by the numeric run")
+        return {"checks": checks, "outcomes": outcomes, "notes": notes}
+
+
+def _snap(folder, rank, rel):
+    from verify.ir.snapshot import ProgramSnapshot
+
+    return ProgramSnapshot.from_json((folder / f"rank{rank}" / rel).read_text())
+
+
+def stage_checks(case, folder, records, outcomes) -> list:
+    """One result per stage and rank (see the module docstring); appends
+    ``(rank, serial snapshot, final snapshot, error)`` to ``outcomes``."""
+    from verify.checks import CheckContext, def_use, shape_check
+    from verify.verdicts import error_line
+
+    import hashlib
+
+    out = []
+    same = {}  # (previous, this stage's program bytes) -> a rank where it held
+    for r in case.ranks:
+        rec = records[r]
+        prev, first, last = None, None, None
+        prev_key = b""
+        inherited = set()
+        for st in rec["stages"]:
+            name = f"after {st['stage']}"
+            if st.get("error"):
+                out.append(CheckResult(
+                    "pass", name, r, Verdict.PASS_CRASHED,
+                    f"planner stage {st['stage']} raised on case {case.name} rank {r}: "
+                    f"{error_line(st['error'])}",
+                    details={"stage": st["stage"], "traceback": st["error"]}))
+                continue
+            if not st.get("snapshot"):
+                out.append(CheckResult(
+                    "contract", name, r, Verdict.INCONCLUSIVE,
+                    f"stage {st['stage']} on case {case.name} rank {r}: its program could not "
+                    f"be read ({st.get('snapshot_error')})"))
+                continue
+            snap = _snap(folder, r, st["snapshot"])
+            first = first or snap
+            last = snap
+            key = (prev_key, hashlib.sha256((folder / f"rank{r}" / st["snapshot"])
+                                            .read_bytes()).digest())
+            prev_key = key[1]
+            if key in same:  # before partition every rank's program is the same
+                x, tail, seen = same[key]
+                out.append(CheckResult(
+                    "contract", name, r, Verdict.EQUIVALENT,
+                    f"planner stage {st['stage']} on case {case.name} rank {r}: the same "
+                    f"program as rank {x}'s (and after the same one), checked there: {tail}",
+                    details={"stage": st["stage"], "ops": len(snap.ops), "same_as": x}))
+                inherited = seen
+                prev = snap
+                continue
+            ctx = CheckContext(pass_name=f"planner stage {st['stage']}", case_name=case.name,
+                               rank=r, before=prev or snap, after=snap,
+                               symbols=dict(case.symbols))
+            checks = shape_check.run(ctx) + def_use.run(ctx)
+            for c in checks:  # a shape check without a rule cannot decide; values do
+                if c.verdict == Verdict.INCONCLUSIVE and c.kind == "shape":
+                    c.advisory = True
+            seen = {_key(c) for c in checks if not c.ok}
+            own = [c for c in checks if c.ok or _key(c) not in inherited]
+            inherited = seen
+            bad = [c for c in own if not c.ok and not c.advisory]
+            notes = [c.message for c in checks if c.advisory]
+            verdict = combine([c for c in own if not c.advisory]) if any(
+                not c.advisory for c in own) else Verdict.EQUIVALENT
+            msg = (f"planner stage {st['stage']} on case {case.name} rank {r} "
+                   f"({len(snap.ops)} ops, {st.get('shapes', 'global')} shapes): ")
+            tail = "def-use holds" + (", shapes hold" if not notes else
+                                      f"; shapes (advisory): {notes[0]}")
+            msg += bad[0].message if bad else tail
+            if verdict == Verdict.EQUIVALENT:
+                same[key] = (r, tail, seen)
+            out.append(CheckResult("contract", name, r, verdict, msg,
+                                   counterexample=bad[0].counterexample if bad else None,
+                                   details={"stage": st["stage"], "ops": len(snap.ops),
+                                            "checks": [c.to_dict() for c in checks]}))
+            prev = snap
+        for stage in rec.get("not_run", []):
+            out.append(CheckResult(
+                "contract", f"after {stage}", r, Verdict.INCONCLUSIVE,
+                f"planner stage {stage} not run on case {case.name} rank {r}: an earlier "
+                "stage raised", details={"stage": stage, "ran": False}))
+        if first is not None:
+            outcomes.append((r, first, last, next((s["error"] for s in rec["stages"]
+                                                   if s.get("error")), None)))
+    return out
+
+
+def _key(check) -> str:
+    return json.dumps([check.kind, check.name, check.counterexample], sort_keys=True,
+                      default=str)
+
+
+def serial_checks(case, folder, records) -> list:
+    """Every rank planned from one serial program (op types in order)."""
+    seqs = {}
+    for r in case.ranks:
+        st = next((s for s in records[r]["stages"] if s["stage"] == "serial"
+                   and s.get("snapshot")), None)
+        if st is not None:
+            seqs[r] = [op.type for op in _snap(folder, r, st["snapshot"]).ops]
+    if len(seqs) < len(case.ranks):
+        return [CheckResult("contract", "serial program", None, Verdict.INCONCLUSIVE,
+                            f"case {case.name}: the serial program of rank(s) "
+                            f"{sorted(set(case.ranks) - set(seqs))} was not recorded")]
+    r0 = case.ranks[0]
+    for r, seq in seqs.items():
+        if seq != seqs[r0]:
+            i = next((k for k, (a, b) in enumerate(zip(seq, seqs[r0])) if a != b),
+                     min(len(seq), len(seqs[r0])))
+            return [CheckResult("contract", "serial program", r, Verdict.CONTRACT_BROKEN,
+                                f"case {case.name}: rank {r} planned from another serial "
+                                f"program than rank {r0} (op {i})",
+                                counterexample={"rank": r, "op_index": i})]
+    return [CheckResult("contract", "serial program", None, Verdict.EQUIVALENT,
+                        f"case {case.name}: every rank planned from the same serial program "
+                        f"({len(seqs[r0])} ops)")]
+
+
+def shape_relation_checks(case, records) -> list:
+    """Each rank's parameters: local shape and dtype are the slice of the
+    serial parameter its placement names."""
+    import numpy as np
+
+    from verify.numeric.placements import PlacementError, describe, local_piece
+
+    out = []
+    for r in case.ranks:
+        rec = records[r]
+        serial, rel = rec.get("serial_relation"), rec.get("relation")
+        if not serial or not rel:
+            continue
+        bad = None
+        for pname, p in rel["parameters"].items():
+            sp = serial["parameters"].get(pname)
+            if sp is None:
+                bad = bad or (pname, "not a parameter of the serial program", None)
+                continue
+            try:
+                want = list(local_piece(np.empty(sp["shape"], dtype=np.int8),
+                                        p["placement"], r).shape)
+            except PlacementError as exc:
+                bad = bad or (pname, str(exc), p["placement"])
+                continue
+            if want != list(p["shape"]) or sp["dtype"] != p["dtype"]:
+                bad = bad or (pname, f"local {p['shape']} {p['dtype']}, the serial "
+                              f"{sp['shape']} {sp['dtype']} sliced by "
+                              f"{describe(p['placement'])} is {want}", p["placement"])
+        if bad:
+            out.append(CheckResult("shape", "parameter shapes", r, Verdict.NOT_EQUIVALENT,
+                                   f"case {case.name} rank {r}: parameter {bad[0]}: {bad[1]}",
+                                   counterexample={"rank": r, "value": bad[0],
+                                                   "placement": describe(bad[2])}))
+        else:
+            out.append(CheckResult("shape", "parameter shapes", r, Verdict.EQUIVALENT,
+                                   f"case {case.name} rank {r}: {len(rel['parameters'])} "
+                                   "parameters are the slices their placements name"))
+    return out
+
+
+def _exported_rank(folder, r):
+    meta = json.loads((folder / f"rank{r}" / "meta.json").read_text())
+    return {"main": (folder / f"rank{r}" / "main.json").read_bytes(),
+            "startup": (folder / f"rank{r}" / "startup.json").read_bytes(),
+            "names": json.loads((folder / f"rank{r}" / "names.json").read_text()),
+            "counter": meta["counter"]}
+
+
+def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
+    """The numeric relation (``verify/numeric/planner_runs.py``), in an
+    isolation worker when isolation is on (``verify/numeric/offload.py``)."""
+    from verify.numeric import offload, planner_runs
+
+    where = f"planner on {case.name}"
+    r0 = case.ranks[0]
+    serial_rel = records[r0].get("serial_relation")
+    rank_rels = {r: records[r].get("relation") for r in case.ranks}
+    if not serial_rel or any(v is None for v in rank_rels.values()):
+        return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                            f"{where}: the serial program or a rank's relation table was "
+                            f"not recorded ({records[r0].get('serial_error') or 'no record'})")]
+    final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
+    # the rings the planner made (a changed reshard function may make others)
+    rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+             .get("rings", {}).items()}
+    try:
+        sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
+                                                                seed, steps)
+        swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
+        sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
+        sdata["main"], sdata["startup"] = sdata["main"].encode(), sdata["startup"].encode()
+        ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
+                     "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
+        states = {}  # placements of the states the startups write (learning rate, moments)
+        for r in case.ranks:
+            for n, f in rank_rels[r]["feeds"].items():
+                if f["persistable"]:
+                    states.setdefault(n, f["placement"])
+        memo = _run_memo(folder, case.ranks, seed, steps)
+        got = memo.load()
+        if got is None:
+            got = offload.run_call(
+                "verify.numeric.planner_runs", "run_relation",
+                {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
+                 "ranks": ranks, "rings": rings, "state_placements": states,
+                 "steps": steps, "where": f"{where}: ranks",
+                 "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
+                                      if f["persistable"]} for r in case.ranks}}, where)
+            memo.store(got)
+        else:
+            notes.append(f"planner relation: the executor runs of these programs, seed and "
+                         f"steps were memoized ({memo.path.name}); the comparison ran")
+        serial_out, rank_outs = got
+    except Exception as exc:
+        import traceback
+
+        from verify.verdicts import error_line
+
+        tb = getattr(exc, "traceback", None) or traceback.format_exc()
+        return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                            f"{where}: the runs did not complete: {error_line(str(exc)) if str(exc) else type(exc).__name__}",
+                            details={"traceback": tb})]
+    notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
+                 "process, ranks in lock step (PIR executor, simulated collectives)")
+    return planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
+                                     rank_outs, steps)
+
+
+class _run_memo:
+    """The executor runs of one relation (serial and ranks), memoized in the
+    plan dir: keyed by every input that decides them -- the programs and
+    records of every rank, the seed, the steps, the source of the modules
+    that run and feed them, Paddle's version -- so a rerun of the same
+    programs reads the same arrays, and any change runs them afresh (the
+    comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
+
+    SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
+               "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
+               "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
+
+    def __init__(self, folder, ranks, seed, steps):
+        import hashlib
+        import os
+
+        import paddle
+
+        self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}"
+                           .encode())
+        for r in ranks:
+            for f in ("main.json", "startup.json", "names.json", "planner.json",
+                      "serial.json", "meta.json"):
+                path = folder / f"rank{r}" / f
+                h.update(path.read_bytes() if path.is_file() else b"-")
+        h.update((folder / "plan.json").read_bytes())
+        for src in self.SOURCES:
+            h.update((root / src).read_bytes())
+        self.path = folder / "relation-runs" / f"{h.hexdigest()[:20]}.pkl"
+
+    def load(self):
+        import pickle
+
+        if not self.enabled or not self.path.is_file():
+            return None
+        try:
+            return pickle.loads(self.path.read_bytes())
+        except Exception:
+            return None
+
+    def store(self, got) -> None:
+        import os
+        import pickle
+        import tempfile
+
+        if not self.enabled:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".run-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(pickle.dumps(got))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only plan dir: no memo
+
+
+ADAPTER = PlannerAdapter()

@@ -1,0 +1,211 @@
+"""The planner family (``passes/planner.py``): Paddle's PIR planner checked
+stage by stage and the serial program related to every rank's program.
+
+* the placement relation itself on concrete values (Shard, Replicate,
+  Partial SUM/AVG/MAX, a 2-D mesh, process ids that are not 0..n-1);
+* the planner's own built-in cases hold (EQUIVALENT, each check decided);
+* mutants of the planner's parts, applied as a user's changed Paddle module
+  (``--paddle-file``, ``tests/planner_mutants/``), are caught NOT_EQUIVALENT
+  naming the stage, the value and the rank: an s_to_r that concatenates the
+  gathered pieces in reverse order, an r_to_s that keeps its neighbour's
+  chunk, a p_to_r that reduces over the whole job instead of its group;
+* a stage that raises is PASS_CRASHED with its traceback and the later
+  stages are reported not run.
+
+Plans are cached (``cases/planner_models.py``); a mutant plans apart (the
+overlay's hash is in the cache key), once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verify.numeric.placements import (PlacementError, assemble_global, assembled_per_rank,
+                               describe, global_shape, input_piece, local_piece)
+
+MUTANTS = Path(__file__).resolve().parent / "planner_mutants"
+
+
+def _p(ids, shape, dm, partial=None):
+    return {"process_ids": ids, "mesh_shape": shape, "dims_mapping": dm,
+            "partial": partial or {}}
+
+
+# -- the relation on concrete values ------------------------------------------
+def test_shard_pieces_concatenate_to_the_global_value():
+    g = np.arange(24.0).reshape(4, 6)
+    p = _p([0, 1], [2], [-1, 0])  # Shard(1) on 2 ranks
+    a, b = local_piece(g, p, 0), local_piece(g, p, 1)
+    assert np.array_equal(np.concatenate([a, b], axis=1), g)
+    assert describe(p) == "[Shard(1)]"
+    assert np.array_equal(assemble_global({0: a, 1: b}, p), g)
+    assert global_shape(a.shape, p) == [4, 6]
+
+
+def test_replicate_and_mesh_ids_not_from_zero():
+    g = np.arange(6.0)
+    p = _p([2, 3], [2], [-1])
+    assert np.array_equal(local_piece(g, p, 3), g)
+    with pytest.raises(PlacementError):
+        local_piece(g, p, 0)  # not in the mesh
+
+
+def test_partial_reduces_along_its_axis_only():
+    # DP2 x TP2, a value Partial(SUM) over the TP axis (1), Shard(0) over DP (0)
+    p = _p([0, 1, 2, 3], [2, 2], [0, -1], {"1": "SUM"})
+    pieces = {0: np.array([[1.0]]), 1: np.array([[2.0]]), 2: np.array([[5.0]]),
+              3: np.array([[7.0]])}
+    got = assembled_per_rank(pieces, p)
+    assert got[0][0, 0] == got[1][0, 0] == 3.0 and got[2][0, 0] == got[3][0, 0] == 12.0
+    assert np.array_equal(assemble_global(pieces, p), np.array([[3.0], [12.0]]))
+    mx = _p([0, 1], [2], [-1], {"0": "MAX"})
+    assert assembled_per_rank({0: np.array([1.0]), 1: np.array([4.0])}, mx)[0][0] == 4.0
+    avg = _p([0, 1], [2], [], {"0": "AVG"})
+    assert assembled_per_rank({0: np.array(1.0), 1: np.array(4.0)}, avg)[1] == 2.5
+
+
+def test_input_pieces_of_a_partial_sum_add_up():
+    p = _p([0, 1], [2], [-1], {"0": "SUM"})
+    g = np.array([3.0, 4.0])
+    assert np.array_equal(input_piece(g, p, 0) + input_piece(g, p, 1), g)
+
+
+def test_uneven_split_is_refused():
+    with pytest.raises(PlacementError):
+        local_piece(np.zeros(5), _p([0, 1], [2], [0]), 0)
+
+
+# -- the planner on its cases ------------------------------------------------
+def _apply(case_name, overlay=None, monkeypatch=None):
+    import cases
+    from passes.planner import ADAPTER
+    from verify.engine.application import run_application
+
+    if overlay:  # as --paddle-file does: the premerge overlay, for the processes started
+        import tempfile
+
+        from verify.ir.paddle_overlay import installed_rel, installed_root, module_of
+        from verify.premerge import overlay as ov
+
+        files = {}
+        for f in overlay:
+            mod, path = module_of(str(MUTANTS / f))
+            files[installed_rel(mod)] = Path(path).read_text()
+        manifest = ov.write(tempfile.mkdtemp(prefix="planner-mutant-"), files,
+                            installed_root())
+        env = ov.child_env(manifest)
+        monkeypatch.setenv(ov.ENV, env[ov.ENV])
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    case = cases.all_cases()[case_name]
+    return run_application(ADAPTER, case, numeric=lambda *a: [])
+
+
+def _relation(app):
+    return [c for c in app.checks if c.name == "planner relation"]
+
+
+@pytest.mark.parametrize("case_name", ["planner_tp2", "planner_dp2_tp2",
+                                       "planner_tp2_ids23"])
+def test_planner_cases_hold(case_name):
+    app = _apply(case_name)
+    assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok]
+    rel = _relation(app)
+    assert len(rel) == len(app.ranks) and all(c.ok for c in rel)
+    stages = {c.name for c in app.checks if c.name.startswith("after ")}
+    assert stages == {"after serial", "after partition", "after reshard", "after remove",
+                      "after dist2dense", "after remove_comm"}
+
+
+def _caught(app, stage):
+    bad = [c for c in _relation(app) if c.verdict.value == "NOT_EQUIVALENT"]
+    assert app.verdict.value == "NOT_EQUIVALENT", [c.message for c in app.checks][:4]
+    assert bad, "no rank's relation failed"
+    cex = bad[0].counterexample
+    assert cex["rank"] == bad[0].rank and cex["value"] and cex["stage"] == stage, cex
+    return cex
+
+
+def test_s_to_r_gathering_in_reverse_order_is_caught(monkeypatch):
+    app = _apply("planned_row_sp_pir", ["s_to_r_reshard_func.py"], monkeypatch)
+    cex = _caught(app, "reshard")
+    assert cex["first_divergence"]["stage_op"]["op_type"] == "pd_op.concat"
+
+
+def test_r_to_s_keeping_the_wrong_chunk_is_caught(monkeypatch):
+    app = _apply("planned_row_sp_pir", ["r_to_s_reshard_func.py"], monkeypatch)
+    cex = _caught(app, "reshard")
+    assert cex["first_divergence"]["stage_op"]["op_type"] == "pd_op.slice"
+
+
+def test_p_to_r_over_the_wrong_group_is_caught(monkeypatch):
+    app = _apply("planner_dp2_tp2", ["p_to_r_reshard_func.py"], monkeypatch)
+    cex = _caught(app, "reshard")
+    assert cex["first_divergence"]["stage_op"]["op_type"].startswith("pd_op.all_reduce")
+
+
+def test_a_raising_stage_is_pass_crashed_and_later_stages_not_run(monkeypatch):
+    app = _apply("planner_tp2", ["raising/p_to_r_reshard_func.py"], monkeypatch)
+    crashed = [c for c in app.checks if c.verdict.value == "PASS_CRASHED"]
+    assert app.verdict.value == "PASS_CRASHED" and crashed
+    assert all(c.name == "after reshard" and "traceback" in c.details for c in crashed)
+    not_run = {c.name for c in app.checks if "not run" in c.message}
+    assert {"after remove", "after dist2dense", "after remove_comm"} <= not_run
+
+
+def test_a_version_1_program_dir_still_reads_and_has_no_planner_application(tmp_path):
+    """Format version 2 adds the planner records; a version-1 PIR dir (no
+    records) loads as before and the planner family does not pair with it."""
+    import shutil
+
+    import cases
+    from cases.program_dirs import load_program_dir
+    from passes.planner import ADAPTER, planner_dir
+
+    src = planner_dir(cases.all_cases()["planner_tp2"])
+    old = tmp_path / "v1"
+    shutil.copytree(src, old)
+    for f in [old / "plan.json"] + list(old.glob("rank*/meta.json")):
+        data = json.loads(f.read_text())
+        data["version"] = 1
+        f.write_text(json.dumps(data))
+    for r in (0, 1):
+        for extra in ("planner.json", "serial.json"):
+            (old / f"rank{r}" / extra).unlink()
+        shutil.rmtree(old / f"rank{r}" / "stages")
+    case = load_program_dir(str(old))
+    assert case.ir == "pir" and case.ranks == [0, 1]
+    assert not ADAPTER.handles(case)
+    assert ADAPTER.handles(load_program_dir(str(src)))
+
+
+def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
+    """A partition mutant (not one that keeps another rank's op: no case here
+    has a sub-mesh): the reshard of a Partial operand is not inserted, so
+    its consumer reads one rank's addend; the divergence is that consumer's
+    own output (its inputs still relate), blamed on partition."""
+    app = _apply("planner_tp2", ["pir_pass.py"], monkeypatch)
+    cex = _caught(app, "partition")
+    assert cex["first_divergence"]["op_type"] in ("pd_op.add", "pd_op.layer_norm_grad")
+
+
+def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
+    from verify.ir.paddle_overlay import (OverlayError, command_flags, module_of,
+                                          source_label)
+
+    mod, path = module_of(str(MUTANTS / "s_to_r_reshard_func.py"))  # by its file name
+    assert mod == "paddle.distributed.auto_parallel.static.reshard_funcs.s_to_r_reshard_func"
+    tree = tmp_path / "Paddle" / "python" / "paddle" / "distributed" / "auto_parallel"
+    tree.mkdir(parents=True)
+    (tree / "api.py").write_text("")  # as it sits in Paddle's source tree
+    assert module_of(str(tree / "api.py"))[0] == "paddle.distributed.auto_parallel.api"
+    with pytest.raises(OverlayError):
+        module_of(str(tmp_path / "missing.py"))
+    (tmp_path / "__init__.py").write_text("")
+    with pytest.raises(OverlayError):  # many installed modules have that name
+        module_of(str(tmp_path / "__init__.py"))
+    label = source_label({mod: path})
+    assert command_flags(label) == f" --paddle-file {path}"
+    assert command_flags("installed") == "" and command_flags("/x/p.py") == " --pass-file /x/p.py"

@@ -1,0 +1,467 @@
+"""The planner relation, run: the serial program on one process against every
+rank's final program in lock step, K training steps.
+
+Inputs are the relation's inputs: the serial parameters are seeded global
+values (``inputs.param_value``), each rank's initial parameter is the slice
+of the serial one its placement names (``verify/numeric/placements.input_piece``);
+the serial feeds are seeded global batches, each rank is fed its slice
+(a DP rank its rows of the batch).  The ranks' own startup programs run
+first (they initialise optimizer states and the learning rate); their
+random parameter draws are then overwritten with the slices.
+
+Compared after every step, each through its placement in the rank's final
+program (``verify/numeric/placements.py``): the loss, every parameter after the
+update, every gradient the optimizer reads (pieces along ``Shard(d)``,
+equal along ``Replicate``, reduced along ``Partial``), with the dtype- and
+depth-derived tolerances of ``compare.py``.  Where a rank differs, the
+first divergence in that rank's program order is located: the first op
+carried over from the serial program whose result no longer relates to its
+serial value; the stage blamed is the stage that made the op feeding it
+(e.g. ``reshard`` for a collective the reshard functions built), or, when
+all its inputs still relate, the op itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from verify.verdicts import CheckResult, Verdict
+
+from .compare import compare
+from .inputs import feed_value, param_value
+
+KIND = "numeric"
+
+
+def run_serial_exported(exported, params, feeds, watch, steps) -> list:
+    """``[{name: ndarray}]`` per step of the serial program (in whichever
+    process): startup, then the given global parameters, then K steps."""
+    import paddle
+
+    from .pir_runner import _values_by_name as values_by_name
+    from verify.ir.pir_snapshot import import_programs
+
+    with paddle.pir_utils.IrGuard():
+        main, startup, names = import_programs(exported)
+        values = values_by_name(main, names)
+        missing = [n for n in watch if n not in values]
+        if missing:
+            raise KeyError(f"serial program: no value named {missing[0]}")
+        fetch = [values[n] for n in watch]
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        out = []
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+            for name, value in params.items():
+                scope.var(name).get_tensor().set(np.ascontiguousarray(value), paddle.CPUPlace())
+            for k in range(steps):
+                got = exe.run(main, feed=feeds[k], fetch_list=fetch)
+                out.append({n: np.array(a) for n, a in zip(watch, got)})
+        return out
+
+
+def startup_states(exported) -> dict:
+    """The persistable values a rank's startup program writes that its main
+    program reads and that are not parameters (learning rate, optimizer
+    states): ``{name: ndarray}``."""
+    import paddle
+
+    from verify.ir.pir_snapshot import import_programs
+
+    with paddle.pir_utils.IrGuard():
+        main, startup, _ = import_programs(exported)
+        wanted = [op.attrs()["name"] for op in main.global_block().ops
+                  if op.name() == "pd_op.data" and getattr(op.result(0), "persistable", False)]
+        scope = paddle.static.Scope()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+        out = {}
+        for n in wanted:
+            var = scope.find_var(n)
+            if var is not None and var.get_tensor()._is_initialized():
+                out[n] = np.array(var.get_tensor())
+        return out
+
+
+def run_relation(serial, ranks, rings, state_placements, steps, where,
+                 state_shapes=None) -> tuple:
+    """Both sides in one process (one worker call): the ranks' startup
+    states assembled into the serial run's states, the serial run, then the
+    ranks in lock step; ``(serial outputs, {rank: outputs})``.
+
+    A rank's startup that writes a state with its *global* shape where the
+    rank's main program reads the local piece (``state_shapes``: ``{rank:
+    {name: local shape}}``; the planned startup is not resharded when the
+    planner runs without ``Engine._initialize``) gives its slice, on both sides."""
+    from .placements import assemble_global, global_shape, local_piece
+
+    states = {r: startup_states(d["exported"]) for r, d in ranks.items()}
+    for r, st in states.items():
+        for n, v in list(st.items()):
+            local = list((state_shapes or {}).get(r, {}).get(n, v.shape))
+            plc = state_placements.get(n)
+            if list(v.shape) != local and list(v.shape) == global_shape(local, plc):
+                st[n] = np.ascontiguousarray(local_piece(v, plc, r))
+                ranks[r]["params"][n] = st[n]
+    names = sorted({n for s in states.values() for n in s})
+    sstates = {}
+    for n in names:
+        pieces = {r: s[n] for r, s in states.items() if n in s}
+        sstates[n] = assemble_global(pieces, state_placements.get(n))
+    serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
+                                     serial["feeds"], serial["watch"], steps)
+    rank_outs = run_ranks_in_waves(ranks, rings, steps, where)
+    return serial_out, rank_outs
+
+
+def collective_waves(main, cut_ops) -> list:
+    """``(waves, deps)``: the wave of each collective (in program order): 0 when its input
+    depends on no earlier collective's output, else one more than the
+    latest wave it depends on; made non-decreasing in program order, so a
+    wave's stage runs after every earlier wave's collectives were performed; and per op
+    index the collectives (ordinals) its values depend on."""
+    ops = list(main.global_block().ops)
+    index = {op.id(): i for i, op in enumerate(ops)}
+    ordinal = {i: n for n, i in enumerate(cut_ops)}
+    deps, waves = {}, []
+    for i, op in enumerate(ops):
+        d = set()
+        for v in op.operands_source():
+            if v.initialized() and v.get_defining_op() is not None:
+                d |= deps.get(index.get(v.get_defining_op().id()), set())
+        if i in ordinal:
+            w = 1 + max((waves[m] for m in d), default=-1)
+            waves.append(max(w, waves[-1] if waves else 0))
+            d = d | {ordinal[i]}
+        deps[i] = d
+    return waves, deps
+
+
+def _wave_stage(main, cut_ops, waves, deps, w):
+    """Stage of wave ``w``: the collectives of earlier waves replaced by fed
+    values, every op that depends on a collective of wave ``w`` or later
+    erased, the inputs of wave ``w``'s collectives fetched."""
+    import paddle
+
+    prog = main.clone()
+    ops = list(prog.global_block().ops)
+    later = {n for n, wn in enumerate(waves) if wn >= w}
+    with paddle.static.program_guard(prog):
+        paddle.pir.reset_insertion_point_to_start()
+        for n, i in enumerate(cut_ops):
+            if waves[n] < w:
+                res = ops[i].result(0)
+                new = paddle.static.data(f"__pir_coll_{n}", list(res.shape),
+                                         str(res.dtype).replace("paddle.", ""))
+                res.replace_all_uses_with(new)
+        paddle.pir.reset_insertion_point_to_end()
+    fetch = [ops[i].operand_source(0) for n, i in enumerate(cut_ops) if waves[n] == w]
+    for i in range(len(ops) - 1, -1, -1):
+        if deps[i] & later:
+            ops[i].erase()
+    for n, i in enumerate(cut_ops):
+        if waves[n] < w:
+            ops[i].erase()
+    feeds = [op.attrs()["name"] for op in prog.global_block().ops if op.name() == "pd_op.data"]
+    return prog, fetch, feeds
+
+
+def _wave_rank_class():
+    from .pir_ranks import _PirRank
+
+    class WaveRank(_PirRank):
+        """A rank whose stages run once per *wave* of independent collectives
+        (``collective_waves``), not once per collective: the lock step still
+        performs the collectives one by one, the inputs of a wave's
+        collectives come from one run of its stage.  Every stage run of a
+        step after the first starts from the step's saved persistable state."""
+
+        def __init__(self, rank, exported, params, feeds, watch, where):
+            super().__init__(rank, exported, params, feeds, watch, where, restore_state=True)
+            import paddle
+
+            from verify.ir.pir_snapshot import import_programs
+
+            with paddle.pir_utils.IrGuard():
+                main, _, _ = import_programs(exported)
+            self.waves, deps = collective_waves(main, self.cut_ops)
+            self.wave_stages = {w: _wave_stage(main, self.cut_ops, self.waves, deps, w)
+                                for w in sorted(set(self.waves))}
+            self.ran = None
+            self.runs = 0
+
+        def start(self, step):
+            super().start(step)
+            self.ran, self.runs = None, 0
+
+        def _run(self, prog, fetch, feed_names):
+            import paddle
+
+            if self.runs:
+                self._restore()
+            self.runs += 1
+            feed = {**self.feeds[self.step], **self.values}
+            feed = {n: feed[n] for n in feed_names if n in feed}
+            with paddle.static.scope_guard(self.scope):
+                return self.exe.run(prog, feed=feed, fetch_list=fetch)
+
+        def advance(self):
+            if self.pos < len(self.colls):
+                w = self.waves[self.pos]
+                if self.ran != w:
+                    got = self._run(*self.wave_stages[w])
+                    members = [n for n, wn in enumerate(self.waves) if wn == w]
+                    for n, a in zip(members, got):
+                        self.values[self.colls[n].x] = np.array(a)
+                    self.ran = w
+                return self.colls[self.pos]
+            got = self._run(*self.stages[-1])
+            self.result = {n: np.array(a) for n, a in zip(self.watch, got)}
+            return None
+
+    return WaveRank
+
+
+def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str):
+    """``{rank: [{name: ndarray}] per step}`` as ``pir_ranks.run_exported_ranks``,
+    each rank's program run once per wave of collectives (``WaveRank``)."""
+    import paddle
+
+    from .simulated_ranks import _lockstep
+
+    WaveRank = _wave_rank_class()
+    with paddle.pir_utils.IrGuard():
+        states = {int(r): WaveRank(int(r), d["exported"], d["params"], d["feeds"],
+                                   d["watch"], where) for r, d in sorted(ranks.items())}
+        out = {r: [] for r in states}
+        for k in range(steps):
+            for st in states.values():
+                st.start(k)
+            _lockstep(states, rings, f"{where} step {k}")
+            for r, st in states.items():
+                out[r].append(st.result)
+        return out
+
+
+def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
+    """``(serial params, serial feeds per step, {rank: (params, feeds per step)})``."""
+    from .placements import input_piece, local_piece
+
+    sparams = {n: param_value(seed, n, p["shape"], p["dtype"])
+               for n, p in serial_rel["parameters"].items()}
+    sfeeds = []
+    for k in range(steps):
+        sfeeds.append({n: feed_value(seed, n, f["shape"], f["dtype"], 0, k)
+                       for n, f in serial_rel["feeds"].items() if not f["persistable"]})
+    ranks = {}
+    for r, rel in rank_rels.items():
+        params = {n: np.ascontiguousarray(input_piece(sparams[n], p["placement"], r))
+                  for n, p in rel["parameters"].items() if n in sparams}
+        feeds = [{n: np.ascontiguousarray(local_piece(sf[n], f["placement"], r))
+                  for n, f in rel["feeds"].items() if n in sf}
+                 for sf in sfeeds]
+        ranks[r] = (params, feeds)
+    return sparams, sfeeds, ranks
+
+
+def serial_counterparts(final_ops) -> dict:
+    """``{result name: serial value name}`` of a rank's final program: a
+    carried-over op's results are its serial op's; a result of an op a
+    later stage made (a reshard function's collective, slice, concat) stands
+    for the serial value its chain of first operands starts from (a reshard
+    changes placement, not value), related through its own placement.
+    Results without a tensor placement (vectors) are left out."""
+    out, by_name = {}, {}
+    for op in final_ops:
+        for res in op["results"]:
+            if res:
+                by_name[res] = op
+    for op in final_ops:
+        if op.get("serial"):
+            for res, ser in zip(op["results"], op["serial"]):
+                if res and ser:
+                    out[res] = ser
+
+    def trace(name, depth=0):
+        if name in out or depth > 32:
+            return out.get(name)
+        prod = by_name.get(name)
+        if prod is None or prod.get("serial") or not prod["operands"]:
+            return None
+        return trace(prod["operands"][0], depth + 1)
+
+    for op in final_ops:
+        if op.get("serial") or op["origin"] in (None, "serial"):
+            continue
+        for res, plc in zip(op["results"], op["placements"]):
+            if res and isinstance(plc, dict) and op["operands"]:
+                ser = trace(op["operands"][0])
+                if ser:
+                    out[res] = ser
+    return out
+
+
+def watched(serial_rel, rank_rels, final_ops) -> tuple:
+    """``(serial names, {rank: names})``: the relation's values (loss, grads,
+    updated params) and every result of a carried-over op (localisation)."""
+    snames, rnames = [], {}
+    if serial_rel.get("loss"):
+        snames.append(serial_rel["loss"])
+    for p in serial_rel["params"].values():
+        snames += [p["grad"], p["param"]]
+    for r, rel in rank_rels.items():
+        names = [rel["loss"]] if rel.get("loss") else []
+        for p in rel["params"].values():
+            names += [p["grad"], p["param"]]
+        for res, ser in serial_counterparts(final_ops.get(r, [])).items():
+            names.append(res)
+            snames.append(ser)
+        rnames[r] = [n for n in dict.fromkeys(names) if n]
+    return [n for n in dict.fromkeys(snames) if n], rnames
+
+
+def _depth(serial_rel, world: int, steps: int) -> int:
+    dims = [d for p in serial_rel["params"].values() for d in p["shape"]] or [1]
+    return int(max(dims)) * max(world, 1) * max(steps, 1)
+
+
+def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, step: int,
+                 depth: int):
+    """``TensorDiff`` of rank ``rank``'s piece of a value (assembled through
+    ``placement`` with the other ranks' pieces) against the serial value's slice."""
+    from .placements import assembled_per_rank, local_piece
+
+    expected = np.asarray(local_piece(serial_value, placement, rank))
+    got = assembled_per_rank(pieces, placement)[rank]
+    return compare(name, step, expected, np.asarray(got).astype(expected.dtype)
+                   if np.asarray(got).shape == expected.shape else np.asarray(got), depth)
+
+
+def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth):
+    """The first carried-over op of ``rank`` (program order) whose result no
+    longer relates to its serial value at ``step``, with the stage blamed."""
+    by_name = {}
+    for i, op in enumerate(final_ops):
+        for res in op["results"]:
+            if res:
+                by_name[res] = (i, op)
+    counterpart = serial_counterparts(final_ops)
+    for i, op in enumerate(final_ops):
+        if op["type"] in ("builtin.parameter", "pd_op.data"):
+            continue  # inputs (equal by construction); fetched after the step's updates
+        for res, plc in zip(op["results"], op["placements"]):
+            ser = counterpart.get(res)
+            if not res or not ser or ser not in serial_out[step]:
+                continue
+            pieces = {r: outs[step][res] for r, outs in rank_outs.items()
+                      if res in outs[step]}
+            try:
+                d = relate_value(serial_out[step][ser], pieces, plc, rank, res, step, depth)
+            except Exception:
+                continue
+            if d.ok:
+                continue
+            if op["origin"] not in ("serial", None) and d.note.startswith("shape"):
+                continue  # an intermediate of a reshard (e.g. gathered along dim 0 first)
+            if op["origin"] not in ("serial", None):  # a later stage's op made a wrong piece
+                blame = {"stage": op["origin"], "op_index": i, "op_type": op["type"],
+                         "value": res}
+                return {"op_index": i, "op_type": op["type"], "value": res,
+                        "serial_value": ser, "placement": plc, "index": d.worst_index,
+                        "serial": d.reference, "rank_value": d.candidate,
+                        "stage": blame["stage"], "stage_op": blame}
+            made = []
+            for operand in op["operands"]:
+                if operand in by_name and by_name[operand][1]["origin"] not in ("serial",
+                                                                                 None):
+                    j, prod = by_name[operand]
+                    made.append({"stage": prod["origin"], "op_index": j,
+                                 "op_type": prod["type"], "value": operand})
+            # inputs that relate, output that does not: the op's own local
+            # computation, i.e. the placements partition gave it
+            blame = made[0] if made else {"stage": "partition", "op_index": i,
+                                          "op_type": op["type"], "value": res}
+            return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
+                    "placement": plc, "index": d.worst_index, "serial": d.reference,
+                    "rank_value": d.candidate, "stage": blame["stage"],
+                    "stage_op": blame}
+    return None
+
+
+def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
+                 steps) -> list:
+    """One CheckResult per rank: the loss, every gradient and every updated
+    parameter related to the serial run, step by step."""
+    from .placements import PlacementError, describe
+
+    depth = _depth(serial_rel, len(rank_rels), steps)
+    checks = []
+    for r in sorted(rank_rels):
+        rel = rank_rels[r]
+        items = []
+        if rel.get("loss") and serial_rel.get("loss"):
+            items.append(("loss", serial_rel["loss"], rel["loss"], rel.get("loss_placement")))
+        for pname, p in rel["params"].items():
+            sp = serial_rel["params"].get(pname)
+            if sp is None:
+                continue
+            items.append((f"{pname}@GRAD", sp["grad"], p["grad"], p["grad_placement"]))
+            items.append((f"{pname} (after the update)", sp["param"], p["param"],
+                          p["placement"]))
+        missing = sorted(set(serial_rel["params"]) - set(rel["params"]))
+        failure, compared, worst = None, 0, 0.0
+        for k in range(steps):
+            for label, sname, rname, plc in items:
+                pieces = {q: outs[k][rname] for q, outs in rank_outs.items()
+                          if rname in outs[k]}
+                try:
+                    d = relate_value(serial_out[k][sname], pieces, plc, r, label, k, depth)
+                except PlacementError as exc:
+                    failure = failure or ("inconclusive", label, k, str(exc), plc, None)
+                    continue
+                compared += 1
+                worst = max(worst, d.max_abs if np.isfinite(d.max_abs) else float("inf"))
+                if not d.ok and (failure is None or failure[0] == "inconclusive"):
+                    failure = ("differs", label, k, d, plc, rname)
+            if failure and failure[0] == "differs":
+                break
+        if failure and failure[0] == "differs":
+            _, label, k, d, plc, rname = failure
+            loc = first_divergence(r, k, final_ops.get(r, []), serial_out, rank_outs, None,
+                                   depth)
+            stage = loc["stage"] if loc else "unknown"
+            cex = {"rank": r, "step": k, "value": label, "rank_value_name": rname,
+                   "placement": describe(plc), "index": d.worst_index,
+                   "serial": d.reference, "rank_piece": d.candidate, "tol": d.tol,
+                   "note": d.note, "stage": stage, "first_divergence": loc}
+            where_txt = (f"; first divergence: rank {r} op {loc['op_index']} "
+                         f"({loc['op_type']}) value {loc['value']}, stage {stage} "
+                         f"({loc['stage_op']['op_type']} {loc['stage_op']['value']})"
+                         if loc else "")
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.NOT_EQUIVALENT,
+                f"{where}: rank {r}'s {label} at step {k} is not the serial program's "
+                f"through its placement {describe(plc)} (index {d.worst_index}: serial "
+                f"{d.reference:.6g}, rank {d.candidate:.6g}{', ' + d.note if d.note else ''})"
+                f"{where_txt}", counterexample=cex))
+        elif failure:
+            _, label, k, why, plc, _ = failure
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.INCONCLUSIVE,
+                f"{where}: rank {r}'s {label} cannot be related to the serial value "
+                f"({describe(plc)}): {why}"))
+        elif missing and not rel["params"]:
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.INCONCLUSIVE,
+                f"{where}: rank {r} updates none of the serial program's parameters"))
+        else:
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.EQUIVALENT,
+                f"{where}: rank {r}: loss, {len(rel['params'])} gradients and updated "
+                f"parameters relate to the serial run through their placements for "
+                f"{steps} steps ({compared} comparisons, largest difference {worst:.3g}; "
+                "executor and simulated collectives)",
+                details={"compared": compared, "max_abs": worst,
+                         "params_elsewhere": missing}))
+    return checks

@@ -1,0 +1,424 @@
+"""Capture Paddle's PIR planner stage by stage, from inside the planning process.
+
+``Engine._parallel_pir`` (3.3.1) calls its stage functions by the names it
+imported into ``paddle.distributed.auto_parallel.static.engine``;
+:func:`install` rebinds those names (and ``apply_dist2dense_pass`` on
+``paddle.base.libpaddle.pir``, which the engine looks up at call time) to
+wrappers that record the program after each stage.  Nothing installed is
+edited: the wrappers call the installed functions, in the planning process
+only, and a user's changed planner module (the overlay, ``verify/premerge/overlay.py``)
+is what they call when one is given.
+
+Stages recorded, in order (the main program only; the startup program's
+own reshard in ``_initialize`` is not run when planning without running)::
+
+    serial        the dist program before partition (after mix2dist, the
+                  backward, the optimizer, mix2dist again, recompute): global
+                  shapes and placements; its meaning on global tensors is the
+                  single-device model (dist_op.reshard is the identity there)
+    partition     after apply_partition_pass (reshard ops inserted)
+    reshard       after ReshardPasses.apply_reshard_pass (collectives; checked
+                  on a dense clone: the reshard functions' ops compute local
+                  pieces under global dist types)
+    remove        after RemovePasses.apply_all (other ranks' ops gone; a dense
+                  clone, as reshard)
+    dist2dense    after apply_dist2dense_pass on the clone (local shapes)
+    remove_comm   after remove_unuseful_comm_op_pass: the rank's program
+
+A stage that raises is recorded with its traceback and re-raised (the
+planner stops there, as it would for a user).
+
+Also built here, because the live dist program is at hand:
+
+* the *serial program made executable* (:func:`globalize`): every dist
+  value's placements set to Replicate (local shape = global shape), every
+  ``dist_op.reshard`` replaced by its input (the identity on global
+  tensors), then Paddle's own dist2dense: a dense program on global
+  tensors, run on one process as the reference;
+* the placements of the final program's values (parameters, feeds, the
+  optimizer's gradient operands), read from the dist program the
+  dist2dense stage receives (the same ops, by op id).
+"""
+from __future__ import annotations
+
+import traceback
+
+STAGES = ("serial", "partition", "reshard", "remove", "dist2dense", "remove_comm")
+LOCAL_STAGES = ("reshard", "remove")  # snapshotted through dist2dense of a clone
+
+
+def placement_of(value) -> dict | None:
+    """A dist value's placement record: ``{"process_ids", "mesh_shape",
+    "dims_mapping", "partial": {mesh axis: reduce type name}}``; None for a
+    dense (or uninitialized) value."""
+    if not value.initialized() or not value.is_dist_dense_tensor_type():
+        return None
+    da = value.dist_attr()
+    mesh = da.process_mesh
+    partial = {}
+    for axis, rtype in dict(da.partial_status).items():
+        kind = str(rtype).split(".")[-1].upper()  # ReduceType.kRedSum -> KREDSUM
+        partial[str(int(axis))] = kind[4:] if kind.startswith("KRED") else kind
+    return {"process_ids": [int(i) for i in mesh.process_ids],
+            "mesh_shape": [int(d) for d in mesh.shape],
+            "dims_mapping": [int(d) for d in da.dims_mapping], "partial": partial}
+
+
+def _clear_chunk_ids(prog) -> None:
+    for op in prog.global_block().ops:
+        if op.name().startswith("builtin.") and op.has_attr("chunk_id"):
+            op.erase_attr("chunk_id")  # 3.3.1's serializer refuses it there
+
+
+def globalize(dist_program):
+    """A dense program on global tensors from a (pre-partition) dist program:
+    see the module docstring.  ``dist_program`` is not changed."""
+    from paddle.base import libpaddle
+
+    prog = dist_program.clone()
+    positions = list(prog.global_block().ops)
+    for op in prog.global_block().ops:
+        for v in op.results():
+            if v.initialized() and v.is_dist_dense_tensor_type():
+                da = v.dist_attr()
+                v.update_dist_attr(libpaddle.pir.create_tensor_dist_attribute(
+                    da.process_mesh, [-1] * len(v.shape), {}))
+    for op in list(prog.global_block().ops):
+        if op.name() == "dist_op.reshard":
+            op.result(0).replace_all_uses_with(op.operand_source(0))
+            op.erase()
+    _ORIGINAL["dist2dense"](prog)
+    _clear_chunk_ids(prog)
+    prog.serial_positions = positions  # op i of dist_program (erased reshards stale)
+    return prog
+
+
+_ORIGINAL: dict = {}
+
+
+class Capture:
+    """The records of one planning run (one rank)."""
+
+    def __init__(self):
+        self.stages = []  # [{"stage", "program" (live clone) | None, "error"}]
+        self.serial = None  # the live dist program before partition (a clone)
+        self.serial_startup = None
+        self.final_placements = {}  # op id in the dense program -> [placement per result]
+        self.serial_pos = {}
+
+        self.serial_ids = []  # op ids of the dist program before partition, by position
+        self.ids_after = {}  # stage -> op ids of the dist program after it
+        self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
+
+    def record(self, stage, prog, error=None):
+        entry = {"stage": stage, "program": None if prog is None else prog.clone(),
+                 "error": error, "shapes": "global"}
+        if prog is not None and error is None and stage in LOCAL_STAGES:
+            # after reshard the reshard functions' ops compute local pieces under
+            # global dist types: the stage is checked on its dense clone (local shapes)
+            try:
+                local = prog.clone()
+                _ORIGINAL["dist2dense"](local)
+                entry["program"], entry["shapes"] = local, "local"
+            except Exception as exc:
+                entry["local_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        self.stages.append(entry)
+        if prog is not None and stage in ("partition", "reshard", "remove"):
+            self.ids_after[stage] = {op.id() for op in prog.global_block().ops}
+            self.last_dist_ids = [op.id() for op in prog.global_block().ops]
+
+    def origin(self, dense_op_id):
+        """``(stage, serial position)`` of a final op: the stage that made it
+        (``"serial"`` with its position in the serial program when it was
+        there before partition), or ``(None, None)`` when unknown."""
+        did = self.dense_of_dist.get(dense_op_id)
+        if did is None:
+            return None, None
+        if did in self.serial_pos:
+            return "serial", self.serial_pos[did]
+        for stage in ("partition", "reshard", "remove"):
+            if did in self.ids_after.get(stage, ()):
+                return stage, None
+        return None, None
+
+    def not_run_after(self, stage):
+        names = list(STAGES)
+        return names[names.index(stage) + 1:]
+
+
+def install(capture: Capture) -> None:
+    """Rebind the engine's stage functions to recording wrappers."""
+    from paddle.base import libpaddle
+    from paddle.distributed.auto_parallel.static import engine as E
+
+    _ORIGINAL.setdefault("partition", E.apply_partition_pass)
+    _ORIGINAL.setdefault("reshard", E.ReshardPasses.apply_reshard_pass)
+    _ORIGINAL.setdefault("remove", E.RemovePasses.apply_all)
+    _ORIGINAL.setdefault("dist2dense", libpaddle.pir.apply_dist2dense_pass)
+    _ORIGINAL.setdefault("remove_comm", E.remove_unuseful_comm_op_pass)
+
+    def staged(stage, fn, main_of=lambda a: a[0], before=None):
+        def wrapper(*args, **kwargs):
+            prog = main_of(args)
+            if before is not None:
+                before(prog)
+            try:
+                out = fn(*args, **kwargs)
+            except Exception:
+                capture.record(stage, prog, traceback.format_exc())
+                raise
+            capture.record(stage, prog)
+            return out
+        return wrapper
+
+    def before_partition(prog):
+        capture.serial = prog.clone()
+        engine = getattr(capture, "engine", None)
+        if engine is not None:  # the optimizer's accumulators are initialised there by now
+            capture.serial_startup = engine._startup_progs["train"].clone()
+        capture.serial_pos = {op.id(): i for i, op in enumerate(prog.global_block().ops)}
+        capture.record("serial", prog)
+
+    def before_dense(prog):
+        # the clone dist2dense is given: its ops are the final program's ops,
+        # position for position the dist program's after the last stage
+        ops = list(prog.global_block().ops)
+        last = getattr(capture, "last_dist_ids", [])
+        if len(last) == len(ops):
+            capture.dense_of_dist = {op.id(): d for op, d in zip(ops, last)}
+        for op in ops:
+            capture.final_placements[op.id()] = [placement_of(v) for v in op.results()]
+
+    first_comm = {"done": False}
+
+    def remove_comm(prog):
+        if first_comm["done"]:  # later calls (other modes) are not the train program
+            return _ORIGINAL["remove_comm"](prog)
+        first_comm["done"] = True
+        return staged("remove_comm", _ORIGINAL["remove_comm"])(prog)
+
+    E.apply_partition_pass = staged("partition", _ORIGINAL["partition"],
+                                    before=before_partition)
+    E.ReshardPasses = type("ReshardPasses", (E.ReshardPasses,), {
+        "apply_reshard_pass": staticmethod(staged("reshard", _ORIGINAL["reshard"]))})
+    E.RemovePasses = type("RemovePasses", (E.RemovePasses,), {
+        "apply_all": staticmethod(staged("remove", _ORIGINAL["remove"]))})
+    libpaddle.pir.apply_dist2dense_pass = staged("dist2dense", _ORIGINAL["dist2dense"],
+                                                 before=before_dense)
+    E.remove_unuseful_comm_op_pass = remove_comm
+
+
+def optimizer_ops(program) -> list:
+    """``[(op, param value, grad value)]``: ops whose ``param`` operand is a
+    parameter and that read a ``grad`` operand (sgd_, adam_, adamw_,
+    momentum_, ... by their operand names, not their op names)."""
+    out = []
+    for op in program.global_block().ops:
+        try:
+            names = list(op.get_input_names())
+        except Exception:
+            continue
+        if "param" not in names or "grad" not in names:
+            continue
+        p = op.operand_source(names.index("param"))
+        g = op.operand_source(names.index("grad"))
+        root = parameter_root(p)
+        if root is not None:
+            out.append((op, root, g))
+    return out
+
+
+def parameter_root(value):
+    """The ``builtin.parameter`` value ``value`` is, or is a slice of (a
+    sharded optimizer updates the rank's slice of a replicated parameter)."""
+    while value is not None and value.initialized():
+        d = value.get_defining_op()
+        if d is None:
+            return None
+        if d.name() == "builtin.parameter":
+            return value
+        if d.name() != "pd_op.slice":
+            return None
+        value = d.operand_source(0)
+    return None
+
+
+def param_name(value) -> str | None:
+    d = value.get_defining_op() if value.initialized() else None
+    if d is not None and d.name() == "builtin.parameter":
+        return d.attrs()["parameter_name"]
+    return None
+
+
+def loss_value(program):
+    """The scalar mean the backward starts from (as ``verify/plan/pir_rank.py``
+    finds the loss): the last 0-D ``pd_op.mean`` that feeds a shadow output."""
+    found = None
+    for op in program.global_block().ops:
+        if op.name() == "pd_op.mean" and list(op.result(0).shape) == []:
+            if any(u.name() == "builtin.shadow_output" for u in op.result(0).all_used_ops()):
+                found = op.result(0)
+    return found
+
+
+def relation_table(program, names, placements_by_op=None) -> dict:
+    """What the planner relation compares in ``program`` (the serial global
+    program, or a rank's final program with ``placements_by_op``): by
+    parameter name, the updated parameter (the optimizer op's first result)
+    and the gradient it reads, each with its value name and placement; the
+    feeds by data name; the loss."""
+    def placement(v):
+        if placements_by_op is None or not v.initialized():
+            return None
+        d = v.get_defining_op()
+        recs = placements_by_op.get(d.id()) if d is not None else None
+        return recs[v.index()] if recs else None
+
+    params = {}
+    for op, p, g in optimizer_ops(program):
+        pname = param_name(p)
+        # the parameter itself, fetched after the step: its value then is the
+        # update (in place, or gathered back from the updated slices)
+        params[pname] = {"param": names.name(p), "grad": names.name(g),
+                         "placement": placement(p), "grad_placement": placement(g),
+                         "shape": [int(d) for d in p.shape],
+                         "dtype": str(p.dtype).replace("paddle.", ""),
+                         "optimizer": op.name()}
+    feeds = {}
+    for op in program.global_block().ops:
+        if op.name() == "pd_op.data":
+            v = op.result(0)
+            feeds[op.attrs()["name"]] = {"shape": [int(d) for d in v.shape],
+                                        "dtype": str(v.dtype).replace("paddle.", ""),
+                                        "placement": placement(v),
+                                        "persistable": bool(getattr(v, "persistable", False))}
+    parameters = {}  # every parameter, updated or not: the inputs of the relation
+    for op in program.global_block().ops:
+        if op.name() == "builtin.parameter":
+            v = op.result(0)
+            parameters[op.attrs()["parameter_name"]] = {
+                "shape": [int(d) for d in v.shape],
+                "dtype": str(v.dtype).replace("paddle.", ""), "placement": placement(v)}
+    loss = loss_value(program)
+    return {"params": params, "feeds": feeds, "parameters": parameters,
+            "loss": names.name(loss) if loss is not None else None,
+            "loss_placement": placement(loss) if loss is not None else None}
+
+
+def install_engine_hook(capture: Capture) -> None:
+    """Keep the serial startup program: ``Engine._parallel_pir`` is wrapped to
+    know the engine, whose ``_startup_progs["train"]`` is cloned when the
+    serial main program is (before partition, after the optimizer)."""
+    from paddle.distributed.auto_parallel.static.engine import Engine
+
+    original = Engine._parallel_pir
+
+    def parallel_pir(self, mode):
+        if mode == "train":
+            capture.engine = self
+        return original(self, mode)
+
+    Engine._parallel_pir = parallel_pir
+
+
+def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
+    """Write ``out_dir/planner.json``, ``out_dir/stages/<i>_<stage>.json``
+    (the suite's snapshot of each stage's program) and ``out_dir/serial.json``
+    (the serial program made executable, with its startup, in PIR's own
+    serialization); returns the planner record."""
+    import json
+    from pathlib import Path
+
+    import paddle
+
+    from verify.ir.pir_snapshot import export_programs, from_pir_programs, value_names
+
+    out = Path(out_dir)
+    (out / "stages").mkdir(parents=True, exist_ok=True)
+    record = {"stages": [], "not_run": [], "serial_error": None}
+    with paddle.pir_utils.IrGuard():
+        for i, st in enumerate(capture.stages):
+            entry = {"stage": st["stage"], "error": st["error"], "snapshot": None,
+                     "shapes": st["shapes"], "local_error": st.get("local_error")}
+            if st["program"] is not None:
+                try:
+                    snap = from_pir_programs(st["program"], None,
+                                             meta={"stage": st["stage"]})
+                    fname = f"stages/{i:02d}_{st['stage']}.json"
+                    (out / fname).write_text(snap.to_json())
+                    entry["snapshot"] = fname
+                    entry["ops"] = len(snap.ops)
+                except Exception as exc:  # a program the snapshot cannot read
+                    entry["snapshot_error"] = f"{type(exc).__name__}: {exc}"
+            record["stages"].append(entry)
+        done = [s["stage"] for s in capture.stages]
+        failed = [s["stage"] for s in capture.stages if s["error"]]
+        if failed:
+            record["not_run"] = capture.not_run_after(failed[0])
+        else:
+            record["not_run"] = [s for s in STAGES if s not in done]
+        if capture.serial is not None:
+            try:
+                g = globalize(capture.serial)
+                gs = globalize(capture.serial_startup) if capture.serial_startup is not None \
+                    else paddle.static.Program()
+                names = value_names(g)
+                exported = export_programs(g, gs, names)
+                (out / "serial.json").write_text(json.dumps({
+                    "main": exported["main"].decode(), "startup": exported["startup"].decode(),
+                    "names": exported["names"], "counter": exported["counter"],
+                    "attrs": exported["attrs"]}))
+                record["serial_relation"] = relation_table(g, names)
+                alive = {op.id() for op in g.global_block().ops}
+                serial_names = {}  # serial position -> value names of its results
+                for i, op in enumerate(g.serial_positions):
+                    if op.id() in alive:
+                        serial_names[i] = [names.table.get((op.id(), k))
+                                           for k in range(op.num_results())]
+            except Exception:
+                record["serial_error"] = traceback.format_exc()
+        if final_main is not None:
+            record["relation"] = relation_table(final_main, final_names,
+                                                capture.final_placements)
+            record["final_ops"] = final_ops(capture, final_main, final_names,
+                                            locals().get("serial_names", {}))
+    (out / "planner.json").write_text(json.dumps(record, indent=1, sort_keys=True))
+    return record
+
+
+def read_serial(folder):
+    """``(main, startup, names)`` of ``folder/serial.json`` (PIR mode inside)."""
+    import json
+    from pathlib import Path
+
+    import paddle
+
+    from verify.ir.pir_snapshot import import_programs
+
+    data = json.loads((Path(folder) / "serial.json").read_text())
+    data["main"], data["startup"] = data["main"].encode(), data["startup"].encode()
+    with paddle.pir_utils.IrGuard():
+        return import_programs(data)
+
+
+def final_ops(capture: Capture, main, names, serial_names: dict) -> list:
+    """Per op of the rank's final program: its type, the stage that made it
+    (``origin``), its results' value names and placements, its operands'
+    names, and, for an op of the serial program, the serial value names of
+    its results (the values the relation compares)."""
+    out = []
+    for op in main.global_block().ops:
+        stage, pos = capture.origin(op.id())
+        res = [names.table.get((op.id(), k)) for k in range(op.num_results())]
+        plc = capture.final_placements.get(op.id()) or [None] * op.num_results()
+        serial = serial_names.get(pos) if pos is not None else None
+        if serial is not None and len(serial) != len(res):
+            serial = None
+        operands = []
+        for v in op.operands_source():
+            operands.append(names.name(v) if v.initialized() and
+                            v.get_defining_op() is not None else None)
+        out.append({"type": op.name(), "origin": stage, "serial_op": pos,
+                    "results": res, "placements": plc, "serial": serial,
+                    "operands": operands})
+    return out
