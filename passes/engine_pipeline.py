@@ -157,10 +157,6 @@ class EnginePipelineAdapter(PassAdapter):
     # 3.3.1, twice in two runs.)
     isolated = False
 
-    def apply(self, case, rank: int) -> PassRun:
-        """:meth:`apply_local` (see ``isolated``)."""
-        return self.apply_local(case, rank)
-
     def apply_local(self, case, rank: int) -> PassRun:
         """Run the stages on a fresh build of ``rank``, snapshotting after
         each; the first raising stage stops the pipeline (its traceback is

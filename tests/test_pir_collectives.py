@@ -230,13 +230,15 @@ class _MutantFusion(type(passes.get("rs_fuse"))):
     """The real pass, then on every rank the reduce_scatter replaced by an
     all-reduce (``reduce_type``) split along dim 0 keeping piece ``piece(rank)``."""
 
+    isolated = False  # a test's own class: applied in this process
+
     def __init__(self, reduce_type, piece):
         self.reduce_type, self.piece = reduce_type, piece
 
-    def apply(self, case, rank):
+    def apply_local(self, case, rank):
         import paddle
 
-        run = self.apply_local(case, rank)
+        run = super().apply_local(case, rank)
         main = run.rewritten.main
         with paddle.pir_utils.IrGuard():
             rs = next(o for o in main.global_block().ops if o.name() == "pd_op.reduce_scatter")
