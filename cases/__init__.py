@@ -9,7 +9,19 @@ from .base import Case, Expect, FeedSpec, RankProgram
 FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack",
             "pir_matmul_grad", "sequence_parallel",
             "engine_sp", "pir_collectives", "engine_sharding", "engine_dp",
-            "planned_models", "engine_pipeline", "pir_gradient_merge"]
+            "planned_models", "engine_pipeline", "pir_gradient_merge", "zoo"]
+
+
+def unavailable_families() -> dict:
+    """``{family: why}`` of the families whose optional dependencies are
+    missing (a family module says so with ``UNAVAILABLE``; its ``CASES`` is
+    then empty).  The CLI prints these so an absent family is never silent."""
+    out = {}
+    for fam in FAMILIES:
+        why = getattr(importlib.import_module(f"cases.{fam}"), "UNAVAILABLE", None)
+        if why:
+            out[fam] = why
+    return out
 
 
 def all_cases() -> dict:
@@ -44,4 +56,5 @@ def select(patterns=None, extra=()) -> list:
     return chosen
 
 
-__all__ = ["Case", "Expect", "FeedSpec", "RankProgram", "all_cases", "select"]
+__all__ = ["Case", "Expect", "FeedSpec", "RankProgram", "all_cases", "select",
+           "unavailable_families"]

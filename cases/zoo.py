@@ -1,0 +1,134 @@
+"""The model zoo: real models of paddleformers (Paddle's model library),
+placed by their tensor-parallel plans, planned by Paddle (``dist.to_static``,
+PIR) at tiny configs.
+
+The model files are in ``examples/zoo/`` (each plannable by hand:
+``python -m verify plan examples/zoo/llama_tp.py --ir pir --ranks 2
+--out DIR``); every workaround planning them on a CPU 3.3.1 build needs is
+in ``examples/zoo/paddleformers_cpu.py``.  Each case plans its model
+file on first use (``verify.plan.plan``, one fresh subprocess per rank) and
+caches the program dir under ``$PADDLE_PASS_VERIFY_CACHE`` (default
+``~/.cache/paddle-pass-verify``) ``/zoo/<paddle version>-<commit>/<key>``,
+the key a hash of the zoo's model files, the PIR planner's source, the
+mesh and paddleformers' version; concurrent builders (pytest -n) wait on a
+lock file, so a plan is made once.
+
+The family needs the optional ``models`` dependencies (``pip install
+-e '.[models]'``: paddleformers, pinned).  Without them ``CASES`` is empty
+and ``UNAVAILABLE`` says why; ``python -m verify list|run|coverage`` print it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .base import Expect
+from .pir_matmul_grad import PirCase
+
+_REPO = Path(__file__).resolve().parent.parent
+MODELS = _REPO / "examples" / "zoo"
+RS = "fuse_allreduce_split_to_reducescatter_pass"
+SPLIT = "_pir_split_matmul_grad_to_matmul"
+
+
+def pinned() -> str:
+    """The paddleformers version the zoo is pinned to (``PINNED`` of
+    ``examples/zoo/paddleformers_cpu.py``, read without importing it)."""
+    import re
+
+    text = (MODELS / "paddleformers_cpu.py").read_text()
+    return re.search(r'^PINNED = "([^"]+)"', text, re.M).group(1)
+
+
+def unavailable() -> str | None:
+    """Why the zoo cannot be planned here, or None."""
+    import importlib.metadata
+    import importlib.util
+
+
+    PINNED = pinned()
+    if importlib.util.find_spec("paddleformers") is None:
+        return (f"paddleformers is not installed (pip install -e '.[models]' installs "
+                f"paddleformers=={PINNED})")
+    have = importlib.metadata.version("paddleformers")
+    if have != PINNED:
+        return f"paddleformers {have} is installed; the zoo is pinned to {PINNED}"
+    return None
+
+
+def cache_root() -> Path:
+    from cases.engine_planned import _paddle_tag
+
+    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify"
+    return root / "zoo" / _paddle_tag()
+
+
+def plan_key(params: dict) -> str:
+    """Hash of every zoo model file, the PIR planner, the plan params and
+    paddleformers' version."""
+    import importlib.metadata
+
+    h = hashlib.sha256(json.dumps({k: params[k] for k in ("model", "ranks", "mesh")},
+                                  sort_keys=True).encode())
+    for f in sorted(MODELS.glob("*.py")):
+        h.update(f.name.encode() + f.read_bytes())
+    for f in ("verify/pir_plan.py", "verify/plan.py"):
+        h.update((_REPO / f).read_bytes())
+    h.update(importlib.metadata.version("paddleformers").encode())
+    return h.hexdigest()[:16]
+
+
+def planned_dir(params: dict, timeout: float = 900.0) -> Path:
+    """The program dir of ``params`` (model file, ranks, mesh), planning it once."""
+    from verify.plan import plan
+
+    final = cache_root() / plan_key(params)
+    if (final / "plan.json").is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f"{final.name}.lock", "w") as lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "plan.json").is_file():
+            return final
+        if final.exists():  # a half-written dir of a killed run
+            import shutil
+
+            shutil.rmtree(final, ignore_errors=True)
+        return plan(str(MODELS / params["model"]), params["ranks"], params.get("mesh"),
+                    out=final, timeout=timeout, ir="pir")
+
+
+def build(case, rank: int):
+    """Rank ``rank``'s PIR programs from the case's cached plan; raises,
+    naming the case, when the planner's rings are not the case's."""
+    from verify.program_dir import build_pir
+
+    folder = planned_dir(case.params)
+    rings = {int(k): sorted(sorted(g) for g in v) for k, v in
+             json.loads((folder / "plan.json").read_text())["rings"].items()}
+    stated = {int(k): sorted(sorted(g) for g in v) for k, v in case.rings.items()}
+    if rings != stated:
+        raise RuntimeError(f"case {case.name}: the planner's rings are {rings}, the case "
+                           f"states {stated} (update cases/zoo.py)")
+    return build_pir(dataclasses.replace(case, params={**case.params, "dir": str(folder)}),
+                     rank)
+
+
+GLOO = ("real ranks do not run PIR programs yet: the simulator (PIR ranks in lock "
+        "step) decides the numeric runs")
+
+
+def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect):
+    return PirCase(name=name, family="zoo", summary=summary, mesh=mesh, builder=build,
+                   expect=expect, rings=rings, ir="pir", gloo_unfaithful=GLOO,
+                   params={"model": model, "ranks": ranks, "mesh": mesh_text})
+
+
+UNAVAILABLE = unavailable()
+CASES = [] if UNAVAILABLE else []
