@@ -76,7 +76,7 @@ def plan_key(params: dict) -> str:
                                   sort_keys=True).encode())
     for f in sorted(MODELS.glob("*.py")):
         h.update(f.name.encode() + f.read_bytes())
-    for f in ("verify/pir_plan.py", "verify/plan.py"):
+    for f in ("verify/plan/pir_rank.py", "verify/plan/planner.py"):
         h.update((_REPO / f).read_bytes())
     h.update(importlib.metadata.version("paddleformers").encode())
     return h.hexdigest()[:16]
@@ -84,7 +84,7 @@ def plan_key(params: dict) -> str:
 
 def planned_dir(params: dict, timeout: float = 900.0) -> Path:
     """The program dir of ``params`` (model file, ranks, mesh), planning it once."""
-    from verify.plan import plan
+    from verify.plan.planner import plan
 
     final = cache_root() / plan_key(params)
     if (final / "plan.json").is_file():
@@ -107,7 +107,7 @@ def planned_dir(params: dict, timeout: float = 900.0) -> Path:
 def build(case, rank: int):
     """Rank ``rank``'s PIR programs from the case's cached plan; raises,
     naming the case, when the planner's rings are not the case's."""
-    from verify.program_dir import build_pir
+    from cases.program_dirs import build_pir
 
     folder = planned_dir(case.params)
     rings = {int(k): sorted(sorted(g) for g in v) for k, v in

@@ -4,19 +4,21 @@ which op types of the chosen programs the checks can read.
 For every op type in the chosen cases' programs (every rank, main and
 startup) it prints whether the shape check has a rule for it
 (``verify/checks/shape_rules.py``) and whether the value proof has a row
-(``verify/value/semantics.py``, the collectives of ``verify/collectives.py``,
+(``verify/value/semantics.py``, the collectives of ``verify/ir/collectives.py``,
 the random fills of a startup program), and then, per case, which checks
 would stop and at which op: the shape check stops (INCONCLUSIVE) at the
 first main-program op without a rule, the value proof at the first startup
 or main op without a row.  The numeric runs execute Paddle's own kernels
-and need no row: they are not listed.
+and need no row: they are not listed.  A present rule or row may still
+refuse an op at run time (attrs or shapes it does not model, e.g. reduced
+shapes that do not line up): the run's INCONCLUSIVE message names those.
 
 Exit codes: 0 no check would stop on any chosen program; 1 some check would
 stop (the table says where); 2 bad input (unknown case glob, unreadable case
 file or program dir), one line on stderr.
 
 A tool on top of the layers: it builds the cases (``cases``) and snapshots
-them as the engine does (``verify.application``); it checks nothing.
+them as the engine does (``verify.ir.rank_snapshot``); it checks nothing.
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def has_value_row(op_type: str, startup: bool = False) -> bool:
     """Whether the value proof's executor gives ``op_type`` meaning
     (``verify/value/symbolic.py``: collectives apart, random fills of the
     startup program as fresh symbols, then the row table)."""
-    from verify.collectives import COLLECTIVES
+    from verify.ir.collectives import COLLECTIVES
     from verify.value.semantics import RANDOM_INIT, ROWS
 
     if startup and op_type in RANDOM_INIT:
@@ -70,13 +72,13 @@ def has_value_row(op_type: str, startup: bool = False) -> bool:
 
 def scan(chosen) -> tuple[dict, list]:
     """``({op type: OpType}, [Stop])`` over every rank of ``chosen`` cases."""
-    from verify.application import _snapshot
+    from verify.ir.rank_snapshot import snapshot_of
 
     types, stops = {}, []
     for case in chosen:
         for rank in case.ranks:
             rp = case.build(rank)
-            snap = _snapshot(rp, case, rank, "original")
+            snap = snapshot_of(rp, case, rank, "original")
             first = {}
             for program, ops in (("startup", snap.startup_ops), ("main", snap.ops)):
                 for op in ops:
@@ -117,7 +119,7 @@ def render(types: dict, stops: list, out=sys.stdout) -> None:
     if not stops:
         print("no check would stop on these programs", file=out)
         return
-    print("checks that would stop (INCONCLUSIVE):", file=out)
+    print("checks that would stop (INCONCLUSIVE) for a missing rule or row:", file=out)
     for s in stops:
         print(f"  case {s.case}: the {s.check} stops at rank {s.rank} {s.program} op "
               f"{s.op_index} ({s.op_type})", file=out)
