@@ -67,15 +67,18 @@ def cache_root() -> Path:
     return root / "zoo" / _paddle_tag()
 
 
+HELPERS = ("paddleformers_cpu.py", "zoo_common.py", "zoo_llama.py", "zoo_families.py")
+
+
 def plan_key(params: dict) -> str:
-    """Hash of every zoo model file, the PIR planner, the plan params and
-    paddleformers' version."""
+    """Hash of the case's model file, the zoo's helpers, the PIR planner, the
+    plan params and paddleformers' version."""
     import importlib.metadata
 
-    h = hashlib.sha256(json.dumps({k: params[k] for k in ("model", "ranks", "mesh")},
+    h = hashlib.sha256(json.dumps({k: params.get(k) for k in ("model", "ranks", "mesh")},
                                   sort_keys=True).encode())
-    for f in sorted(MODELS.glob("*.py")):
-        h.update(f.name.encode() + f.read_bytes())
+    for name in (params["model"],) + HELPERS:
+        h.update(name.encode() + (MODELS / name).read_bytes())
     for f in ("verify/plan/pir_rank.py", "verify/plan/planner.py"):
         h.update((_REPO / f).read_bytes())
     h.update(importlib.metadata.version("paddleformers").encode())
@@ -130,5 +133,34 @@ def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect):
                    params={"model": model, "ranks": ranks, "mesh": mesh_text})
 
 
+TP2 = {12: [[0, 1]]}
+# DP2 x TP2 (--mesh 2x2): the planner gives each DP pair its own ring id
+DP2_TP2 = {12: [[0, 2]], 13: [[1, 3]], 14: [[0, 1], [2, 3]]}
+# TP2 on a 1 x 2 mesh (the SP markers need a dp dim): one-rank DP rings
+DP1_TP2 = {12: [[0]], 13: [[1]], 14: [[0, 1]]}
+MESH_2X2 = [[0, 1], [2, 3]]
+
 UNAVAILABLE = unavailable()
-CASES = [] if UNAVAILABLE else []
+CASES = [] if UNAVAILABLE else [
+    _case("zoo_llama_own_plan_tp2",
+          "LLaMA (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, vocab 32) placed by its "
+          "own auto_dist_config plan as shipped, TP2: the plan's keys name llama.* but the "
+          "model's sublayers are model.*, so only lm_head is column-parallel",
+          "llama_own_plan.py", 2, None, [0, 1], TP2, {}),
+    _case("zoo_llama_tp2",
+          "LLaMA, its own plan keyed under the model's prefix (model.*), TP2: q/k/v, gate/up "
+          "column-parallel, o/down row-parallel, embedding gathered, lm_head column-parallel",
+          "llama_tp.py", 2, None, [0, 1], TP2, {}),
+    _case("zoo_llama_dp2_tp2",
+          "LLaMA, keyed plan, DP2 x TP2 (batch split over dp)",
+          "llama_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {}),
+    _case("zoo_llama_tp2_sp",
+          "LLaMA, keyed plan with Paddle's sequence-parallel markers, TP2 on a 1 x 2 mesh",
+          "llama_sp.py", 2, "1x2", [[0, 1]], DP1_TP2, {}),
+    _case("zoo_llama_dp2_tp2_stage1",
+          "LLaMA, keyed plan, DP2 x TP2, AdamW through dist.shard_optimizer(ShardingStage1)",
+          "llama_stage1.py", 4, "2x2", MESH_2X2, DP2_TP2, {}),
+    _case("zoo_llama_dp2_tp2_stage2",
+          "LLaMA, keyed plan, DP2 x TP2, AdamW through dist.shard_optimizer(ShardingStage2)",
+          "llama_stage2.py", 4, "2x2", MESH_2X2, DP2_TP2, {}),
+]

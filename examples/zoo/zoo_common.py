@@ -38,10 +38,11 @@ def model_file(make_model, plan_of, sharding=None):
                                         {"mp_config": {"parallelize_plan": plan}})
         return model
 
-    def loss(logits, labels):
+    def loss(logits, *rest):
         """The model's own criterion (paddleformers' CriterionLayer: token CE,
-        mean over the tokens)."""
-        out = state["model"].criterion(logits, labels)
+        mean over the tokens) of the logits (the model's first output; some
+        families return more, e.g. Phi-3's cache) and the labels (last)."""
+        out = state["model"].criterion(logits, rest[-1])
         return out[0] if isinstance(out, (tuple, list)) else out
 
     def optimizer(parameters):

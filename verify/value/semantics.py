@@ -1349,6 +1349,8 @@ ROWS.update({
     "pd_op.slice": _pir_slice_any,
     "pd_op.slice_grad": _pir_slice_grad,
     "pd_op.assign_value_": _pir_assign_value,
+    # sharding's parameter write-back: out (and the parameter it overwrites) is x
+    "pd_op.assign_out_": _via(identity(), {"x": "X"}, {"Out": "out"}),
     "pd_op.arange": _pir_arange,
     "pd_op.tril": uf_opaque("tril", {"out": ("x", None)}),
     "pd_op.triu": uf_opaque("triu", {"out": ("x", None)}),
