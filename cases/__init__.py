@@ -24,12 +24,16 @@ def unavailable_families() -> dict:
     return out
 
 
-def all_cases() -> dict:
-    """Every case by name, in family order."""
+def all_cases(declared: bool = False) -> dict:
+    """Every case by name, in family order.
+
+    ``declared``: also the cases of families whose optional dependencies
+    are missing here (their ``DECLARED`` list): what the baseline states,
+    which must not depend on what is installed; they cannot be built."""
     out = {}
     for fam in FAMILIES:
         mod = importlib.import_module(f"cases.{fam}")
-        for c in mod.CASES:
+        for c in (getattr(mod, "DECLARED", mod.CASES) if declared else mod.CASES):
             if c.name in out:
                 raise ValueError(f"duplicate case name {c.name} in cases/{fam}.py")
             out[c.name] = c

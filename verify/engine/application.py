@@ -222,6 +222,14 @@ def run_application(adapter, case, source: str = "installed",
                 and not o.build_error]
     if value and complete and len(complete) == len(case.ranks):
         app.checks += value_checks(adapter, case, complete)
+        if all(_identical(o.before, o.after) for o in complete):
+            # the identity proof decides; a numeric backend that cannot run the
+            # (unchanged) program is shown, not counted
+            for c in app.checks:
+                if c.kind == "numeric" and c.verdict == Verdict.INCONCLUSIVE:
+                    c.advisory = True
+                    c.message += " (advisory: the programs are unchanged, the identity " \
+                                 "proof decides)"
     app.verdict = combine(app.checks)
     app.seconds = time.perf_counter() - start
     for o in app.outcomes:
