@@ -500,6 +500,10 @@ def _pir_split_with_num(s):
 
 def _pir_vector_piece(s):
     v = s("operands")
+    if len(getattr(v, "pieces", [])) > 1:
+        i = int(s.attr("index", 0))
+        s.need(0 <= i < len(v.pieces), f"builtin.slice index {i} of a vector of {len(v.pieces)}")
+        return {"results": [list(v.pieces[i])] if 0 <= i < len(v.pieces) else []}
     i = int(s.attr("index", 0))
     s.need(0 <= i < v[0] if is_static(v[0]) else True,
            f"builtin.slice index {i} of a vector of {v[0]}")
@@ -508,6 +512,14 @@ def _pir_vector_piece(s):
 
 def _pir_vector_pieces(s):
     v = s("operands")
+    if len(getattr(v, "pieces", [])) > 1:
+        # the snapshot names only the used results; results@index says which
+        at = s.attr("results@index") or list(range(len(v.pieces)))
+        if len(at) != len(s.op.outputs.get("results") or []) or \
+                any(not 0 <= i < len(v.pieces) for i in at):
+            raise RuleError(f"builtin.split of {len(v.pieces)} pieces: named results "
+                            f"{s.op.outputs.get('results')} at {at} do not line up")
+        return {"results": [list(v.pieces[i]) for i in at]}
     return {"results": [list(v[1:]) for _ in range(int(v[0]))]}
 
 
@@ -664,7 +676,19 @@ def _pir_concat_vector(s):
     axis = s.attr("axis@value")
     if axis is None:
         raise RuleError("concat axis is not a constant (no axis@value)")
-    v = list(s("x"))
+    vec = s("x")
+    if len(getattr(vec, "pieces", [])) > 1:  # combine's pieces: sum along axis
+        pieces = vec.pieces
+        a = int(axis[0] if isinstance(axis, list) else axis) % max(len(pieces[0]), 1)
+        out = list(pieces[0])
+        for i, p in enumerate(pieces[1:], 1):
+            s.need(len(p) == len(out), f"concat piece {i} has rank {len(p)}, not {len(out)}")
+            for d, (x, y) in enumerate(zip(out, p)):
+                if d != a:
+                    s.need(eq(x, y), f"concat piece {i} dim {d} ({y}) is not {x}")
+            out[a] = out[a] + p[a] if len(p) > a else out[a]
+        return {"out": [out]}
+    v = list(vec)
     piece = v[1:]
     axis = int(axis[0] if isinstance(axis, list) else axis) % max(len(piece), 1)
     piece[axis] = piece[axis] * v[0]
@@ -728,21 +752,39 @@ def _const_list(s, name):
     return [int(x) for x in (v if isinstance(v, list) else [v])]
 
 
+class Pieces(list):
+    """A vector value's shape: ``[count] + the first piece's shape`` (what the
+    vector rules read when the pieces are equal), with every piece's shape in
+    ``pieces`` (builtin.combine of unequal pieces, e.g. a KV cache's
+    zero-length past concatenated with the new keys)."""
+
+    pieces: list = []
+
+
 def _pir_combine(s):
-    shapes = s.all("operands")
+    shapes = [list(sh) for sh in s.all("operands")]
+    if len(shapes) != len(s.inputs.get("operands") or []):
+        raise RuleError("builtin.combine: an operand has no known shape")
     if not shapes:
         return {"results": [[0]]}
-    first = list(shapes[0])
-    for i, sh in enumerate(shapes[1:], 1):
+    out = Pieces([len(shapes)] + shapes[0])
+    out.pieces = shapes
+    return {"results": [out]}
+
+
+def _equal_pieces(s, v, what):
+    """``v``'s pieces are all of one shape (else RuleError naming ``what``)."""
+    for i, sh in enumerate(getattr(v, "pieces", [])[1:], 1):
+        first = v.pieces[0]
         if len(sh) != len(first) or any(not (is_static(a) and is_static(b) and a == b)
                                         for a, b in zip(sh, first)):
-            raise RuleError(f"builtin.combine of unequal shapes {first} and {list(sh)} "
-                            f"(operand {i}): the vector has no single piece shape")
-    return {"results": [[len(shapes)] + first]}
+            raise RuleError(f"{what} of a vector of unequal pieces {first} and {sh} "
+                            f"(piece {i})")
 
 
 def _pir_add_n(s):
     v = s("inputs")
+    _equal_pieces(s, v, "add_n")
     return {"out": [list(v[1:])]}
 
 
@@ -822,6 +864,29 @@ def _pir_binary_grad(s):
     return {"x_grad": [s("x")], "y_grad": [s("y")]}
 
 
+def _pir_split_sections(s):
+    """``pd_op.split`` by constant ``sections@value`` along ``axis@value`` (one
+    -1 section takes the rest): a vector of the pieces."""
+    x = list(s("x"))
+    axis = _const_list(s, "axis")[0]
+    axis = axis + len(x) if axis < 0 else axis
+    secs = _const_list(s, "sections")
+    d = x[axis]
+    if -1 in secs:
+        if not is_static(d):
+            raise RuleError("split with a -1 section of a symbolic dim")
+        secs[secs.index(-1)] = d - sum(c for c in secs if c != -1)
+    s.need(eq(sum(secs), d), f"split sections {secs} do not sum to dim {axis} ({d})")
+    pieces = [x[:axis] + [c] + x[axis + 1:] for c in secs]
+    out = Pieces([len(pieces)] + pieces[0])
+    out.pieces = pieces
+    return {"out": [out]}
+
+
+def _pir_empty(s):
+    return {"out": [_const_list(s, "shape")]}
+
+
 def _pir_assign_value(s):
     return {"out": [list(s.attr("shape", []))]}
 
@@ -886,6 +951,13 @@ def _pir_reshape_grad(s):
 
 
 def _pir_concat_grad(s):
+    vec = s("x")
+    if len(getattr(vec, "pieces", [])) > 1:  # unequal pieces: the grads are the pieces
+        out = _pir_concat_vector(s)["out"][0]
+        g = list(s("out_grad"))
+        s.need(len(g) == len(out) and all(eq(a, b) for a, b in zip(g, out)),
+               f"out_grad {g} is not the concatenation {out}")
+        return {"x_grad": [vec]}
     v = list(s("x"))
     axis = _const_list(s, "axis")[0]
     piece = v[1:]
@@ -956,6 +1028,9 @@ RULES.update({
     "pd_op.tril": _pir_tri,
     "pd_op.triu": _pir_tri,
     "pd_op.assign_value_": _pir_assign_value,
+    "pd_op.empty": _pir_empty,
+    "pd_op.split": _pir_split_sections,
+    "pd_op.set_value_": _pir_same("x", "out"),
     "pd_op.where": _pir_where,
     "pd_op.multiply": _pir_binary,
     "pd_op.divide": _pir_binary,

@@ -795,8 +795,9 @@ def _pir_vector_piece(op, ins, k):
 def _pir_vector_pieces(op, ins, k):
     """builtin.split: every piece of a stacked vector value, in order."""
     v = _t(ins, "operands")
-    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)
-                        for i in range(v.arr.shape[0])]}
+    # the snapshot names only the used results; results@index says which pieces
+    at = op.attrs.get("results@index") or range(v.arr.shape[0])
+    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype) for i in at]}
 
 
 ROWS.update({
@@ -1279,6 +1280,28 @@ def _pir_assign_value(op, ins, k):
                                  {}, k)["Out"]}
 
 
+def _pir_split_sections(op, ins, k):
+    """``pd_op.split`` into equal sections: the ``split`` row, the pieces held
+    stacked (as ``split_with_num``'s); unequal sections have no stacked form."""
+    secs, axis = op.attrs.get("sections@value"), op.attrs.get("axis@value")
+    if secs is None or axis is None:
+        raise Unsupported("split sections/axis are not constants")
+    if len(set(int(c) for c in secs)) != 1:
+        raise Unsupported(f"split into unequal sections {secs}")
+    return _pir_split_with_num(_OpView(op, {"axis@value": axis, "num": len(secs)}), ins, k)
+
+
+def _pir_empty(op, ins, k):
+    """``pd_op.empty``: uninitialized memory has no value; only a tensor with
+    no elements (a zero-length KV-cache past) has exact meaning: itself."""
+    shape = [int(n) for n in op.attrs.get("shape@value") or []]
+    if 0 not in shape:
+        raise Unsupported(f"pd_op.empty {shape}: uninitialized elements")
+    dims = leaf_dims(shape, k.reduce_to)
+    return {"out": [Tensor(np.empty([_prod(r for _, r in d) for d in dims], dtype=object),
+                           dims, str(op.attrs.get("dtype", "")))]}
+
+
 def _pir_arange(op, ins, k):
     """Constants: element i an uninterpreted constant keyed by the bounds
     and i (its reduced position)."""
@@ -1352,6 +1375,10 @@ ROWS.update({
     # sharding's parameter write-back: out (and the parameter it overwrites) is x
     "pd_op.assign_out_": _via(identity(), {"x": "X"}, {"Out": "out"}),
     "pd_op.arange": _pir_arange,
+    "pd_op.empty": _pir_empty,
+    "pd_op.split": _pir_split_sections,
+    # constant values written into a slice of x: uninterpreted in x and the attrs
+    "pd_op.set_value_": uf_opaque("set_value_", {"out": ("x", None)}),
     "pd_op.tril": uf_opaque("tril", {"out": ("x", None)}),
     "pd_op.triu": uf_opaque("triu", {"out": ("x", None)}),
     "pd_op.cross_entropy_with_softmax": uf_opaque(
