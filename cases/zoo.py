@@ -201,4 +201,16 @@ DECLARED = [
           "LLaMA, keyed plan, DP2 x TP2, AdamW through dist.shard_optimizer(ShardingStage2)",
           "llama_stage2.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_SHARD, SPLIT: _VPP_OWN}),
 ]
+DECLARED += [
+    _case("zoo_phi3_tp2",
+          "Phi-3 (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, vocab 32; fused qkv_proj "
+          "and gate_up_proj, an empty KV-cache past concatenated in) with the TP plan of "
+          "examples/zoo/zoo_families.py, TP2",
+          "phi3_tp.py", 2, None, [0, 1], TP2, {}),
+    _case("zoo_gemma3_tp2",
+          "Gemma 3 text (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, head_dim 8, vocab "
+          "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
+          "the TP plan of examples/zoo/zoo_families.py, TP2",
+          "gemma3_tp.py", 2, None, [0, 1], TP2, {}),
+]
 CASES = [] if UNAVAILABLE else DECLARED
