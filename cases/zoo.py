@@ -160,6 +160,9 @@ def _vpp_head(head: str) -> Expect:
 
 _RS_TP = _rs_absent("pd_op.all_reduce (row-parallel partial sums, the gathered "
                     "embedding's grad) and pd_op.all_gather")
+_VPP_FAM = _vpp_head("the head stored [vocab 32, hidden 16], its hidden dim sharded by the "
+                     "zoo plan's ColWiseParallel on lm_head (dim 1 of the stored weight): "
+                     "[32, 8] per rank")
 _RS_DP = _rs_absent("pd_op.all_reduce on the TP rings, the DP gradient all_reduce on the "
                     "DP rings, and pd_op.all_gather")
 _RS_SP = _rs_absent("pd_op.reduce_scatter (the p->s reshards of the sequence-parallel "
@@ -206,11 +209,11 @@ DECLARED += [
           "Phi-3 (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, vocab 32; fused qkv_proj "
           "and gate_up_proj, an empty KV-cache past concatenated in) with the TP plan of "
           "examples/zoo/zoo_families.py, TP2",
-          "phi3_tp.py", 2, None, [0, 1], TP2, {}),
+          "phi3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM}),
     _case("zoo_gemma3_tp2",
           "Gemma 3 text (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, head_dim 8, vocab "
           "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
           "the TP plan of examples/zoo/zoo_families.py, TP2",
-          "gemma3_tp.py", 2, None, [0, 1], TP2, {}),
+          "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
