@@ -155,7 +155,12 @@ def _vpp_head(head: str) -> Expect:
                   "weight [32, 8]): PIR's shape inference raises 'the [2] dimension of "
                   "Input(X) must be equal to the [1] dimension of Input(Y)' (32 vs 8) on "
                   "every rank; predicted by the shape plan before the pass ran. Every "
-                  "untransposed matmul_grad of the decoder is planned shape-correct")
+                  "untransposed matmul_grad of the decoder is planned shape-correct",
+                  evidence="the pass raises inside PIR's shape inference on every rank "
+                  "(traceback: 'In operator matmul, the [2] dimension of Input(X) must be "
+                  "equal to the [1] dimension of Input(Y)... [32]... [8]'); the shape plan "
+                  "of the grad, made before the pass ran, predicts it (transpose_y=True "
+                  "under a guard that reads trans_y)")
 
 
 _RS_TP = _rs_absent("pd_op.all_reduce (row-parallel partial sums, the gathered "
