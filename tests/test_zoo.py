@@ -13,7 +13,7 @@ import pytest
 
 import cases
 from cases import zoo
-from verify import coverage
+from verify.selfcheck import coverage
 
 needs_models = pytest.mark.skipif(bool(zoo.UNAVAILABLE), reason=f"zoo: {zoo.UNAVAILABLE}")
 

@@ -162,13 +162,38 @@ def test_grad_shape_rules_are_the_kernels():
         assert not bad and out["x_grad"] == [list(next(iter(ins.values()))[0])]
 
 
-def test_combine_is_a_vector_of_equal_pieces_and_refuses_unequal_ones():
-    out, bad = rule("builtin.combine", {"operands": [(2, 8, 4), (2, 8, 4)]})
-    assert not bad and out["results"] == [[2, 2, 8, 4]]
+def test_vectors_of_pieces_are_the_kernels():
+    """builtin.combine keeps every piece's shape; concat of unequal pieces (a
+    KV cache's empty past and the new keys) sums the axis as Paddle's concat
+    does; builtin.split hands each named result its own piece; add_n needs
+    equal pieces."""
     from verify.checks.shape_rules import RuleError
 
+    out, bad = rule("builtin.combine", {"operands": [(2, 8, 4), (2, 8, 4)]})
+    assert not bad and out["results"] == [[2, 2, 8, 4]]
+    vec = rule("builtin.combine", {"operands": [(2, 2, 8, 8), (2, 2, 8, 0)]})[0]["results"][0]
+    assert vec.pieces == [[2, 2, 8, 8], [2, 2, 8, 0]]
+    s = Shapes(_op("pd_op.concat", {"x": [vec]}, {"axis@value": -1.0}), {"x": [vec]})
+    want = _pd(lambda p: list(p.concat([p.zeros([2, 2, 8, 8]), p.zeros([2, 2, 8, 0])],
+                                       axis=-1).shape))
+    assert RULES["pd_op.concat"](s)["out"] == [want] and not s.needs
+    op = Op(0, "builtin.split", {"operands": ["v"]}, {"results": ["b"]},
+            {"results@index": [1]})
+    assert RULES["builtin.split"](Shapes(op, {"operands": [vec]}))["results"] == [[2, 2, 8, 0]]
+    s = Shapes(_op("pd_op.add_n", {"inputs": [vec]}), {"inputs": [vec]})
     with pytest.raises(RuleError, match="unequal"):
-        rule("builtin.combine", {"operands": [(2, 8, 4), (2, 8, 5)]})
+        RULES["pd_op.add_n"](s)
+
+
+def test_split_by_sections_is_the_kernels():
+    out, bad = rule("pd_op.split", {"x": [(2, 8, 1, 24)]},
+                    {"sections@value": [8, -1, 4], "axis@value": 3.0})
+    want = _pd(lambda p: [list(t.shape) for t in p.split(p.zeros([2, 8, 1, 24]),
+                                                          [8, -1, 4], axis=3)])
+    assert not bad and out["out"][0].pieces == want
+    _, bad = rule("pd_op.split", {"x": [(2, 8, 1, 24)]},
+                  {"sections@value": [8, 8, 4], "axis@value": 3.0})
+    assert bad and "do not sum" in bad[0]
 
 
 @pytest.mark.parametrize("op_type,ins,attrs,needle", [

@@ -32,7 +32,7 @@ def _parser():
     sub.add_parser("premerge", help="check a Paddle checkout's change before it merges "
                    "(see verify/premerge/run.py)", add_help=False)
     sub.add_parser("coverage", help="op types of the programs with their shape rule and "
-                   "value row, and which checks would stop (see verify/coverage.py)",
+                   "value row, and which checks would stop (see verify/selfcheck/coverage.py)",
                    add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
                    "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
@@ -390,7 +390,7 @@ def main(argv=None) -> int:
 
         return premerge_main(argv[1:])
     if argv[:1] == ["coverage"]:
-        from .coverage import main as coverage_main
+        from .selfcheck.coverage import main as coverage_main
 
         return coverage_main(argv[1:])
     if argv[:1] == ["vocabulary"]:

@@ -17,8 +17,9 @@ Exit codes: 0 no check would stop on any chosen program; 1 some check would
 stop (the table says where); 2 bad input (unknown case glob, unreadable case
 file or program dir), one line on stderr.
 
-A tool on top of the layers: it builds the cases (``cases``) and snapshots
-them as the engine does (``verify.ir.rank_snapshot``); it checks nothing.
+A tool (the top layer, beside the vocabulary audit): it builds the cases
+(``cases``) and snapshots them as the engine does (``verify.ir.rank_snapshot``);
+it checks nothing.
 """
 from __future__ import annotations
 
@@ -145,14 +146,15 @@ class _Usage(Exception):
 def choose(args) -> list:
     """The cases named by the args (as ``verify run`` chooses them)."""
     import cases
-    from verify.cli import UsageError, file_cases
+    from cases.case_files import CaseFileError, load_case_files
 
     try:
-        extra = file_cases(args.case_files + args.program_dirs)
+        paths = args.case_files + args.program_dirs
+        extra = load_case_files(paths) if paths else []
         if args.program_dirs and not args.cases and not args.case_files:
             return extra
         return cases.select(args.cases, extra=extra)
-    except (UsageError, KeyError) as exc:
+    except (CaseFileError, KeyError) as exc:
         raise _Usage(exc.args[0] if exc.args else str(exc)) from None
 
 
