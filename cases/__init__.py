@@ -55,7 +55,9 @@ def select(patterns=None, extra=()) -> list:
     for pat in patterns:
         hit = [c for n, c in cases.items() if fnmatch.fnmatchcase(n, pat)]
         if not hit:
-            raise KeyError(f"no case matches {pat!r}; known: {', '.join(cases)}")
+            missing = "".join(f"; family {fam} is unavailable here ({why})"
+                              for fam, why in unavailable_families().items())
+            raise KeyError(f"no case matches {pat!r}{missing}; known: {', '.join(cases)}")
         chosen += [c for c in hit if c not in chosen]
     return chosen
 

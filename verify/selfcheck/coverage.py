@@ -163,15 +163,15 @@ def main(argv=None, out=sys.stdout) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help is 0, bad flags 2
         return int(exc.code or 0)
+    from cases import unavailable_families
+
+    for fam, why in unavailable_families().items():
+        print(f"note: case family {fam} unavailable: {why}", file=sys.stderr)
     try:
         chosen = choose(args)
     except _Usage as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from cases import unavailable_families
-
-    for fam, why in unavailable_families().items():
-        print(f"note: case family {fam} unavailable: {why}", file=sys.stderr)
     types, stops = scan(chosen)
     render(types, stops, out)
     return 1 if stops else 0
