@@ -20,6 +20,19 @@ from verify.ir.snapshot import Op
 from verify.value import semantics as S
 
 RNG = np.random.default_rng(21)
+TESTED = set()  # value rows this file runs (the completeness test at the end)
+# the value rows tested here, not in tests/test_value_axioms.py (whose
+# completeness test leaves these to this file's)
+ROWS_TESTED_HERE = [
+    "builtin.combine", "pd_op.add_n", "pd_op.unsqueeze", "pd_op.expand", "pd_op.tile",
+    "pd_op.cast", "pd_op.multiply", "pd_op.multiply_grad", "pd_op.divide", "pd_op.divide_grad",
+    "pd_op.pow", "pd_op.pow_grad", "pd_op.rsqrt", "pd_op.rsqrt_grad", "pd_op.cos", "pd_op.sin",
+    "pd_op.silu", "pd_op.silu_grad", "pd_op.gelu", "pd_op.gelu_grad", "pd_op.not_equal",
+    "pd_op.bitwise_and", "pd_op.where", "pd_op.softmax", "pd_op.softmax_grad",
+    "pd_op.embedding", "pd_op.embedding_grad", "pd_op.reshape_grad", "pd_op.concat_grad",
+    "pd_op.slice_grad", "pd_op.assign_value_", "pd_op.assign_out_", "pd_op.arange",
+    "pd_op.empty", "pd_op.split", "pd_op.set_value_", "pd_op.tril",
+    "pd_op.cross_entropy_with_softmax", "pd_op.cross_entropy_with_softmax_grad"]
 
 
 def _pd(fn):
@@ -88,6 +101,14 @@ SHAPE_CASES = [
      lambda p: [p.nn.functional.softmax(p.ones([2, 2, 8, 8]))]),
     ("pd_op.cast", {"x": [(2, 1, 8, 8)]}, {"dtype": "float32"}, "out",
      lambda p: [p.cast(p.ones([2, 1, 8, 8], "bool"), "float32")]),
+    ("pd_op.gelu", {"x": [(2, 8, 32)]}, {"approximate": True}, "out",
+     lambda p: [p.nn.functional.gelu(p.ones([2, 8, 32]), approximate=True)]),
+    ("pd_op.empty", {"shape": [(4,)]}, {"shape@value": [2, 2, 0, 8]}, "out",
+     lambda p: [p.empty([2, 2, 0, 8])]),
+    ("pd_op.set_value_", {"x": [(8, 8)]}, {"axes": [0, 1], "starts@value": [0, 0],
+                                            "ends@value": [1, 1]}, "out", lambda p: [_set_value(p)]),
+    ("pd_op.assign_out_", {"x": [(3, 4)], "output": [(3, 4)]}, {}, "out",
+     lambda p: [p.assign(p.ones([3, 4]), p.zeros([3, 4]))]),
     ("pd_op.add_n", {"inputs": [(2, 2, 8, 16)]}, {}, "out",
      lambda p: [p.add_n([p.ones([2, 8, 16]), p.ones([2, 8, 16])])]),
     ("pd_op.slice", {"input": [(2, 8, 32)]},
@@ -251,9 +272,13 @@ class PaddleKernels:
             return float(getattr(paddle, kernel)(t[0]))
         if kernel == "silu":
             return float(paddle.nn.functional.silu(t[0]))
-        if kernel in ("silu_grad", "pow_grad"):
+        if kernel == "gelu":
+            return float(paddle.nn.functional.gelu(t[0], approximate=at["approximate"]))
+        if kernel in ("silu_grad", "pow_grad", "gelu_grad"):
             x = paddle.to_tensor(np.float64(args[0]), stop_gradient=False)
-            y = paddle.nn.functional.silu(x) if kernel == "silu_grad" else paddle.pow(x, at["y"])
+            y = paddle.nn.functional.silu(x) if kernel == "silu_grad" else \
+                paddle.nn.functional.gelu(x, approximate=at["approximate"]) \
+                if kernel == "gelu_grad" else paddle.pow(x, at["y"])
             (g,) = paddle.grad(y, x, paddle.to_tensor(np.float64(args[1])))
             return float(g)
         if kernel == "pow":
@@ -277,6 +302,7 @@ def T(a):
 
 
 def run(op_type, ins, attrs=None, outs=None):
+    TESTED.add(op_type)
     op = _op(op_type, ins, attrs, outs)
     res = S.ROWS[op_type](op, {s: [T(x) for x in v] for s, v in ins.items()}, K)
     return {s: np.asarray(v[0].arr, dtype=float) for s, v in res.items() if v}
@@ -312,6 +338,15 @@ def test_elementwise_kernel_rows_are_paddles():
         (out["pow3_grad"],) = [t.numpy() for t in paddle.grad(paddle.pow(P, 3.0), P, G)]
         return out
     want = _pd(ref)
+
+    def gelu(paddle):
+        X = paddle.to_tensor(x, stop_gradient=False)
+        y = paddle.nn.functional.gelu(X, approximate=True)
+        return y.numpy(), paddle.grad(y, X, paddle.to_tensor(g))[0].numpy()
+    gy, gdx = _pd(gelu)
+    close(run("pd_op.gelu", {"x": [x]}, {"approximate": True})["out"], gy)
+    close(run("pd_op.gelu_grad", {"x": [x], "out_grad": [g]}, {"approximate": True})["x_grad"],
+          gdx, tol=1e-5)
     for n in ("cos", "sin", "silu"):
         close(run(f"pd_op.{n}", {"x": [x]})["out"], want[n])
     close(run("pd_op.rsqrt", {"x": [pos]})["out"], want["rsqrt"])
@@ -433,17 +468,54 @@ def test_constants_are_paddles():
         run("pd_op.assign_value_", {}, {"values": [0.0, 1.0], "shape": [2]})
     x = r(3, 4)
     close(run("pd_op.assign_out_", {"x": [x], "output": [np.zeros((3, 4))]})["out"], x)
+    # an empty tensor of no elements (a zero-length KV-cache past) is exact; one
+    # with elements is uninitialized memory: no meaning
+    got = run("pd_op.empty", {}, {"shape@value": [2, 2, 0, 8], "dtype": "float32"})["out"]
+    assert list(got.shape) == _pd(lambda p: list(p.empty([2, 2, 0, 8]).shape))
+    with pytest.raises(S.Unsupported):
+        run("pd_op.empty", {}, {"shape@value": [2, 3]})
+
+
+def test_split_by_equal_sections_is_paddles():
+    x = r(2, 3, 6)
+    want = _pd(lambda p: [t.numpy() for t in p.split(p.to_tensor(x), [2, 2, 2], axis=2)])
+    got = run("pd_op.split", {"x": [x]}, {"sections@value": [2, 2, 2], "axis@value": 2.0})
+    for i, w in enumerate(want):
+        close(got["out"][i], w)
+    with pytest.raises(S.Unsupported):
+        run("pd_op.split", {"x": [x]}, {"sections@value": [2, 4], "axis@value": 2.0})
 
 
 def _opaque_terms(op_type, ins, attrs, slot):
+    TESTED.add(op_type)
     op = _op(op_type, ins, attrs)
     res = S.ROWS[op_type](op, {s: [T(x) for x in v] for s, v in ins.items()}, K)
     return res[slot][0].arr
 
 
+def _ce_grad(p):
+    x = p.ones([2, 3, 5])
+    x.stop_gradient = False
+    sm, loss = p._C_ops.cross_entropy_with_softmax(x, p.ones([2, 3, 1], "int64"),
+                                                   False, True, True, -100, -1)
+    return p.grad(loss, x, p.ones_like(loss))[0]
+
+
+def _set_value(p):
+    x = p.zeros([8, 8], "bool")
+    x[0, 0] = True
+    return x
+
+
 @pytest.mark.parametrize("op_type,ins,attrs,slot,ref", [
     ("pd_op.tril", {"x": [np.ones((4, 4))]}, {"diagonal": 0}, "out",
      lambda p: p.tril(p.ones([4, 4]))),
+    ("pd_op.cross_entropy_with_softmax_grad",
+     {"label": [np.ones((2, 3, 1))], "softmax": [r(2, 3, 5)], "loss_grad": [r(2, 3, 1)]},
+     {"axis": -1}, "input_grad", _ce_grad),
+    ("pd_op.set_value_", {"x": [np.zeros((8, 8))]},
+     {"axes": [0, 1], "starts@value": [0, 0], "ends@value": [1, 1], "values": [1.0],
+      "diagonal": 0}, "out", _set_value),
     ("pd_op.cross_entropy_with_softmax", {"input": [r(2, 3, 5)], "label": [np.ones((2, 3, 1))]},
      {"axis": -1}, "loss",
      lambda p: p._C_ops.cross_entropy_with_softmax(p.ones([2, 3, 5]), p.ones([2, 3, 1], "int64"),
@@ -472,6 +544,7 @@ def test_opaque_rows_have_the_kernels_shape_and_read_all_their_inputs(op_type, i
 
 
 def test_arange_is_a_constant_keyed_by_its_bounds():
+    TESTED.add("pd_op.arange")
     op = _op("pd_op.arange", {}, {"start@value": 0.0, "end@value": 3.0, "step@value": 1.0})
     terms = S.ROWS["pd_op.arange"](op, {}, K)["out"][0].arr
     assert list(terms.shape) == _pd(lambda p: list(p.arange(0, 3, 1).shape))
@@ -488,3 +561,10 @@ def test_a_wrong_row_fails_these_tests(monkeypatch):
     monkeypatch.setitem(S.ROWS, "pd_op.rsqrt_grad", wrong)
     with pytest.raises(AssertionError):
         test_elementwise_kernel_rows_are_paddles()
+
+
+def test_every_row_listed_here_is_tested():
+    """Runs last in this file (pytest keeps file order)."""
+    missing = set(ROWS_TESTED_HERE) - TESTED
+    assert not missing, f"rows listed but not run here: {sorted(missing)}"
+    assert set(ROWS_TESTED_HERE) <= set(S.ROWS)

@@ -810,14 +810,6 @@ def _pir_unsqueeze(s):
     return {"out": [x]}
 
 
-def _pir_squeeze(s):
-    x = list(s("x"))
-    axes = [a % len(x) for a in _const_list(s, "axis")] if x else []
-    if not axes:
-        axes = [i for i, d in enumerate(x) if is_static(d) and d == 1]
-    return {"out": [[d for i, d in enumerate(x) if not (i in axes and d == 1)]]}
-
-
 def _pir_tile(s):
     x, rep = list(s("x")), _const_list(s, "repeat_times")
     n = max(len(x), len(rep))
@@ -980,41 +972,8 @@ def _pir_same(slot_in, *slots_out):
     return rule
 
 
-def _pir_cumsum(s):
-    x = list(s("x"))
-    if s.attr("flatten", False):
-        return {"out": [[prod(x)]]}
-    return {"out": [x]}
-
-
-def _pir_topk(s):
-    x = list(s("x"))
-    k = _const_list(s, "k")[0]
-    axis = int(s.attr("axis", -1))
-    axis = axis + len(x) if axis < 0 else axis
-    s.need(k <= x[axis] if is_static(x[axis]) else x[axis] >= k,
-           f"topk k={k} exceeds dim {axis} ({x[axis]})")
-    out = x[:axis] + [k] + x[axis + 1:]
-    return {"out": [out], "indices": [out]}
-
-
-def _pir_one_hot(s):
-    return {"out": [list(s("x")) + _const_list(s, "num_classes")]}
-
-
-def _pir_reduce(s):
-    """sum/max/mean-like reductions of PIR: ``axis@value`` (or the ``axis``
-    attr), ``keepdim``; an empty axis list reduces all."""
-    x = list(s("x"))
-    axes = s.attr("axis@value", s.attr("axis", []))
-    axes = [int(a) for a in (axes if isinstance(axes, list) else [axes])]
-    return {"out": [reduce_shape(s, x, axes, bool(s.attr("keepdim", False)), not axes)]}
-
-
-_UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.exp",
-          "pd_op.tanh", "pd_op.gelu", "pd_op.pow", "pd_op.sqrt", "pd_op.relu", "pd_op.sigmoid",
-          "pd_op.softmax", "pd_op.abs", "pd_op.log", "pd_op.floor",
-          "pd_op.logical_not", "pd_op.assign_out_", "pd_op.clip"]
+_UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
+          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu"]
 
 RULES.update({t: _pir_same("x", "out") for t in _UNARY})
 RULES.update({
@@ -1022,11 +981,9 @@ RULES.update({
     "pd_op.add_n": _pir_add_n,
     "pd_op.arange": _pir_arange,
     "pd_op.unsqueeze": _pir_unsqueeze,
-    "pd_op.squeeze": _pir_squeeze,
     "pd_op.tile": _pir_tile,
     "pd_op.expand": _pir_expand,
     "pd_op.tril": _pir_tri,
-    "pd_op.triu": _pir_tri,
     "pd_op.assign_value_": _pir_assign_value,
     "pd_op.empty": _pir_empty,
     "pd_op.split": _pir_split_sections,
@@ -1034,31 +991,14 @@ RULES.update({
     "pd_op.where": _pir_where,
     "pd_op.multiply": _pir_binary,
     "pd_op.divide": _pir_binary,
-    "pd_op.maximum": _pir_binary,
-    "pd_op.minimum": _pir_binary,
     "pd_op.bitwise_and": _pir_binary,
-    "pd_op.bitwise_or": _pir_binary,
-    "pd_op.logical_and": _pir_binary,
-    "pd_op.logical_or": _pir_binary,
     "pd_op.not_equal": _pir_binary,
-    "pd_op.equal": _pir_binary,
-    "pd_op.less_than": _pir_binary,
-    "pd_op.greater_than": _pir_binary,
     "pd_op.multiply_grad": _pir_binary_grad,
     "pd_op.divide_grad": _pir_binary_grad,
-    "pd_op.maximum_grad": _pir_binary_grad,
     "pd_op.rsqrt_grad": _pir_same("out", "x_grad"),
-    "pd_op.sqrt_grad": _pir_same("out", "x_grad"),
-    "pd_op.exp_grad": _pir_same("out", "x_grad"),
-    "pd_op.tanh_grad": _pir_same("out", "x_grad"),
-    "pd_op.sigmoid_grad": _pir_same("out", "x_grad"),
     "pd_op.silu_grad": _pir_same("x", "x_grad"),
-    "pd_op.gelu_grad": _pir_same("x", "x_grad"),
     "pd_op.pow_grad": _pir_same("x", "x_grad"),
-    "pd_op.cos_grad": _pir_same("x", "x_grad"),
-    "pd_op.sin_grad": _pir_same("x", "x_grad"),
-    "pd_op.relu_grad": _pir_same("out", "x_grad"),
-    "pd_op.cast_grad": _pir_same("x", "x_grad"),
+    "pd_op.gelu_grad": _pir_same("x", "x_grad"),
     "pd_op.softmax_grad": _pir_softmax_grad,
     "pd_op.cross_entropy_with_softmax": _pir_cross_entropy,
     "pd_op.cross_entropy_with_softmax_grad": _pir_cross_entropy_grad,
@@ -1067,8 +1007,4 @@ RULES.update({
     "pd_op.reshape_grad": _pir_reshape_grad,
     "pd_op.concat_grad": _pir_concat_grad,
     "pd_op.slice_grad": _pir_slice_grad,
-    "pd_op.cumsum": _pir_cumsum,
-    "pd_op.topk": _pir_topk,
-    "pd_op.one_hot": _pir_one_hot,
-    "pd_op.max": _pir_reduce,
 })
