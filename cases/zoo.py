@@ -127,10 +127,20 @@ GLOO = ("real ranks do not run PIR programs yet: the simulator (PIR ranks in loc
         "step) decides the numeric runs")
 
 
+# A standalone reproducer embeds a case's program builder; the zoo's programs
+# come from a plan (paddleformers, the cache), which no script of Paddle alone
+# can rebuild yet: its findings are reproduced by `verify run` (the command in
+# the findings table).
+REPRO_BLOCKER = ("a planned paddleformers program: a standalone script cannot rebuild it "
+                 "yet (it needs the plan); reproduce with python -m verify run --pass P "
+                 "--case C (the models group installed)")
+
+
 def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect):
     return PirCase(name=name, family="zoo", summary=summary, mesh=mesh, builder=build,
                    expect=expect, rings=rings, ir="pir", gloo_unfaithful=GLOO,
-                   params={"model": model, "ranks": ranks, "mesh": mesh_text})
+                   params={"model": model, "ranks": ranks, "mesh": mesh_text,
+                           "repro_blocker": REPRO_BLOCKER})
 
 
 # -- expectations (observed on 3.3.1 + paddleformers 1.2.0; the checks decide,
@@ -160,7 +170,9 @@ def _vpp_head(head: str) -> Expect:
                   "(traceback: 'In operator matmul, the [2] dimension of Input(X) must be "
                   "equal to the [1] dimension of Input(Y)... [32]... [8]'); the shape plan "
                   "of the grad, made before the pass ran, predicts it (transpose_y=True "
-                  "under a guard that reads trans_y)")
+                  "under a guard that reads trans_y); reproduce: python -m verify run "
+                  "--pass _pir_split_matmul_grad_to_matmul --case 'zoo_*' (models group "
+                  "installed; no standalone script yet: REPRO_BLOCKER)")
 
 
 _RS_TP = _rs_absent("pd_op.all_reduce (row-parallel partial sums, the gathered "
