@@ -31,6 +31,9 @@ def _parser():
                    add_help=False)
     sub.add_parser("premerge", help="check a Paddle checkout's change before it merges "
                    "(see verify/premerge/run.py)", add_help=False)
+    sub.add_parser("coverage", help="op types of the programs with their shape rule and "
+                   "value row, and which checks would stop (see verify/selfcheck/coverage.py)",
+                   add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
                    "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases, "
@@ -131,6 +134,8 @@ def cmd_list(out=sys.stdout, case_files=()) -> int:
                         f"{'fires' if e.fires else 'left alone'} -> {e.verdict}"
                         for p, e in c.expect.items())
         print(f"  {c.name:32s} {c.family:16s} ranks={c.world_size}  {exp}", file=out)
+    for fam, why in cases.unavailable_families().items():
+        print(f"unavailable family {fam}: {why}", file=out)
     return 0
 
 
@@ -176,11 +181,20 @@ def _resolve(args):
     return adapters, chosen
 
 
+def _note_unavailable() -> None:
+    """One stderr line per case family left out for a missing optional dependency."""
+    import cases
+
+    for fam, why in cases.unavailable_families().items():
+        print(f"note: case family {fam} unavailable: {why}", file=sys.stderr)
+
+
 def cmd_run(args, out=sys.stdout) -> int:
     from verify.report import write as report_mod
     from verify.engine.matrix_runner import run_matrix
 
     adapters, chosen = _resolve(args)
+    _note_unavailable()
     loaded = None
     source = "installed"
     if args.pass_file:
@@ -406,6 +420,10 @@ def main(argv=None) -> int:
         from .premerge.run import main as premerge_main
 
         return premerge_main(argv[1:])
+    if argv[:1] == ["coverage"]:
+        from .selfcheck.coverage import main as coverage_main
+
+        return coverage_main(argv[1:])
     if argv[:1] == ["vocabulary"]:
         from verify.selfcheck.vocabulary import main as vocabulary_main
 

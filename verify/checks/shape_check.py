@@ -176,6 +176,7 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
             outs = rule(s) or {}
         except RuleError as exc:
             unknowns.append(f"op {op.idx} ({op.type}): {exc}")
+            poisoned.update(op.writes())  # unknown shapes: never read as declared
             continue
         broken = False
         for cond, why in s.needs:
@@ -216,7 +217,7 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
                                  declared=list(declared.shape),
                                  inferred=_show(inferred, model))
                             break
-                env[var] = list(inferred)
+                env[var] = inferred if hasattr(inferred, "pieces") else list(inferred)
         if op.type == "cast" and "out_dtype" in op.attrs:
             out_var = snap.var((op.outputs.get("Out") or [""])[0])
             want = _DTYPES.get(int(op.attrs["out_dtype"]))

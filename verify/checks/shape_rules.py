@@ -500,6 +500,10 @@ def _pir_split_with_num(s):
 
 def _pir_vector_piece(s):
     v = s("operands")
+    if len(getattr(v, "pieces", [])) > 1:
+        i = int(s.attr("index", 0))
+        s.need(0 <= i < len(v.pieces), f"builtin.slice index {i} of a vector of {len(v.pieces)}")
+        return {"results": [list(v.pieces[i])] if 0 <= i < len(v.pieces) else []}
     i = int(s.attr("index", 0))
     s.need(0 <= i < v[0] if is_static(v[0]) else True,
            f"builtin.slice index {i} of a vector of {v[0]}")
@@ -508,6 +512,14 @@ def _pir_vector_piece(s):
 
 def _pir_vector_pieces(s):
     v = s("operands")
+    if len(getattr(v, "pieces", [])) > 1:
+        # the snapshot names only the used results; results@index says which
+        at = s.attr("results@index") or list(range(len(v.pieces)))
+        if len(at) != len(s.op.outputs.get("results") or []) or \
+                any(not 0 <= i < len(v.pieces) for i in at):
+            raise RuleError(f"builtin.split of {len(v.pieces)} pieces: named results "
+                            f"{s.op.outputs.get('results')} at {at} do not line up")
+        return {"results": [list(v.pieces[i]) for i in at]}
     return {"results": [list(v[1:]) for _ in range(int(v[0]))]}
 
 
@@ -638,28 +650,45 @@ RULES.update({
 # -- PIR reshard index maps (3.3.1's planner): pd_op.slice, pd_op.concat of a
 # stacked vector (split_with_num's).
 def _pir_slice(s):
+    """``pd_op.slice`` with constant bounds (``starts@value``/``ends@value``):
+    Paddle's clamping and ``decrease_axis``, as the legacy ``slice`` rule."""
     starts, ends = s.attr("starts@value"), s.attr("ends@value")
     if starts is None or ends is None:
         raise RuleError("slice bounds are not constants (no starts@value/ends@value)")
-    if s.attr("decrease_axis"):
-        raise RuleError("slice with decrease_axis")
-    x = list(s("input"))
-    for axis, st, en in zip(s.attr("axes", []), starts, ends):
-        axis = int(axis) % len(x)
-        d = x[axis]
-        st, en = int(st), int(en)
-        if is_static(d):
-            en = min(en, d)
-            s.need(0 <= st < en, f"slice [{st}:{en}] of dim {axis} ({d}) is empty")
-        x[axis] = en - st
-    return {"out": [x]}
+    view = Shapes(_AttrView(s.op, {"axes": s.attr("axes", []), "starts": starts,
+                                   "ends": ends,
+                                   "decrease_axis": s.attr("decrease_axis", [])}),
+                  {"Input": s.inputs.get("input")})
+    out = _slice(view)
+    s.needs.extend(view.needs)
+    return {"out": out["Out"]}
+
+
+class _AttrView:
+    """An op seen with other attrs (a PIR op through a legacy rule)."""
+
+    def __init__(self, op, attrs):
+        self.type, self.inputs, self.outputs, self.attrs = op.type, op.inputs, op.outputs, attrs
+        self.idx = getattr(op, "idx", 0)
 
 
 def _pir_concat_vector(s):
     axis = s.attr("axis@value")
     if axis is None:
         raise RuleError("concat axis is not a constant (no axis@value)")
-    v = list(s("x"))
+    vec = s("x")
+    if len(getattr(vec, "pieces", [])) > 1:  # combine's pieces: sum along axis
+        pieces = vec.pieces
+        a = int(axis[0] if isinstance(axis, list) else axis) % max(len(pieces[0]), 1)
+        out = list(pieces[0])
+        for i, p in enumerate(pieces[1:], 1):
+            s.need(len(p) == len(out), f"concat piece {i} has rank {len(p)}, not {len(out)}")
+            for d, (x, y) in enumerate(zip(out, p)):
+                if d != a:
+                    s.need(eq(x, y), f"concat piece {i} dim {d} ({y}) is not {x}")
+            out[a] = out[a] + p[a] if len(p) > a else out[a]
+        return {"out": [out]}
+    v = list(vec)
     piece = v[1:]
     axis = int(axis[0] if isinstance(axis, list) else axis) % max(len(piece), 1)
     piece[axis] = piece[axis] * v[0]
@@ -708,4 +737,274 @@ def _slice(s):
 RULES.update({
     "slice": _slice,
     "slice_grad": grads_like(**{"Input@GRAD": "Input"}),
+})
+
+
+# -- the ops of paddleformers' causal LMs (cases/zoo.py: LLaMA, Phi-3, Gemma 3,
+# GPT-OSS) as 3.3.1's PIR planner emits them.  Constant operands are read from
+# their ``<slot>@value`` attrs (verify/pir_snapshot.py).  A vector value
+# (builtin.combine of equal shapes) is [count] + the pieces' shape, as
+# split_with_num's. -----------------------------------------------------------
+def _const_list(s, name):
+    v = s.attr(f"{name}@value")
+    if v is None:
+        raise RuleError(f"{name} is not a constant (no {name}@value)")
+    return [int(x) for x in (v if isinstance(v, list) else [v])]
+
+
+class Pieces(list):
+    """A vector value's shape: ``[count] + the first piece's shape`` (what the
+    vector rules read when the pieces are equal), with every piece's shape in
+    ``pieces`` (builtin.combine of unequal pieces, e.g. a KV cache's
+    zero-length past concatenated with the new keys)."""
+
+    pieces: list = []
+
+
+def _pir_combine(s):
+    shapes = [list(sh) for sh in s.all("operands")]
+    if len(shapes) != len(s.inputs.get("operands") or []):
+        raise RuleError("builtin.combine: an operand has no known shape")
+    if not shapes:
+        return {"results": [[0]]}
+    out = Pieces([len(shapes)] + shapes[0])
+    out.pieces = shapes
+    return {"results": [out]}
+
+
+def _equal_pieces(s, v, what):
+    """``v``'s pieces are all of one shape (else RuleError naming ``what``)."""
+    for i, sh in enumerate(getattr(v, "pieces", [])[1:], 1):
+        first = v.pieces[0]
+        if len(sh) != len(first) or any(not (is_static(a) and is_static(b) and a == b)
+                                        for a, b in zip(sh, first)):
+            raise RuleError(f"{what} of a vector of unequal pieces {first} and {sh} "
+                            f"(piece {i})")
+
+
+def _pir_add_n(s):
+    v = s("inputs")
+    _equal_pieces(s, v, "add_n")
+    return {"out": [list(v[1:])]}
+
+
+def _pir_arange(s):
+    start, end, step = (s.attr(f"{n}@value") for n in ("start", "end", "step"))
+    if None in (start, end, step):
+        raise RuleError("arange bounds are not constants")
+    s.need(step != 0, "arange step is 0")
+    if step == 0:
+        return {}
+    import math
+    n = math.ceil((float(end) - float(start)) / float(step))
+    s.need(n > 0, f"arange [{start}, {end}) step {step} is empty")
+    return {"out": [[max(n, 0)]]}
+
+
+def _pir_unsqueeze(s):
+    x = list(s("x"))
+    for a in _const_list(s, "axis"):
+        a = a + len(x) + 1 if a < 0 else a
+        s.need(0 <= a <= len(x), f"unsqueeze axis {a} out of range for rank {len(x)}")
+        x.insert(min(max(a, 0), len(x)), 1)
+    return {"out": [x]}
+
+
+def _pir_tile(s):
+    x, rep = list(s("x")), _const_list(s, "repeat_times")
+    n = max(len(x), len(rep))
+    x, rep = [1] * (n - len(x)) + x, [1] * (n - len(rep)) + rep
+    for i, r in enumerate(rep):
+        s.need(r > 0, f"tile repeat {r} of dim {i} is not positive")
+    return {"out": [[d * r for d, r in zip(x, rep)]]}
+
+
+def _pir_expand(s):
+    x, shape = list(s("x")), _const_list(s, "shape")
+    s.need(len(shape) >= len(x), f"expand to rank {len(shape)} from rank {len(x)}")
+    if len(shape) < len(x):
+        return {}
+    x = [1] * (len(shape) - len(x)) + x
+    out = []
+    for i, (d, t) in enumerate(zip(x, shape)):
+        if t == -1:
+            out.append(d)
+            continue
+        s.need(z3.Or(d == t, d == 1) if not is_static(d) else (d == t or d == 1),
+               f"expand dim {i}: {d} cannot become {t}")
+        out.append(t)
+    return {"out": [out]}
+
+
+def _pir_tri(s):
+    x = s("x")
+    s.need(len(x) >= 2, f"tril/triu of rank {len(x)} (needs 2)")
+    return {"out": [list(x)]}
+
+
+def _pir_binary(s):
+    return {"out": [broadcast(s, s("x"), s("y"), -1)]}
+
+
+def _pir_where(s):
+    xy = broadcast(s, s("x"), s("y"), -1)
+    return {"out": [broadcast(s, s("condition"), xy, -1)]}
+
+
+def _pir_binary_grad(s):
+    broadcast(s, s("x"), s("y"), -1)
+    return {"x_grad": [s("x")], "y_grad": [s("y")]}
+
+
+def _pir_split_sections(s):
+    """``pd_op.split`` by constant ``sections@value`` along ``axis@value`` (one
+    -1 section takes the rest): a vector of the pieces."""
+    x = list(s("x"))
+    axis = _const_list(s, "axis")[0]
+    axis = axis + len(x) if axis < 0 else axis
+    secs = _const_list(s, "sections")
+    d = x[axis]
+    if -1 in secs:
+        if not is_static(d):
+            raise RuleError("split with a -1 section of a symbolic dim")
+        secs[secs.index(-1)] = d - sum(c for c in secs if c != -1)
+    s.need(eq(sum(secs), d), f"split sections {secs} do not sum to dim {axis} ({d})")
+    pieces = [x[:axis] + [c] + x[axis + 1:] for c in secs]
+    out = Pieces([len(pieces)] + pieces[0])
+    out.pieces = pieces
+    return {"out": [out]}
+
+
+def _pir_empty(s):
+    return {"out": [_const_list(s, "shape")]}
+
+
+def _pir_assign_value(s):
+    return {"out": [list(s.attr("shape", []))]}
+
+
+def _pir_softmax_grad(s):
+    y, g = s("out"), s("out_grad")
+    s.need(len(y) == len(g), f"out_grad has rank {len(g)}, out {len(y)}")
+    for i, (a, b) in enumerate(zip(y, g)):
+        s.need(eq(a, b), f"out_grad dim {i} ({b}) is not out's ({a})")
+    return {"x_grad": [list(y)]}
+
+
+def _ce_axis(s, x):
+    a = int(s.attr("axis", -1))
+    return a + len(x) if a < 0 else a
+
+
+def _pir_cross_entropy(s):
+    """Hard labels: ``label`` is ``input`` with the class dim 1 (or without it);
+    ``loss`` is ``input`` with the class dim 1, ``softmax`` is ``input``."""
+    x, lab = list(s("input")), list(s("label"))
+    axis = _ce_axis(s, x)
+    reduced = x[:axis] + [1] + x[axis + 1:]
+    if s.attr("soft_label", False):
+        s.need(len(lab) == len(x) and all(eq(a, b) for a, b in zip(lab, x)),
+               f"soft label {lab} is not input's shape {x}")
+    else:
+        s.need((len(lab) == len(x) and all(eq(a, b) for a, b in zip(lab, reduced)))
+               or (len(lab) == len(x) - 1 and all(eq(a, b) for a, b in
+                                                  zip(lab, x[:axis] + x[axis + 1:]))),
+               f"label {lab} does not fit input {x} with class axis {axis}")
+    return {"softmax": [x], "loss": [reduced]}
+
+
+def _pir_cross_entropy_grad(s):
+    sm, lg = list(s("softmax")), list(s("loss_grad"))
+    axis = _ce_axis(s, sm)
+    want = sm[:axis] + [1] + sm[axis + 1:]
+    s.need(len(lg) == len(want) and all(eq(a, b) for a, b in zip(lg, want)),
+           f"loss_grad {lg} is not softmax {sm} with the class dim 1")
+    return {"input_grad": [sm]}
+
+
+def _pir_embedding(s):
+    w = s("weight")
+    s.need(len(w) == 2, f"embedding weight has rank {len(w)}, not 2")
+    return {"out": [list(s("x")) + [w[-1]]]}
+
+
+def _pir_embedding_grad(s):
+    w, x, g = s("weight"), list(s("x")), list(s("out_grad"))
+    want = x + [w[-1]]
+    s.need(len(g) == len(want) and all(eq(a, b) for a, b in zip(g, want)),
+           f"out_grad {g} is not ids {x} + [{w[-1]}]")
+    return {"weight_grad": [list(w)]}
+
+
+def _pir_reshape_grad(s):
+    x, g = list(s("x")), list(s("out_grad"))
+    s.need(eq(prod(x), prod(g)), f"out_grad {g} does not hold x's {x} elements")
+    return {"x_grad": [x]}
+
+
+def _pir_concat_grad(s):
+    vec = s("x")
+    if len(getattr(vec, "pieces", [])) > 1:  # unequal pieces: the grads are the pieces
+        out = _pir_concat_vector(s)["out"][0]
+        g = list(s("out_grad"))
+        s.need(len(g) == len(out) and all(eq(a, b) for a, b in zip(g, out)),
+               f"out_grad {g} is not the concatenation {out}")
+        return {"x_grad": [vec]}
+    v = list(s("x"))
+    axis = _const_list(s, "axis")[0]
+    piece = v[1:]
+    axis = axis % max(len(piece), 1)
+    g = list(s("out_grad"))
+    want = piece[:axis] + [piece[axis] * v[0]] + piece[axis + 1:]
+    s.need(len(g) == len(want) and all(eq(a, b) for a, b in zip(g, want)),
+           f"out_grad {g} is not the concatenation {want}")
+    return {"x_grad": [v]}
+
+
+def _pir_slice_grad(s):
+    return {"input_grad": [list(s("input"))]}
+
+
+def _pir_same(slot_in, *slots_out):
+    def rule(s):
+        x = list(s(slot_in))
+        return {o: [x] for o in slots_out}
+    return rule
+
+
+_UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
+          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu"]
+
+RULES.update({t: _pir_same("x", "out") for t in _UNARY})
+RULES.update({
+    "builtin.combine": _pir_combine,
+    "pd_op.add_n": _pir_add_n,
+    "pd_op.arange": _pir_arange,
+    "pd_op.unsqueeze": _pir_unsqueeze,
+    "pd_op.tile": _pir_tile,
+    "pd_op.expand": _pir_expand,
+    "pd_op.tril": _pir_tri,
+    "pd_op.assign_value_": _pir_assign_value,
+    "pd_op.empty": _pir_empty,
+    "pd_op.split": _pir_split_sections,
+    "pd_op.set_value_": _pir_same("x", "out"),
+    "pd_op.where": _pir_where,
+    "pd_op.multiply": _pir_binary,
+    "pd_op.divide": _pir_binary,
+    "pd_op.bitwise_and": _pir_binary,
+    "pd_op.not_equal": _pir_binary,
+    "pd_op.multiply_grad": _pir_binary_grad,
+    "pd_op.divide_grad": _pir_binary_grad,
+    "pd_op.rsqrt_grad": _pir_same("out", "x_grad"),
+    "pd_op.silu_grad": _pir_same("x", "x_grad"),
+    "pd_op.pow_grad": _pir_same("x", "x_grad"),
+    "pd_op.gelu_grad": _pir_same("x", "x_grad"),
+    "pd_op.softmax_grad": _pir_softmax_grad,
+    "pd_op.cross_entropy_with_softmax": _pir_cross_entropy,
+    "pd_op.cross_entropy_with_softmax_grad": _pir_cross_entropy_grad,
+    "pd_op.embedding": _pir_embedding,
+    "pd_op.embedding_grad": _pir_embedding_grad,
+    "pd_op.reshape_grad": _pir_reshape_grad,
+    "pd_op.concat_grad": _pir_concat_grad,
+    "pd_op.slice_grad": _pir_slice_grad,
 })

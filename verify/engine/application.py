@@ -101,6 +101,31 @@ class Application:
                 "rank_outcomes": [o.to_dict(with_programs) for o in self.outcomes]}
 
 
+def _identical(before, after) -> bool:
+    """The rewritten snapshot is the original: the same main and startup ops
+    (types, slots, value names, attrs), the same declared values and feeds."""
+    def decls(s):
+        return {n: (list(v.shape), v.dtype, v.persistable) for n, v in s.vars.items()}
+    return before is not None and after is not None and \
+        not snap_mod.changed(before, after) and decls(before) == decls(after) and \
+        sorted(before.feeds) == sorted(after.feeds)
+
+
+def _identity_proofs(adapter, case, outcomes) -> list:
+    """The value proof when the pass changed nothing on any rank: every
+    value of the rewritten programs is, by identity, the original's, for all
+    inputs (a proof, not a run; no op needs a row)."""
+    from verify.value.proof import KIND, NAME
+
+    return [CheckResult(KIND, NAME, o.rank, Verdict.EQUIVALENT,
+                        f"{adapter.name} on {case.name} rank {o.rank}: the rewritten programs "
+                        "are the originals op for op on every rank (the pass changed "
+                        "nothing): every value equal for all inputs by identity",
+                        details={"queries": 0, "proved": ["identity"], "refuted": [],
+                                 "identity": True})
+            for o in outcomes]
+
+
 def value_checks(adapter, case, outcomes) -> list:
     """The value proof of every rank (``verify/value``): original and
     rewritten programs of all ranks executed symbolically together, Z3
@@ -108,6 +133,8 @@ def value_checks(adapter, case, outcomes) -> list:
     from verify.ir.dead_values import unobserved
     from verify.value import prove_application
 
+    if outcomes and all(_identical(o.before, o.after) for o in outcomes):
+        return _identity_proofs(adapter, case, outcomes)
     watched, split, renames, dead = {}, {}, {}, {}
     for o in outcomes:
         rp = o.run.original
@@ -248,6 +275,14 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
                 and not o.build_error]
     if value and complete and len(complete) == len(case.ranks):
         app.checks += value_checks(adapter, case, complete)
+        if all(_identical(o.before, o.after) for o in complete):
+            # the identity proof decides; a numeric backend that cannot run the
+            # (unchanged) program is shown, not counted
+            for c in app.checks:
+                if c.kind == "numeric" and c.verdict == Verdict.INCONCLUSIVE:
+                    c.advisory = True
+                    c.message += " (advisory: the programs are unchanged, the identity " \
+                                 "proof decides)"
     app.verdict = combine(app.checks)
     if app.verdict == Verdict.CONTRACT_BROKEN:
         app.notes.append(values_statement(app.checks, case.ranks))

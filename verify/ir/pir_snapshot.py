@@ -248,12 +248,14 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
                 attrs[f"{slot}@value"] = const_of[nm]
         kind = "param" if opname == "builtin.parameter" else \
             "data" if opname == "pd_op.data" else ""
+        named = []  # the positions of the results that have a name
         for i, slot in enumerate(out_slots):
             outputs.setdefault(slot, [])
             v = op.result(i)
             nm = names.name(v)
             if nm is None or _is_null(v):
                 continue
+            named.append(i)
             outputs[slot].append(nm)
             var = _var(nm, v, kind)
             if var is not None:
@@ -272,6 +274,9 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
                 except Exception:
                     pass
                 meta.setdefault("dist_values", {})[nm] = rec
+        if opname == "builtin.split" and len(named) != n_out:
+            # unused pieces have no result: which piece each named one is
+            attrs["results@index"] = named
         if opname == "builtin.set_parameter":
             outputs["parameter"] = [str(attrs_raw.get("parameter_name"))]
         if opname == "builtin.shadow_output":  # a persistable written by name

@@ -9,7 +9,8 @@ A PIR model file is written in Paddle 3.x's own style (see
 ``dist.ProcessMesh`` it is given (dim names ``["mp"]``, or ``["dp", "mp"]``
 for ``--mesh DPxTP``); ``loss``, ``optimizer(parameters)``, ``inputs`` and
 ``labels`` (``InputSpec`` lists, the first dim the batch, ``-1`` allowed
-there only) and ``BATCH`` as for the legacy planner.
+there only) and ``BATCH`` as for the legacy planner; integer inputs (token
+ids) are drawn from ``[0, VOCAB)`` (``VOCAB`` of the model file, default 2).
 
 How each rank is planned (in a fresh subprocess, ``python -m verify.plan.pir_rank
 --rank R ...``, because Paddle reads ``PADDLE_TRAINER_ID`` and friends once
@@ -66,9 +67,15 @@ def _loader(model, batch: int, mesh):
 
     specs = list(model.inputs) + list(model.labels)
     rng = np.random.default_rng(SEED)
-    samples = [tuple(rng.standard_normal([int(d) for d in list(s.shape)[1:]])
-                     .astype(str(s.dtype).replace("paddle.", "")) for s in specs)
-               for _ in range(batch * 2)]
+    vocab = int(getattr(model, "VOCAB", 2))
+
+    def sample(s):  # integer inputs (token ids) from [0, VOCAB), floats normal
+        shape, dtype = [int(d) for d in list(s.shape)[1:]], str(s.dtype).replace("paddle.", "")
+        if "int" in dtype:
+            return rng.integers(0, vocab, shape).astype(dtype)
+        return rng.standard_normal(shape).astype(dtype)
+
+    samples = [tuple(sample(s) for s in specs) for _ in range(batch * 2)]
 
     class Samples(paddle.io.Dataset):
         def __getitem__(self, i):

@@ -270,6 +270,9 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
 
 def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     """The reproducer's source text."""
+    blocker = (getattr(case, "params", None) or {}).get("repro_blocker")
+    if blocker:  # what a standalone script cannot rebuild for this case
+        raise ReproError(f"case {case.name}: {blocker}")
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/repro/pir_script.py
         from verify.repro.pir_script import script as pir_script
 

@@ -795,8 +795,9 @@ def _pir_vector_piece(op, ins, k):
 def _pir_vector_pieces(op, ins, k):
     """builtin.split: every piece of a stacked vector value, in order."""
     v = _t(ins, "operands")
-    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)
-                        for i in range(v.arr.shape[0])]}
+    # the snapshot names only the used results; results@index says which pieces
+    at = op.attrs.get("results@index") or range(v.arr.shape[0])
+    return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype) for i in at]}
 
 
 ROWS.update({
@@ -1082,3 +1083,299 @@ def slice_grad(op, ins, k):
 
 
 ROWS.update({"slice": slice_op, "slice_grad": slice_grad})
+
+
+# -- the ops of paddleformers' causal LMs (cases/zoo.py: LLaMA, Phi-3, Gemma 3,
+# GPT-OSS), additive rows.  Exact where the op is an index map or a
+# polynomial (combine/add_n, unsqueeze, tile/expand of size-1 dims, cast,
+# multiply and its grad, rsqrt_grad, pow 2, reshape/slice/concat grads, the
+# embedding through the lookup rows); uninterpreted functions of exactly
+# their inputs and attrs otherwise: elementwise kernels (cos, sin, rsqrt,
+# silu, comparisons, where, ...) element by element, and the kernels whose
+# elements read whole rows or positions (cross entropy, tril, arange) as
+# ``uf_opaque`` keyed by attrs (sound: equal arguments, equal results). -----
+def _pir_combine(op, ins, k):
+    """builtin.combine: the operands stacked along a new leading dim (a
+    vector value is held so, see ``_pir_split_with_num``); equal shapes only."""
+    ts = [t for t in ins.get("operands") or [] if t is not None]
+    if not ts or len(ts) != len(ins.get("operands") or []):
+        raise Unsupported("builtin.combine without every operand's value")
+    if any(t.arr.shape != ts[0].arr.shape or t.dims != ts[0].dims for t in ts):
+        raise Unsupported("builtin.combine of unequal shapes")
+    n = len(ts)
+    return {"results": [Tensor(np.stack([t.arr for t in ts]), [((n, n),)] + list(ts[0].dims),
+                               ts[0].dtype)]}
+
+
+def _pir_add_n(op, ins, k):
+    v = _t(ins, "inputs")
+    out = v.arr[0]
+    for i in range(1, v.arr.shape[0]):
+        out = out + v.arr[i]
+    return {"out": [Tensor(np.asarray(out), v.dims[1:], v.dtype)]}
+
+
+def _pir_unsqueeze(op, ins, k):
+    x = _t(ins, "x")
+    axes = op.attrs.get("axis@value")
+    if axes is None:
+        raise Unsupported("unsqueeze axes are not constants (no axis@value)")
+    arr, dims = x.arr, list(x.dims)
+    for a in (axes if isinstance(axes, list) else [axes]):
+        a = int(a)
+        a = a + len(dims) + 1 if a < 0 else a
+        dims.insert(a, ((1, 1),))
+        arr = np.expand_dims(arr, a)
+    return {"out": [Tensor(arr, dims, x.dtype)]}
+
+
+def _broadcast_to(x: Tensor, target, k, what):
+    """``x`` broadcast to ORIGINAL sizes ``target`` (right-aligned): size-1
+    dims copied, equal dims kept; anything else Unsupported."""
+    nd = len(target)
+    arr = x.arr.reshape((1,) * (nd - x.arr.ndim) + x.arr.shape)
+    dims = [((1, 1),)] * (nd - x.arr.ndim) + list(x.dims)
+    shape, out_dims = [], []
+    for i, t in enumerate(target):
+        o = _prod(a for a, _ in dims[i])
+        if t == o:
+            shape.append(arr.shape[i])
+            out_dims.append(dims[i])
+        elif o == 1:
+            red = reduce_size(int(t), k.reduce_to)
+            shape.append(red)
+            out_dims.append(((int(t), red),))
+        else:
+            raise Unsupported(f"{what}: dim {i} of size {o} to {t}")
+    return Tensor(np.broadcast_to(arr, shape) * 1 if tuple(shape) != arr.shape else arr,
+                  out_dims, x.dtype)
+
+
+def _pir_expand(op, ins, k):
+    x = _t(ins, "x")
+    shape = op.attrs.get("shape@value")
+    if shape is None:
+        raise Unsupported("expand shape is not a constant (no shape@value)")
+    lead = [1] * (len(shape) - x.arr.ndim) + list(x.orig)
+    target = [lead[i] if int(t) == -1 else int(t) for i, t in enumerate(shape)]
+    return {"out": [_broadcast_to(x, target, k, "expand")]}
+
+
+def _pir_tile(op, ins, k):
+    x = _t(ins, "x")
+    rep = op.attrs.get("repeat_times@value")
+    if rep is None:
+        raise Unsupported("tile repeats are not constants (no repeat_times@value)")
+    rep = [int(r) for r in rep]
+    n = max(x.arr.ndim, len(rep))
+    orig = [1] * (n - x.arr.ndim) + list(x.orig)
+    rep = [1] * (n - len(rep)) + rep
+    return {"out": [_broadcast_to(x, [o * r for o, r in zip(orig, rep)], k,
+                                  "tile of a dim larger than 1")]}
+
+
+def _uf_broadcast(kernel, in_slots, out_slot, dtype_slot=None):
+    """``out[i] = kernel(in_1[i], ...)`` with Paddle broadcasting: an
+    uninterpreted elementwise kernel keyed by the op's attrs."""
+    def row(op, ins, k):
+        ts = [_t(ins, s) for s in in_slots]
+        arrs = np.broadcast_arrays(*[t.arr for t in ts])
+        attrs = _attrs_key(op)
+        out = np.empty(arrs[0].shape, dtype=object)
+        for idx in np.ndindex(out.shape):
+            out[idx] = k.uf(kernel, [a[idx] for a in arrs], attrs)
+        dtype = _t(ins, dtype_slot).dtype if dtype_slot else ts[-1].dtype
+        return {out_slot: [Tensor(out, _out_dims(out.shape, *ts), dtype)]}
+    return row
+
+
+def _pir_pow(op, ins, k):
+    """``x ** y``: exact for y = 2 (x * x), uninterpreted otherwise."""
+    if float(op.attrs.get("y", 0)) == 2.0:
+        x = _t(ins, "x")
+        return {"out": [Tensor(np.asarray(x.arr * x.arr), x.dims, x.dtype)]}
+    return uf_elementwise("pow", ["x"], "out")(op, ins, k)
+
+
+def _pir_pow_grad(op, ins, k):
+    """``2 x dout`` for y = 2, uninterpreted otherwise."""
+    if float(op.attrs.get("y", 0)) == 2.0:
+        x, g = _t(ins, "x"), _t(ins, "out_grad")
+        return {"x_grad": [Tensor(np.asarray(x.arr * g.arr * k.const(2)), x.dims, x.dtype)]}
+    return uf_elementwise("pow_grad", ["x", "out_grad"], "x_grad", like="x")(op, ins, k)
+
+
+def _pir_rsqrt_grad(op, ins, k):
+    """``dx = -0.5 out^3 dout`` (Paddle's rsqrt_grad reads out and dout only)."""
+    y, g = _t(ins, "out"), _t(ins, "out_grad")
+    return {"x_grad": [Tensor(np.asarray(y.arr * y.arr * y.arr * g.arr * k.const(-0.5)),
+                              y.dims, y.dtype)]}
+
+
+def _pir_divide_grad(op, ins, k):
+    """``dx = dout / y``, ``dy = -dout * out / y`` (Paddle's divide_grad),
+    1/y the forward's uninterpreted ``inv``."""
+    x, y, out, g = (_t(ins, s) for s in ("x", "y", "out", "out_grad"))
+    a, b = np.broadcast_arrays(x.arr, y.arr)
+    inv = np.empty(b.shape, dtype=object)
+    for idx in np.ndindex(b.shape):
+        inv[idx] = k.uf("inv", [b[idx]], ())
+    res = {"x_grad": [Tensor(_unbroadcast(np.asarray(g.arr * inv), x), x.dims, x.dtype)]}
+    if op.outputs.get("y_grad"):
+        res["y_grad"] = [Tensor(_unbroadcast(np.asarray(g.arr * out.arr * inv * k.const(-1)),
+                                             y), y.dims, y.dtype)]
+    return res
+
+
+def _pir_reshape_grad(op, ins, k):
+    """``out_grad`` reshaped back to ``x``'s shape."""
+    x, g = _t(ins, "x"), _t(ins, "out_grad")
+    dims = reshape_dims(g.dims, list(x.orig), k.reduce_to)
+    shape = [_prod(r for _, r in d) for d in dims]
+    return {"x_grad": [Tensor(g.arr.reshape(shape), dims, g.dtype)]}
+
+
+def _pir_concat_grad(op, ins, k):
+    """``out_grad`` split back into the pieces of the concatenated vector
+    (held stacked, as ``_pir_concat_vector`` reads it)."""
+    axis = op.attrs.get("axis@value")
+    if axis is None:
+        raise Unsupported("concat_grad axis is not a constant (no axis@value)")
+    v, g = _t(ins, "x"), _t(ins, "out_grad")
+    n = v.arr.shape[0]
+    axis = int(axis[0] if isinstance(axis, list) else axis) % max(v.arr.ndim - 1, 1)
+    parts = split(_OpView(op, {"axis": axis, "num": n}), {"X": [g]}, k)["Out"]
+    return {"x_grad": [Tensor(np.stack([p.arr for p in parts]), v.dims, v.dtype)]}
+
+
+def _pir_slice_any(op, ins, k):
+    """``pd_op.slice``: the equal-chunk row, or with ``decrease_axis`` the
+    legacy ``slice`` index map (its bounds from ``starts@value``/``ends@value``)."""
+    if not op.attrs.get("decrease_axis"):
+        return _pir_slice(op, ins, k)
+    return {"out": slice_op(_OpView(op, _slice_attrs(op.attrs)),
+                            {"Input": ins.get("input")}, k)["Out"]}
+
+
+def _slice_attrs(a):
+    return {**a, "starts": a.get("starts@value") or [], "ends": a.get("ends@value") or []}
+
+
+def _pir_slice_grad(op, ins, k):
+    if op.attrs.get("starts@value") is None or op.attrs.get("ends@value") is None:
+        raise Unsupported("slice_grad bounds are not constants")
+    return {"input_grad": slice_grad(_OpView(op, _slice_attrs(op.attrs)),
+                                     {"Input": ins.get("input"),
+                                      "Out@GRAD": ins.get("out_grad")}, k)["Input@GRAD"]}
+
+
+def _pir_assign_value(op, ins, k):
+    """A constant tensor: exact when every value is one number."""
+    values = op.attrs.get("values") or []
+    if len(set(float(v) for v in values)) != 1:
+        raise Unsupported("assign_value_ of several distinct values")
+    return {"out": fill_constant(_OpView(op, {"shape": op.attrs.get("shape") or [],
+                                              "value": float(values[0]),
+                                              "dtype": op.attrs.get("dtype", "")}),
+                                 {}, k)["Out"]}
+
+
+def _pir_split_sections(op, ins, k):
+    """``pd_op.split`` into equal sections: the ``split`` row, the pieces held
+    stacked (as ``split_with_num``'s); unequal sections have no stacked form."""
+    secs, axis = op.attrs.get("sections@value"), op.attrs.get("axis@value")
+    if secs is None or axis is None:
+        raise Unsupported("split sections/axis are not constants")
+    if len(set(int(c) for c in secs)) != 1:
+        raise Unsupported(f"split into unequal sections {secs}")
+    return _pir_split_with_num(_OpView(op, {"axis@value": axis, "num": len(secs)}), ins, k)
+
+
+def _pir_empty(op, ins, k):
+    """``pd_op.empty``: uninitialized memory has no value; only a tensor with
+    no elements (a zero-length KV-cache past) has exact meaning: itself."""
+    shape = [int(n) for n in op.attrs.get("shape@value") or []]
+    if 0 not in shape:
+        raise Unsupported(f"pd_op.empty {shape}: uninitialized elements")
+    dims = leaf_dims(shape, k.reduce_to)
+    return {"out": [Tensor(np.empty([_prod(r for _, r in d) for d in dims], dtype=object),
+                           dims, str(op.attrs.get("dtype", "")))]}
+
+
+def _pir_arange(op, ins, k):
+    """Constants: element i an uninterpreted constant keyed by the bounds
+    and i (its reduced position)."""
+    start, end, step = (op.attrs.get(f"{n}@value") for n in ("start", "end", "step"))
+    if None in (start, end, step) or float(step) == 0:
+        raise Unsupported("arange bounds are not constants")
+    import math
+
+    n = max(0, math.ceil((float(end) - float(start)) / float(step)))
+    dims = leaf_dims([n], k.reduce_to)
+    out = np.empty([dims[0][0][1]], dtype=object)
+    attrs = _attrs_key(op)
+    for i in range(out.shape[0]):
+        out[i] = k.uf("arange", [], attrs + (("index", repr(i)),))
+    return {"out": [Tensor(out, dims, str(op.attrs.get("dtype", "")))]}
+
+
+def _ce_stats_dims(op, x):
+    axis = int(op.attrs.get("axis", -1)) % max(x.arr.ndim, 1)
+    return [d if i != axis else ((1, 1),) for i, d in enumerate(x.dims)]
+
+
+ROWS.update({
+    "builtin.combine": _pir_combine,
+    "pd_op.add_n": _pir_add_n,
+    "pd_op.unsqueeze": _pir_unsqueeze,
+    "pd_op.expand": _pir_expand,
+    "pd_op.tile": _pir_tile,
+    "pd_op.cast": _via(identity(), {"x": "X"}, {"Out": "out"},
+                       lambda a: {**a, "out_dtype": a.get("dtype", "")}),
+    "pd_op.multiply": _via(ROWS["elementwise_mul"], {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.multiply_grad": _via(ROWS["elementwise_mul_grad"],
+                                {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
+                                {"X@GRAD": "x_grad", "Y@GRAD": "y_grad"}),
+    "pd_op.divide": _via(elementwise_div, {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.divide_grad": _pir_divide_grad,
+    "pd_op.pow": _pir_pow,
+    "pd_op.pow_grad": _pir_pow_grad,
+    "pd_op.rsqrt": uf_elementwise("rsqrt", ["x"], "out"),
+    "pd_op.rsqrt_grad": _pir_rsqrt_grad,
+    "pd_op.cos": uf_elementwise("cos", ["x"], "out"),
+    "pd_op.sin": uf_elementwise("sin", ["x"], "out"),
+    "pd_op.silu": uf_elementwise("silu", ["x"], "out"),
+    "pd_op.silu_grad": uf_elementwise("silu_grad", ["x", "out_grad"], "x_grad", like="x"),
+    # gelu's kernel depends on ``approximate`` (an attr: part of the function's key)
+    "pd_op.gelu": uf_elementwise("gelu", ["x"], "out"),
+    "pd_op.gelu_grad": uf_elementwise("gelu_grad", ["x", "out_grad"], "x_grad", like="x"),
+    "pd_op.not_equal": _uf_broadcast("not_equal", ["x", "y"], "out"),
+    "pd_op.bitwise_and": _uf_broadcast("bitwise_and", ["x", "y"], "out"),
+    "pd_op.where": _uf_broadcast("where", ["condition", "x", "y"], "out", dtype_slot="x"),
+    "pd_op.softmax": _via(softmax, {"x": "X"}, {"Out": "out"}),
+    "pd_op.softmax_grad": _via(softmax_grad, {"out": "Out", "out_grad": "Out@GRAD"},
+                               {"X@GRAD": "x_grad"}),
+    "pd_op.embedding": _via(lookup_table_v2, {"x": "Ids", "weight": "W"}, {"Out": "out"}),
+    "pd_op.embedding_grad": _via(lookup_table_v2_grad,
+                                 {"x": "Ids", "weight": "W", "out_grad": "Out@GRAD"},
+                                 {"W@GRAD": "weight_grad"},
+                                 lambda a: {**a, "is_sparse": a.get("sparse", False)}),
+    "pd_op.reshape_grad": _pir_reshape_grad,
+    "pd_op.concat_grad": _pir_concat_grad,
+    "pd_op.slice": _pir_slice_any,
+    "pd_op.slice_grad": _pir_slice_grad,
+    "pd_op.assign_value_": _pir_assign_value,
+    # sharding's parameter write-back: out (and the parameter it overwrites) is x
+    "pd_op.assign_out_": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    "pd_op.arange": _pir_arange,
+    "pd_op.empty": _pir_empty,
+    "pd_op.split": _pir_split_sections,
+    # constant values written into a slice of x: uninterpreted in x and the attrs
+    "pd_op.set_value_": uf_opaque("set_value_", {"out": ("x", None)}),
+    "pd_op.tril": uf_opaque("tril", {"out": ("x", None)}),
+    "pd_op.cross_entropy_with_softmax": uf_opaque(
+        "cross_entropy_with_softmax", {"softmax": ("input", None),
+                                       "loss": ("input", _ce_stats_dims)}),
+    "pd_op.cross_entropy_with_softmax_grad": uf_opaque(
+        "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", None)}),
+})

@@ -1,0 +1,112 @@
+"""The model zoo's costs: a cold plan per model, and per application with
+the plans cached.
+
+    python benchmarks/bench_zoo.py                 # cached plans: build + applications (~5-10 min)
+    python benchmarks/bench_zoo.py --cold          # + a cold plan of every case (~15-25 min on 2 cores)
+    python benchmarks/bench_zoo.py --case 'zoo_llama_tp2'
+
+Needs the ``models`` group (paddleformers).  What is timed:
+
+* **cold plan** (``--cold``): ``cases.zoo.planned_dir`` into an empty cache
+  (``$PADDLE_PASS_VERIFY_CACHE`` pointed at a fresh temp dir): one fresh
+  subprocess per rank importing Paddle and paddleformers, ``dist.to_static``,
+  serialization; the ranks run in parallel, so wall time on 2 cores.
+* **build**: one rank's programs from the cached plan (``case.build``: PIR
+  import of the serialized programs), median of 3, per rank.
+* **application**: ``python -m verify run --case C`` (isolation on, the
+  default numeric backends and the value proof, as the gate runs it), the
+  per-application ``seconds`` of its report.json, and the wall time of the
+  whole run (process start, imports and worker start-up included).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from verify.ir import legacy_ir  # noqa: E402,F401  (legacy IR before paddle)
+
+import cases  # noqa: E402
+from cases import zoo  # noqa: E402
+
+
+def cold_plans(chosen) -> None:
+    with tempfile.TemporaryDirectory(prefix="zoo-cold-") as tmp:
+        old = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+        os.environ["PADDLE_PASS_VERIFY_CACHE"] = tmp
+        try:
+            for case in chosen:
+                t = time.perf_counter()
+                zoo.planned_dir(case.params)
+                print(f"cold plan  {case.name:28s} ranks={len(case.ranks)}  "
+                      f"{time.perf_counter() - t:6.1f} s", flush=True)
+        finally:
+            if old is None:
+                os.environ.pop("PADDLE_PASS_VERIFY_CACHE")
+            else:
+                os.environ["PADDLE_PASS_VERIFY_CACHE"] = old
+
+
+def builds(chosen, runs: int) -> None:
+    for case in chosen:
+        zoo.planned_dir(case.params)  # warm (untimed)
+        per_rank = []
+        for rank in case.ranks:
+            ts = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                case.build(rank)
+                ts.append(time.perf_counter() - t)
+            per_rank.append(statistics.median(ts))
+        print(f"build      {case.name:28s} per rank (median of {runs}): "
+              + ", ".join(f"{x:.2f}" for x in per_rank) + " s", flush=True)
+
+
+def applications(chosen) -> None:
+    with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
+        args = [sys.executable, "-m", "verify", "run", "--report-dir", tmp]
+        for case in chosen:
+            args += ["--case", case.name]
+        t = time.perf_counter()
+        subprocess.run(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        report = json.load(open(os.path.join(tmp, "report.json")))
+    secs = []
+    for a in report["applications"]:
+        secs.append(a["seconds"])
+        print(f"apply      {a['pass'][:42]:42s} {a['case']:28s} {a['status']:13s} "
+              f"{a['seconds']:6.1f} s", flush=True)
+    print(f"{len(secs)} applications: median {statistics.median(secs):.1f} s, "
+          f"total {sum(secs):.1f} s; `verify run` wall {wall:.1f} s")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cold", action="store_true", help="also time a cold plan of each case")
+    ap.add_argument("--case", action="append", default=[], help="case glob (default zoo_*)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-apply", action="store_true")
+    a = ap.parse_args(argv)
+    if zoo.UNAVAILABLE:
+        print(f"zoo unavailable: {zoo.UNAVAILABLE}")
+        return 2
+    chosen = cases.select(a.case or ["zoo_*"])
+    print(f"cores: {os.cpu_count()}  paddleformers {zoo.pinned()}")
+    if a.cold:
+        cold_plans(chosen)
+    builds(chosen, a.runs)
+    if not a.no_apply:
+        applications(chosen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The model zoo (``cases/zoo.py``) and ``python -m verify coverage``.
+
+The zoo needs the optional ``models`` group (paddleformers); without it the
+family is absent and says so.  The tests that build its cases need the
+plans (made once, cached; a cold plan takes 1.5-2.5 minutes per model on 2
+cores) and are skipped, with the reason, where paddleformers is missing.
+"""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import cases
+from cases import zoo
+from verify.selfcheck import coverage
+
+needs_models = pytest.mark.skipif(bool(zoo.UNAVAILABLE), reason=f"zoo: {zoo.UNAVAILABLE}")
+
+
+def test_without_paddleformers_the_family_is_absent_and_says_so(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "paddleformers" else real(name, *a))
+    why = zoo.unavailable()
+    assert why and "paddleformers" in why and "pip install -e '.[models]'" in why
+    monkeypatch.setattr(zoo, "UNAVAILABLE", why)
+    monkeypatch.setattr(zoo, "CASES", [])
+    assert cases.unavailable_families() == {"zoo": why}
+    assert not [c for c in cases.all_cases().values() if c.family == "zoo"]
+    # the baseline still states the zoo's entries (it must not depend on the env)
+    assert {c.name for c in zoo.DECLARED} <= set(cases.all_cases(declared=True))
+    from verify.cli import cmd_list
+
+    out = io.StringIO()
+    cmd_list(out=out)
+    assert f"unavailable family zoo: {why}" in out.getvalue()
+
+
+def test_the_pin_is_read_from_the_one_workaround_file():
+    assert zoo.pinned() == "1.2.0"
+    text = (zoo.MODELS / "paddleformers_cpu.py").read_text()
+    assert "fuse_rms_norm" in text and "not_to_static" in text
+
+
+def test_coverage_rejects_bad_input():
+    assert coverage.main(["--case", "no_such_case_*"], out=io.StringIO()) == 2
+    assert coverage.main(["--program-dir", "/nonexistent/dir"], out=io.StringIO()) == 2
+
+
+def test_coverage_of_a_covered_case_is_clean_and_a_missing_row_stops(monkeypatch):
+    out = io.StringIO()
+    assert coverage.main(["--case", "rs_own_chunk"], out=out) == 0
+    assert "no check would stop" in out.getvalue()
+    from verify.value import semantics
+
+    monkeypatch.delitem(semantics.ROWS, "pd_op.split_with_num")
+    out = io.StringIO()
+    assert coverage.main(["--case", "rs_own_chunk"], out=out) == 1
+    text = out.getvalue()
+    assert "pd_op.split_with_num" in text and "MISSING" in text
+    assert "the value proof stops at rank 0 main op" in text and "(pd_op.split_with_num)" in text
+    assert "the shape check stops" not in text
+
+
+def test_coverage_names_the_first_op_without_a_shape_rule(monkeypatch):
+    from verify.checks import shape_rules
+
+    monkeypatch.delitem(shape_rules.RULES, "builtin.slice")
+    types, stops = coverage.scan(cases.select(["rs_own_chunk"]))
+    assert not types["builtin.slice"].shape_rule and types["builtin.slice"].value_row
+    shape = [s for s in stops if s.check == coverage.SHAPE]
+    assert len(shape) == 1 and shape[0].op_type == "builtin.slice" and shape[0].program == "main"
+
+
+def test_an_unchanged_application_is_proved_by_identity_a_changed_one_is_not():
+    from verify.engine.application import _identical
+    from verify.ir.snapshot import Op, ProgramSnapshot, Var
+
+    def snap(attr):
+        s = ProgramSnapshot(ops=[Op(0, "pd_op.scale", {"x": ["a"]}, {"out": ["b"]},
+                                    {"scale": attr})], vars={
+            "a": Var("a", [2], "float32"), "b": Var("b", [2], "float32")})
+        s.feeds = ["a"]
+        return s
+    assert _identical(snap(2.0), snap(2.0))
+    assert not _identical(snap(2.0), snap(3.0))
+    other = snap(2.0)
+    other.vars["b"] = Var("b", [3], "float32")  # a declaration the pass changed
+    assert not _identical(snap(2.0), other)
+
+
+@needs_models
+def test_every_zoo_case_is_covered_by_rules_and_rows():
+    """No check stops at a missing rule or row on any rank of any zoo case."""
+    types, stops = coverage.scan(zoo.CASES)
+    assert not stops, stops
+    assert {"pd_op.embedding", "pd_op.cross_entropy_with_softmax", "pd_op.rsqrt",
+            "pd_op.silu", "pd_op.reduce_scatter"} <= set(types)
+
+
+@needs_models
+def test_the_planned_llama_shape_checks_on_every_rank():
+    from verify.checks.shape_check import check_snapshot
+    from verify.ir.rank_snapshot import snapshot_of
+
+    case = cases.all_cases()["zoo_llama_dp2_tp2"]
+    for rank in case.ranks:
+        snap = snapshot_of(case.build(rank), case, rank, "original")
+        (res,) = check_snapshot(snap, rank, "original")
+        assert res.verdict.value == "EQUIVALENT", res.message
