@@ -5,7 +5,7 @@ stage by stage and the serial program related to every rank's program.
   Partial SUM/AVG/MAX, a 2-D mesh, process ids that are not 0..n-1);
 * the planner's own built-in cases hold (EQUIVALENT, each check decided);
 * mutants of the planner's parts, applied as a user's changed Paddle module
-  (``--paddle-file``, ``tests/planner_mutants/``), are caught NOT_EQUIVALENT
+  (``--paddle-file``, ``tests/planner_mutant_edits.py``), are caught NOT_EQUIVALENT
   naming the stage, the value and the rank: an s_to_r that concatenates the
   gathered pieces in reverse order, an r_to_s that keeps its neighbour's
   chunk, a p_to_r that reduces over the whole job instead of its group;
@@ -26,7 +26,7 @@ import pytest
 from verify.numeric.placements import (PlacementError, assemble_global, assembled_per_rank,
                                describe, global_shape, input_piece, local_piece)
 
-MUTANTS = Path(__file__).resolve().parent / "planner_mutants"
+from planner_mutant_edits import write as write_mutant  # noqa: E402
 
 
 def _p(ids, shape, dm, partial=None):
@@ -91,8 +91,8 @@ def _apply(case_name, overlay=None, monkeypatch=None):
         from verify.premerge import overlay as ov
 
         files = {}
-        for f in overlay:
-            mod, path = module_of(str(MUTANTS / f))
+        for name in overlay:  # each mutant written from the installed module
+            mod, path = module_of(str(write_mutant(name, Path(tempfile.mkdtemp()))))
             files[installed_rel(mod)] = Path(path).read_text()
         manifest = ov.write(tempfile.mkdtemp(prefix="planner-mutant-"), files,
                             installed_root())
@@ -129,25 +129,25 @@ def _caught(app, stage):
 
 
 def test_s_to_r_gathering_in_reverse_order_is_caught(monkeypatch):
-    app = _apply("planned_row_sp_pir", ["s_to_r_reshard_func.py"], monkeypatch)
+    app = _apply("planned_row_sp_pir", ["s_to_r_reversed"], monkeypatch)
     cex = _caught(app, "reshard")
     assert cex["first_divergence"]["stage_op"]["op_type"] == "pd_op.concat"
 
 
 def test_r_to_s_keeping_the_wrong_chunk_is_caught(monkeypatch):
-    app = _apply("planned_row_sp_pir", ["r_to_s_reshard_func.py"], monkeypatch)
+    app = _apply("planned_row_sp_pir", ["r_to_s_neighbour"], monkeypatch)
     cex = _caught(app, "reshard")
     assert cex["first_divergence"]["stage_op"]["op_type"] == "pd_op.slice"
 
 
 def test_p_to_r_over_the_wrong_group_is_caught(monkeypatch):
-    app = _apply("planner_dp2_tp2", ["p_to_r_reshard_func.py"], monkeypatch)
+    app = _apply("planner_dp2_tp2", ["p_to_r_world"], monkeypatch)
     cex = _caught(app, "reshard")
     assert cex["first_divergence"]["stage_op"]["op_type"].startswith("pd_op.all_reduce")
 
 
 def test_a_raising_stage_is_pass_crashed_and_later_stages_not_run(monkeypatch):
-    app = _apply("planner_tp2", ["raising/p_to_r_reshard_func.py"], monkeypatch)
+    app = _apply("planner_tp2", ["p_to_r_raises"], monkeypatch)
     crashed = [c for c in app.checks if c.verdict.value == "PASS_CRASHED"]
     assert app.verdict.value == "PASS_CRASHED" and crashed
     assert all(c.name == "after reshard" and "traceback" in c.details for c in crashed)
@@ -186,7 +186,7 @@ def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
     has a sub-mesh): the reshard of a Partial operand is not inserted, so
     its consumer reads one rank's addend; the divergence is that consumer's
     own output (its inputs still relate), blamed on partition."""
-    app = _apply("planner_tp2", ["pir_pass.py"], monkeypatch)
+    app = _apply("planner_tp2", ["partition_keeps_partial"], monkeypatch)
     cex = _caught(app, "partition")
     assert cex["first_divergence"]["op_type"] in ("pd_op.add", "pd_op.layer_norm_grad")
 
@@ -195,7 +195,7 @@ def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
     from verify.ir.paddle_overlay import (OverlayError, command_flags, module_of,
                                           source_label)
 
-    mod, path = module_of(str(MUTANTS / "s_to_r_reshard_func.py"))  # by its file name
+    mod, path = module_of(str(write_mutant("s_to_r_reversed", tmp_path)))  # by its file name
     assert mod == "paddle.distributed.auto_parallel.static.reshard_funcs.s_to_r_reshard_func"
     tree = tmp_path / "Paddle" / "python" / "paddle" / "distributed" / "auto_parallel"
     tree.mkdir(parents=True)

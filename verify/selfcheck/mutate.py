@@ -126,7 +126,7 @@ def _jobs(adapters, cases):
                 continue
             if hasattr(adapter, "whole_application"):
                 # no one rewritten program to edit: the planner's mutants are
-                # changed planner modules (tests/planner_mutants, --paddle-file)
+                # changed planner modules (tests/planner_mutant_edits.py, --paddle-file)
                 continue
             entry = base.get(baseline.key(adapter.name, case.name))
             if entry and entry["verdict"] == "EQUIVALENT" and entry["fires"]:

@@ -1,0 +1,88 @@
+"""Mutants of the planner's own parts, made from the installed Paddle at test
+time: each is one marked edit of an installed module (never a copy kept in
+this project), written under its own file name so ``--paddle-file`` (the
+premerge overlay) puts it in place of the installed module."""
+from __future__ import annotations
+
+from pathlib import Path
+
+_STATIC = "distributed/auto_parallel/static"
+
+# name -> (module file under paddle/, installed text, mutant's text[, installed, mutant ...])
+EDITS = {
+    # p_to_r all-reduces over every process of the job, not the partial mesh's group
+    "p_to_r_world": (
+        f"{_STATIC}/reshard_funcs/p_to_r_reshard_func.py",
+        "        group = new_process_group(sorted(src_mesh.process_ids))\n",
+        "        # MUTANT: reduced over every process of the job, not its mesh\n"
+        "        group = new_process_group(\n"
+        "            list(range(paddle.distributed.get_world_size()))\n"
+        "        )\n"),
+    # p_to_r raises: a planner stage that crashes
+    "p_to_r_raises": (
+        f"{_STATIC}/reshard_funcs/p_to_r_reshard_func.py",
+        "    def reshard(self, src_dist_attr, dst_dist_attr, src_value, dst_type):\n"
+        "        src_mesh = src_dist_attr.process_mesh\n",
+        "    def reshard(self, src_dist_attr, dst_dist_attr, src_value, dst_type):\n"
+        "        src_mesh = src_dist_attr.process_mesh\n"
+        "        # MUTANT: the reshard function raises\n"
+        "        raise RuntimeError(\"p_to_r mutant: refusing to reshard\")\n"),
+    # r_to_s keeps the next rank's chunk instead of its own
+    "r_to_s_neighbour": (
+        f"{_STATIC}/reshard_funcs/r_to_s_reshard_func.py",
+        "            if curr_global_rank == mesh.process_ids[-1]:\n"
+        "                end = total_nums\n",
+        "            if curr_global_rank == mesh.process_ids[-1]:\n"
+        "                end = total_nums\n"
+        "            # MUTANT: the rank keeps its neighbour's chunk\n"
+        "            start = ((rank_relative + 1) % num_of_pieces) * piece_len\n"
+        "            end = start + piece_len\n"),
+    # s_to_r along a dim other than 0 concatenates the gathered pieces reversed
+    "s_to_r_reversed": (
+        f"{_STATIC}/reshard_funcs/s_to_r_reshard_func.py",
+        "                concat_value = paddle._C_ops.concat(split_values, split_axis)\n"
+        "                # fold builtin.split op and builtin.combine op\n",
+        "                # MUTANT: the gathered pieces are concatenated in reverse order\n"
+        "                concat_value = paddle._C_ops.concat(split_values[::-1], split_axis)\n",
+        # (a reversed combine cannot be folded into the split's results)
+        "                builtin_combine_op = concat_op.operand_source(\n"
+        "                    0\n"
+        "                ).get_defining_op()\n"
+        "                concat_op.operand(0).set_source(pd_split_op.result(0))\n"
+        "                builtin_combine_op.erase()\n"
+        "                builtin_split_op.erase()\n",
+        ""),
+    # partition reads a Partial operand as it is (no reshard to what the op needs)
+    "partition_keeps_partial": (
+        f"{_STATIC}/pir_pass.py",
+        "            prev_var = operand.source()\n"
+        "            if prev_var.is_combine():\n",
+        "            prev_var = operand.source()\n"
+        "            # MUTANT: an operand whose value is partial is read as it is\n"
+        "            if (\n"
+        "                not prev_var.is_combine()\n"
+        "                and prev_var.is_dist()\n"
+        "                and prev_var.dist_attr().partial_status\n"
+        "            ):\n"
+        "                continue\n"
+        "            if prev_var.is_combine():\n"),
+}
+
+
+def write(name: str, dest: Path) -> Path:
+    """The mutant ``name`` as a file ``dest/<name>/<module file name>``: the
+    installed module's text with the one edit (which must match exactly once)."""
+    import paddle
+
+    rel, *pairs = EDITS[name]
+    src = Path(paddle.__file__).resolve().parent / rel
+    text = src.read_text()
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        if text.count(old) != 1:
+            raise AssertionError(f"mutant {name}: the installed {rel} holds the edited text "
+                                 f"{text.count(old)} times, not once (another Paddle version?)")
+        text = text.replace(old, new)
+    out = Path(dest) / name / src.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# MUTANT {name} of the installed paddle/{rel}\n" + text)
+    return out
