@@ -78,6 +78,11 @@ class PlannerAdapter(PirPassAdapter):
         return True  # every planned program is the planner's work
 
     # -- the application ---------------------------------------------------
+    def tested_passes(self) -> tuple:
+        """None from Paddle's pass registry: the planner's code (Paddle's
+        planning modules) is replaced with ``--paddle-file``, not a pass file."""
+        return ()
+
     def whole_application(self, case, numeric: bool) -> dict:
         """Every check of the planner on ``case`` at once (the engine makes the
         Application of it): ``{"checks", "outcomes": [(rank, serial snapshot,

@@ -124,23 +124,25 @@ def test_pir_numeric_runs_go_to_a_worker_and_agree_with_in_process_runs():
     rp = case.build(0)
     s = snapshot_rank(rp)
     watch = list(rp.fetches) + [rp.loss]
-    remote = pir_runner.run_program(rp, s, watch, 0, 2)
-    assert isolation.workers() or not isolation.enabled()
-    before = isolation.enabled()
-    isolation.configure(enabled=False)
+    before = isolation.enabled()  # another test in this process may have turned it off
+    isolation.configure(enabled=True)
     try:
+        remote = pir_runner.run_program(rp, s, watch, 0, 2)
+        assert isolation.workers()
+        isolation.configure(enabled=False)
         local = pir_runner.run_program(rp, s, watch, 0, 2)
+        isolation.configure(enabled=True)
+        for a, b in zip(remote, local):
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        # a failure inside the worker comes back as one line, not a bare traceback
+        try:
+            pir_runner.run_program(rp, s, ["%no_such_value"], 0, 1)
+        except RuntimeError as exc:
+            assert "no value named %no_such_value" in pir_runner._why(exc)
+        else:
+            raise AssertionError("a missing value must fail")
     finally:
         isolation.configure(enabled=before)
-    for a, b in zip(remote, local):
-        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
-    # a failure inside the worker comes back as one line, not a bare traceback
-    try:
-        pir_runner.run_program(rp, s, ["%no_such_value"], 0, 1)
-    except RuntimeError as exc:
-        assert "no value named %no_such_value" in pir_runner._why(exc)
-    else:
-        raise AssertionError("a missing value must fail")
 
 
 def test_a_mended_guard_leaves_transposed_grads_alone_and_the_findings_go_away():
