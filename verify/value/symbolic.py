@@ -27,37 +27,35 @@ quantifier-free terms on small shapes both prove and refute in ms.
   Ranks run in lock step; a collective fires when every member of its
   ring's group has reached one on that ring (as the numeric simulator).
 
-Shape reduction: every original dim n > 1 of a leaf (feed, parameter,
-fill_constant) becomes min(n, 2).  Each dim remembers the (original,
-reduced) factors it is made of, so a reshape that folds [B, S, H] into
-[B*S, H] and one that splits it back both stay valid on reduced shapes.
-Why a proof on reduced shapes stands for the real ones: every op with
-meaning here is defined uniformly in its dims (sums over an index range,
-index permutations, broadcasts), so the rewrites these passes make
-(re-association across ranks, splitting a matmul grad, folding dims) are
-identities of that uniform definition, and instantiating every dim at a
-size >= 2 keeps every index map injective and every sum non-trivial.
-Limits, stated plainly: a program whose constants depend on sizes (a
-``scale(1/N)`` written with the real N instead of a reduce_mean) is
-compared at the reduced N; dims of size 1 are kept 1; a reshape whose
-reduced sizes do not split is INCONCLUSIVE; symbolic (-1) dims are
-instantiated at 2 rather than quantified; bugs that need two different
-dims of equal original size to be told apart by shape alone may be missed
-(values still differ, since every element is its own symbol).
+Shapes: REAL.  Every leaf (feed, parameter, fill_constant) has its real
+shape; a -1 (batch) dim is instantiated at the size the caller gives
+(``batch``; ``proof.py`` proves at 1 and two larger sizes and says so).
+Constants that depend on sizes (a mean's 1/n) come from the real sizes and
+every index map is the real one.  (An earlier reduction of every dim to
+<= 2 was unsound: a reshape split [2, 2] of 4 became [2, 1], two head
+layouts reduced alike, a mean divided by the reduced count.)
+A leaf above ``MAX_LEAF_ELEMENTS`` or an execution past its deadline raises
+:class:`Budget`: the proof is then INCONCLUSIVE, never a reduced one.
 """
 from __future__ import annotations
 
+import hashlib
+import time
 from fractions import Fraction
 
 import numpy as np
 
 from verify.ir.collectives import COLLECTIVES, communicates, root_of
 
-from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported,
+from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
+# attrs of a random-init op that say nothing about the distribution
+RANDOM_ATTRS_ASIDE = ("seed", "op_role", "op_role_var", "op_namescope", "op_callstack",
+                      "op_device", "with_quant_attr")
 
 
 class Store:
@@ -70,6 +68,8 @@ class Store:
         self.poly_ix = {}
         self.memo = {}
         self.cut_of = {}  # pid -> cut atom's pid
+        self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
+        self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Fraction(1)),))
 
@@ -97,7 +97,9 @@ class Store:
         c = value if isinstance(value, Fraction) else Fraction(value)
         return self.ZERO if c == 0 else self.intern((((), c),))
 
-    def sym(self, name: str) -> int:
+    def sym(self, name: str, dtype: str = "") -> int:
+        if dtype:
+            self.sym_dtype.setdefault(name, dtype)
         return self.atom_poly(("sym", name))
 
     def uf(self, kernel, args, attrs=()) -> int:
@@ -250,9 +252,10 @@ class T:
 class Kernels:
     """The kernel context rows get (``k`` in semantics.py), for terms."""
 
-    def __init__(self, store, reduce_to=2):
+    reduce_to = None  # real shapes: semantics.reduce_size keeps every dim
+
+    def __init__(self, store):
         self.store = store
-        self.reduce_to = reduce_to
 
     def const(self, value):
         return T(self.store.const(Fraction(value)))
@@ -282,25 +285,36 @@ class Rank:
         self.rank, self.snap, self.ops, self.env, self.pos = rank, snap, ops, env, 0
 
 
-class Executor:
-    """Runs the programs of all ranks (one version: original or rewritten)."""
+class Budget(Exception):
+    """The real shapes do not fit the proof's budget (a leaf too large, or
+    the deadline passed): the proof is INCONCLUSIVE, saying which."""
 
-    def __init__(self, store, rings, reduce_to=2, feed_key=None):
+
+class Executor:
+    """Runs the programs of all ranks (one version: original or rewritten)
+    at their real shapes, every -1 dim at ``batch``."""
+
+    def __init__(self, store, rings, batch=2, feed_key=None, deadline=None):
         self.store = store
-        self.k = Kernels(store, reduce_to)
+        self.k = Kernels(store)
         self.rings = rings
-        self.reduce_to = reduce_to
+        self.batch = int(batch)
+        self.deadline = deadline  # time.perf_counter() value, or None
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = {}
         self.ops_run = 0
 
     # -- leaves ------------------------------------------------------------
     def leaf(self, name, shape, dtype=""):
-        dims = leaf_dims([2 if int(n) < 0 else int(n) for n in shape], self.reduce_to)
-        red = [int(np.prod([r for _, r in d])) for d in dims]
-        arr = np.empty(red, dtype=object)
-        for idx in np.ndindex(*red):
-            arr[idx] = T(self.store.sym(f"{name}{list(idx) if red else ''}"))
+        real = [self.batch if int(n) < 0 else int(n) for n in shape]
+        if int(np.prod(real)) > MAX_LEAF_ELEMENTS:
+            raise Budget(f"{name} has {int(np.prod(real))} elements at {real} "
+                         f"(over {MAX_LEAF_ELEMENTS} per tensor)")
+        self.store.leaves[name] = (tuple(real), dtype)
+        dims = leaf_dims(real, None)
+        arr = np.empty(real, dtype=object)
+        for idx in np.ndindex(*real):
+            arr[idx] = T(self.store.sym(f"{name}{list(idx) if real else ''}", dtype))
         return Tensor(arr, dims, dtype)
 
     def _read(self, st, name, op):
@@ -316,10 +330,18 @@ class Executor:
 
     # -- one op --------------------------------------------------------------
     def step(self, st, op, startup: bool):
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise Budget(f"past the time budget at rank {st.rank} op {op.idx} ({op.type})")
         if startup and op.type in RANDOM_INIT:
+            # a random draw is an input symbol keyed by what draws it (type and
+            # attrs, the seed aside): a pass that changes the distribution
+            # changes the symbol
             shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
+            how = attrs_key(op, skip=RANDOM_ATTRS_ASIDE)
+            tag = hashlib.sha1(repr((op.type, how)).encode()).hexdigest()[:6]
             for name in op.writes():
-                st.env[name] = self.leaf(f"{name}@r{st.rank}", shape)
+                st.env[name] = self.leaf(f"{name}@r{st.rank}~{op.type}#{tag}", shape,
+                                         getattr(st.snap.vars.get(name), "dtype", ""))
             return
         row = ROWS.get(op.type)
         if row is None:
@@ -341,7 +363,7 @@ class Executor:
             except Exception as exc:  # shapes that do not fit: the op fails
                 shapes = ", ".join(f"{s}={n}{list(t.arr.shape)}" for s, names in
                                    op.inputs.items() for n, t in zip(names, ins.get(s, [])))
-                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on reduced "
+                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on its "
                                 f"shapes ({shapes}): {type(exc).__name__}: {exc}",
                                 st.rank, op) from exc
             outs = {slot: [None if t is None else self.store.cut_tensor(t) for t in ts]
@@ -440,10 +462,12 @@ class Executor:
             self.ops_run += 1
 
 
-def execute(snaps: dict, rings: dict, store: Store, reduce_to=2, feed_key=None) -> dict:
-    """Run startup then main of every rank's snapshot; ``{rank: env}``."""
+def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
+            deadline=None) -> dict:
+    """Run startup then main of every rank's snapshot at the real shapes
+    (-1 dims at ``batch``); ``({rank: env}, ops executed)``."""
     T.store = store
-    ex = Executor(store, rings, reduce_to, feed_key)
+    ex = Executor(store, rings, batch, feed_key, deadline)
     states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
     ex.run(states, startup=True)
     for r, st in states.items():
