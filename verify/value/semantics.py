@@ -89,6 +89,58 @@ def _has(ins, slot):
     return bool(ins.get(slot)) and ins[slot][0] is not None
 
 
+# -- sums and matmuls: numpy's, or the term store's one-step fast path --------
+def _fast(arr):
+    """The element class when ``arr`` holds terms with one-step sums (T)."""
+    if not isinstance(arr, np.ndarray) or arr.dtype != object or arr.size == 0:
+        return None
+    cls = type(arr.reshape(-1)[0])
+    return cls if hasattr(cls, "total") and hasattr(cls, "dot") else None
+
+
+def _sum(arr, axis=None, keepdims=False):
+    """``arr.sum(axis, keepdims)``; on terms each output element is summed
+    in one step (numpy's pairwise adds would intern every partial sum)."""
+    arr = np.asarray(arr)
+    cls = _fast(arr)
+    if cls is None:
+        return arr.sum(axis=axis, keepdims=keepdims)
+    nd = arr.ndim
+    axes = tuple(range(nd)) if axis is None else \
+        tuple(sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,))))
+    keep = [a for a in range(nd) if a not in axes]
+    kshape = [arr.shape[a] for a in keep]
+    flat = np.transpose(arr, keep + list(axes)).reshape(_prod(kshape), -1)
+    out = np.empty(flat.shape[0], dtype=object)
+    for i in range(flat.shape[0]):
+        out[i] = cls.total(list(flat[i]))
+    if keepdims:
+        return out.reshape([1 if a in axes else arr.shape[a] for a in range(nd)])
+    return out.reshape(kshape) if kshape else out[0]
+
+
+def _matmul(a, b):
+    """``np.matmul(a, b)`` (both >= 2-D); on terms each element one dot."""
+    cls = _fast(a) or _fast(b)
+    if cls is None:
+        return np.matmul(a, b)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return np.matmul(a, b)  # numpy's own error
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    A = np.broadcast_to(a, batch + a.shape[-2:])
+    B = np.broadcast_to(b, batch + b.shape[-2:])
+    n, p = a.shape[-2], b.shape[-1]
+    out = np.empty(batch + (n, p), dtype=object)
+    for idx in np.ndindex(*batch):
+        Ai, Bi = A[idx], B[idx]
+        cols = [list(Bi[:, j]) for j in range(p)]
+        for i in range(n):
+            row = list(Ai[i])
+            for j in range(p):
+                out[idx + (i, j)] = cls.dot(row, cols[j])
+    return out
+
+
 # -- broadcasting, as Paddle's elementwise ops do ---------------------------
 def _align(x: Tensor, y: Tensor, axis: int):
     """``y``'s array reshaped so numpy broadcasting matches Paddle's ``axis``."""
@@ -125,7 +177,7 @@ def _unbroadcast(g, like: Tensor, axis=-1, x_ndim=None):
         full = [1] * (g.ndim - len(shape)) + list(shape)
     sum_axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, full)) if b == 1 and a != 1)
     if sum_axes:
-        g = g.sum(axis=sum_axes, keepdims=True)
+        g = _sum(g, axis=sum_axes, keepdims=True)
     return g.reshape(shape)
 
 
@@ -168,7 +220,7 @@ def _mm(a, b, ta, tb):
         raise Unsupported("matmul with a 1-D operand")
     a = _tr(a) if ta else a
     b = _tr(b) if tb else b
-    return np.matmul(a, b)
+    return _matmul(a, b)
 
 
 def _mm_dims(x, y, tx, ty):
@@ -201,13 +253,13 @@ def matmul_grad(op, ins, k):
     tx, ty = bool(op.attrs.get("trans_x", False)), bool(op.attrs.get("trans_y", False))
     X, Y, G = x.arr, y.arr, g.arr
     if not tx and not ty:
-        dx, dy = np.matmul(G, _tr(Y)), np.matmul(_tr(X), G)
+        dx, dy = _matmul(G, _tr(Y)), _matmul(_tr(X), G)
     elif tx and not ty:
-        dx, dy = np.matmul(Y, _tr(G)), np.matmul(X, G)
+        dx, dy = _matmul(Y, _tr(G)), _matmul(X, G)
     elif not tx and ty:
-        dx, dy = np.matmul(G, Y), np.matmul(_tr(G), X)
+        dx, dy = _matmul(G, Y), _matmul(_tr(G), X)
     else:
-        dx, dy = np.matmul(_tr(Y), _tr(G)), np.matmul(_tr(G), _tr(X))
+        dx, dy = _matmul(_tr(Y), _tr(G)), _matmul(_tr(G), _tr(X))
     dx = _unbroadcast(dx, x) if dx.shape != X.shape else dx
     dy = _unbroadcast(dy, y) if dy.shape != Y.shape else dy
     return {"X@GRAD": [Tensor(dx, x.dims, x.dtype)], "Y@GRAD": [Tensor(dy, y.dims, y.dtype)]}
@@ -225,7 +277,7 @@ def _reduce(mean: bool):
         x = _t(ins, "X")
         axes = _axes(op, x.arr.ndim)
         keep = bool(op.attrs.get("keep_dim", False))
-        out = x.arr.sum(axis=axes, keepdims=keep) if axes else x.arr * 1
+        out = _sum(x.arr, axis=axes, keepdims=keep) if axes else x.arr * 1
         if mean:
             n = _prod(x.arr.shape[a] for a in axes)
             out = out * k.const(Fraction(1, n))
@@ -496,7 +548,7 @@ def square_grad(op, ins, k):
 
 def squared_l2_norm(op, ins, k):
     x = _t(ins, "X")
-    total = (x.arr * x.arr).sum() if x.arr.size else k.const(0)
+    total = _sum(x.arr * x.arr) if x.arr.size else k.const(0)
     arr = np.empty([1], dtype=object)
     arr[0] = total
     return {"Out": [Tensor(arr, [((1, 1),)], x.dtype)]}
@@ -952,7 +1004,7 @@ def lookup_table_v2(op, ins, k):
     if w.arr.ndim != 2:
         raise Unsupported(f"lookup table of rank {w.arr.ndim}")
     oh = _onehot(op, ids, w.arr.shape[0], k)
-    out = np.matmul(oh.reshape(-1, w.arr.shape[0]), w.arr).reshape(
+    out = _matmul(oh.reshape(-1, w.arr.shape[0]), w.arr).reshape(
         ids.arr.shape + (w.arr.shape[1],))
     return {"Out": [Tensor(np.asarray(out), list(ids.dims) + [w.dims[1]], w.dtype)]}
 
@@ -963,7 +1015,7 @@ def lookup_table_v2_grad(op, ins, k):
     ids, w, g = _t(ins, "Ids"), _t(ins, "W"), _t(ins, "Out@GRAD")
     rows, width = w.arr.shape
     oh = _onehot(op, ids, rows, k).reshape(-1, rows)
-    dw = np.matmul(_tr(oh), g.arr.reshape(-1, width))
+    dw = _matmul(_tr(oh), g.arr.reshape(-1, width))
     return {"W@GRAD": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
 
 
@@ -989,7 +1041,7 @@ def softmax_grad(op, ins, k):
     dOut (Paddle's softmax_grad reads only those)."""
     y, g = _t(ins, "Out"), _t(ins, "Out@GRAD")
     axis = int(op.attrs.get("axis", -1)) % max(y.arr.ndim, 1)
-    s = (g.arr * y.arr).sum(axis=axis, keepdims=True)
+    s = _sum(g.arr * y.arr, axis=axis, keepdims=True)
     return {"X@GRAD": [Tensor(np.asarray(y.arr * (g.arr - s)), y.dims, y.dtype)]}
 
 

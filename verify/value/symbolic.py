@@ -136,6 +136,17 @@ class Store:
         self.memo[key] = r
         return r
 
+    def sum_many(self, pids) -> int:
+        """The sum of many polynomials, interned once (a matmul's or a
+        reduction's partial sums are never interned)."""
+        d = {}
+        get, polys = d.get, self.polys
+        for pid in pids:
+            for m, c in polys[pid]:
+                v = get(m)
+                d[m] = c if v is None else v + c
+        return self._finish(d)
+
     def mul(self, a, b) -> int:
         if a > b:
             a, b = b, a
@@ -150,20 +161,27 @@ class Store:
                 a2, b2 = self.cut(a2), self.cut(b2)
             pa, pb = self.polys[a2], self.polys[b2]
         d = {}
+        get = d.get
         for m1, c1 in pa:
             for m2, c2 in pb:
                 m = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
-                v = d.get(m, 0) + c1 * c2
-                if v:
-                    d[m] = v
-                else:
-                    d.pop(m, None)
+                v = get(m)
+                d[m] = c1 * c2 if v is None else v + c1 * c2
         r = self._finish(d)
         self.memo[key] = r
         return r
 
     def _finish(self, d) -> int:
-        return self.intern(tuple(sorted(d.items())))
+        # integral coefficients as ints: Fraction's hash is slow, and equal
+        # numbers hash alike, so the canonical form is unchanged
+        out = []
+        for m, c in sorted(d.items()):
+            if c.__class__ is Fraction:
+                if c._denominator == 1:
+                    c = c._numerator
+            if c:
+                out.append((m, c))
+        return self.intern(tuple(out))
 
     def cut_tensor(self, t):
         """An op's result with every element above CUT_SIZE monomials cut.
@@ -241,6 +259,21 @@ class T:
         return T(T.store.mul(self.i, self._other(o)))
 
     __rmul__ = __mul__
+
+    @staticmethod
+    def _id(o):
+        return o.i if isinstance(o, T) else T.store.const(o)
+
+    @classmethod
+    def total(cls, xs):
+        """sum(xs) in one step (``semantics._sum``'s fast path)."""
+        return T(T.store.sum_many([cls._id(x) for x in xs]))
+
+    @classmethod
+    def dot(cls, xs, ys):
+        """sum(x * y) in one step (``semantics._matmul``'s fast path)."""
+        st = T.store
+        return T(st.sum_many([st.mul(cls._id(x), cls._id(y)) for x, y in zip(xs, ys)]))
 
     def __neg__(self):
         return T(T.store.add(T.store.ZERO, self.i, -1))
