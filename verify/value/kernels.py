@@ -60,7 +60,7 @@ def _gelu_d(x, approximate=False):
     return 0.5 * (1 + math.erf(x / math.sqrt(2))) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
 
 
-def _round_float(x, dtype):
+def round_to(x, dtype):
     """``x`` rounded to ``dtype`` (round to nearest even), as a Fraction."""
     if dtype == "float64":
         return Fraction(float(x))
@@ -90,7 +90,7 @@ def _cast(x, at):
         if not lo <= v <= hi:
             raise NotAnInput(f"{x} does not fit {dst}")
         return Fraction(v)
-    return _round_float(x, dst)
+    return round_to(x, dst)
 
 
 def _layer_norm(kernel, args, at):

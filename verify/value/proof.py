@@ -33,6 +33,7 @@ witness of precision.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import time
 from fractions import Fraction
@@ -42,8 +43,8 @@ import z3
 
 from verify.verdicts import CheckResult, Verdict
 
-from .kernels import NoReference, NotAnInput, reference
-from .semantics import Unsupported
+from .kernels import NoReference, NotAnInput, reference, round_to
+from .semantics import Unsupported, dtype_name
 from .symbolic import Budget, ExecError, Store, execute
 
 KIND, NAME = "value", "value proof"
@@ -175,18 +176,39 @@ def _model_evaluator(store, zt, model):
 
 
 def _replay_evaluator(store, sym_value):
-    """Input values from ``sym_value``, every kernel the REAL one: what the
-    program that runs computes on those inputs."""
+    """Input values from ``sym_value`` as the leaf's dtype holds them (a
+    float rounded to it, an integer leaf only integers), every kernel the
+    REAL one: what the program that runs computes on inputs it can get."""
+    def sym(name):
+        return feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+
     def uf(kernel, attrs, args):
         if any(isinstance(a, float) for a in args):
             args = tuple(Fraction(a) for a in args)
         return reference(kernel, attrs, args)
-    return Evaluator(store, sym_value, uf)
+    return Evaluator(store, sym, uf)
+
+
+def feedable_value(v, dtype, name=""):
+    """``v`` as a value of ``dtype`` (NotAnInput if it cannot be one)."""
+    if v is None:
+        return None
+    dtype = dtype_name(dtype)
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        r = round_to(v, dtype)
+        if not math.isfinite(float(r)):
+            raise NotAnInput(f"{name} = {v} overflows {dtype}")
+        return r
+    if "int" in dtype or dtype == "bool":
+        if v != int(v) or (dtype == "bool" and v not in (0, 1)):
+            raise NotAnInput(f"{name} = {v} is not a {dtype}")
+    return v
 
 
 def _probe_values(store, seed):
     """Random input values (deterministic per seed): small integers for
-    integer leaves (ids stay inside small tables), small rationals else."""
+    integer leaves (ids stay inside small tables), small dyadic rationals
+    else."""
     rng = random.Random(seed)
     syms = {}
 
@@ -196,8 +218,8 @@ def _probe_values(store, seed):
             dtype = store.sym_dtype.get(name, "")
             if "int" in dtype or dtype == "bool":
                 v = Fraction(rng.randint(0, 1 if seed == 0 else 3))
-            else:
-                v = Fraction(rng.randint(-9, 9), rng.choice((1, 2, 3, 4)))
+            else:  # dyadic: exact in every float dtype, so casts that widen agree
+                v = Fraction(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
             syms[name] = v
         return v
     return sym
@@ -367,7 +389,10 @@ def _feedable(store, syms, sym_value, limit=4096):
             continue
         vals = []
         for idx in np.ndindex(*shape):
-            v = sym_value(f"{base}{list(idx) if shape else ''}")
+            try:
+                v = feedable_value(sym_value(f"{base}{list(idx) if shape else ''}"), dtype)
+            except NotAnInput:
+                v = None
             vals.append(float(v) if v is not None else None)
         arr = np.array(vals, dtype=object).reshape(shape) if shape else vals[0]
         out[base] = {"shape": list(shape), "dtype": dtype,
