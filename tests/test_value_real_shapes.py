@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from verify.snapshot import Op, ProgramSnapshot, Var
+from verify.ir.snapshot import Op, ProgramSnapshot, Var
 from verify.value.proof import prove_application
 from verify.verdicts import Verdict
 
