@@ -400,8 +400,8 @@ def _feedable(store, syms, sym_value, limit=4096):
     return out
 
 
-def _counterexample(store, rank, var, ta, info, peer, size_note):
-    cex = {"rank": rank, "var": var, "shapes": size_note}
+def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
+    cex = {"rank": rank, "var": var, "shapes": size_note, "batch": batch}
     if peer is not None:
         cex["compared_with_rank"] = peer
     if "index" not in info:
@@ -454,7 +454,7 @@ def _shapes_note(dyn, sizes) -> str:
 
 
 def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, dead,
-                  z3b, stats, size_note):
+                  z3b, stats, size_note, batch):
     """One rank at one size: (proved, refuted, unknown, cexs, absent)."""
     must = default_watch(befores[r])
     names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
@@ -486,7 +486,7 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                           f"{name} (rank {peer}'s copy)")
         elif out[0] == "refuted":
             refuted.append(name)
-            cexs.append(_counterexample(store, r, name, ta, out[1], peer, size_note))
+            cexs.append(_counterexample(store, r, name, ta, out[1], peer, size_note, batch))
         else:
             unknown.append((name, out[1]))
     return names, proved, refuted, unknown, cexs, absent
@@ -599,7 +599,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             p = per[r]
             names, proved, refuted, unknown, cexs, absent = _compare_rank(
                 r, store, zt, env_a, env_b, befores, watched, rings, renames,
-                (unobserved or {}).get(r) or {}, z3b, p["stats"], size_note)
+                (unobserved or {}).get(r) or {}, z3b, p["stats"], size_note, b)
             p["names"] = names
             p["proved"] = proved if p["proved"] is None else \
                 [n for n in p["proved"] if n in proved]

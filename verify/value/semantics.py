@@ -70,7 +70,7 @@ def reduce_size(n: int, to: int | None = None) -> int:
     return n if to is None or n == 1 else min(n, to)
 
 
-def leaf_dims(shape, to: int = 2):
+def leaf_dims(shape, to: int | None = None):
     return tuple(((int(n), reduce_size(int(n), to)),) for n in shape)
 
 
@@ -314,7 +314,7 @@ def _resolve_target(orig_in, target):
     return out
 
 
-def reshape_dims(dims, target, to=2):
+def reshape_dims(dims, target, to=None):
     """Dims of a reshape: the input's factors regrouped to the target's
     original sizes; a factor split across target dims is split on reduced
     sizes too when they divide (else Unsupported)."""

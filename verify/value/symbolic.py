@@ -282,6 +282,37 @@ class T:
         return f"T({T.store.render(self.i)})"
 
 
+def attr_constant(value) -> Fraction:
+    """A constant an op attr holds, as the proof reads it: a float attr (a
+    float32 in Paddle) is the simplest rational within float32 rounding of
+    it (``scale(1/12)`` written as 0.0833333358 is 1/12, as a mean's 1/12
+    is), else its exact value.  Both programs read constants alike, and a
+    proof over the reals ignores rounding anyway (the numeric check
+    witnesses precision); constants further apart than float32 rounding
+    stay apart (1/999999 is not 1/1000000)."""
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        exact = Fraction(value)
+        if exact == 0 or exact.denominator == 1:
+            return exact
+        tol = abs(exact) / (1 << 24)  # float32 rounds within half an ulp
+        return _simplest(exact - tol, exact + tol)
+    return value if isinstance(value, Fraction) else Fraction(value)
+
+
+def _simplest(lo: Fraction, hi: Fraction) -> Fraction:
+    """The rational of smallest denominator in [lo, hi] (continued fractions)."""
+    if lo < 0 < hi or lo == 0 or hi == 0:
+        return Fraction(0)
+    if hi < 0:
+        return -_simplest(-hi, -lo)
+    fl = lo.numerator // lo.denominator
+    if fl == lo:
+        return Fraction(fl)
+    if fl + 1 <= hi:
+        return Fraction(fl + 1)
+    return fl + 1 / _simplest(1 / (hi - fl), 1 / (lo - fl))
+
+
 class Kernels:
     """The kernel context rows get (``k`` in semantics.py), for terms."""
 
@@ -291,7 +322,7 @@ class Kernels:
         self.store = store
 
     def const(self, value):
-        return T(self.store.const(Fraction(value)))
+        return T(self.store.const(attr_constant(value)))
 
     def uf(self, kernel, args, attrs=()):
         return T(self.store.uf(kernel, [a.i if isinstance(a, T) else self.store.const(a)
