@@ -275,9 +275,11 @@ def first_difference(store, a, b, depth=50):
 
 
 def _symbols_of(store, pids, limit=400):
-    seen, out, stack = set(), [], list(pids)
-    kernels = set()
-    while stack and len(seen) < limit * 20:
+    """(up to ``limit`` input symbols, every leaf, every kernel) the terms
+    ``pids`` read: the whole term graph is walked, so the leaves are all."""
+    seen, out, stack = set(), {}, list(pids)
+    kernels, leaves = set(), set()
+    while stack:
         pid = stack.pop()
         if pid in seen:
             continue
@@ -287,13 +289,15 @@ def _symbols_of(store, pids, limit=400):
                 key = store.atoms[a]
                 if key[0] == "sym":
                     if key[1] not in out:
-                        out.append(key[1])
+                        leaves.add(key[1].split("[", 1)[0])
+                        if len(out) < limit:
+                            out[key[1]] = None
                 elif key[0] == "cut":
                     stack.append(key[1])
                 else:
                     kernels.add(key[1])
                     stack.extend(key[3])
-    return out[:limit], sorted(kernels)
+    return list(out), sorted(kernels), sorted(leaves)
 
 
 # -- one var -------------------------------------------------------------
@@ -318,10 +322,14 @@ def _compare(store, zt, ta, tb, z3b, stats):
     # 1. probes: random inputs, the real kernels (Schwartz-Zippel: distinct
     # polynomials differ at random points almost surely)
     why_not = []
+    probes = store.probes  # one evaluator per seed per store: shared terms evaluated once
     for seed in range(3):
-        sym = _probe_values(store, seed)
+        if seed not in probes:
+            sym = _probe_values(store, seed)
+            probes[seed] = (sym, _replay_evaluator(store, sym))
+        sym, ev = probes[seed]
         try:
-            hit = _replay(store, _replay_evaluator(store, sym), pairs)
+            hit = _replay(store, ev, pairs)
         except NoReference as exc:
             why_not.append(f"kernel {exc} has no reference to replay")
             break
@@ -369,14 +377,10 @@ def _compare(store, zt, ta, tb, z3b, stats):
     return "unknown", f"Z3 said unknown ({solver.reason_unknown()})"
 
 
-def _feedable(store, syms, sym_value, limit=4096):
+def _feedable(store, leaves, sym_value, limit=4096):
     """The counterexample's input values as arrays a user can feed:
     {leaf: {"shape", "dtype", "values"}} for every leaf the differing terms
     read (elements never read hold the value the replay would have drawn)."""
-    leaves = {}
-    for name in syms:
-        base = name.split("[", 1)[0]
-        leaves.setdefault(base, None)
     out = {}
     for base in leaves:
         shape, dtype = store.leaves.get(base, (None, ""))
@@ -409,7 +413,7 @@ def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
         return cex
     i = info["index"]
     a, b, path = first_difference(store, info["a"], info["b"])
-    syms, kernels = _symbols_of(store, [info["a"], info["b"]])
+    syms, kernels, leaves = _symbols_of(store, [info["a"], info["b"]])
     sym = info["sym"]
     values = {}
     for s in syms[:40]:
@@ -423,7 +427,7 @@ def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
         "original_value": str(info["va"]), "rewritten_value": str(info["vb"]),
         "first_differing_subterm": {"path": path, "original": store.render(a)[:600],
                                     "rewritten": store.render(b)[:600]},
-        "inputs": values, "feed": _feedable(store, syms, sym),
+        "inputs": values, "feed": _feedable(store, leaves, sym),
         "found_by": info["found_by"], "replayed": True,
         "kernels": kernels,
     })

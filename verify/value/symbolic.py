@@ -70,6 +70,7 @@ class Store:
         self.cut_of = {}  # pid -> cut atom's pid
         self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
         self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
+        self.probes = {}  # probe seed -> (values, evaluator) of these terms (proof.py)
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Fraction(1)),))
 
