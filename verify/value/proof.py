@@ -514,7 +514,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     purpose and that are dead in the rewritten program
     (``verify/ir/dead_values.py``): not compared, listed in the details.
     ``sizes``: the values every -1 dim takes, one proof each.
-    ``budget_s``: wall time for the whole check; ``timeout_ms`` per Z3
+    ``budget_s``: CPU seconds for the symbolic executions; ``timeout_ms`` per Z3
     query, ``z3_budget_ms`` for all of them: past either, INCONCLUSIVE.
     """
     start = time.perf_counter()
@@ -543,7 +543,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     dyn = _symbolic_dims(list(befores.values()) + list(afters.values()))
     sizes = tuple(sizes) if dyn else (None,)
     note = _shapes_note(dyn, [b for b in sizes if b is not None])
-    deadline = start + budget_s
+    deadline = time.process_time() + budget_s  # CPU seconds of this process
     z3b = _Z3Budget(z3_budget_ms, timeout_ms)
     per = {r: {"proved": None, "refuted": [], "cexs": [], "unknown": [], "absent": [],
                "names": [], "stats": {"queries": 0, "normal_form": 0, "z3_proved": 0,

@@ -364,7 +364,7 @@ class Executor:
         self.k = Kernels(store)
         self.rings = rings
         self.batch = int(batch)
-        self.deadline = deadline  # time.perf_counter() value, or None
+        self.deadline = deadline  # a time.process_time() value (CPU: a shared machine's load does not spend it), or None
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = {}
         self.ops_run = 0
@@ -395,7 +395,7 @@ class Executor:
 
     # -- one op --------------------------------------------------------------
     def step(self, st, op, startup: bool):
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        if self.deadline is not None and time.process_time() > self.deadline:
             raise Budget(f"past the time budget at rank {st.rank} op {op.idx} ({op.type})")
         if startup and op.type in RANDOM_INIT:
             # a random draw is an input symbol keyed by what draws it (type and
