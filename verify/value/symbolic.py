@@ -364,7 +364,9 @@ class Executor:
         self.k = Kernels(store)
         self.rings = rings
         self.batch = int(batch)
-        self.deadline = deadline  # a time.process_time() value (CPU: a shared machine's load does not spend it), or None
+        # a time.process_time() value (CPU seconds: a loaded machine does not
+        # spend it), or None
+        self.deadline = deadline
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = {}
         self.ops_run = 0
