@@ -15,6 +15,7 @@ Proofs are at the real shapes (every -1 dim at 1, 2, 3).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import statistics
 import sys
@@ -96,6 +97,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,2,4,8,16,32,48")
     ap.add_argument("--no-library", action="store_true")
+    ap.add_argument("--cases", default="*", help="glob of the library cases of part 2")
     args = ap.parse_args()
     print("Part 1: stacks (TP 2), both ranks (wall and CPU seconds; the machine may be shared)")
     print(f"{'blocks':>6} {'pass':>9} {'ops/rank':>8} {'seconds':>8} {'cpu':>8} {'s/block':>8} "
@@ -114,6 +116,8 @@ def main():
           "rewritten program: every grad and parameter differs)")
     times, cpus, bad_times, bad_cpus = [], [], [], []
     for name, case in cases.all_cases().items():
+        if not fnmatch.fnmatch(name, args.cases):
+            continue
         for short in ("overlap", "promotion"):
             adapter = passes.get(short)
             if not case.expectation(adapter.name).fires:
