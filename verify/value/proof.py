@@ -490,7 +490,9 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                           f"{name} (rank {peer}'s copy)")
         elif out[0] == "refuted":
             refuted.append(name)
-            cexs.append(_counterexample(store, r, name, ta, out[1], peer, size_note, batch))
+            if len(cexs) < 5:  # the details keep five; the rest are counted
+                cexs.append(_counterexample(store, r, name, ta, out[1], peer, size_note,
+                                            batch))
         else:
             unknown.append((name, out[1]))
     return names, proved, refuted, unknown, cexs, absent
