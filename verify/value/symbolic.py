@@ -1,9 +1,10 @@
 """Symbolic execution of every rank's programs into hash-consed terms.
 
-Representation, and why (measured in the DESIGN.md spike): element level on
-REDUCED shapes.  Tensor-level terms with quantified axioms prove the
+Representation, and why (measured in the DESIGN.md spike): element level,
+at the REAL shapes.  Tensor-level terms with quantified axioms prove the
 promotion rewrite but do not refute its mutants in seconds; element-level,
-quantifier-free terms on small shapes both prove and refute in ms.
+quantifier-free terms on the cases' small shapes both prove and refute in
+about a second per application.
 
 * An element is a polynomial with rational coefficients over atoms, kept in
   a canonical form (sorted monomials, hash-consed: one id per distinct
