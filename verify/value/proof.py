@@ -386,9 +386,10 @@ def _feedable(store, leaves, sym_value, limit=4096):
         shape, dtype = store.leaves.get(base, (None, ""))
         if shape is None:
             continue
+        var = base.split("@", 1)[0]  # the program's var; after "@": whose copy
         n = int(np.prod(shape)) if shape else 1
         if n > limit:
-            out[base] = {"shape": list(shape), "dtype": dtype,
+            out[base] = {"var": var, "shape": list(shape), "dtype": dtype,
                          "values": f"<{n} elements; see the per-element inputs>"}
             continue
         vals = []
@@ -399,7 +400,7 @@ def _feedable(store, leaves, sym_value, limit=4096):
                 v = None
             vals.append(float(v) if v is not None else None)
         arr = np.array(vals, dtype=object).reshape(shape) if shape else vals[0]
-        out[base] = {"shape": list(shape), "dtype": dtype,
+        out[base] = {"var": var, "shape": list(shape), "dtype": dtype,
                      "values": arr.tolist() if shape else arr}
     return out
 
