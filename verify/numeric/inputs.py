@@ -57,9 +57,13 @@ def init_signature(op_type: str, attrs: dict) -> tuple:
 
 
 def startup_inits(startup) -> dict:
-    """{var: (op type, attrs)} of a legacy startup Program's writes."""
+    """{var: (op type, attrs)}: the op of a legacy startup Program that first
+    initialises each var (a random draw or a constant; what runs after it,
+    a broadcast say, moves values and is not an initialisation)."""
     out = {}
     for op in startup.global_block().ops:
+        if op.type not in _UNIFORM | _GAUSS | _CONST:
+            continue
         attrs = {}
         for a in op.attr_names:
             try:
@@ -67,7 +71,7 @@ def startup_inits(startup) -> dict:
             except Exception:  # block attrs and the like
                 continue
         for n in op.output_arg_names:
-            out[n] = (op.type, attrs)
+            out.setdefault(n, (op.type, attrs))
     return out
 
 
