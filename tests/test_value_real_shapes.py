@@ -91,6 +91,17 @@ def test_2_a_mean_written_with_the_wrong_count_is_refuted_the_right_one_proved()
     assert_refuted(prove(before, _sum_times(8), ["loss"]), "loss")
 
 
+def test_a_mean_written_with_a_float_reciprocal_is_proved():
+    """1/12 as a float32 attr is 1/12 within float32 rounding: the proof
+    reads it so (the differential test found the false refutation)."""
+    before = snap([("mean", {"X": ["x"]}, {"Out": ["loss"]}, {})],
+                  {"x": [3, 4], "loss": []}, feeds=["x"])
+    after = snap([("reduce_sum", {"X": ["x"]}, {"Out": ["s"]}, {"reduce_all": True}),
+                  ("scale", {"X": ["s"]}, {"Out": ["loss"]}, {"scale": 0.0833333358168602})],
+                 {"x": [3, 4], "s": [], "loss": []}, feeds=["x"])
+    assert_proved(prove(before, after, ["loss"]))
+
+
 # -- 3. opaque kernels keyed by shape --------------------------------------------
 def test_3_layer_norm_of_the_same_data_at_another_shape_is_refuted():
     vars_ = {"x": [2, 4, 8], "y": [2, 4, 8], "x2": [8, 8], "y2": [8, 8]}

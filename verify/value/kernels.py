@@ -57,7 +57,8 @@ def _gelu_d(x, approximate=False):
         u = c * (x + 0.044715 * x ** 3)
         t = math.tanh(u)
         return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
-    return 0.5 * (1 + math.erf(x / math.sqrt(2))) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    return (0.5 * (1 + math.erf(x / math.sqrt(2)))
+            + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi))
 
 
 def round_to(x, dtype):
