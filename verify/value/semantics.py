@@ -1492,8 +1492,7 @@ ROWS.update({
     "pd_op.unsqueeze": _pir_unsqueeze,
     "pd_op.expand": _pir_expand,
     "pd_op.tile": _pir_tile,
-    "pd_op.cast": _via(identity(), {"x": "X"}, {"Out": "out"},
-                       lambda a: {**a, "out_dtype": a.get("dtype", "")}),
+    # pd_op.cast: the row above (a rounding cast is a kernel, issue 19)
     "pd_op.multiply": _via(ROWS["elementwise_mul"], {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.multiply_grad": _via(ROWS["elementwise_mul_grad"],
                                 {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},
