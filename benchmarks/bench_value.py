@@ -8,11 +8,14 @@ Timed: ``verify.value.prove_application`` on every rank of an application
 comparisons, Z3).  Building the case and applying the pass are excluded.
 Part 1: stacks of N MLP blocks (``cases.layer_stack.make_case``, ~100 ops
 per block per rank, TP 2), both passes.  Part 2: every firing application
-of the library, median over applications (goal < 0.5 s).
+of the library, median over applications (goal < 0.5 s), each beside the
+same application with a broken edit (goal: broken costs <= 2x faithful).
+Proofs are at the real shapes (every -1 dim at 1, 2, 3).
 """
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import statistics
 import sys
@@ -26,7 +29,7 @@ from verify.ir import legacy_ir  # noqa: E402,F401
 import cases  # noqa: E402
 import passes  # noqa: E402
 from cases.layer_stack import make_case  # noqa: E402
-from verify.ir.snapshot import from_programs  # noqa: E402
+from verify.ir.snapshot import Op, ProgramSnapshot, from_programs  # noqa: E402
 from verify.value import prove_application  # noqa: E402
 from verify.engine.isolation import run_pass  # noqa: E402
 
@@ -48,52 +51,105 @@ def snapshots(adapter, case):
     return befores, afters, watched, feed_key
 
 
-def timed(adapter, case):
+def broken(snap):
+    """A copy of a rewritten snapshot with a small wrong edit that changes
+    every grad and parameter: the loss grad's seed (a fill_constant writing
+    ``*@GRAD``) doubled.  None where there is no such seed."""
+    ops = []
+    hit = False
+    for op in snap.ops:
+        if not hit and op.type == "fill_constant" and \
+                any(n.endswith("@GRAD") for n in op.writes()):
+            attrs = dict(op.attrs)
+            attrs["value"] = 2.0 * float(attrs.get("value", 1.0) or 1.0)
+            attrs.pop("str_value", None)
+            op = Op(op.idx, op.type, dict(op.inputs), dict(op.outputs), attrs, op.role,
+                    op.stream)
+            hit = True
+        ops.append(op)
+    if not hit:
+        return None
+    return ProgramSnapshot(ops, snap.vars, snap.startup_ops, list(snap.feeds), dict(snap.meta))
+
+
+def prove_timed(where, case, b, a, w, fk):
+    t, c = time.perf_counter(), time.process_time()
+    res = prove_application(where, case.ranks, case.rings, b, a, w, feed_key=fk)
+    return time.perf_counter() - t, time.process_time() - c, res
+
+
+def timed(adapter, case, with_broken=False):
+    """(wall s, cpu s, results, ops/rank[, (wall, cpu, results) of the broken edit])."""
     snaps = snapshots(adapter, case)
     if snaps is None:
         return None
     b, a, w, fk = snaps
-    t = time.perf_counter()
-    res = prove_application(f"{adapter.short} on {case.name}", case.ranks, case.rings, b, a, w,
-                            feed_key=fk)
-    secs = time.perf_counter() - t
-    return secs, res, len(b[case.ranks[0]].ops)
+    secs, cpu, res = prove_timed(f"{adapter.short} on {case.name}", case, b, a, w, fk)
+    out = (secs, cpu, res, len(b[case.ranks[0]].ops))
+    if with_broken:
+        bad = {r: broken(s) for r, s in a.items()}
+        out += (None if any(s is None for s in bad.values()) else
+                prove_timed(f"broken {adapter.short} on {case.name}", case, b, bad, w, fk),)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,2,4,8,16,32,48")
     ap.add_argument("--no-library", action="store_true")
+    ap.add_argument("--cases", default="*", help="glob of the library cases of part 2")
     args = ap.parse_args()
-    print("Part 1: stacks (TP 2), both ranks")
-    print(f"{'blocks':>6} {'pass':>9} {'ops/rank':>8} {'seconds':>8} {'s/block':>8} "
+    print("Part 1: stacks (TP 2), both ranks (wall and CPU seconds; the machine may be shared)")
+    print(f"{'blocks':>6} {'pass':>9} {'ops/rank':>8} {'seconds':>8} {'cpu':>8} {'s/block':>8} "
           f"{'queries':>7}  verdicts")
     for n in [int(x) for x in args.sizes.split(",")]:
         case = make_case(n)
         for short in ("overlap", "promotion"):
-            secs, res, ops = timed(passes.get(short), case)
+            out = timed(passes.get(short), case)
+            if out is None:
+                print(f"{n:>6} {short:>9} the pass application failed (see VERIFY_ISOLATION=0 "
+                      "to apply it in this process)", flush=True)
+                continue
+            secs, cpu, res, ops = out
             q = sum(r.details.get("queries", 0) for r in res)
-            print(f"{n:>6} {short:>9} {ops:>8} {secs:>8.3f} {secs / n:>8.4f} {q:>7}  "
+            print(f"{n:>6} {short:>9} {ops:>8} {secs:>8.3f} {cpu:>8.3f} {secs / n:>8.4f} {q:>7}  "
                   + ",".join(r.verdict.value for r in res), flush=True)
     if args.no_library:
         return
-    print("\nPart 2: every firing application of the library")
-    times = []
+    print("\nPart 2: every firing application of the library; beside each, the same "
+          "application with a broken edit (the loss grad's seed doubled in every rank's "
+          "rewritten program: every grad and parameter differs)")
+    times, cpus, bad_times, bad_cpus = [], [], [], []
     for name, case in cases.all_cases().items():
+        if not fnmatch.fnmatch(name, args.cases):
+            continue
         for short in ("overlap", "promotion"):
             adapter = passes.get(short)
             if not case.expectation(adapter.name).fires:
                 continue
-            out = timed(adapter, case)
+            out = timed(adapter, case, with_broken=True)
             if out is None:
                 continue  # the pass crashed: no rewritten program to prove
-            secs, res, ops = out
+            secs, cpu, res, ops, bad = out
             times.append(secs)
+            cpus.append(cpu)
             verdict = ",".join(r.verdict.value[:5] for r in res)
             q = sum(r.details.get("queries", 0) for r in res)
-            print(f"  {name:28s} {short:9s} {secs:7.3f} s  q={q:<3d} {verdict}", flush=True)
-    print(f"\n{len(times)} applications: median {statistics.median(times):.3f} s, "
-          f"max {max(times):.3f} s, total {sum(times):.1f} s")
+            line = f"  {name:28s} {short:9s} {secs:7.3f} s (cpu {cpu:6.3f})  q={q:<3d} {verdict}"
+            if bad is not None:
+                bad_times.append(bad[0])
+                bad_cpus.append(bad[1])
+                line += (f" | broken {bad[0]:7.3f} s (cpu {bad[1]:6.3f}) "
+                         + ",".join(r.verdict.value[:5] for r in bad[2]))
+            print(line, flush=True)
+    print(f"\n{len(times)} applications: median {statistics.median(times):.3f} s "
+          f"(cpu {statistics.median(cpus):.3f}), max {max(times):.3f} s, "
+          f"total {sum(times):.1f} s (cpu {sum(cpus):.1f})")
+    if bad_times:
+        print(f"broken edit, {len(bad_times)} applications: median "
+              f"{statistics.median(bad_times):.3f} s (cpu {statistics.median(bad_cpus):.3f}), "
+              f"total {sum(bad_times):.1f} s (cpu {sum(bad_cpus):.1f}); broken/faithful CPU "
+              f"total {sum(bad_cpus) / max(sum(cpus), 1e-9):.2f}x (goal <= 2x)")
 
 
 if __name__ == "__main__":

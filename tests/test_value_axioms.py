@@ -7,12 +7,14 @@ a wrong row fails here before it can prove a wrong rewrite.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from verify.ir.snapshot import Op
 from verify.value import semantics as S
+from verify.value.kernels import NoReference, reference
 
 RNG = np.random.default_rng(0)
 TESTED = set()
@@ -54,7 +56,10 @@ class FloatKernels:
             return e[int(at["index"])] / sum(e)
         if kernel.startswith(("adamw.", "adam.")):
             return _adamw_kernel(kernel.split(".")[1], a, at)
-        return ("opaque", kernel, len(a))
+        try:  # the replay's reference (cast, layer_norm): tested against Paddle here
+            return float(reference(kernel, attrs, tuple(Fraction(x) for x in a)))
+        except NoReference:
+            return ("opaque", kernel, len(a))
 
 
 def _gelu(x):
@@ -272,7 +277,26 @@ def test_split_of_a_gathered_dim_undoes_the_gather():
 @pytest.mark.parametrize("op_type", ["cast", "assign", "c_identity"])
 def test_identities(op_type):
     x = r(2, 3)
-    close(run(op_type, {"X": [x]}, {"out_dtype": 4})["Out"], x)
+    # a widening cast (float16 -> float32) is the identity on values
+    close(run(op_type, {"X": [x]}, {"in_dtype": 4, "out_dtype": 5})["Out"], x)
+
+
+@pytest.mark.parametrize("src,dst", [(5, 3), (5, 2), (5, 4), (6, 5), (5, 22), (5, 0)])
+def test_a_cast_that_rounds_is_paddles_cast(src, dst):
+    """float -> int truncates, float32 -> float16/bfloat16 rounds: the row is
+    a kernel, whose reference (``verify/value/kernels.py``) is Paddle's."""
+    x = np.array([[-2.7, -0.5, 0.4999], [1.0001, 3.5, 6543.21]])
+    if dst in (3, 2, 0):
+        x = x[:, :2]  # within the int range
+    got = run("cast", {"X": [x]}, {"in_dtype": src, "out_dtype": dst})["Out"]
+    names = {0: "bool", 2: "int32", 3: "int64", 4: "float16", 5: "float32", 6: "float64",
+             22: "bfloat16"}
+    want = _pd(lambda paddle: paddle.cast(paddle.to_tensor(x, dtype=names[src]), names[dst])
+               .astype("float64").numpy())
+    close(got, want, tol=0)
+    # PIR's cast: the dtype attr (a DataType name) is the target
+    close(run("pd_op.cast", {"x": [x]}, {"dtype": f"DataType.{names[dst].upper()}"})["out"],
+          want, tol=0)
 
 
 def test_fill_constant():
@@ -353,24 +377,55 @@ def test_adam_like_rows_pass_the_right_inputs(op_type, master):
         close(got["MasterParamOut"], po)
 
 
-def test_layer_norm_rows_are_functions_of_all_their_inputs():
-    """Opaque rows: every output element gets every input element."""
-    x, sc, b = r(2, 3, 4), r(4), r(4)
-    for op_type, ins, outs in [
-            ("layer_norm", {"X": [x], "Scale": [sc], "Bias": [b]},
-             {"Y": (2, 3, 4), "Mean": (6,), "Variance": (6,)}),
-            ("layer_norm_grad", {"X": [x], "Scale": [sc], "Bias": [b], "Y@GRAD": [x],
-                                 "Mean": [r(6)], "Variance": [r(6)]},
-             {"X@GRAD": (2, 3, 4), "Scale@GRAD": (4,), "Bias@GRAD": (4,)})]:
-        TESTED.add(op_type)
-        op = Op(0, op_type, {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
-        res = S.ROWS[op_type](op, {s: [T(v) for v in vs] for s, vs in ins.items()}, K)
-        n_in = sum(np.size(v) for vs in ins.values() for v in vs)
-        for slot, shape in outs.items():
-            arr = res[slot][0].arr
-            assert arr.shape == shape
-            assert all(e[2] == n_in for e in arr.reshape(-1))
-            assert len({e[1] for e in arr.reshape(-1)}) == arr.size  # one function per element
+def test_layer_norm_and_its_grad_against_paddle():
+    """The opaque rows, evaluated through the replay's reference kernels
+    (rebuilt from the inputs' slots and shapes in the kernel key), against
+    Paddle's own layer_norm and its autograd."""
+    x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
+    attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
+    fwd = run("layer_norm", {"X": [x], "Scale": [sc], "Bias": [b]}, attrs)
+
+    def ref(paddle):
+        xt = paddle.to_tensor(x, dtype="float64", stop_gradient=False)
+        st = paddle.to_tensor(sc, dtype="float64", stop_gradient=False)
+        bt = paddle.to_tensor(b, dtype="float64", stop_gradient=False)
+        y = paddle.nn.functional.layer_norm(xt, [4], st, bt, 1e-5)
+        grads = paddle.grad([y], [xt, st, bt], [paddle.to_tensor(dy, dtype="float64")])
+        return [y.numpy()] + [t.numpy() for t in grads]
+    y, gx, gs, gb = _pd(ref)
+    close(fwd["Y"], y)
+    close(fwd["Mean"], x.reshape(6, 4).mean(1))
+    close(fwd["Variance"], x.reshape(6, 4).var(1))
+    grad = run("layer_norm_grad", {"X": [x], "Scale": [sc], "Bias": [b], "Y@GRAD": [dy],
+                                   "Mean": [fwd["Mean"]], "Variance": [fwd["Variance"]]}, attrs)
+    close(grad["X@GRAD"], gx)
+    close(grad["Scale@GRAD"], gs)
+    close(grad["Bias@GRAD"], gb)
+
+
+def test_layer_norm_kernels_are_keyed_by_slots_and_shapes():
+    """One term per (slot, shape): the same values as Scale or as Bias, or
+    viewed as [2,4,8] or [8,8], are different kernels' arguments."""
+    from verify.value.symbolic import Kernels, Store, T as Term
+
+    store = Store()
+    Term.store = store
+    k = Kernels(store)
+
+    def sym_tensor(shape, tag):
+        arr = np.empty(shape, dtype=object)
+        for j, idx in enumerate(np.ndindex(*shape)):
+            arr[idx] = Term(store.sym(f"{tag}{j}"))
+        return S.Tensor(arr, S.leaf_dims(shape))
+    x, c = sym_tensor((2, 4, 8), "x"), sym_tensor((8,), "c")
+    x2 = S.Tensor(x.arr.reshape(8, 8), S.leaf_dims((8, 8)))
+    op = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
+    op2 = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
+    as_scale = S.ROWS["layer_norm"](op, {"X": [x], "Scale": [c]}, k)["Y"][0].arr
+    as_bias = S.ROWS["layer_norm"](op, {"X": [x], "Bias": [c]}, k)["Y"][0].arr
+    flat = S.ROWS["layer_norm"](op2, {"X": [x2], "Scale": [c]}, k)["Y"][0].arr
+    assert as_scale.reshape(-1)[0].i != as_bias.reshape(-1)[0].i
+    assert as_scale.reshape(-1)[0].i != flat.reshape(-1)[0].i
 
 
 # -- collectives ----------------------------------------------------------------

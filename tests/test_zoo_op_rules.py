@@ -259,6 +259,10 @@ class PaddleKernels:
 
     def _uf(self, paddle, kernel, args, attrs):
         at = dict((k, eval(v)) for k, v in attrs)  # noqa: S307 (the rows' own reprs)
+        if kernel == "cast":  # Paddle's cast of one element to the target dtype
+            dst = at.get("out_dtype") or "float32"
+            return float(paddle.cast(paddle.to_tensor(np.float64(args[0])), dst)
+                         .astype("float64").numpy())
         t = [paddle.to_tensor(np.float64(a)) for a in args]
         if kernel == "lookup_select":  # the kernel's meaning: the id names this row
             row, pad = int(at["row"]), int(at["padding_idx"])

@@ -74,6 +74,20 @@ class Application:
             not self.fired_ranks and not any(o.error for o in self.outcomes)
 
     @property
+    def proof(self) -> str:
+        """How an EQUIVALENT verdict stands: "proved" (the value check proved
+        every rank), "witnessed" (it did not: no value check, or one that
+        was INCONCLUSIVE and advisory, e.g. a gradient merge's in-place
+        accumulators; the verdict rests on the numeric runs, i.e. sampling),
+        "" for any other verdict."""
+        if self.verdict != Verdict.EQUIVALENT:
+            return ""
+        value = [c for c in self.checks if c.kind == "value"]
+        ok = value and all(c.verdict == Verdict.EQUIVALENT for c in value) and \
+            {c.rank for c in value} >= set(self.ranks)
+        return "proved" if ok else "witnessed"
+
+    @property
     def status(self) -> str:
         """The verdict as the matrix shows it: left-alone cells apart."""
         return "LEFT_ALONE" if self.left_alone else self.verdict.value
@@ -93,7 +107,7 @@ class Application:
         return {"pass": self.pass_name, "case": self.case_name, "ranks": self.ranks,
                 "source": self.source, "applied": list(self.applied),
                 "case_file": self.case_file,
-                "verdict": self.verdict.value, "status": self.status,
+                "verdict": self.verdict.value, "status": self.status, "proof": self.proof,
                 "expected": self.expected.verdict, "expected_fires": self.expected.fires,
                 "expected_reason": self.expected.reason, "as_expected": self.as_expected,
                 "seconds": round(self.seconds, 3), "notes": list(self.notes),

@@ -18,7 +18,8 @@ def _line_parts(app) -> tuple:
     exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
     middle = (f" {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
               f"fired={fired:7s} ops={app.op_delta():15s} ")
-    return mark, middle, str(app.status), exp
+    how = " (witnessed, not proved)" if app.proof == "witnessed" else ""
+    return mark, middle, str(app.status) + how, exp
 
 
 def line(app) -> str:

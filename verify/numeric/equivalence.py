@@ -15,7 +15,7 @@ from verify.verdicts import CheckResult, Verdict
 from . import offload
 
 from .compare import compare
-from .inputs import feed_value, param_value
+from .inputs import feed_value, init_like, param_value, startup_inits
 from .run_spec import BackendError, ProcessCrash, RankSpec, UnsupportedJob
 
 KIND = "numeric"
@@ -44,20 +44,29 @@ def reduction_depth(rp, world: int, steps: int) -> int:
     return k * max(world, 1) * steps
 
 
-def make_specs(case, programs: dict, seed: int, steps: int, renames=None) -> dict:
+def make_specs(case, programs: dict, seed: int, steps: int, renames=None,
+               inits_of=None) -> dict:
     """``{rank: RankSpec}`` for ``programs`` = ``{rank: RankProgram}``.
 
     ``renames`` (``{rank: {original var: rewritten var}}``) adds the new
     names of watched values the pass moved, so they are fetched too.
+    ``inits_of`` (the ORIGINAL programs, when these are the rewritten
+    ones): a parameter the rewritten startup initialises differently gets
+    what that initialisation draws (``inputs.init_like``), so a changed
+    initialisation is seen; identical ones keep identical values.
     """
     specs = {}
     for rank, rp in programs.items():
         shard = case.tp_index(rank)
         params = {}
+        src = startup_inits(inits_of[rank].startup) if inits_of and rank in inits_of else None
+        dst = startup_inits(rp.startup) if src is not None else None
         for name, p in _params(rp).items():
             dtype = str(p.dtype).replace("paddle.", "")
             params[name] = param_value(seed, name, p.shape, dtype,
                                        shard if name in case.sharded_params else 0)
+            if src is not None:
+                params[name] = init_like(params[name], name, seed, src.get(name), dst.get(name))
         feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
                                      case.dp_index(rank) if f.split == "dp"
                                      else case.dp_index(rank) * 1000 + shard, k)
@@ -277,7 +286,7 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
                                    details={"backend": backend}))
         return
     try:
-        rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames),
+        rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames, originals),
                    where + " (rewritten)")
     except BackendError as exc:
         if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way

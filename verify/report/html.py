@@ -95,7 +95,9 @@ def _header(report: dict) -> dict:
                    if kv[0] in VERDICTS else 99)
     return {"schema": report.get("schema", ""), "meta": meta, "command": report.get("command"),
             "total": summ.get("total", 0), "as_expected": summ.get("as_expected", 0),
-            "unexpected": summ.get("unexpected", 0), "chips": chips}
+            "unexpected": summ.get("unexpected", 0), "chips": chips,
+            # EQUIVALENT on sampling alone, shown apart from the proved
+            "witnessed": summ.get("witnessed_not_proved") or []}
 
 
 def _filters(apps) -> list:

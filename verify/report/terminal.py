@@ -18,22 +18,28 @@ from verify.verdicts import SHOWN as VERDICTS
 
 
 def summary_table(apps, styled: bool = True) -> Table:
-    """Status counts per pass (LEFT_ALONE apart from EQUIVALENT) and the
-    unexpected ones; plain (``styled=False``) it prints as a Markdown table."""
+    """Status counts per pass (LEFT_ALONE apart from EQUIVALENT; of the
+    EQUIVALENT, those witnessed but not proved) and the unexpected ones;
+    plain (``styled=False``) it prints as a Markdown table."""
     table = Table(box=box.SIMPLE_HEAD if styled else box.MARKDOWN, show_edge=False,
                   pad_edge=False, header_style="bold" if styled else "")
     table.add_column("pass", no_wrap=True)
     for v in VERDICTS:
         table.add_column(v, justify="right", no_wrap=True,
                          header_style=verdict_style(v) if styled else "")
+    table.add_column("witnessed, not proved", justify="right", no_wrap=True)
     table.add_column("unexpected", justify="right", no_wrap=True)
     for p in dict.fromkeys(a.pass_name for a in apps):
         mine = [a for a in apps if a.pass_name == p]
         counts = Counter(a.status for a in mine)
         bad = sum(not a.as_expected for a in mine)
+        # of the EQUIVALENT, those resting on sampling alone (no value proof)
+        seen = sum(getattr(a, "proof", "") == "witnessed" and a.status == "EQUIVALENT"
+                   for a in mine)
         cells = [Text(str(counts.get(v, 0)), style=verdict_style(v) if styled and counts.get(v)
                       else "") for v in VERDICTS]
-        table.add_row(p, *cells, Text(str(bad), style="bold red" if styled and bad else ""))
+        table.add_row(p, *cells, Text(str(seen)),
+                      Text(str(bad), style="bold red" if styled and bad else ""))
     return table
 
 
@@ -66,7 +72,14 @@ def print_summary(apps, path, seconds, out) -> None:
     vp = summ["value_proofs_by_rank"]
     if any(vp.values()):
         console.print(f"value proofs (per rank): proved {vp['proved']}, "
-                      f"refuted {vp['refuted']}, unknown {vp['unknown']}")
+                      f"refuted {vp['refuted']}, unknown {vp['unknown']}; values proved by "
+                      f"canonical form {vp.get('values_by_canonical_form', 0)}, by Z3 "
+                      f"{vp.get('values_by_z3', 0)}; refutations replayed "
+                      f"{vp.get('refutations_replayed', 0)}")
+    witnessed = summ.get("witnessed_not_proved") or []
+    if witnessed:  # EQUIVALENT on sampling alone: said apart from the proved
+        console.print(f"EQUIVALENT, witnessed not proved ({len(witnessed)}): "
+                      + ", ".join(witnessed))
     console.print(f"report: {path}")
     console.print(Text.assemble(f"{len(apps) - len(bad)} as expected, ",
                                 (f"{len(bad)} unexpected", "bold red" if bad else "green")))

@@ -56,6 +56,10 @@ def summarize(apps) -> dict:
     witness = Counter(_witness(a) for a in apps)
     proofs = Counter(c["verdict"] for a in apps for c in a.get("checks", [])
                      if c.get("kind") == "value" and c.get("rank") is not None)
+    value = [c.get("details") or {} for a in apps for c in a.get("checks", [])
+             if c.get("kind") == "value" and c.get("rank") is not None]
+    witnessed = [f"{a['pass']} on {a['case']}" for a in apps
+                 if a.get("proof") == "witnessed" and a.get("status") == "EQUIVALENT"]
     unexpected = [a for a in apps if not a["as_expected"]]
     return {"total": len(apps), "as_expected": len(apps) - len(unexpected),
             "unexpected": len(unexpected), "by_verdict": dict(sorted(by.items())),
@@ -63,7 +67,16 @@ def summarize(apps) -> dict:
             "numeric_witness": dict(sorted(witness.items())),
             "value_proofs_by_rank": {"proved": proofs.get("EQUIVALENT", 0),
                                      "refuted": proofs.get("NOT_EQUIVALENT", 0),
-                                     "unknown": proofs.get("INCONCLUSIVE", 0)}}
+                                     "unknown": proofs.get("INCONCLUSIVE", 0),
+                                     # how: values proved by canonical form, by Z3;
+                                     # refutations replayed on the real program
+                                     "values_by_canonical_form":
+                                         sum(d.get("by_normal_form", 0) for d in value),
+                                     "values_by_z3": sum(d.get("by_z3", 0) for d in value),
+                                     "refutations_replayed":
+                                         sum(d.get("refuted_replayed", 0) for d in value)},
+            # EQUIVALENT on sampling (numeric runs) alone: no value proof holds
+            "witnessed_not_proved": witnessed}
 
 
 def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",

@@ -1,14 +1,31 @@
-"""The ``value`` check: original == rewritten for ALL inputs, per rank.
+"""The ``value`` check: original == rewritten for ALL inputs, per rank, at
+the REAL shapes.
 
 Both versions of every rank's programs (startup, then main; all ranks
 together, collectives across their rings) are executed into hash-consed
-terms by ``symbolic.py``.  For each rank and watched var, equal canonical
-forms are a proof; otherwise the differing elements go to Z3 as one query
-(cuts expanded): unsat proves them, sat gives a model that is confirmed by
-evaluating both terms exactly with Fractions (uninterpreted kernels take
-the model's interpretation), unknown is INCONCLUSIVE.  When Z3's model is
-not rational (nonlinear arithmetic), small random integers are tried and
-confirmed the same exact way.  Never a pass without a proof.
+terms by ``symbolic.py`` at their real shapes; a -1 (batch) dim is
+instantiated at each of ``BATCH_SIZES`` (1, where broadcasting and folding
+mistakes hide, and two larger sizes) and the message says so ("at
+x[B, 4, 8] for B in 1, 2, 3").  A program without -1 dims is proved once,
+at its shapes.  Nothing is reduced: a mean's 1/n, an index map, a reshape
+are the real ones.  What does not fit ``budget_s`` or ``MAX_LEAF_ELEMENTS``
+is INCONCLUSIVE, saying so.
+
+For each rank and watched var:
+  1. equal canonical forms are a proof (``by_normal_form``);
+  2. otherwise probes: the differing elements evaluated with random input
+     values and the REAL kernels (``kernels.py``), exactly where the
+     kernels are rational; a difference is a counterexample of the real
+     program (``refuted_replayed``), found without Z3;
+  3. only what probes cannot tell apart goes to Z3 (one query, cuts
+     expanded, a time limit; ``z3_budget_ms`` per application): unsat
+     proves it (``by_z3``); a model is REPLAYED: its input values pushed
+     through the terms with the real kernels; a difference there refutes,
+     none is INCONCLUSIVE (Z3's interpretation of some kernel is not the
+     real one); unknown is INCONCLUSIVE.
+A refutation therefore always names inputs, at the real shapes, a user can
+feed (``counterexample["inputs"]``), on which the real kernels give
+different values.
 
 Over the reals a proof ignores rounding: the numeric check stays the
 witness of precision.
@@ -16,6 +33,7 @@ witness of precision.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import time
 from fractions import Fraction
@@ -25,12 +43,14 @@ import z3
 
 from verify.verdicts import CheckResult, Verdict
 
-from .semantics import Unsupported
-from .symbolic import ExecError, Store, execute
+from .kernels import NoReference, NotAnInput, reference, round_to
+from .semantics import Unsupported, dtype_name
+from .symbolic import Budget, ExecError, Store, execute
 
 KIND, NAME = "value", "value proof"
-ROUNDING = ("a proof over the reals ignores rounding (the numeric check witnesses precision); "
-            "shapes reduced to <= 2 per dim")
+ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
+BATCH_SIZES = (1, 2, 3)  # every -1 dim at 1 and two larger sizes
+REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
 
 
 # -- what to watch -----------------------------------------------------------
@@ -144,6 +164,7 @@ class Evaluator:
 
 
 def _model_evaluator(store, zt, model):
+    """Z3's model: symbols AND kernels as Z3 interprets them."""
     def sym(name):
         return _frac(model.eval(z3.Real(name, zt.ctx), model_completion=True))
 
@@ -154,21 +175,91 @@ def _model_evaluator(store, zt, model):
     return Evaluator(store, sym, uf)
 
 
-def _random_evaluator(store, seed):
-    rng = random.Random(seed)
-    syms, ufs = {}, {}
-
+def _replay_evaluator(store, sym_value):
+    """Input values from ``sym_value`` as the leaf's dtype holds them (a
+    float rounded to it, an integer leaf only integers), every kernel the
+    REAL one: what the program that runs computes on inputs it can get."""
     def sym(name):
-        if name not in syms:
-            syms[name] = Fraction(rng.randint(-3, 3))
-        return syms[name]
+        return feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+
+    seen = {"inexact": False}
 
     def uf(kernel, attrs, args):
-        key = (kernel, attrs, args)
-        if key not in ufs:
-            ufs[key] = Fraction(rng.randint(-5, 5))
-        return ufs[key]
-    return Evaluator(store, sym, uf)
+        if any(isinstance(a, float) for a in args):
+            seen["inexact"] = True
+            args = tuple(Fraction(a) for a in args)
+        out = reference(kernel, attrs, args)
+        if isinstance(out, float):
+            seen["inexact"] = True
+        return out
+    ev = Evaluator(store, sym, uf)
+    # a float64 kernel's result, once turned back into a Fraction, would be
+    # compared exactly: mathematically equal terms evaluated in another order
+    # (a sqrt of sums associated differently) then "differ" by its rounding
+    ev.inexact = lambda: seen["inexact"]
+    return ev
+
+
+def feedable_value(v, dtype, name=""):
+    """``v`` as a value of ``dtype`` (NotAnInput if it cannot be one)."""
+    if v is None:
+        return None
+    dtype = dtype_name(dtype)
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        r = round_to(v, dtype)
+        if not math.isfinite(float(r)):
+            raise NotAnInput(f"{name} = {v} overflows {dtype}")
+        return r
+    if "int" in dtype or dtype == "bool":
+        if v != int(v) or (dtype == "bool" and v not in (0, 1)):
+            raise NotAnInput(f"{name} = {v} is not a {dtype}")
+    return v
+
+
+def _probe_values(store, seed):
+    """Random input values (deterministic per seed): small integers for
+    integer leaves (ids stay inside small tables), small dyadic rationals
+    else."""
+    rng = random.Random(seed)
+    syms = {}
+
+    def sym(name):
+        v = syms.get(name)
+        if v is None:
+            dtype = store.sym_dtype.get(name, "")
+            if "int" in dtype or dtype == "bool":
+                v = Fraction(rng.randint(0, 1 if seed == 0 else 3))
+            else:  # dyadic: exact in every float dtype, so casts that widen agree
+                v = Fraction(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
+            syms[name] = v
+        return v
+    return sym
+
+
+def _model_values(zt, model):
+    def sym(name):
+        return _frac(model.eval(z3.Real(name, zt.ctx), model_completion=True))
+    return sym
+
+
+def differ(va, vb, inexact: bool = False) -> bool:
+    """Exact values differ, or values that passed through a float64 kernel
+    (``inexact``, or a float) differ beyond ``REL_TOL``."""
+    if not inexact and isinstance(va, Fraction) and isinstance(vb, Fraction):
+        return va != vb
+    a, b = float(va), float(vb)
+    return abs(a - b) > REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _replay(store, ev, pairs):
+    """The first (index, va, vb) among ``pairs`` [(i, pid_a, pid_b)] whose
+    replayed values differ; None if none; raises NoReference/NotAnInput."""
+    inexact = getattr(ev, "inexact", lambda: False)
+    for i, a, b in pairs:
+        va, vb = ev.poly(a), ev.poly(b)
+        if differ(va, vb, inexact()):
+            return i, va, vb
+    return None
 
 
 # -- reading a difference ---------------------------------------------------
@@ -197,9 +288,11 @@ def first_difference(store, a, b, depth=50):
 
 
 def _symbols_of(store, pids, limit=400):
-    seen, out, stack = set(), [], list(pids)
-    kernels = set()
-    while stack and len(seen) < limit * 20:
+    """(up to ``limit`` input symbols, every leaf, every kernel) the terms
+    ``pids`` read: the whole term graph is walked, so the leaves are all."""
+    seen, out, stack = set(), {}, list(pids)
+    kernels, leaves = set(), set()
+    while stack:
         pid = stack.pop()
         if pid in seen:
             continue
@@ -209,67 +302,124 @@ def _symbols_of(store, pids, limit=400):
                 key = store.atoms[a]
                 if key[0] == "sym":
                     if key[1] not in out:
-                        out.append(key[1])
+                        leaves.add(key[1].split("[", 1)[0])
+                        if len(out) < limit:
+                            out[key[1]] = None
                 elif key[0] == "cut":
                     stack.append(key[1])
                 else:
                     kernels.add(key[1])
                     stack.extend(key[3])
-    return out[:limit], sorted(kernels)
+    return list(out), sorted(kernels), sorted(leaves)
 
 
 # -- one var -------------------------------------------------------------
-def _compare(store, zt, ta, tb, timeout_ms, stats):
+class _Z3Budget:
+    """Z3 time left for one application (ms)."""
+
+    def __init__(self, total_ms, per_query_ms):
+        self.left, self.per_query = total_ms, per_query_ms
+
+
+def _compare(store, zt, ta, tb, z3b, stats):
     """None if proved; ("refuted", info) or ("unknown", reason)."""
     if ta.arr.shape != tb.arr.shape:
-        return "refuted", {"reason": f"shapes differ: {list(ta.arr.shape)} vs "
-                                     f"{list(tb.arr.shape)} (reduced)"}
+        return "refuted", {"reason": f"shapes differ at the real sizes: {list(ta.arr.shape)} "
+                                     f"vs {list(tb.arr.shape)}"}
     ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
     diff = [i for i in range(ea.size) if ea[i].i != eb[i].i]
     if not diff:
         stats["normal_form"] += 1
         return None
-    # Cheap exact probe first (Schwartz-Zippel: distinct polynomials differ
-    # at random points almost surely); it picks the element Z3 is asked about.
-    probe = None
+    pairs = [(i, ea[i].i, eb[i].i) for i in diff]
+    # 1. probes: random inputs, the real kernels (Schwartz-Zippel: distinct
+    # polynomials differ at random points almost surely)
+    why_not = []
+    probes = store.probes  # one evaluator per seed per store: shared terms evaluated once
     for seed in range(3):
-        ev = _random_evaluator(store, seed)
+        if seed not in probes:
+            sym = _probe_values(store, seed)
+            probes[seed] = (sym, _replay_evaluator(store, sym))
+        sym, ev = probes[seed]
         try:
-            probe = next((i for i in diff if ev.poly(ea[i].i) != ev.poly(eb[i].i)), None)
-        except ValueError:
-            probe = None
-        if probe is not None:
+            hit = _replay(store, ev, pairs)
+        except NoReference as exc:
+            why_not.append(f"kernel {exc} has no reference to replay")
             break
-    asked = [probe] if probe is not None else diff
+        except (NotAnInput, ValueError) as exc:
+            why_not.append(f"probe {seed}: {exc}")
+            continue
+        if hit is not None:
+            stats["probe_refuted"] += 1
+            i, va, vb = hit
+            return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
+                               "sym": sym, "found_by": f"exact evaluation of probe {seed} "
+                                                      "with the real kernels (no Z3)"}
+    # 2. Z3, for what probes cannot tell apart, within the budget
+    if z3b.left <= 0:
+        return "unknown", "the application's Z3 time budget is spent"
     stats["queries"] += 1
+    t0 = time.perf_counter()
     solver = z3.Solver(ctx=zt.ctx)
     solver.set("random_seed", 0)
-    # a model is only wanted for a difference the probe already confirmed
-    solver.set("timeout", int(timeout_ms if probe is None else min(timeout_ms, 1000)))
-    solver.add(z3.Or([zt.poly(ea[i].i) != zt.poly(eb[i].i) for i in asked]))
+    solver.set("timeout", int(max(1, min(z3b.per_query, z3b.left))))
+    solver.add(z3.Or([zt.poly(a) != zt.poly(b) for _, a, b in pairs[:256]]))
     res = solver.check()
-    if res == z3.unsat and probe is None:
-        stats["z3_proved"] += 1
-        return None
-    evs = []
+    z3b.left -= (time.perf_counter() - t0) * 1000
+    if res == z3.unsat:
+        if len(pairs) <= 256:
+            stats["z3_proved"] += 1
+            return None
+        return "unknown", f"{len(pairs)} differing elements; Z3 was asked about 256"
     if res == z3.sat:
-        evs.append(("z3 model", _model_evaluator(store, zt, solver.model())))
-    evs += [(f"random exact evaluation (seed {s}; Z3 said {res})", _random_evaluator(store, s))
-            for s in range(3)]
-    for how, ev in evs:
+        sym = _model_values(zt, solver.model())
         try:
-            for i in asked:
-                va, vb = ev.poly(ea[i].i), ev.poly(eb[i].i)
-                if va != vb:
-                    return "refuted", {"index": i, "found_by": how, "a": ea[i].i,
-                                       "b": eb[i].i, "va": va, "vb": vb, "ev": ev}
-        except ValueError:
+            hit = _replay(store, _replay_evaluator(store, sym), pairs)
+        except (NoReference, NotAnInput, ValueError) as exc:
+            hit, why = None, f"Z3's counterexample does not replay: {exc}"
+        else:
+            why = ("Z3's counterexample holds only for an interpretation of the kernels "
+                   "that is not the real one (replayed: equal)")
+        if hit is not None:
+            stats["z3_refuted"] += 1
+            i, va, vb = hit
+            return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
+                               "sym": sym, "found_by": "a Z3 model, replayed with the real "
+                                                      "kernels"}
+        return "unknown", why + ("; " + "; ".join(why_not[:2]) if why_not else "")
+    return "unknown", f"Z3 said unknown ({solver.reason_unknown()})"
+
+
+def _feedable(store, leaves, sym_value, limit=4096):
+    """The counterexample's input values as arrays a user can feed:
+    {leaf: {"shape", "dtype", "values"}} for every leaf the differing terms
+    read (elements never read hold the value the replay would have drawn)."""
+    out = {}
+    for base in leaves:
+        shape, dtype = store.leaves.get(base, (None, ""))
+        if shape is None:
             continue
-    return "unknown", f"Z3 said {res} ({solver.reason_unknown() if res == z3.unknown else ''})"
+        var = base.split("@", 1)[0]  # the program's var; after "@": whose copy
+        n = int(np.prod(shape)) if shape else 1
+        if n > limit:
+            out[base] = {"var": var, "shape": list(shape), "dtype": dtype,
+                         "values": f"<{n} elements; see the per-element inputs>"}
+            continue
+        vals = []
+        for idx in np.ndindex(*shape):
+            try:
+                v = feedable_value(sym_value(f"{base}{list(idx) if shape else ''}"), dtype)
+            except NotAnInput:
+                v = None
+            vals.append(float(v) if v is not None else None)
+        arr = np.array(vals, dtype=object).reshape(shape) if shape else vals[0]
+        out[base] = {"var": var, "shape": list(shape), "dtype": dtype,
+                     "values": arr.tolist() if shape else arr}
+    return out
 
 
-def _counterexample(store, rank, var, ta, info, peer):
-    cex = {"rank": rank, "var": var}
+def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
+    cex = {"rank": rank, "var": var, "shapes": size_note, "batch": batch}
     if peer is not None:
         cex["compared_with_rank"] = peer
     if "index" not in info:
@@ -277,34 +427,102 @@ def _counterexample(store, rank, var, ta, info, peer):
         return cex
     i = info["index"]
     a, b, path = first_difference(store, info["a"], info["b"])
-    syms, kernels = _symbols_of(store, [info["a"], info["b"]])
-    ev = info["ev"]
+    syms, kernels, leaves = _symbols_of(store, [info["a"], info["b"]])
+    sym = info["sym"]
     values = {}
     for s in syms[:40]:
         try:
-            values[s] = str(ev.sym_value(s))
+            values[s] = str(sym(s))
         except Exception:
             pass
     cex.update({
         "element": [int(x) for x in np.unravel_index(i, ta.arr.shape)] if ta.arr.shape else [],
-        "reduced_shape": list(ta.arr.shape),
+        "shape": list(ta.arr.shape),
         "original_value": str(info["va"]), "rewritten_value": str(info["vb"]),
         "first_differing_subterm": {"path": path, "original": store.render(a)[:600],
                                     "rewritten": store.render(b)[:600]},
-        "inputs": values, "found_by": info["found_by"],
-        "uninterpreted_kernels": kernels,
+        "inputs": values, "feed": _feedable(store, leaves, sym),
+        "found_by": info["found_by"], "replayed": True,
+        "kernels": kernels,
     })
     if kernels:
-        cex["note"] = ("values of the uninterpreted kernels " + ", ".join(kernels) +
-                       " are the counterexample's interpretation")
+        cex["note"] = ("replayed with the real kernels " + ", ".join(kernels))
     return cex
 
 
 # -- the check -----------------------------------------------------------------
+def _same_program(a, b) -> bool:
+    """Identical ops, vars, startup ops and feeds (meta aside)."""
+    return (a.ops == b.ops and a.vars == b.vars and a.startup_ops == b.startup_ops
+            and list(a.feeds) == list(b.feeds))
+
+
+def _symbolic_dims(snaps) -> list:
+    """[(var, shape)] of the leaves with -1 dims (feeds first), for the message."""
+    out = {}
+    for snap in snaps:
+        for name in list(getattr(snap, "feeds", []) or []) + sorted(snap.vars):
+            v = snap.vars.get(name)
+            if v is not None and v.shape and any(int(n) < 0 for n in v.shape):
+                out.setdefault(name, list(v.shape))
+    return list(out.items())
+
+
+def _shapes_note(dyn, sizes) -> str:
+    if not dyn:
+        return "at the programs' real shapes (no -1 dims)"
+    shown = ", ".join(f"{n}[{', '.join('B' if int(d) < 0 else str(d) for d in s)}]"
+                      for n, s in dyn[:3])
+    more = f" (and {len(dyn) - 3} more)" if len(dyn) > 3 else ""
+    return f"at {shown}{more} for B in {', '.join(str(b) for b in sizes)}"
+
+
+def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, dead,
+                  z3b, stats, size_note, batch):
+    """One rank at one size: (proved, refuted, unknown, cexs, absent)."""
+    must = default_watch(befores[r])
+    names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
+    proved, refuted, unknown, cexs, absent = [], [], [], [], []
+    for name in names:
+        if name in dead:
+            continue  # stale on purpose and read by nothing (listed in the details)
+        ta = env_a[r].get(name)
+        if ta is None:
+            continue  # the original never gives it a value
+        new = ((renames or {}).get(r) or {}).get(name)
+        tb, peer = env_b[r].get(name if new is None else new), None
+        if tb is None:
+            peer = _peer(r, name, rings, env_b)
+            if peer is None and name not in must:
+                absent.append(name)  # a fetched output the rewrite renamed
+                continue
+            if peer is None:
+                refuted.append(name)
+                cexs.append({"rank": r, "var": name, "shapes": size_note,
+                             "reason": "the rewritten programs of every rank sharing a "
+                                       "ring with this one lost it"})
+                continue
+            tb = env_b[peer][name]
+        out = _compare(store, zt, ta, tb, z3b, stats)
+        if out is None:
+            proved.append(name if peer is None and new is None else
+                          f"{name} (as {new})" if peer is None else
+                          f"{name} (rank {peer}'s copy)")
+        elif out[0] == "refuted":
+            refuted.append(name)
+            if len(cexs) < 5:  # the details keep five; the rest are counted
+                cexs.append(_counterexample(store, r, name, ta, out[1], peer, size_note,
+                                            batch))
+        else:
+            unknown.append((name, out[1]))
+    return names, proved, refuted, unknown, cexs, absent
+
+
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
                       watched: dict | None = None, timeout_ms: int = 5000,
-                      feed_key=None, reduce_to: int = 2, renames: dict | None = None,
-                      unobserved: dict | None = None) -> list:
+                      feed_key=None, renames: dict | None = None,
+                      unobserved: dict | None = None, sizes=BATCH_SIZES,
+                      budget_s: float = 120.0, z3_budget_ms: int = 20000) -> list:
     """One CheckResult (kind "value") per rank; see module docstring.
 
     ``watched``: {rank: [var names]} watched IN ADDITION to
@@ -317,9 +535,11 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     ``unobserved``: {rank: {var: reason}} values the pass leaves stale on
     purpose and that are dead in the rewritten program
     (``verify/ir/dead_values.py``): not compared, listed in the details.
+    ``sizes``: the values every -1 dim takes, one proof each.
+    ``budget_s``: CPU seconds for the symbolic executions; ``timeout_ms`` per Z3
+    query, ``z3_budget_ms`` for all of them: past either, INCONCLUSIVE.
     """
     start = time.perf_counter()
-    store = Store()
     ranks = list(ranks)
 
     def all_ranks(verdict, msg, **kw):
@@ -338,111 +558,144 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                         "execution of the program models neither the aliasing of in-place "
                         "writes nor the optimize job running once per k micro-steps; not "
                         "deciding: the pass's own oracle (numeric micro-step runs) decides",
-                        details={"reason": "block kwargs"})
+                        details={"reason": "block kwargs", "not_proved": True})
         for r in out:
             r.advisory = True  # INCONCLUSIVE, shown; never counted as a proof
         return out
-    try:
-        env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store, reduce_to, feed_key)
-    except (Unsupported, ExecError) as exc:
-        return all_ranks(Verdict.INCONCLUSIVE, f"the ORIGINAL cannot be executed "
-                         f"symbolically: {exc}", details={"reason": str(exc)})
-    try:
-        env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, reduce_to, feed_key)
-    except Unsupported as exc:
-        return all_ranks(Verdict.INCONCLUSIVE, f"the rewritten program has an op without "
-                         f"meaning: {exc}", details={"reason": str(exc)})
-    except ExecError as exc:
-        bad = exc.rank if exc.rank is not None else ranks[0]
+    dyn = _symbolic_dims(list(befores.values()) + list(afters.values()))
+    sizes = tuple(sizes) if dyn else (None,)
+    note = _shapes_note(dyn, [b for b in sizes if b is not None])
+    deadline = time.process_time() + budget_s  # CPU seconds of this process
+    if all(_same_program(befores[r], afters[r]) for r in ranks) and \
+            not any((renames or {}).get(r) for r in ranks):
+        # the very programs: every value is itself, whatever the shapes
         out = []
         for r in ranks:
-            if r == bad:
-                out.append(CheckResult(
-                    KIND, NAME, r, Verdict.NOT_EQUIVALENT,
-                    f"{where} rank {r}: the rewritten programs do not run where the original "
-                    f"ones do: {exc}", counterexample={"rank": r, "error": str(exc)},
-                    details={"queries": 0, "seconds": round(time.perf_counter() - start, 3),
-                             "proved": [], "refuted": ["<execution>"]}))
-            else:
-                out.append(CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
-                                       f"{where} rank {r}: not compared: rank {bad}'s rewritten "
-                                       f"program does not run ({exc})",
-                                       details={"queries": 0, "proved": [], "refuted": []}))
+            names = list(dict.fromkeys(default_watch(befores[r])
+                                       + list((watched or {}).get(r, []))))
+            out.append(CheckResult(
+                KIND, NAME, r, Verdict.EQUIVALENT,
+                f"{where} rank {r}: PROVED {note}: the rewritten programs of every rank are "
+                f"the original ones (identical ops, vars and startup), so all {len(names)} "
+                f"watched values are equal for all inputs; {ROUNDING}",
+                details={"queries": 0, "seconds": round(time.perf_counter() - start, 4),
+                         "proved": names, "refuted": [], "unknown": [],
+                         "by_identity": len(names), "by_normal_form": 0, "by_z3": 0,
+                         "refuted_replayed": 0, "shapes": note}))
         return out
-    zt = Z3Terms(store)
+    z3b = _Z3Budget(z3_budget_ms, timeout_ms)
+    per = {r: {"proved": None, "refuted": [], "cexs": [], "unknown": [], "absent": [],
+               "names": [], "stats": {"queries": 0, "normal_form": 0, "z3_proved": 0,
+                                      "probe_refuted": 0, "z3_refuted": 0}}
+           for r in ranks}
+    ops_total = 0
+    store = None
+    for b in sizes:
+        size_note = "at the real shapes" if b is None else f"with every -1 dim = {b}"
+        live = [r for r in ranks if not per[r]["refuted"]]
+        if not live:
+            break  # every rank refuted: larger sizes cannot change that
+        store = Store()
+        try:
+            env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
+                                   b or 1, feed_key, deadline)
+        except (Unsupported, ExecError) as exc:
+            return all_ranks(Verdict.INCONCLUSIVE, f"the ORIGINAL cannot be executed "
+                             f"symbolically {size_note}: {exc}", details={"reason": str(exc)})
+        except Budget as exc:
+            return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
+                             f"{size_note}: {exc}", details={"reason": str(exc),
+                                                             "not_proved": True})
+        try:
+            env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, b or 1,
+                                   feed_key, deadline)
+        except Unsupported as exc:
+            return all_ranks(Verdict.INCONCLUSIVE, f"the rewritten program has an op without "
+                             f"meaning: {exc}", details={"reason": str(exc)})
+        except Budget as exc:
+            return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
+                             f"{size_note}: {exc}", details={"reason": str(exc),
+                                                             "not_proved": True})
+        except ExecError as exc:
+            bad = exc.rank if exc.rank is not None else ranks[0]
+            out = []
+            for r in ranks:
+                if r == bad:
+                    out.append(CheckResult(
+                        KIND, NAME, r, Verdict.NOT_EQUIVALENT,
+                        f"{where} rank {r}: the rewritten programs do not run {size_note} "
+                        f"where the original ones do: {exc}",
+                        counterexample={"rank": r, "error": str(exc), "shapes": size_note},
+                        details={"queries": 0,
+                                 "seconds": round(time.perf_counter() - start, 3),
+                                 "proved": [], "refuted": ["<execution>"]}))
+                else:
+                    out.append(CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
+                                           f"{where} rank {r}: not compared: rank {bad}'s "
+                                           f"rewritten program does not run ({exc})",
+                                           details={"queries": 0, "proved": [],
+                                                    "refuted": []}))
+            return out
+        ops_total += ops_a + ops_b
+        zt = Z3Terms(store)
+        for r in live:
+            p = per[r]
+            names, proved, refuted, unknown, cexs, absent = _compare_rank(
+                r, store, zt, env_a, env_b, befores, watched, rings, renames,
+                (unobserved or {}).get(r) or {}, z3b, p["stats"], size_note, b)
+            p["names"] = names
+            p["proved"] = proved if p["proved"] is None else \
+                [n for n in p["proved"] if n in proved]
+            p["refuted"] += refuted
+            p["cexs"] += cexs
+            p["unknown"] += [(n, f"{why} ({size_note})") for n, why in unknown]
+            p["absent"] = sorted(set(p["absent"]) | set(absent))
+    secs = time.perf_counter() - start
     results = []
     for r in ranks:
-        t0 = time.perf_counter()
-        stats = {"queries": 0, "normal_form": 0, "z3_proved": 0}
-        must = default_watch(befores[r])
-        names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
-        proved, refuted, unknown, cexs, absent = [], [], [], [], []
+        p, st = per[r], per[r]["stats"]
+        proved, refuted, unknown, names = p["proved"] or [], p["refuted"], p["unknown"], \
+            p["names"]
         dead = (unobserved or {}).get(r) or {}
-        for name in names:
-            if name in dead:
-                continue  # stale on purpose and read by nothing (listed below)
-            ta = env_a[r].get(name)
-            if ta is None:
-                continue  # the original never gives it a value
-            new = ((renames or {}).get(r) or {}).get(name)
-            tb, peer = env_b[r].get(name if new is None else new), None
-            if tb is None:
-                peer = _peer(r, name, rings, env_b)
-                if peer is None and name not in must:
-                    absent.append(name)  # a fetched output the rewrite renamed
-                    continue
-                if peer is None:
-                    refuted.append(name)
-                    cexs.append({"rank": r, "var": name,
-                                 "reason": "the rewritten programs of every rank sharing a "
-                                           "ring with this one lost it"})
-                    continue
-                tb = env_b[peer][name]
-            out = _compare(store, zt, ta, tb, timeout_ms, stats)
-            if out is None:
-                proved.append(name if peer is None and new is None else
-                              f"{name} (as {new})" if peer is None else
-                              f"{name} (rank {peer}'s copy)")
-            elif out[0] == "refuted":
-                refuted.append(name)
-                cexs.append(_counterexample(store, r, name, ta, out[1], peer))
-            else:
-                unknown.append((name, out[1]))
-        secs = time.perf_counter() - t0
-        details = {"queries": stats["queries"], "seconds": round(secs, 4),
+        details = {"queries": st["queries"], "seconds": round(secs, 4),
                    "proved": proved, "refuted": refuted,
-                   "unknown": [n for n, _ in unknown], "absent_in_rewritten": absent,
-                   "by_normal_form": stats["normal_form"], "by_z3": stats["z3_proved"],
-                   "ops_executed": ops_a + ops_b, "terms": len(store.polys)}
+                   "unknown": [n for n, _ in unknown], "absent_in_rewritten": p["absent"],
+                   "by_normal_form": st["normal_form"], "by_z3": st["z3_proved"],
+                   "refuted_replayed": st["probe_refuted"] + st["z3_refuted"],
+                   "refuted_by_probe": st["probe_refuted"], "refuted_by_z3": st["z3_refuted"],
+                   "shapes": note, "batch_sizes": [b for b in sizes if b is not None],
+                   "ops_executed": ops_total, "terms": len(store.polys) if store else 0}
         if dead:
             details["unobserved"] = dict(dead)
         if refuted:
-            c = cexs[0]
+            c = p["cexs"][0]
             where_var = f"{c['var']}" + (f" (vs rank {c['compared_with_rank']}'s copy)"
                                          if "compared_with_rank" in c else "")
             val = (f": original {c['original_value']} vs rewritten {c['rewritten_value']} "
-                   f"at element {c['element']}" if "element" in c else f": {c.get('reason')}")
+                   f"at element {c['element']}, {c['shapes']}, {c['found_by']}"
+                   if "element" in c else f": {c.get('reason')} ({c['shapes']})")
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.NOT_EQUIVALENT,
-                f"{where} rank {r}: REFUTED: {len(refuted)} of {len(names)} watched values "
-                f"differ for some inputs; first {where_var}{val} ({ROUNDING})",
-                counterexample=c, details={**details, "counterexamples": cexs[:5]}))
+                f"{where} rank {r}: REFUTED: {len(set(refuted))} of {len(names)} watched "
+                f"values differ on inputs replayed through the real kernels; first "
+                f"{where_var}{val} ({ROUNDING})",
+                counterexample=c, details={**details, "counterexamples": p["cexs"][:5]}))
         elif unknown:
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.INCONCLUSIVE,
                 f"{where} rank {r}: UNKNOWN for {unknown[0][0]}: {unknown[0][1]} after "
-                f"{secs:.2f} s ({len(proved)} others proved; {ROUNDING})",
-                details={**details, "reason": unknown[0][1]}))
+                f"{secs:.2f} s ({len(proved)} others proved {note}; {ROUNDING})",
+                details={**details, "reason": unknown[0][1], "not_proved": True}))
         elif not proved:
             results.append(CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
                                        f"{where} rank {r}: nothing to compare",
-                                       details=details))
+                                       details={**details, "not_proved": True}))
         else:
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.EQUIVALENT,
-                f"{where} rank {r}: PROVED: {len(proved)} watched values equal for all inputs "
-                f"({stats['normal_form']} by canonical form, {stats['z3_proved']} by Z3, "
-                f"{stats['queries']} Z3 queries); {ROUNDING}"
+                f"{where} rank {r}: PROVED {note}: {len(proved)} watched values equal for "
+                f"all inputs ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
+                f"{st['queries']} Z3 queries); {ROUNDING}"
                 + (f"; not compared, stale on purpose and dead: {', '.join(sorted(dead))}"
                    if dead else ""), details=details))
     return results

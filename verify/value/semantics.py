@@ -14,12 +14,14 @@ Which ops have meaning and which stay uninterpreted, and why:
     sgd, squared_l2_norm, square) are polynomials: they have exact meaning,
     so a rewrite that re-associates a sum across ranks (the bias promotion)
     or splits a matmul grad (the overlap pass) is provable;
-  * index maps (reshape2, transpose2, stack, cast as identity on values:
-    the dtype is tracked apart, a proof over reals ignores rounding) move
-    elements without arithmetic;
+  * index maps (reshape2, transpose2, stack; a widening cast, exact on
+    values, the dtype tracked apart) move elements without arithmetic; a
+    cast that can round or truncate (to an integer or a narrower float) is
+    a kernel;
   * nonlinear kernels (gelu, relu, sqrt, max, division's reciprocal,
-    layer_norm, adamw) are uninterpreted functions of exactly their inputs
-    and attrs: sound for proofs (equal arguments give equal results), and
+    layer_norm, adamw, rounding casts) are uninterpreted functions of
+    exactly their inputs and attrs (opaque ones also of their input slots,
+    shapes and dtypes: ``kernel_key``): sound for proofs (equal arguments give equal results), and
     a refutation through them is stated for some interpretation (the
     counterexample says which kernels it went through);
   * collectives (``COLLECTIVES``) need every rank's terms; the executor
@@ -61,12 +63,14 @@ def _prod(xs):
     return p
 
 
-def reduce_size(n: int, to: int = 2) -> int:
-    """The reduced size of an original dim ``n`` (1 stays 1)."""
-    return 1 if n == 1 else min(n, to)
+def reduce_size(n: int, to: int | None = None) -> int:
+    """The size a dim ``n`` is held at: ``n`` itself (``to`` None, what the
+    proof uses: real shapes), else min(n, to) (1 stays 1; only the row tests
+    of the factor bookkeeping still pass a ``to``)."""
+    return n if to is None or n == 1 else min(n, to)
 
 
-def leaf_dims(shape, to: int = 2):
+def leaf_dims(shape, to: int | None = None):
     return tuple(((int(n), reduce_size(int(n), to)),) for n in shape)
 
 
@@ -83,6 +87,58 @@ def _t(ins, slot, i=0):
 
 def _has(ins, slot):
     return bool(ins.get(slot)) and ins[slot][0] is not None
+
+
+# -- sums and matmuls: numpy's, or the term store's one-step fast path --------
+def _fast(arr):
+    """The element class when ``arr`` holds terms with one-step sums (T)."""
+    if not isinstance(arr, np.ndarray) or arr.dtype != object or arr.size == 0:
+        return None
+    cls = type(arr.reshape(-1)[0])
+    return cls if hasattr(cls, "total") and hasattr(cls, "dot") else None
+
+
+def _sum(arr, axis=None, keepdims=False):
+    """``arr.sum(axis, keepdims)``; on terms each output element is summed
+    in one step (numpy's pairwise adds would intern every partial sum)."""
+    arr = np.asarray(arr)
+    cls = _fast(arr)
+    if cls is None:
+        return arr.sum(axis=axis, keepdims=keepdims)
+    nd = arr.ndim
+    axes = tuple(range(nd)) if axis is None else \
+        tuple(sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,))))
+    keep = [a for a in range(nd) if a not in axes]
+    kshape = [arr.shape[a] for a in keep]
+    flat = np.transpose(arr, keep + list(axes)).reshape(_prod(kshape), -1)
+    out = np.empty(flat.shape[0], dtype=object)
+    for i in range(flat.shape[0]):
+        out[i] = cls.total(list(flat[i]))
+    if keepdims:
+        return out.reshape([1 if a in axes else arr.shape[a] for a in range(nd)])
+    return out.reshape(kshape) if kshape else out[0]
+
+
+def _matmul(a, b):
+    """``np.matmul(a, b)`` (both >= 2-D); on terms each element one dot."""
+    cls = _fast(a) or _fast(b)
+    if cls is None:
+        return np.matmul(a, b)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return np.matmul(a, b)  # numpy's own error
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    A = np.broadcast_to(a, batch + a.shape[-2:])
+    B = np.broadcast_to(b, batch + b.shape[-2:])
+    n, p = a.shape[-2], b.shape[-1]
+    out = np.empty(batch + (n, p), dtype=object)
+    for idx in np.ndindex(*batch):
+        Ai, Bi = A[idx], B[idx]
+        cols = [list(Bi[:, j]) for j in range(p)]
+        for i in range(n):
+            row = list(Ai[i])
+            for j in range(p):
+                out[idx + (i, j)] = cls.dot(row, cols[j])
+    return out
 
 
 # -- broadcasting, as Paddle's elementwise ops do ---------------------------
@@ -121,7 +177,7 @@ def _unbroadcast(g, like: Tensor, axis=-1, x_ndim=None):
         full = [1] * (g.ndim - len(shape)) + list(shape)
     sum_axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, full)) if b == 1 and a != 1)
     if sum_axes:
-        g = g.sum(axis=sum_axes, keepdims=True)
+        g = _sum(g, axis=sum_axes, keepdims=True)
     return g.reshape(shape)
 
 
@@ -164,7 +220,7 @@ def _mm(a, b, ta, tb):
         raise Unsupported("matmul with a 1-D operand")
     a = _tr(a) if ta else a
     b = _tr(b) if tb else b
-    return np.matmul(a, b)
+    return _matmul(a, b)
 
 
 def _mm_dims(x, y, tx, ty):
@@ -197,13 +253,13 @@ def matmul_grad(op, ins, k):
     tx, ty = bool(op.attrs.get("trans_x", False)), bool(op.attrs.get("trans_y", False))
     X, Y, G = x.arr, y.arr, g.arr
     if not tx and not ty:
-        dx, dy = np.matmul(G, _tr(Y)), np.matmul(_tr(X), G)
+        dx, dy = _matmul(G, _tr(Y)), _matmul(_tr(X), G)
     elif tx and not ty:
-        dx, dy = np.matmul(Y, _tr(G)), np.matmul(X, G)
+        dx, dy = _matmul(Y, _tr(G)), _matmul(X, G)
     elif not tx and ty:
-        dx, dy = np.matmul(G, Y), np.matmul(_tr(G), X)
+        dx, dy = _matmul(G, Y), _matmul(_tr(G), X)
     else:
-        dx, dy = np.matmul(_tr(Y), _tr(G)), np.matmul(_tr(G), _tr(X))
+        dx, dy = _matmul(_tr(Y), _tr(G)), _matmul(_tr(G), _tr(X))
     dx = _unbroadcast(dx, x) if dx.shape != X.shape else dx
     dy = _unbroadcast(dy, y) if dy.shape != Y.shape else dy
     return {"X@GRAD": [Tensor(dx, x.dims, x.dtype)], "Y@GRAD": [Tensor(dy, y.dims, y.dtype)]}
@@ -221,7 +277,7 @@ def _reduce(mean: bool):
         x = _t(ins, "X")
         axes = _axes(op, x.arr.ndim)
         keep = bool(op.attrs.get("keep_dim", False))
-        out = x.arr.sum(axis=axes, keepdims=keep) if axes else x.arr * 1
+        out = _sum(x.arr, axis=axes, keepdims=keep) if axes else x.arr * 1
         if mean:
             n = _prod(x.arr.shape[a] for a in axes)
             out = out * k.const(Fraction(1, n))
@@ -258,11 +314,13 @@ def _resolve_target(orig_in, target):
     return out
 
 
-def reshape_dims(dims, target, to=2):
+def reshape_dims(dims, target, to=None):
     """Dims of a reshape: the input's factors regrouped to the target's
     original sizes; a factor split across target dims is split on reduced
     sizes too when they divide (else Unsupported)."""
     factors = [f for d in dims for f in d if f[0] != 1]
+    if all(o == r for o, r in factors):  # real sizes: the target itself, exactly
+        return [((int(t), int(t)),) for t in target]
     out, i = [], 0
     for t in target:
         if t == 1:
@@ -350,6 +408,74 @@ def split(op, ins, k):
     return {"Out": [Tensor(part, dims, x.dtype) for part in np.split(x.arr, n, axis=axis)]}
 
 
+# -- dtypes: a cast is the identity only where it cannot round or truncate ----
+_VARTYPE = {0: "bool", 20: "uint8", 21: "int8", 1: "int16", 2: "int32", 3: "int64",
+            4: "float16", 5: "float32", 6: "float64", 22: "bfloat16", 36: "uint16",
+            37: "uint32", 38: "uint64", 32: "float8_e4m3fn", 33: "float8_e5m2"}
+_ALIASES = {"fp16": "float16", "fp32": "float32", "fp64": "float64", "bf16": "bfloat16",
+            "half": "float16", "float": "float32", "double": "float64", "int": "int32",
+            "long": "int64"}
+# (family, mantissa-or-value bits): a value of dtype a is exactly representable
+# in dtype b when the families match and b's bits are at least a's
+_KIND = {"bool": ("int", 1), "uint8": ("uint", 8), "int8": ("int", 8), "int16": ("int", 16),
+         "int32": ("int", 32), "int64": ("int", 64), "uint16": ("uint", 16),
+         "uint32": ("uint", 32), "uint64": ("uint", 64), "float16": ("f16", 16),
+         "bfloat16": ("bf16", 16), "float32": ("float", 32), "float64": ("float", 64),
+         "float8_e4m3fn": ("f8a", 8), "float8_e5m2": ("f8b", 8)}
+
+
+def dtype_name(d) -> str:
+    """A dtype in one spelling ("float32", "int64", ...), from a VarType
+    code, a paddle dtype, a numpy dtype or a snapshot's name; "" unknown."""
+    if d is None or d == "":
+        return ""
+    if isinstance(d, bool):
+        return ""
+    if isinstance(d, int):
+        return _VARTYPE.get(d, "")
+    s = str(d).lower()
+    for prefix in ("paddle.", "vartype.", "datatype.", "pir."):
+        s = s.replace(prefix, "")
+    return _ALIASES.get(s, s)
+
+
+def cast_is_exact(src: str, dst: str) -> bool:
+    """Whether every value of ``src`` is exactly a value of ``dst``: then a
+    cast is the identity on values; otherwise it rounds or truncates."""
+    a, b = _KIND.get(dtype_name(src)), _KIND.get(dtype_name(dst))
+    if a is None or b is None:
+        return False
+    if a[0] == "int" and a[1] == 1:  # bool: 0/1 fit every dtype
+        return True
+    if a[0] == "uint" and b[0] == "int":
+        return b[1] > a[1]
+    if a[0] == "int" and b[0] == "uint":
+        return False  # negatives wrap
+    families = {("f16", "float"), ("bf16", "float"), ("f8a", "f16"), ("f8a", "float"),
+                ("f8b", "f16"), ("f8b", "float"), ("f8a", "bf16"), ("f8b", "bf16")}
+    if a[0] == b[0] or (a[0], b[0]) in families:
+        return b[1] >= a[1] or a[0] != b[0]
+    return False
+
+
+def cast(op, ins, k):
+    """``cast``: the identity where the target holds every source value
+    exactly (a widening); otherwise a rounding/truncating kernel
+    ``cast(x)`` keyed by both dtypes (float -> int truncates, float32 ->
+    float16 rounds: values change)."""
+    x = _t(ins, "X")
+    src = dtype_name(op.attrs.get("in_dtype", x.dtype)) or dtype_name(x.dtype)
+    dst = dtype_name(op.attrs.get("out_dtype", op.attrs.get("dtype", ""))) or src
+    if cast_is_exact(src, dst) or src == dst:
+        return {"Out": [Tensor(x.arr, x.dims, dst)]}
+    attrs = (("in_dtype", repr(src)), ("out_dtype", repr(dst)))
+    out = np.empty(x.arr.shape, dtype=object)
+    flat, src_flat = out.reshape(-1), x.arr.reshape(-1)
+    for j in range(src_flat.size):
+        flat[j] = k.uf("cast", [src_flat[j]], attrs)
+    return {"Out": [Tensor(out, x.dims, dst)]}
+
+
 def identity(in_slot="X", out_slot="Out"):
     def row(op, ins, k):
         x = _t(ins, in_slot)
@@ -359,16 +485,34 @@ def identity(in_slot="X", out_slot="Out"):
 
 
 def fill_constant(op, ins, k):
+    """A constant of ``shape``; with a ``ValueTensor`` input the value is
+    that tensor's element (cast to ``dtype``, a kernel where the cast can
+    truncate); a ``ShapeTensor``/``ShapeTensorList`` shape is not modelled."""
+    for slot in ("ShapeTensor", "ShapeTensorList"):
+        if _has(ins, slot):
+            raise Unsupported(f"fill_constant with {slot} (a shape known only at run time)")
     shape = [int(n) for n in op.attrs.get("shape") or []]
-    if op.attrs.get("str_value"):
-        value = float(op.attrs["str_value"])
+    if any(n < 0 for n in shape):
+        raise Unsupported(f"fill_constant of shape {shape} (a -1 dim)")
+    dtype = dtype_name(op.attrs.get("dtype", ""))
+    if _has(ins, "ValueTensor"):
+        v = _t(ins, "ValueTensor")
+        if v.arr.size != 1:
+            raise Unsupported(f"fill_constant ValueTensor of {v.arr.size} elements")
+        elem = v.arr.reshape(-1)[0]
+        if not cast_is_exact(v.dtype, dtype) and dtype_name(v.dtype) != dtype:
+            elem = k.uf("cast", [elem], (("in_dtype", repr(dtype_name(v.dtype))),
+                                         ("out_dtype", repr(dtype))))
+        value = elem
+    elif op.attrs.get("str_value"):
+        value = k.const(float(op.attrs["str_value"]))
     else:
-        value = op.attrs.get("value", 0.0)
+        value = k.const(op.attrs.get("value", 0.0))
     dims = leaf_dims(shape, k.reduce_to)
     red = [_prod(r for _, r in d) for d in dims]
     arr = np.empty(red, dtype=object)
-    arr.fill(k.const(value))
-    return {"Out": [Tensor(arr, dims, str(op.attrs.get("dtype", "")))]}
+    arr.fill(value)
+    return {"Out": [Tensor(arr, dims, dtype or str(op.attrs.get("dtype", "")))]}
 
 
 # -- arithmetic rows --------------------------------------------------------
@@ -404,7 +548,7 @@ def square_grad(op, ins, k):
 
 def squared_l2_norm(op, ins, k):
     x = _t(ins, "X")
-    total = (x.arr * x.arr).sum() if x.arr.size else k.const(0)
+    total = _sum(x.arr * x.arr) if x.arr.size else k.const(0)
     arr = np.empty([1], dtype=object)
     arr[0] = total
     return {"Out": [Tensor(arr, [((1, 1),)], x.dtype)]}
@@ -426,9 +570,24 @@ def _vec(fn):
     return np.frompyfunc(fn, 1, 1)
 
 
-def _attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
-                         "use_cudnn", "mkldnn_data_type", "use_quantizer")):
+def attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
+                        "use_cudnn", "mkldnn_data_type", "use_quantizer")):
+    """An op's attrs as a hashable key (bookkeeping attrs aside)."""
     return tuple(sorted((a, repr(v)) for a, v in op.attrs.items() if a not in skip))
+
+
+_attrs_key = attrs_key
+
+
+def kernel_key(op, ins):
+    """What an opaque kernel's result depends on besides its argument
+    values: attrs, and per input slot the shapes and dtypes of its tensors
+    (layer_norm of [2,4,8] and of the same data viewed as [8,8] differ; so
+    do the same values passed as Scale or as Bias)."""
+    sig = tuple((s, tuple((tuple(int(n) for n in t.arr.shape), dtype_name(t.dtype))
+                          for t in ts if t is not None))
+                for s, ts in sorted(ins.items()) if ts)
+    return attrs_key(op) + (("@inputs", repr(sig)),)
 
 
 def uf_elementwise(kernel, in_slots, out_slot, like=None):
@@ -508,7 +667,7 @@ def uf_opaque(kernel, out_like: dict):
     def row(op, ins, k):
         args = [e for s in sorted(ins) for t in (ins[s] or []) if t is not None
                 for e in t.arr.reshape(-1)]
-        attrs = _attrs_key(op)
+        attrs = kernel_key(op, ins)
         res = {}
         for out_slot, (in_slot, dims_fn) in out_like.items():
             if not _has(ins, in_slot):
@@ -601,7 +760,7 @@ ROWS = {
     "transpose": transpose,
     "stack": stack,
     "split": split,
-    "cast": identity(),
+    "cast": cast,
     "assign": identity(),
     "c_identity": identity(),
     "fill_constant": fill_constant,
@@ -802,6 +961,8 @@ def _pir_vector_pieces(op, ins, k):
 
 ROWS.update({
     "pd_op.assign": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    "pd_op.cast": _via(cast, {"x": "X"}, {"Out": "out"},
+                       lambda a: {**a, "out_dtype": a.get("dtype", "")}),
     "pd_op.split_with_num": _pir_split_with_num,
     "builtin.slice": _pir_vector_piece,
     "builtin.split": _pir_vector_pieces,
@@ -833,7 +994,8 @@ def _onehot(op, ids: Tensor, rows: int, k):
     for idx in np.ndindex(ids.arr.shape):
         for v in range(rows):
             oh[idx + (v,)] = k.uf("lookup_select", [ids.arr[idx]],
-                                  (("padding_idx", repr(pad)), ("row", repr(v))))
+                                  (("padding_idx", repr(pad)), ("row", repr(v)),
+                                   ("rows", repr(rows))))
     return oh
 
 
@@ -842,7 +1004,7 @@ def lookup_table_v2(op, ins, k):
     if w.arr.ndim != 2:
         raise Unsupported(f"lookup table of rank {w.arr.ndim}")
     oh = _onehot(op, ids, w.arr.shape[0], k)
-    out = np.matmul(oh.reshape(-1, w.arr.shape[0]), w.arr).reshape(
+    out = _matmul(oh.reshape(-1, w.arr.shape[0]), w.arr).reshape(
         ids.arr.shape + (w.arr.shape[1],))
     return {"Out": [Tensor(np.asarray(out), list(ids.dims) + [w.dims[1]], w.dtype)]}
 
@@ -853,7 +1015,7 @@ def lookup_table_v2_grad(op, ins, k):
     ids, w, g = _t(ins, "Ids"), _t(ins, "W"), _t(ins, "Out@GRAD")
     rows, width = w.arr.shape
     oh = _onehot(op, ids, rows, k).reshape(-1, rows)
-    dw = np.matmul(_tr(oh), g.arr.reshape(-1, width))
+    dw = _matmul(_tr(oh), g.arr.reshape(-1, width))
     return {"W@GRAD": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
 
 
@@ -879,7 +1041,7 @@ def softmax_grad(op, ins, k):
     dOut (Paddle's softmax_grad reads only those)."""
     y, g = _t(ins, "Out"), _t(ins, "Out@GRAD")
     axis = int(op.attrs.get("axis", -1)) % max(y.arr.ndim, 1)
-    s = (g.arr * y.arr).sum(axis=axis, keepdims=True)
+    s = _sum(g.arr * y.arr, axis=axis, keepdims=True)
     return {"X@GRAD": [Tensor(np.asarray(y.arr * (g.arr - s)), y.dims, y.dtype)]}
 
 
@@ -1330,8 +1492,7 @@ ROWS.update({
     "pd_op.unsqueeze": _pir_unsqueeze,
     "pd_op.expand": _pir_expand,
     "pd_op.tile": _pir_tile,
-    "pd_op.cast": _via(identity(), {"x": "X"}, {"Out": "out"},
-                       lambda a: {**a, "out_dtype": a.get("dtype", "")}),
+    # pd_op.cast: the row above (a rounding cast is a kernel, issue 19)
     "pd_op.multiply": _via(ROWS["elementwise_mul"], {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.multiply_grad": _via(ROWS["elementwise_mul_grad"],
                                 {"x": "X", "y": "Y", "out_grad": "Out@GRAD"},

@@ -1,9 +1,10 @@
 """Symbolic execution of every rank's programs into hash-consed terms.
 
-Representation, and why (measured in the DESIGN.md spike): element level on
-REDUCED shapes.  Tensor-level terms with quantified axioms prove the
+Representation, and why (measured in the DESIGN.md spike): element level,
+at the REAL shapes.  Tensor-level terms with quantified axioms prove the
 promotion rewrite but do not refute its mutants in seconds; element-level,
-quantifier-free terms on small shapes both prove and refute in ms.
+quantifier-free terms on the cases' small shapes both prove and refute in
+about a second per application.
 
 * An element is a polynomial with rational coefficients over atoms, kept in
   a canonical form (sorted monomials, hash-consed: one id per distinct
@@ -27,37 +28,35 @@ quantifier-free terms on small shapes both prove and refute in ms.
   Ranks run in lock step; a collective fires when every member of its
   ring's group has reached one on that ring (as the numeric simulator).
 
-Shape reduction: every original dim n > 1 of a leaf (feed, parameter,
-fill_constant) becomes min(n, 2).  Each dim remembers the (original,
-reduced) factors it is made of, so a reshape that folds [B, S, H] into
-[B*S, H] and one that splits it back both stay valid on reduced shapes.
-Why a proof on reduced shapes stands for the real ones: every op with
-meaning here is defined uniformly in its dims (sums over an index range,
-index permutations, broadcasts), so the rewrites these passes make
-(re-association across ranks, splitting a matmul grad, folding dims) are
-identities of that uniform definition, and instantiating every dim at a
-size >= 2 keeps every index map injective and every sum non-trivial.
-Limits, stated plainly: a program whose constants depend on sizes (a
-``scale(1/N)`` written with the real N instead of a reduce_mean) is
-compared at the reduced N; dims of size 1 are kept 1; a reshape whose
-reduced sizes do not split is INCONCLUSIVE; symbolic (-1) dims are
-instantiated at 2 rather than quantified; bugs that need two different
-dims of equal original size to be told apart by shape alone may be missed
-(values still differ, since every element is its own symbol).
+Shapes: REAL.  Every leaf (feed, parameter, fill_constant) has its real
+shape; a -1 (batch) dim is instantiated at the size the caller gives
+(``batch``; ``proof.py`` proves at 1 and two larger sizes and says so).
+Constants that depend on sizes (a mean's 1/n) come from the real sizes and
+every index map is the real one.  (An earlier reduction of every dim to
+<= 2 was unsound: a reshape split [2, 2] of 4 became [2, 1], two head
+layouts reduced alike, a mean divided by the reduced count.)
+A leaf above ``MAX_LEAF_ELEMENTS`` or an execution past its deadline raises
+:class:`Budget`: the proof is then INCONCLUSIVE, never a reduced one.
 """
 from __future__ import annotations
 
+import hashlib
+import time
 from fractions import Fraction
 
 import numpy as np
 
 from verify.ir.collectives import COLLECTIVES, communicates, root_of
 
-from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported,
+from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
+# attrs of a random-init op that say nothing about the distribution
+RANDOM_ATTRS_ASIDE = ("seed", "op_role", "op_role_var", "op_namescope", "op_callstack",
+                      "op_device", "with_quant_attr")
 
 
 class Store:
@@ -70,6 +69,9 @@ class Store:
         self.poly_ix = {}
         self.memo = {}
         self.cut_of = {}  # pid -> cut atom's pid
+        self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
+        self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
+        self.probes = {}  # probe seed -> (values, evaluator) of these terms (proof.py)
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Fraction(1)),))
 
@@ -97,7 +99,9 @@ class Store:
         c = value if isinstance(value, Fraction) else Fraction(value)
         return self.ZERO if c == 0 else self.intern((((), c),))
 
-    def sym(self, name: str) -> int:
+    def sym(self, name: str, dtype: str = "") -> int:
+        if dtype:
+            self.sym_dtype.setdefault(name, dtype)
         return self.atom_poly(("sym", name))
 
     def uf(self, kernel, args, attrs=()) -> int:
@@ -134,6 +138,17 @@ class Store:
         self.memo[key] = r
         return r
 
+    def sum_many(self, pids) -> int:
+        """The sum of many polynomials, interned once (a matmul's or a
+        reduction's partial sums are never interned)."""
+        d = {}
+        get, polys = d.get, self.polys
+        for pid in pids:
+            for m, c in polys[pid]:
+                v = get(m)
+                d[m] = c if v is None else v + c
+        return self._finish(d)
+
     def mul(self, a, b) -> int:
         if a > b:
             a, b = b, a
@@ -148,20 +163,27 @@ class Store:
                 a2, b2 = self.cut(a2), self.cut(b2)
             pa, pb = self.polys[a2], self.polys[b2]
         d = {}
+        get = d.get
         for m1, c1 in pa:
             for m2, c2 in pb:
                 m = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
-                v = d.get(m, 0) + c1 * c2
-                if v:
-                    d[m] = v
-                else:
-                    d.pop(m, None)
+                v = get(m)
+                d[m] = c1 * c2 if v is None else v + c1 * c2
         r = self._finish(d)
         self.memo[key] = r
         return r
 
     def _finish(self, d) -> int:
-        return self.intern(tuple(sorted(d.items())))
+        # integral coefficients as ints: Fraction's hash is slow, and equal
+        # numbers hash alike, so the canonical form is unchanged
+        out = []
+        for m, c in sorted(d.items()):
+            if c.__class__ is Fraction:
+                if c._denominator == 1:
+                    c = c._numerator
+            if c:
+                out.append((m, c))
+        return self.intern(tuple(out))
 
     def cut_tensor(self, t):
         """An op's result with every element above CUT_SIZE monomials cut.
@@ -240,6 +262,21 @@ class T:
 
     __rmul__ = __mul__
 
+    @staticmethod
+    def _id(o):
+        return o.i if isinstance(o, T) else T.store.const(o)
+
+    @classmethod
+    def total(cls, xs):
+        """sum(xs) in one step (``semantics._sum``'s fast path)."""
+        return T(T.store.sum_many([cls._id(x) for x in xs]))
+
+    @classmethod
+    def dot(cls, xs, ys):
+        """sum(x * y) in one step (``semantics._matmul``'s fast path)."""
+        st = T.store
+        return T(st.sum_many([st.mul(cls._id(x), cls._id(y)) for x, y in zip(xs, ys)]))
+
     def __neg__(self):
         return T(T.store.add(T.store.ZERO, self.i, -1))
 
@@ -247,15 +284,47 @@ class T:
         return f"T({T.store.render(self.i)})"
 
 
+def attr_constant(value) -> Fraction:
+    """A constant an op attr holds, as the proof reads it: a float attr (a
+    float32 in Paddle) is the simplest rational within float32 rounding of
+    it (``scale(1/12)`` written as 0.0833333358 is 1/12, as a mean's 1/12
+    is), else its exact value.  Both programs read constants alike, and a
+    proof over the reals ignores rounding anyway (the numeric check
+    witnesses precision); constants further apart than float32 rounding
+    stay apart (1/999999 is not 1/1000000)."""
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        exact = Fraction(value)
+        if exact == 0 or exact.denominator == 1:
+            return exact
+        tol = abs(exact) / (1 << 24)  # float32 rounds within half an ulp
+        return _simplest(exact - tol, exact + tol)
+    return value if isinstance(value, Fraction) else Fraction(value)
+
+
+def _simplest(lo: Fraction, hi: Fraction) -> Fraction:
+    """The rational of smallest denominator in [lo, hi] (continued fractions)."""
+    if lo < 0 < hi or lo == 0 or hi == 0:
+        return Fraction(0)
+    if hi < 0:
+        return -_simplest(-hi, -lo)
+    fl = lo.numerator // lo.denominator
+    if fl == lo:
+        return Fraction(fl)
+    if fl + 1 <= hi:
+        return Fraction(fl + 1)
+    return fl + 1 / _simplest(1 / (hi - fl), 1 / (lo - fl))
+
+
 class Kernels:
     """The kernel context rows get (``k`` in semantics.py), for terms."""
 
-    def __init__(self, store, reduce_to=2):
+    reduce_to = None  # real shapes: semantics.reduce_size keeps every dim
+
+    def __init__(self, store):
         self.store = store
-        self.reduce_to = reduce_to
 
     def const(self, value):
-        return T(self.store.const(Fraction(value)))
+        return T(self.store.const(attr_constant(value)))
 
     def uf(self, kernel, args, attrs=()):
         return T(self.store.uf(kernel, [a.i if isinstance(a, T) else self.store.const(a)
@@ -282,25 +351,38 @@ class Rank:
         self.rank, self.snap, self.ops, self.env, self.pos = rank, snap, ops, env, 0
 
 
-class Executor:
-    """Runs the programs of all ranks (one version: original or rewritten)."""
+class Budget(Exception):
+    """The real shapes do not fit the proof's budget (a leaf too large, or
+    the deadline passed): the proof is INCONCLUSIVE, saying which."""
 
-    def __init__(self, store, rings, reduce_to=2, feed_key=None):
+
+class Executor:
+    """Runs the programs of all ranks (one version: original or rewritten)
+    at their real shapes, every -1 dim at ``batch``."""
+
+    def __init__(self, store, rings, batch=2, feed_key=None, deadline=None):
         self.store = store
-        self.k = Kernels(store, reduce_to)
+        self.k = Kernels(store)
         self.rings = rings
-        self.reduce_to = reduce_to
+        self.batch = int(batch)
+        # a time.process_time() value (CPU seconds: a loaded machine does not
+        # spend it), or None
+        self.deadline = deadline
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = {}
         self.ops_run = 0
 
     # -- leaves ------------------------------------------------------------
     def leaf(self, name, shape, dtype=""):
-        dims = leaf_dims([2 if int(n) < 0 else int(n) for n in shape], self.reduce_to)
-        red = [int(np.prod([r for _, r in d])) for d in dims]
-        arr = np.empty(red, dtype=object)
-        for idx in np.ndindex(*red):
-            arr[idx] = T(self.store.sym(f"{name}{list(idx) if red else ''}"))
+        real = [self.batch if int(n) < 0 else int(n) for n in shape]
+        if int(np.prod(real)) > MAX_LEAF_ELEMENTS:
+            raise Budget(f"{name} has {int(np.prod(real))} elements at {real} "
+                         f"(over {MAX_LEAF_ELEMENTS} per tensor)")
+        self.store.leaves[name] = (tuple(real), dtype)
+        dims = leaf_dims(real, None)
+        arr = np.empty(real, dtype=object)
+        for idx in np.ndindex(*real):
+            arr[idx] = T(self.store.sym(f"{name}{list(idx) if real else ''}", dtype))
         return Tensor(arr, dims, dtype)
 
     def _read(self, st, name, op):
@@ -316,10 +398,18 @@ class Executor:
 
     # -- one op --------------------------------------------------------------
     def step(self, st, op, startup: bool):
+        if self.deadline is not None and time.process_time() > self.deadline:
+            raise Budget(f"past the time budget at rank {st.rank} op {op.idx} ({op.type})")
         if startup and op.type in RANDOM_INIT:
+            # a random draw is an input symbol keyed by what draws it (type and
+            # attrs, the seed aside): a pass that changes the distribution
+            # changes the symbol
             shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
+            how = attrs_key(op, skip=RANDOM_ATTRS_ASIDE)
+            tag = hashlib.sha1(repr((op.type, how)).encode()).hexdigest()[:6]
             for name in op.writes():
-                st.env[name] = self.leaf(f"{name}@r{st.rank}", shape)
+                st.env[name] = self.leaf(f"{name}@r{st.rank}~{op.type}#{tag}", shape,
+                                         getattr(st.snap.vars.get(name), "dtype", ""))
             return
         row = ROWS.get(op.type)
         if row is None:
@@ -341,7 +431,7 @@ class Executor:
             except Exception as exc:  # shapes that do not fit: the op fails
                 shapes = ", ".join(f"{s}={n}{list(t.arr.shape)}" for s, names in
                                    op.inputs.items() for n, t in zip(names, ins.get(s, [])))
-                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on reduced "
+                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on its "
                                 f"shapes ({shapes}): {type(exc).__name__}: {exc}",
                                 st.rank, op) from exc
             outs = {slot: [None if t is None else self.store.cut_tensor(t) for t in ts]
@@ -440,10 +530,12 @@ class Executor:
             self.ops_run += 1
 
 
-def execute(snaps: dict, rings: dict, store: Store, reduce_to=2, feed_key=None) -> dict:
-    """Run startup then main of every rank's snapshot; ``{rank: env}``."""
+def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
+            deadline=None) -> dict:
+    """Run startup then main of every rank's snapshot at the real shapes
+    (-1 dims at ``batch``); ``({rank: env}, ops executed)``."""
     T.store = store
-    ex = Executor(store, rings, reduce_to, feed_key)
+    ex = Executor(store, rings, batch, feed_key, deadline)
     states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
     ex.run(states, startup=True)
     for r, st in states.items():

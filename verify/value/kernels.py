@@ -1,0 +1,194 @@
+"""The real kernels behind the uninterpreted functions of ``semantics.py``.
+
+A refutation counts only when it is replayed with these (``proof.py``):
+the counterexample's input values pushed through the terms with every
+kernel computed as Paddle computes it (``tests/test_value_kernels.py``
+checks each against Paddle's own CPU kernel).  Rational kernels (inv, max,
+relu, a truncating cast, the lookup's row selection) return exact
+Fractions; transcendental ones (gelu, sqrt, softmax, layer_norm, adam)
+return float64.
+
+``reference(kernel, attrs, args)`` raises :class:`NoReference` for a kernel
+with no reference here, :class:`NotAnInput` where the argument values are
+not values the real program can see (an id outside the table, a sqrt of a
+negative, a division by zero): the replay then tries other inputs or says
+INCONCLUSIVE.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from fractions import Fraction
+
+import numpy as np
+
+
+class NoReference(Exception):
+    """No real kernel here for this uninterpreted function."""
+
+
+class NotAnInput(Exception):
+    """The argument values cannot occur in the real program."""
+
+
+def _attrs(attrs) -> dict:
+    out = {}
+    for k, v in attrs:
+        try:
+            out[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k] = v
+    return out
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def _gelu(x, approximate=False):
+    if approximate:
+        return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + math.erf(x / math.sqrt(2)))
+
+
+def _gelu_d(x, approximate=False):
+    if approximate:
+        c = math.sqrt(2 / math.pi)
+        u = c * (x + 0.044715 * x ** 3)
+        t = math.tanh(u)
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+    return (0.5 * (1 + math.erf(x / math.sqrt(2)))
+            + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi))
+
+
+def round_to(x, dtype):
+    """``x`` rounded to ``dtype`` (round to nearest even), as a Fraction."""
+    if dtype == "float64":
+        return Fraction(float(x))
+    if dtype == "float32":
+        return Fraction(float(np.float32(float(x))))
+    if dtype == "float16":
+        return Fraction(float(np.float16(float(x))))
+    if dtype == "bfloat16":
+        bits = int(np.array(float(x), dtype=np.float32).view(np.uint32))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return Fraction(float(np.array(bits, dtype=np.uint32).view(np.float32)))
+    raise NoReference(f"cast to {dtype}")
+
+
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}
+
+
+def _cast(x, at):
+    dst = at.get("out_dtype", "")
+    if dst == "bool":
+        return Fraction(int(x != 0))
+    if dst in _INT_BITS:
+        v = math.trunc(x)  # Paddle's float -> int cast truncates toward zero
+        bits = _INT_BITS[dst]
+        lo, hi = (0, 2 ** bits - 1) if dst.startswith("u") else (-2 ** (bits - 1),
+                                                                  2 ** (bits - 1) - 1)
+        if not lo <= v <= hi:
+            raise NotAnInput(f"{x} does not fit {dst}")
+        return Fraction(v)
+    return round_to(x, dst)
+
+
+def _layer_norm(kernel, args, at):
+    """layer_norm / layer_norm_grad rebuilt from the inputs' signature
+    (``semantics.kernel_key``: slots, shapes, in the order of ``args``)."""
+    _, out_slot, j = kernel.split(".")
+    sig = at["@inputs"]
+    vals, pos = {}, 0
+    for slot, tensors in sig:
+        shape = tuple(tensors[0][0])
+        n = int(np.prod(shape)) if shape else 1
+        vals[slot] = np.array([_f(a) for a in args[pos:pos + n]], dtype=np.float64).reshape(shape)
+        pos += n
+    x = vals["X"]
+    b = int(at.get("begin_norm_axis", 1))
+    eps = float(at.get("epsilon", 1e-5))
+    rows = int(np.prod(x.shape[:b])) if b else 1
+    x2 = x.reshape(rows, -1)
+    scale = vals.get("Scale", np.ones(x2.shape[1])).reshape(-1)
+    if kernel.startswith("layer_norm."):
+        mean = x2.mean(axis=1)
+        var = x2.var(axis=1)
+        xhat = (x2 - mean[:, None]) / np.sqrt(var[:, None] + eps)
+        bias = vals.get("Bias", np.zeros(x2.shape[1])).reshape(-1)
+        out = {"Y": xhat * scale + bias, "Mean": mean, "Variance": var}[out_slot]
+    else:  # the grad reads the forward's saved Mean and Variance
+        mean = vals["Mean"].reshape(-1)
+        var = vals["Variance"].reshape(-1)
+        dy = vals["Y@GRAD"].reshape(rows, -1)
+        inv = 1.0 / np.sqrt(var[:, None] + eps)
+        xhat = (x2 - mean[:, None]) * inv
+        if out_slot == "Scale@GRAD":
+            out = (dy * xhat).sum(axis=0)
+        elif out_slot == "Bias@GRAD":
+            out = dy.sum(axis=0)
+        else:
+            g = dy * scale
+            out = inv * (g - g.mean(axis=1, keepdims=True)
+                         - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    return float(np.asarray(out).reshape(-1)[int(j)])
+
+
+def _adam(kernel, a, at):
+    p, g, m1, m2, lr, b1p, b2p = (_f(v) for v in a)
+    b1, b2, eps = float(at["beta1"]), float(at["beta2"]), float(at["epsilon"])
+    decay = kernel.startswith("adamw.") and at.get("with_decay", True)
+    coeff = float(at.get("coeff", 0.0)) if decay else 0.0
+    m1o = b1 * m1 + (1 - b1) * g
+    m2o = b2 * m2 + (1 - b2) * g * g
+    lr_t = lr * float(at.get("lr_ratio", 1.0))
+    p2 = p * (1 - lr_t * coeff)
+    if m2o < 0:
+        raise NotAnInput("a negative second moment")
+    po = p2 - lr_t * (m1o / (1 - b1p)) / (math.sqrt(m2o) / math.sqrt(1 - b2p) + eps)
+    return {"ParamOut": po, "Moment1Out": m1o, "Moment2Out": m2o}[kernel.split(".")[1]]
+
+
+def reference(kernel: str, attrs, args):
+    """The real value of uninterpreted ``kernel`` at ``args`` (Fractions)."""
+    at = _attrs(attrs)
+    try:
+        if kernel == "inv":
+            return 1 / args[0]
+        if kernel == "max":
+            return max(args)
+        if kernel == "min":
+            return min(args)
+        if kernel == "relu":
+            return max(args[0], 0)
+        if kernel == "relu_grad":
+            return args[1] if args[0] > 0 else Fraction(0)
+        if kernel == "cast":
+            return _cast(args[0], at)
+        if kernel == "lookup_select":
+            idv, row, pad = args[0], int(at["row"]), int(at["padding_idx"])
+            rows = int(at.get("rows", row + 1))
+            if idv != int(idv) or not 0 <= idv < rows:
+                raise NotAnInput(f"id {idv} outside a table of {rows} rows")
+            return Fraction(int(idv == row and idv != pad))
+        if kernel == "gelu":
+            return _gelu(_f(args[0]), bool(at.get("approximate", False)))
+        if kernel == "gelu_grad":
+            return _gelu_d(_f(args[0]), bool(at.get("approximate", False))) * _f(args[1])
+        if kernel == "sqrt":
+            if args[0] < 0:
+                raise NotAnInput(f"sqrt of {args[0]}")
+            return math.sqrt(_f(args[0]))
+        if kernel == "softmax":
+            xs = [_f(v) for v in args]
+            e = [math.exp(v - max(xs)) for v in xs]
+            return e[int(at["index"])] / sum(e)
+        if kernel.startswith(("adamw.", "adam.")):
+            return _adam(kernel, args, at)
+        if kernel.startswith(("layer_norm.", "layer_norm_grad.")) and "@inputs" in at:
+            return _layer_norm(kernel, args, at)
+    except ZeroDivisionError as exc:
+        raise NotAnInput(f"{kernel}: division by zero") from exc
+    except (OverflowError, ValueError) as exc:
+        raise NotAnInput(f"{kernel}: {exc}") from exc
+    raise NoReference(kernel)
