@@ -197,17 +197,24 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
     (see :func:`verify.numeric.pir_runner.run_ranks`)."""
     import paddle
 
-    from .simulated_ranks import _lockstep
-
     with paddle.pir_utils.IrGuard():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where, restore_state)
                   for r, d in sorted(ranks.items())}
-        out = {r: [] for r in states}
-        for k in range(steps):
-            for st in states.values():
-                st.start(k)
-            _lockstep(states, rings, f"{where} step {k}")
-            for r, st in states.items():
-                out[r].append(st.result)
-        return out
+        return run_steps(states, rings, steps, where)
+
+
+def run_steps(states: dict, rings: dict, steps: int, where: str) -> dict:
+    """``steps`` training steps of rank states (objects with ``start(step)``
+    and ``result``) in lock step, collectives done between their pieces;
+    ``{rank: [result per step]}``."""
+    from .simulated_ranks import _lockstep
+
+    out = {r: [] for r in states}
+    for k in range(steps):
+        for st in states.values():
+            st.start(k)
+        _lockstep(states, rings, f"{where} step {k}")
+        for r, st in states.items():
+            out[r].append(st.result)
+    return out

@@ -228,20 +228,13 @@ def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str):
     each rank's program run once per wave of collectives (``WaveRank``)."""
     import paddle
 
-    from .simulated_ranks import _lockstep
+    from .pir_ranks import run_steps
 
     WaveRank = _wave_rank_class()
     with paddle.pir_utils.IrGuard():
         states = {int(r): WaveRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where) for r, d in sorted(ranks.items())}
-        out = {r: [] for r in states}
-        for k in range(steps):
-            for st in states.values():
-                st.start(k)
-            _lockstep(states, rings, f"{where} step {k}")
-            for r, st in states.items():
-                out[r].append(st.result)
-        return out
+        return run_steps(states, rings, steps, where)
 
 
 def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
