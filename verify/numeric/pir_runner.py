@@ -107,20 +107,26 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
                               where or "PIR simulator run")
 
 
+def load_for_fetch(exported, watch, what: str = "the program"):
+    """(main, startup, the values of ``watch`` by name) of an exported PIR
+    program (under ``IrGuard``); KeyError naming a watched value it lacks."""
+    from verify.ir.pir_snapshot import import_programs
+
+    main, startup, names = import_programs(exported)
+    values = _values_by_name(main, names)
+    missing = [n for n in watch if n not in values]
+    if missing:
+        raise KeyError(f"no value named {missing[0]} in {what}")
+    return main, startup, [values[n] for n in watch]
+
+
 def run_exported(exported, params, feeds, watch, seed, steps) -> list:
     """The run itself (in whichever process): see :func:`run_program`."""
     import numpy as np
     import paddle
 
-    from verify.ir.pir_snapshot import import_programs
-
     with paddle.pir_utils.IrGuard():
-        main, startup, names = import_programs(exported)
-        values = _values_by_name(main, names)
-        missing = [n for n in watch if n not in values]
-        if missing:
-            raise KeyError(f"no value named {missing[0]} in the program")
-        fetch = [values[n] for n in watch]
+        main, startup, fetch = load_for_fetch(exported, watch)
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
         out = []

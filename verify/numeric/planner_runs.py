@@ -37,16 +37,10 @@ def run_serial_exported(exported, params, feeds, watch, steps) -> list:
     process): startup, then the given global parameters, then K steps."""
     import paddle
 
-    from .pir_runner import _values_by_name as values_by_name
-    from verify.ir.pir_snapshot import import_programs
+    from .pir_runner import load_for_fetch
 
     with paddle.pir_utils.IrGuard():
-        main, startup, names = import_programs(exported)
-        values = values_by_name(main, names)
-        missing = [n for n in watch if n not in values]
-        if missing:
-            raise KeyError(f"serial program: no value named {missing[0]}")
-        fetch = [values[n] for n in watch]
+        main, startup, fetch = load_for_fetch(exported, watch, "the serial program")
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
         out = []
