@@ -15,7 +15,7 @@ from verify.verdicts import CheckResult, Verdict
 from . import offload
 
 from .compare import compare
-from .inputs import feed_value, init_like, param_value, startup_inits
+from .inputs import feed_value, initial_params, startup_inits
 from .run_spec import BackendError, ProcessCrash, RankSpec, UnsupportedJob
 
 KIND = "numeric"
@@ -58,15 +58,12 @@ def make_specs(case, programs: dict, seed: int, steps: int, renames=None,
     specs = {}
     for rank, rp in programs.items():
         shard = case.tp_index(rank)
-        params = {}
         src = startup_inits(inits_of[rank].startup) if inits_of and rank in inits_of else None
         dst = startup_inits(rp.startup) if src is not None else None
-        for name, p in _params(rp).items():
-            dtype = str(p.dtype).replace("paddle.", "")
-            params[name] = param_value(seed, name, p.shape, dtype,
-                                       shard if name in case.sharded_params else 0)
-            if src is not None:
-                params[name] = init_like(params[name], name, seed, src.get(name), dst.get(name))
+        params = initial_params(
+            seed, {n: (p.shape, str(p.dtype).replace("paddle.", ""))
+                   for n, p in _params(rp).items()},
+            lambda n: shard if n in case.sharded_params else 0, src, dst)
         feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
                                      case.dp_index(rank) if f.split == "dp"
                                      else case.dp_index(rank) * 1000 + shard, k)

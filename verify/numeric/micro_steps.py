@@ -32,6 +32,11 @@ What is compared (per rank, for ``cycles`` optimizer steps):
   ``avg=False`` on a sum loss; a case declares which (``loss_reduction``),
   and any other pairing has no exact reference here (INCONCLUSIVE).
 
+Both sides start from their own startup programs, run seeded; the
+parameters are then set to the same seeded values (``inputs.initial_params``),
+except one the merged program's startup initialises differently: it gets what
+that initialisation draws (``inputs.init_like``), and a difference names it.
+
 Watched: every persistable the original's startup program writes
 (parameters, optimizer states such as velocities and Adam moments, beta
 powers), read from the scope.  After each of the k micro-steps of an optimizer
@@ -51,7 +56,7 @@ import traceback
 from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
-from .inputs import feed_value, param_value
+from .inputs import describe_init_changes, feed_value, initial_params, run_startup
 from .run_spec import ProcessCrash
 
 KIND = "numeric"
@@ -67,13 +72,15 @@ def state_names(snap) -> list:
     return list(dict.fromkeys(out))
 
 
-def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed) -> dict:
+def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed, merged_params=None) -> dict:
     """In a worker: rebuild ``rank`` of the case and re-apply the adapter's
     pass (``blob`` = pickled ``(adapter, case)``; the worker has the
     parent's pass files loaded, verify/engine/isolation.py), then run both
     programs live: a merged PIR
     program holds keyword block arguments, which PIR's serializer drops on
-    3.3.1, so it cannot travel.  ``{"reference": [state per optimizer step],
+    3.3.1, so it cannot travel.  ``params`` / ``merged_params``: ``{name:
+    ndarray}`` set after each side's startup (the merged side's default to
+    ``params``).  ``{"reference": [state per optimizer step],
     "merged": [[states] per optimizer step], "applied": [pass records]}``
     (see :func:`judge`, ``verify/ir/pass_sources.py``)."""
     import pickle
@@ -87,7 +94,8 @@ def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed) -> dict:
         raise RuntimeError(f"the pass raised when re-applied: {run.error}")
     ref = _run(run.original.main, run.original.startup, params, feeds, watch, k,
                cycles, seed, merged=False)
-    got = _run(run.rewritten.main, run.rewritten.startup, params, feeds, watch, k,
+    got = _run(run.rewritten.main, run.rewritten.startup,
+               params if merged_params is None else merged_params, feeds, watch, k,
                cycles, seed, merged=True)
     return {"reference": ref, "merged": got, "applied": applied}
 
@@ -136,9 +144,8 @@ def _steps(exe, scope, main, startup, params, feeds, k, cycles, seed, merged, re
 
     if True:
         with paddle.static.scope_guard(scope):
-            exe.run(startup)
-            for name, (shape, dtype) in params.items():
-                val = param_value(seed, name, shape, dtype)
+            run_startup(exe, startup, seed)
+            for name, val in params.items():
                 scope.var(name).get_tensor().set(np.ascontiguousarray(val), paddle.CPUPlace())
             for c in range(cycles):
                 micro = [_micro_feed(seed, feeds, c * k + i) for i in range(k)]
@@ -204,6 +211,7 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
     from verify.ir.pass_sources import note, replayable
 
     from . import offload
+    from .inputs import init_changes, snapshot_inits
 
     results = []
     want = "mean" if avg else "sum"
@@ -217,8 +225,14 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                 f"{where}: no exact reference: avg={avg} needs a {want} loss, the case's "
                 f"loss is a {reduction}"))
             continue
-        params = {n: (list(v.shape), v.dtype) for n, v in o.before.vars.items()
+        shapes = {n: (list(v.shape), v.dtype) for n, v in o.before.vars.items()
                   if v.is_parameter}
+        # the same seeded values, but where the merged startup initialises a
+        # parameter differently: what that initialisation draws
+        src, dst = snapshot_inits(o.before), snapshot_inits(o.after)
+        params = initial_params(seed, shapes)
+        merged_params = initial_params(seed, shapes, None, src, dst)
+        changed = init_changes(src, dst, list(shapes), o.rank)
         feeds = [(f.name, list(f.shape), f.dtype) for f in o.run.original.feeds]
         watch = state_names(o.before)
         try:
@@ -226,14 +240,15 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                 ro, rr = o.run.original, o.run.rewritten
                 got = {"reference": _run(ro.main, ro.startup, params, feeds, watch, k, cycles,
                                          seed, merged=False),
-                       "merged": _run(rr.main, rr.startup, params, feeds, watch, k, cycles,
-                                      seed, merged=True)}
+                       "merged": _run(rr.main, rr.startup, merged_params, feeds, watch, k,
+                                      cycles, seed, merged=True)}
             else:
                 got = offload.run_call(
                     "verify.numeric.micro_steps", "run_rebuilt",
                     {"blob": pickle.dumps((adapter, case)), "rank": o.rank,
                      "params": params, "feeds": feeds,
-                     "watch": watch, "k": k, "cycles": cycles, "seed": seed}, where)
+                     "watch": watch, "k": k, "cycles": cycles, "seed": seed,
+                     "merged_params": merged_params}, where)
                 note(got.get("applied", []))  # what the re-application ran
         except ProcessCrash as exc:
             results.append(CheckResult(KIND, NAME, o.rank, Verdict.INCONCLUSIVE,
@@ -245,21 +260,27 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                 f"{where}: did not run: {(str(exc).strip().splitlines() or [''])[-1][:300]}",
                 details={"traceback": traceback.format_exc()}))
             continue
-        results.append(judge(where, o.rank, got["reference"], got["merged"], watch, k))
+        results.append(judge(where, o.rank, got["reference"], got["merged"], watch, k,
+                             changed))
     for r in results:
         r.details["witness"] = "simulator only"
+        r.details["seed"] = seed  # parameters, feeds and the startup programs' draws
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
             r.message += " [Paddle's executor in one process: real ranks did not run this case]"
     return results
 
 
-def judge(where, rank, reference, merged, watch, k) -> CheckResult:
+def judge(where, rank, reference, merged, watch, k, init_changes=()) -> CheckResult:
     """The verdict of one rank's run.  ``merged[c]`` is ``[state at the
     start of optimizer step c, after micro-step 1, ..., after micro-step k,
     after the optimize job]``: every micro-step leaves the watched states
     bitwise unchanged (the update is deferred to the optimize job), and the
-    state after it equals ``reference[c]``."""
+    state after it equals ``reference[c]``.  ``init_changes``
+    (``inputs.init_changes``): named in a difference."""
     import numpy as np
+
+    why = f"; {describe_init_changes(init_changes)}" if init_changes else ""
+    extra = {"init_changes": list(init_changes)} if init_changes else {}
 
     diffs, early = [], []
     for c, (ref, states) in enumerate(zip(reference, merged)):
@@ -283,8 +304,8 @@ def judge(where, rank, reference, merged, watch, k) -> CheckResult:
             KIND, NAME, rank, Verdict.NOT_EQUIVALENT,
             f"{where}: the update is not deferred: {e['tensor']} changed after micro-step "
             f"{e['micro_step']} of {k} (optimizer step {e['step']}) at index {e['index']}: "
-            f"{e['before']:.6g} -> {e['after']:.6g}",
-            counterexample={"rank": rank, **e}, details={"early_updates": early[:10]})
+            f"{e['before']:.6g} -> {e['after']:.6g}{why}",
+            counterexample={"rank": rank, **e, **extra}, details={"early_updates": early[:10]})
     bad = [d for d in diffs if not d.ok]
     if bad:
         w = max(bad, key=lambda d: d.max_abs)
@@ -293,10 +314,11 @@ def judge(where, rank, reference, merged, watch, k) -> CheckResult:
             f"{where}: after the k-th micro-step {len(bad)} of {len(diffs)} states differ "
             f"from one step on the concatenated micro-batches; worst {w.name} at optimizer "
             f"step {w.step} index {w.worst_index}: merged {w.candidate:.6g} vs reference "
-            f"{w.reference:.6g} (abs err {w.max_abs:.3g} > tol {w.tol:.3g})",
+            f"{w.reference:.6g} (abs err {w.max_abs:.3g} > tol {w.tol:.3g}){why}",
             counterexample={"rank": rank, "tensor": w.name, "step": w.step,
                             "index": w.worst_index, "reference": w.reference,
-                            "merged": w.candidate, "abs_err": w.max_abs, "tol": w.tol},
+                            "merged": w.candidate, "abs_err": w.max_abs, "tol": w.tol,
+                            **extra},
             details={"tensors": [d.to_dict() for d in bad[:20]]})
     if not diffs:
         return CheckResult(KIND, NAME, rank, Verdict.INCONCLUSIVE,

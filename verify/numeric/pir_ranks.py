@@ -102,12 +102,13 @@ class _PirRank:
     """One rank: its stages, scope, and the values exchanged at collectives
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
-    def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False):
+    def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False,
+                 seed=0):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
 
-        from .inputs import param_value  # noqa: F401  (values come from the caller)
+        from .inputs import run_startup  # parameter values come from the caller
 
         self.rank = rank
         self.where = where
@@ -144,7 +145,7 @@ class _PirRank:
         self.scope = paddle.static.Scope()
         self.exe = paddle.static.Executor(self.place)
         with paddle.static.scope_guard(self.scope):
-            self.exe.run(startup)
+            run_startup(self.exe, startup, seed)
         for name, value in params.items():
             if self.scope.find_var(name) is not None:
                 self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
@@ -191,15 +192,16 @@ class _PirRank:
 
 
 def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
-                       restore_state: bool = False):
+                       restore_state: bool = False, seed: int = 0):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
     "params": {name: array}, "feeds": [{name: array}] per step, "watch"}}``
-    (see :func:`verify.numeric.pir_runner.run_ranks`)."""
+    (see :func:`verify.numeric.pir_runner.run_ranks`); each rank's startup
+    program runs seeded by ``seed`` before ``params`` are set."""
     import paddle
 
     with paddle.pir_utils.IrGuard():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
-                                   d["watch"], where, restore_state)
+                                   d["watch"], where, restore_state, seed)
                   for r, d in sorted(ranks.items())}
         return run_steps(states, rings, steps, where)
 

@@ -1,8 +1,11 @@
 """Numeric runs of PIR programs: Paddle's executor under PIR, in this process.
 
 For each rank, the original and the rewritten programs run K training steps
-with identical seeded parameters (set after the startup program ran) and
-seeded inputs (``inputs.py``: values depend on seed, name and step only);
+with identical seeded parameters (set after each side's own startup program
+ran, seeded) and seeded inputs (``inputs.py``: values depend on seed, name
+and step only), except a parameter the rewritten startup program initialises
+differently: it gets what that initialisation draws (``inputs.init_like``),
+and a difference the runs show names it (rank, startup op, attrs);
 every watched value (the case's loss and fetches, by value name; a value the
 pass renamed is fetched under its new name) is compared per element with
 the dtype- and depth-derived tolerances of ``compare.py``.
@@ -20,7 +23,8 @@ import traceback
 from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
-from .inputs import feed_value, param_value
+from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
+                     snapshot_inits)
 from .run_spec import ProcessCrash
 
 KIND = "numeric"
@@ -39,9 +43,12 @@ def _values_by_name(program, names) -> dict:
     return out
 
 
-def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -> list:
-    """``[{name: ndarray}]`` per step; ``watch`` names values of ``rp.main``
-    (named by ``rp.names``).  Runs in an isolation worker when isolation is
+def run_program(case, rp, snap, watch: list, seed: int, steps: int, where: str = "",
+                original=None) -> list:
+    """``[{name: ndarray}]`` per step of the one rank of ``case``; ``watch``
+    names values of ``rp.main`` (named by ``rp.names``); ``original``: the
+    original's snapshot when ``rp`` is the rewritten program (see
+    :func:`rank_inputs`).  Runs in an isolation worker when isolation is
     enabled (the programs travel in PIR's serialization): a crash of Paddle's
     executor is then a ``WorkerCrash``, never the end of the run."""
     import paddle
@@ -51,8 +58,7 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "") -
 
     with paddle.pir_utils.IrGuard():
         exported = export_programs(rp.main, rp.startup, rp.names)
-    params = {n: (list(v.shape), v.dtype) for n, v in snap.vars.items() if v.is_parameter}
-    feeds = [(f.name, list(f.shape), f.dtype) for f in rp.feeds]
+    params, feeds = rank_inputs(case, case.ranks[0], rp, snap, seed, steps, original)
     return offload.run_call("verify.numeric.pir_runner", "run_exported",
                               {"exported": exported, "params": params, "feeds": feeds,
                                "watch": list(watch), "seed": seed, "steps": steps},
@@ -68,15 +74,20 @@ def multi_rank(case, outcomes) -> bool:
                                       for op in o.before.ops + o.after.ops)
 
 
-def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int) -> tuple:
+def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int, original=None) -> tuple:
     """``(params, feeds per step)`` of ``rank``, chosen as the legacy
     simulator's specs choose them (``equivalence.make_specs``): a sharded
     parameter by the rank's TP index, a feed by its DP replica (and TP
-    index for ``split="tp"``)."""
+    index for ``split="tp"``).  ``original``: the original program's
+    snapshot when ``snap`` is the rewritten one: a parameter whose startup
+    initialisation differs gets what the rewritten one draws
+    (``inputs.initial_params``)."""
     shard = case.tp_index(rank)
-    params = {n: param_value(seed, n, v.shape, v.dtype,
-                             shard if n in case.sharded_params else 0)
-              for n, v in snap.vars.items() if v.is_parameter}
+    src = snapshot_inits(original) if original is not None else None
+    params = initial_params(seed, {n: (v.shape, v.dtype) for n, v in snap.vars.items()
+                                   if v.is_parameter},
+                            lambda n: shard if n in case.sharded_params else 0,
+                            src, snapshot_inits(snap) if src is not None else None)
     feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
                                  case.dp_index(rank) if f.split == "dp"
                                  else case.dp_index(rank) * 1000 + shard, k)
@@ -85,10 +96,12 @@ def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int) -> tuple:
 
 
 def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
-              where: str = "") -> dict:
+              where: str = "", originals=None) -> dict:
     """Every rank's PIR programs in lock step (``verify/numeric/pir_ranks.py``),
     in an isolation worker when isolation is enabled; ``{rank: [{name:
-    ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``."""
+    ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``;
+    ``originals``: ``{rank: original snapshot}`` when these are the
+    rewritten programs (see :func:`rank_inputs`)."""
     import paddle
 
     from . import offload
@@ -98,12 +111,13 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
     for r, rp in rps.items():
         with paddle.pir_utils.IrGuard():
             exported = export_programs(rp.main, rp.startup, rp.names)
-        params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps)
+        params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps,
+                                    (originals or {}).get(r))
         ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
                     "watch": list(watch[r])}
     return offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
                               {"ranks": ranks, "rings": dict(case.rings), "steps": steps,
-                               "where": where or "PIR simulator"},
+                               "where": where or "PIR simulator", "seed": seed},
                               where or "PIR simulator run")
 
 
@@ -121,9 +135,12 @@ def load_for_fetch(exported, watch, what: str = "the program"):
 
 
 def run_exported(exported, params, feeds, watch, seed, steps) -> list:
-    """The run itself (in whichever process): see :func:`run_program`."""
+    """The run itself (in whichever process): see :func:`run_program`;
+    ``params`` ``{name: ndarray}``, ``feeds`` ``[{name: ndarray}]`` per step."""
     import numpy as np
     import paddle
+
+    from .inputs import run_startup
 
     with paddle.pir_utils.IrGuard():
         main, startup, fetch = load_for_fetch(exported, watch)
@@ -131,15 +148,25 @@ def run_exported(exported, params, feeds, watch, seed, steps) -> list:
         exe = paddle.static.Executor(paddle.CPUPlace())
         out = []
         with paddle.static.scope_guard(scope):
-            exe.run(startup)
-            for name, (shape, dtype) in params.items():
-                val = param_value(seed, name, shape, dtype)
+            run_startup(exe, startup, seed)
+            for name, val in params.items():
                 scope.var(name).get_tensor().set(np.ascontiguousarray(val), paddle.CPUPlace())
             for k in range(steps):
-                feed = {n: feed_value(seed, n, shape, dtype, 0, k) for n, shape, dtype in feeds}
-                got = exe.run(main, feed=feed, fetch_list=fetch)
+                got = exe.run(main, feed=feeds[k], fetch_list=fetch)
                 out.append({n: np.array(a) for n, a in zip(watch, got)})
         return out
+
+
+def init_changes_of(outcomes) -> list:
+    """``inputs.init_changes`` of every rank's parameters: what each
+    rewritten startup program initialises differently from the original's."""
+    out = []
+    for o in outcomes:
+        if o.before is None or o.after is None:
+            continue
+        params = [n for n, v in o.after.vars.items() if v.is_parameter]
+        out += init_changes(snapshot_inits(o.before), snapshot_inits(o.after), params, o.rank)
+    return out
 
 
 def _why(exc) -> str:
@@ -176,6 +203,9 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
         cand_names = [ren.get(n, n) for n in watch]
         present = set(o.after.vars)
         plan[o.rank] = (watch, cand_names, [c for c in cand_names if c in present])
+    # what the rewritten startup programs initialise differently: named in
+    # every difference the runs show (a rank's init can move other ranks' values)
+    changed = init_changes_of(outcomes)
     ref_all = cand_all = ref_err = cand_err = None
     if multi:  # every rank at once, collectives simulated between stages
         where = f"PIR simulator run of {case.name}"
@@ -191,7 +221,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 cand_all = run_ranks(case, {o.rank: o.run.rewritten for o in outcomes},
                                      {o.rank: o.after for o in outcomes},
                                      {r: p[2] for r, p in plan.items()}, seed, steps,
-                                     where + " (rewritten)")
+                                     where + " (rewritten)",
+                                     {o.rank: o.before for o in outcomes})
             except Exception as exc:
                 cand_err = exc
     for o in outcomes:
@@ -202,7 +233,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             if ref_err is not None:
                 raise ref_err
             ref = ref_all[o.rank] if multi else \
-                run_program(rp_o, o.before, watch, seed, steps, where + " (original)")
+                run_program(case, rp_o, o.before, watch, seed, steps, where + " (original)")
         except Exception as exc:
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                                        f"the ORIGINAL program does not run: {_why(exc)}",
@@ -222,7 +253,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                     continue
                 raise cand_err
             cand = cand_all[o.rank] if multi else \
-                run_program(rp_r, o.after, cand_present, seed, steps, where + " (rewritten)")
+                run_program(case, rp_r, o.after, cand_present, seed, steps,
+                            where + " (rewritten)", o.before)
         except ProcessCrash as exc:  # crashed or overran: evidence neither way
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
@@ -260,11 +292,13 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 f"{where} rank {o.rank}: {len(bad)} of {len(diffs)} tensor comparisons "
                 f"differ; worst {w.name} at step {w.step} index {w.worst_index}: "
                 f"{w.candidate:.6g} vs {w.reference:.6g} (abs err {w.max_abs:.3g} > "
-                f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}",
+                f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}"
+                f"{'; ' + describe_init_changes(changed) if changed else ''}",
                 counterexample={"rank": o.rank, "backend": backend, "tensor": w.name,
                                 "step": w.step, "index": w.worst_index,
                                 "original": w.reference, "rewritten": w.candidate,
-                                "abs_err": w.max_abs, "tol": w.tol},
+                                "abs_err": w.max_abs, "tol": w.tol,
+                                **({"init_changes": changed} if changed else {})},
                 details={"backend": backend, "tensors": [d.to_dict() for d in bad[:20]]}))
         elif diffs and not vanished:
             w = max(diffs, key=lambda d: d.max_abs)
@@ -276,6 +310,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 details={"backend": backend}))
     for r in results:
         r.details["witness"] = "simulator only"
+        r.details["seed"] = seed  # parameters, feeds and the startup programs' draws
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
             r.message += (f" [simulator only: {case.gloo_unfaithful}]" if case.gloo_unfaithful
                           else " [simulator only: real ranks did not run this case]")
