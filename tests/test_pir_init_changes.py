@@ -160,3 +160,26 @@ def test_snapshot_inits_follow_the_stored_value_and_map_like_the_legacy_runner()
     other = initial_params(7, shapes, None, base, snapshot_inits(scaled))
     assert snapshot_inits(scaled)["w"][0] == "pd_op.scale"
     assert not np.allclose(other["w"], v)
+
+
+def test_a_pass_file_widening_an_init_is_caught_by_the_micro_steps_in_a_worker():
+    """The same change made by a pass (``--pass-file``): the micro-step runs
+    re-apply it in an isolation worker (``micro_steps.run_rebuilt``) and get
+    the merged side's parameters from its startup initialisation."""
+    from verify.engine import isolation
+    from verify.ir.pass_files import load_pass_file
+
+    loaded = load_pass_file("tests/gm_mutants/gradient_merge_init_widened.py")
+    before = isolation.enabled()  # another test in this process may have turned it off
+    isolation.configure(enabled=True)
+    try:
+        app = _app("grad_merge", "pir_gm_sgd_sum_k2")
+    finally:
+        isolation.configure(enabled=before)
+        loaded.restore()
+    (num,) = _numeric(app)
+    assert num.verdict == Verdict.NOT_EQUIVALENT, num.message
+    (ch,) = num.counterexample["init_changes"]
+    assert (ch["var"], ch["rank"], ch["op"]) == ("w", 0, "pd_op.uniform")
+    assert ch["rewritten"]["max@value"] == "50.0" and ch["rewritten"]["min@value"] == "-50.0"
+    assert "rank 0's rewritten startup program initialises parameter w" in num.message

@@ -43,12 +43,13 @@ def _values_by_name(program, names) -> dict:
     return out
 
 
-def run_program(case, rp, snap, watch: list, seed: int, steps: int, where: str = "",
-                original=None) -> list:
-    """``[{name: ndarray}]`` per step of the one rank of ``case``; ``watch``
-    names values of ``rp.main`` (named by ``rp.names``); ``original``: the
+def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "",
+                original=None, case=None) -> list:
+    """``[{name: ndarray}]`` per step of a one-rank program; ``watch`` names
+    values of ``rp.main`` (named by ``rp.names``); ``original``: the
     original's snapshot when ``rp`` is the rewritten program (see
-    :func:`rank_inputs`).  Runs in an isolation worker when isolation is
+    :func:`rank_inputs`; ``case``, when given, picks the inputs of its
+    first rank).  Runs in an isolation worker when isolation is
     enabled (the programs travel in PIR's serialization): a crash of Paddle's
     executor is then a ``WorkerCrash``, never the end of the run."""
     import paddle
@@ -58,7 +59,8 @@ def run_program(case, rp, snap, watch: list, seed: int, steps: int, where: str =
 
     with paddle.pir_utils.IrGuard():
         exported = export_programs(rp.main, rp.startup, rp.names)
-    params, feeds = rank_inputs(case, case.ranks[0], rp, snap, seed, steps, original)
+    params, feeds = rank_inputs(case, case.ranks[0] if case is not None else 0, rp, snap,
+                                seed, steps, original)
     return offload.run_call("verify.numeric.pir_runner", "run_exported",
                               {"exported": exported, "params": params, "feeds": feeds,
                                "watch": list(watch), "seed": seed, "steps": steps},
@@ -81,16 +83,17 @@ def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int, original=None)
     index for ``split="tp"``).  ``original``: the original program's
     snapshot when ``snap`` is the rewritten one: a parameter whose startup
     initialisation differs gets what the rewritten one draws
-    (``inputs.initial_params``)."""
-    shard = case.tp_index(rank)
+    (``inputs.initial_params``).  ``case`` None: one rank, nothing sharded."""
+    shard = case.tp_index(rank) if case is not None else 0
+    dp = case.dp_index(rank) if case is not None else 0
+    sharded = case.sharded_params if case is not None else ()
     src = snapshot_inits(original) if original is not None else None
     params = initial_params(seed, {n: (v.shape, v.dtype) for n, v in snap.vars.items()
                                    if v.is_parameter},
-                            lambda n: shard if n in case.sharded_params else 0,
+                            lambda n: shard if n in sharded else 0,
                             src, snapshot_inits(snap) if src is not None else None)
     feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
-                                 case.dp_index(rank) if f.split == "dp"
-                                 else case.dp_index(rank) * 1000 + shard, k)
+                                 dp if f.split == "dp" else dp * 1000 + shard, k)
               for f in rp.feeds} for k in range(steps)]
     return params, feeds
 
@@ -233,7 +236,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             if ref_err is not None:
                 raise ref_err
             ref = ref_all[o.rank] if multi else \
-                run_program(case, rp_o, o.before, watch, seed, steps, where + " (original)")
+                run_program(rp_o, o.before, watch, seed, steps, where + " (original)",
+                            case=case)
         except Exception as exc:
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                                        f"the ORIGINAL program does not run: {_why(exc)}",
@@ -253,8 +257,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                     continue
                 raise cand_err
             cand = cand_all[o.rank] if multi else \
-                run_program(case, rp_r, o.after, cand_present, seed, steps,
-                            where + " (rewritten)", o.before)
+                run_program(rp_r, o.after, cand_present, seed, steps,
+                            where + " (rewritten)", o.before, case)
         except ProcessCrash as exc:  # crashed or overran: evidence neither way
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
