@@ -56,7 +56,8 @@ import traceback
 from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
-from .inputs import describe_init_changes, feed_value, initial_params, run_startup
+from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
+                     run_startup, snapshot_inits)
 from .run_spec import ProcessCrash
 
 KIND = "numeric"
@@ -211,7 +212,6 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
     from verify.ir.pass_sources import note, replayable
 
     from . import offload
-    from .inputs import init_changes, snapshot_inits
 
     results = []
     want = "mean" if avg else "sum"
@@ -270,17 +270,17 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
     return results
 
 
-def judge(where, rank, reference, merged, watch, k, init_changes=()) -> CheckResult:
+def judge(where, rank, reference, merged, watch, k, changed_inits=()) -> CheckResult:
     """The verdict of one rank's run.  ``merged[c]`` is ``[state at the
     start of optimizer step c, after micro-step 1, ..., after micro-step k,
     after the optimize job]``: every micro-step leaves the watched states
     bitwise unchanged (the update is deferred to the optimize job), and the
-    state after it equals ``reference[c]``.  ``init_changes``
+    state after it equals ``reference[c]``.  ``changed_inits``
     (``inputs.init_changes``): named in a difference."""
     import numpy as np
 
-    why = f"; {describe_init_changes(init_changes)}" if init_changes else ""
-    extra = {"init_changes": list(init_changes)} if init_changes else {}
+    why = f"; {describe_init_changes(changed_inits)}" if changed_inits else ""
+    extra = {"init_changes": list(changed_inits)} if changed_inits else {}
 
     diffs, early = [], []
     for c, (ref, states) in enumerate(zip(reference, merged)):
