@@ -181,4 +181,9 @@ CASES = [
     _case("planner_tp2_ids23", "examples/tiny_mlp_pir.py planned on the mesh [2, 3]: "
           "ranks 2 and 3 of a job of 4 (process ids not 0..n-1)",
           "tiny_mlp_pir.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_sub_mesh_ids23", "examples/planner_sub_mesh.py planned on the mesh [2, 3] "
+          "(ranks 2 and 3 of a job of 4): the head's parameters on the sub-mesh [2], its "
+          "input shared onto it (global_to_sub), its output broadcast back (sub_to_global); "
+          "rank 3's partition drops the head's ops",
+          "planner_sub_mesh.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),
 ]

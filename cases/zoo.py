@@ -71,16 +71,25 @@ HELPERS = ("paddleformers_cpu.py", "zoo_common.py", "zoo_llama.py", "zoo_familie
 
 
 def plan_key(params: dict) -> str:
-    """Hash of the case's model file, the zoo's helpers, the PIR planner, the
-    plan params and paddleformers' version."""
+    """Hash of the case's model file, the zoo's helpers, every planning module
+    (the stage records' format included), the snapshot format, the
+    ``--paddle-file`` overlay, the plan params and paddleformers' version."""
     import importlib.metadata
 
     h = hashlib.sha256(json.dumps({k: params.get(k) for k in ("model", "ranks", "mesh")},
                                   sort_keys=True).encode())
     for name in (params["model"],) + HELPERS:
         h.update(name.encode() + (MODELS / name).read_bytes())
-    for f in ("verify/plan/pir_rank.py", "verify/plan/planner.py"):
-        h.update((_REPO / f).read_bytes())
+    from verify.ir.paddle_overlay import fingerprint
+    from verify.plan import source_digest_parts
+
+    # every planning module (verify/plan/stages.py records the planner's stages
+    # into the dir: the planner family reads them), the snapshot format, and a
+    # --paddle-file overlay (a changed Paddle module plans apart)
+    for part in source_digest_parts():
+        h.update(part)
+    h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
+    h.update(fingerprint().encode())
     h.update(importlib.metadata.version("paddleformers").encode())
     return h.hexdigest()[:16]
 

@@ -103,7 +103,7 @@ class PlannerAdapter(PirPassAdapter):
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
         checks += stage_checks(case, folder, records, outcomes)
         checks += serial_checks(case, folder, records)
-        checks += shape_relation_checks(case, records)
+        checks += shape_relation_checks(case, folder, records)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         if numeric and not crashed:
             checks += relation_run(case, folder, records, notes)
@@ -240,7 +240,40 @@ def serial_checks(case, folder, records) -> list:
                         f"({len(seqs[r0])} ops)")]
 
 
-def shape_relation_checks(case, records) -> list:
+# Paddle's planner drops the ops of the meshes a rank is not in at one stage
+# (RemovePasses.apply_all: remove_other_rank_op_pass; verify/plan/stages.py)
+PRUNES_OTHER_RANKS = "remove"
+
+
+def foreign_values(rel: dict, rank: int) -> list:
+    """``[(name, placement)]`` of the parameters and persistable states of a
+    rank's final program placed on a mesh without ``rank``: the rank holds
+    a value it has no piece of (an op of another rank was kept)."""
+    out = []
+    for table in ("parameters", "feeds"):
+        for name, v in sorted(rel.get(table, {}).items()):
+            pl = v.get("placement")
+            if table == "feeds" and not v.get("persistable"):
+                continue
+            if pl and rank not in [int(i) for i in pl["process_ids"]]:
+                out.append((name, pl))
+    return out
+
+
+def _stage_holding(folder, rank, rec, name) -> str:
+    """The stage to blame for ``name`` surviving on ``rank``: the pruning
+    stage when its program still holds ``name``, else the first later stage
+    whose program holds it (one that brought it back)."""
+    done = [st for st in rec["stages"] if st.get("snapshot")]
+    names = [st["stage"] for st in done]
+    start = names.index(PRUNES_OTHER_RANKS) if PRUNES_OTHER_RANKS in names else 0
+    for st in done[start:]:
+        if name in _snap(folder, rank, st["snapshot"]).vars:
+            return st["stage"]
+    return names[start] if names else PRUNES_OTHER_RANKS
+
+
+def shape_relation_checks(case, folder, records) -> list:
     """Each rank's parameters: local shape and dtype are the slice of the
     serial parameter its placement names."""
     import numpy as np
@@ -252,6 +285,21 @@ def shape_relation_checks(case, records) -> list:
         rec = records[r]
         serial, rel = rec.get("serial_relation"), rec.get("relation")
         if not serial or not rel:
+            continue
+        kept = foreign_values(rel, r)
+        if kept:
+            name, placement = kept[0]
+            stage = _stage_holding(folder, r, rec, name)
+            out.append(CheckResult(
+                "shape", "parameter shapes", r, Verdict.NOT_EQUIVALENT,
+                f"case {case.name} rank {r}: {name} is placed on the mesh "
+                f"{list(placement['process_ids'])} only, yet rank {r}'s program holds it: "
+                f"an op of another rank survived stage {stage} (the stage that prunes other "
+                f"ranks' ops); the rank has no piece of it to relate"
+                + (f" ({len(kept) - 1} more such value(s))" if len(kept) > 1 else ""),
+                counterexample={"rank": r, "value": name, "stage": stage,
+                                "placement": describe(placement),
+                                "mesh": list(placement["process_ids"])}))
             continue
         bad = None
         for pname, p in rel["parameters"].items():
@@ -302,6 +350,12 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                             f"{where}: the serial program or a rank's relation table was "
                             f"not recorded ({records[r0].get('serial_error') or 'no record'})")]
+    foreign = {r: foreign_values(rank_rels[r], r) for r in case.ranks}
+    held = [(r, kept[0][0]) for r, kept in foreign.items() if kept]
+    if held:  # no piece of the serial value to give the rank, nor to compare
+        return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                            f"{where}: not run: rank {held[0][0]} holds {held[0][1]}, placed "
+                            "on a mesh without it (see parameter shapes)")]
     final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
     # the rings the planner made (a changed reshard function may make others)
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())

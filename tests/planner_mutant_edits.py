@@ -66,6 +66,16 @@ EDITS = {
         "            ):\n"
         "                continue\n"
         "            if prev_var.is_combine():\n"),
+    # the remove stage keeps the ops of a sub-mesh the rank is not in
+    "remove_keeps_other_rank_op": (
+        f"{_STATIC}/pir_pass.py",
+        "                    and cur_rank not in op.dist_attr.process_mesh.process_ids\n"
+        "                ):\n"
+        "                    op.erase()\n",
+        "                    and cur_rank not in op.dist_attr.process_mesh.process_ids\n"
+        "                ):\n"
+        "                    # MUTANT: another rank's op is kept\n"
+        "                    continue\n"),
 }
 
 

@@ -108,7 +108,7 @@ def _relation(app):
 
 
 @pytest.mark.parametrize("case_name", ["planner_tp2", "planner_dp2_tp2",
-                                       "planner_tp2_ids23"])
+                                       "planner_tp2_ids23", "planner_sub_mesh_ids23"])
 def test_planner_cases_hold(case_name):
     app = _apply(case_name)
     assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok]
@@ -189,6 +189,51 @@ def test_partition_reading_a_partial_operand_as_it_is_is_caught(monkeypatch):
     app = _apply("planner_tp2", ["partition_keeps_partial"], monkeypatch)
     cex = _caught(app, "partition")
     assert cex["first_divergence"]["op_type"] in ("pd_op.add", "pd_op.layer_norm_grad")
+
+
+def test_the_sub_mesh_case_prunes_the_head_from_the_rank_outside_it():
+    """The case the next test's mutant needs: on the mesh [2, 3] the head
+    lives on the sub-mesh [2]; rank 3's remove stage drops its ops (and its
+    parameters), rank 2 keeps them, and the broadcast back is simulated."""
+    import cases
+    from passes.planner import planner_dir
+
+    folder = planner_dir(cases.all_cases()["planner_sub_mesh_ids23"])
+    held = {}
+    for r in (2, 3):
+        rec = json.loads((folder / f"rank{r}" / "planner.json").read_text())
+        held[r] = set(rec["relation"]["parameters"])
+        params = {st["stage"]: sum(o["type"] == "builtin.parameter" for o in json.loads(
+            (folder / f"rank{r}" / st["snapshot"]).read_text())["ops"]) for st in rec["stages"]}
+        assert params["reshard"] == 4 and params["remove"] == (4 if r == 2 else 2), params
+    assert len(held[2]) == 4 and held[3] < held[2] and len(held[3]) == 2
+
+
+def test_foreign_values_are_the_state_placed_on_meshes_without_the_rank():
+    from passes.planner import foreign_values
+
+    on = lambda ids: {"process_ids": ids, "mesh_shape": [len(ids)],  # noqa: E731
+                      "dims_mapping": [-1], "partial": {}}
+    rel = {"parameters": {"w": {"placement": on([2, 3])}, "h": {"placement": on([2])}},
+           "feeds": {"m": {"placement": on([2]), "persistable": True},
+                     "x": {"placement": on([2]), "persistable": False}}}
+    assert [n for n, _ in foreign_values(rel, 3)] == ["h", "m"]
+    assert foreign_values(rel, 2) == []
+
+
+def test_a_remove_stage_keeping_another_ranks_op_is_caught(monkeypatch):
+    """Rank 3 keeps the head's ops of the sub-mesh [2] (and so holds and
+    updates the head's parameters, of which its placement gives it no
+    piece): NOT_EQUIVALENT on rank 3, naming the parameter and the stage
+    that should have pruned it; rank 2's program is unchanged and holds."""
+    app = _apply("planner_sub_mesh_ids23", ["remove_keeps_other_rank_op"], monkeypatch)
+    assert app.verdict.value == "NOT_EQUIVALENT"
+    bad = [c for c in app.checks if c.verdict.value == "NOT_EQUIVALENT"]
+    assert [c.rank for c in bad] == [3], [c.message for c in bad]
+    cex = bad[0].counterexample
+    assert cex["rank"] == 3 and cex["stage"] == "remove" and cex["mesh"] == [2]
+    assert cex["value"].startswith("linear_1."), cex
+    assert any(c.name == "parameter shapes" and c.rank == 2 and c.ok for c in app.checks)
 
 
 def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):

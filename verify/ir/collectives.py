@@ -36,6 +36,9 @@ COLLECTIVES = {
     "pd_op.all_reduce_": ("x", "out", "allreduce"),
     "pd_op.reduce_scatter": ("x", "out", "reduce_scatter"),
     "pd_op.all_gather": ("x", "out", "all_gather"),
+    # the planner's sub_to_global reshard: the sub-mesh's value from its root
+    # (``root``: an index in the ring's group) to every rank of the mesh
+    "pd_op.broadcast": ("x", "out", "broadcast"),
 }
 REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
 REDUCTIONS = ("sum", "max", "min", "prod", "avg")
