@@ -26,6 +26,7 @@ from verify.engine.isolation import run_pass  # noqa: E402
 
 PIR_ROWS = sorted(t for t in COLLECTIVES if t.startswith("pd_op."))
 RINGS = {0: [[0, 1]]}
+BROADCAST_ROOT = 1  # not 0, so a root read as the first rank is caught
 
 
 def _collective_program(op_type, reduce_type=0):
@@ -39,7 +40,9 @@ def _collective_program(op_type, reduce_type=0):
         with paddle.static.program_guard(main, startup):
             x = paddle.static.data("x", [4, 6], "float32")
             f = getattr(paddle._C_ops, op_type.split(".", 1)[1])
-            y = f(x, 0, reduce_type) if "all_reduce" in op_type else f(x, 0, 2)
+            # all_reduce: reduce_type; broadcast: the root (rank 1); others: nranks
+            y = (f(x, 0, reduce_type) if "all_reduce" in op_type
+                 else f(x, 0, BROADCAST_ROOT) if op_type == "pd_op.broadcast" else f(x, 0, 2))
         names = value_names(main)
         return main, startup, names, names.name(y)
 
@@ -51,6 +54,8 @@ def _expected(op_type, reduce_type, xs, rank):
         return np.split(np.sum(xs, axis=0), 2, axis=0)[rank]
     if op_type == "pd_op.all_gather":
         return np.concatenate(xs, axis=0)
+    if op_type == "pd_op.broadcast":
+        return xs[BROADCAST_ROOT]
     raise AssertionError(op_type)
 
 
@@ -97,7 +102,7 @@ def test_collective_row_on_concrete_values(op_type, reduce_type):
     kind = collective_kind(op)
     ts = [Tensor(x.astype(float).astype(object), leaf_dims(x.shape, 10 ** 6)) for x in xs]
     for r in (0, 1):
-        out = collective(kind, ts, r, 0, K())
+        out = collective(kind, ts, r, BROADCAST_ROOT if kind == "broadcast" else 0, K())
         np.testing.assert_allclose(out.arr.astype(float),
                                    _expected(op_type, reduce_type, xs, r), rtol=1e-6)
     every = set(range(len(snap.ops)))

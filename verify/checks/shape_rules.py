@@ -537,6 +537,7 @@ RULES.update({
     "pd_op.all_reduce_": same_as("x", "out"),
     "pd_op.reduce_scatter": _reduce_scatter,
     "pd_op.all_gather": _all_gather,
+    "pd_op.broadcast": same_as("x", "out"),
     "pd_op.assign": same_as("x", "out"),
     "pd_op.split_with_num": _pir_split_with_num,
     "builtin.slice": _pir_vector_piece,
