@@ -116,6 +116,12 @@ def planned_dir(params: dict, timeout: float = 900.0) -> Path:
                     out=final, timeout=timeout, ir="pir")
 
 
+def planner_dir(case) -> Path:
+    """The case's program dir with the planner's stage records (the
+    ``planner`` family, ``passes/planner.py``), planning it once."""
+    return planned_dir(case.params)
+
+
 def build(case, rank: int):
     """Rank ``rank``'s PIR programs from the case's cached plan; raises,
     naming the case, when the planner's rings are not the case's."""
@@ -149,7 +155,8 @@ def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect):
     return PirCase(name=name, family="zoo", summary=summary, mesh=mesh, builder=build,
                    expect=expect, rings=rings, ir="pir", gloo_unfaithful=GLOO,
                    params={"model": model, "ranks": ranks, "mesh": mesh_text,
-                           "repro_blocker": REPRO_BLOCKER})
+                           "repro_blocker": REPRO_BLOCKER,
+                           "planner": "cases.zoo:planner_dir"})
 
 
 # -- expectations (observed on 3.3.1 + paddleformers 1.2.0; the checks decide,
@@ -199,6 +206,14 @@ _RS_SHARD = _rs_absent("those of DP2 x TP2 plus the sharding optimizer's "
 _VPP_OWN = _vpp_head("the head stored [vocab 32, hidden 16], its hidden dim sharded by "
                      "the plan's ColWiseParallel on lm_head.weight: [32, 8] per rank")
 
+PLANNER = "planner"
+_PLANNER_HOLDS = Expect(True, "EQUIVALENT",
+                        "Paddle's planner on the real model: every stage's program holds "
+                        "def-use (shapes where rules exist), every rank plans from one serial "
+                        "program, the parameters are the slices their placements name, and "
+                        "the serial run and the ranks in lock step agree on the loss, every "
+                        "gradient and every updated parameter for 3 steps")
+
 TP2 = {12: [[0, 1]]}
 # DP2 x TP2 (--mesh 2x2): the planner gives each DP pair its own ring id
 DP2_TP2 = {12: [[0, 2]], 13: [[1, 3]], 14: [[0, 1], [2, 3]]}
@@ -212,34 +227,34 @@ DECLARED = [
           "LLaMA (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, vocab 32) placed by its "
           "own auto_dist_config plan as shipped, TP2: the plan's keys name llama.* but the "
           "model's sublayers are model.*, so only lm_head is column-parallel",
-          "llama_own_plan.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN}),
+          "llama_own_plan.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_llama_tp2",
           "LLaMA, its own plan keyed under the model's prefix (model.*), TP2: q/k/v, gate/up "
           "column-parallel, o/down row-parallel, embedding gathered, lm_head column-parallel",
-          "llama_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN}),
+          "llama_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_llama_dp2_tp2",
           "LLaMA, keyed plan, DP2 x TP2 (batch split over dp)",
-          "llama_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_OWN}),
+          "llama_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_llama_tp2_sp",
           "LLaMA, keyed plan with Paddle's sequence-parallel markers, TP2 on a 1 x 2 mesh",
-          "llama_sp.py", 2, "1x2", [[0, 1]], DP1_TP2, {RS: _RS_SP, SPLIT: _VPP_OWN}),
+          "llama_sp.py", 2, "1x2", [[0, 1]], DP1_TP2, {RS: _RS_SP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_llama_dp2_tp2_stage1",
           "LLaMA, keyed plan, DP2 x TP2, AdamW through dist.shard_optimizer(ShardingStage1)",
-          "llama_stage1.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_SHARD, SPLIT: _VPP_OWN}),
+          "llama_stage1.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_SHARD, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_llama_dp2_tp2_stage2",
           "LLaMA, keyed plan, DP2 x TP2, AdamW through dist.shard_optimizer(ShardingStage2)",
-          "llama_stage2.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_SHARD, SPLIT: _VPP_OWN}),
+          "llama_stage2.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_SHARD, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS}),
 ]
 DECLARED += [
     _case("zoo_phi3_tp2",
           "Phi-3 (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, vocab 32; fused qkv_proj "
           "and gate_up_proj, an empty KV-cache past concatenated in) with the TP plan of "
           "examples/zoo/zoo_families.py, TP2",
-          "phi3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM}),
+          "phi3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
     _case("zoo_gemma3_tp2",
           "Gemma 3 text (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, head_dim 8, vocab "
           "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
           "the TP plan of examples/zoo/zoo_families.py, TP2",
-          "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM}),
+          "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED

@@ -78,6 +78,36 @@ def test_uneven_split_is_refused():
         local_piece(np.zeros(5), _p([0, 1], [2], [0]), 0)
 
 
+def test_a_state_written_coarser_than_read_gives_the_ranks_piece():
+    """A startup's state at the global shape, or at the parameter's TP piece
+    not yet split over dp (a sharded optimizer on DP x TP), gives the
+    piece the rank's program reads: the same as slicing the global value."""
+    from verify.numeric.placements import piece_from_coarser
+
+    g = np.arange(64.0).reshape(8, 8)
+    p = _p([0, 1, 2, 3], [2, 2], [0, 1])  # Shard(0) over dp, Shard(1) over mp
+    for r in range(4):
+        want = local_piece(g, p, r)
+        assert np.array_equal(piece_from_coarser(g, [4, 4], p, r), want)
+        tp_piece = local_piece(g, _p([0, 1, 2, 3], [2, 2], [-1, 1]), r)  # [8, 4]
+        assert np.array_equal(piece_from_coarser(tp_piece, [4, 4], p, r), want)
+        assert np.array_equal(piece_from_coarser(want, [4, 4], p, r), want)
+    assert piece_from_coarser(np.zeros((3, 4)), [4, 4], p, 0) is None
+
+
+def test_vector_results_are_not_watched():
+    """A carried-over op's vector result (builtin.combine) cannot be fetched:
+    only results with a tensor placement are related."""
+    from verify.numeric.planner_runs import serial_counterparts
+
+    plc = {"process_ids": [0, 1], "mesh_shape": [2], "dims_mapping": [-1], "partial": {}}
+    ops = [{"type": "pd_op.relu", "results": ["a"], "serial": ["A"], "placements": [plc],
+            "operands": [], "origin": "serial"},
+           {"type": "builtin.combine", "results": ["v"], "serial": ["V"],
+            "placements": [None], "operands": ["a", "a"], "origin": "serial"}]
+    assert serial_counterparts(ops) == {"a": "A"}
+
+
 # -- the planner on its cases ------------------------------------------------
 def _apply(case_name, overlay=None, monkeypatch=None):
     import cases

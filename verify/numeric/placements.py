@@ -127,6 +127,37 @@ def assembled_per_rank(pieces: dict, placement: dict | None) -> dict:
     return out
 
 
+def restricted(placement: dict, axes) -> dict:
+    """``placement`` sharded over the mesh ``axes`` only (a tensor dim split
+    over any other axis is whole): the piece a rank holds before the split
+    over the other axes."""
+    keep = {int(a) for a in axes}
+    return {**placement, "partial": {},
+            "dims_mapping": [a if a in keep else -1 for a in placement["dims_mapping"]]}
+
+
+def piece_from_coarser(value, local_shape, placement: dict | None, rank: int):
+    """``rank``'s piece (``local_shape``) of a value given as the rank's piece
+    under a coarser split (``placement`` over a subset of its mesh axes:
+    the global value, or a piece not yet split over some axes); None when no
+    subset of axes gives ``value``'s shape."""
+    import itertools
+
+    arr = np.asarray(value)
+    if placement is None or list(arr.shape) == list(local_shape):
+        return arr if list(arr.shape) == list(local_shape) else None
+    gshape = global_shape(local_shape, placement)
+    axes = sorted({a for a in placement["dims_mapping"] if a >= 0})
+    for k in range(len(axes)):  # the global value first, then finer pieces
+        for kept in itertools.combinations(axes, k):
+            coarse = local_piece(np.empty(gshape, dtype=np.int8), restricted(placement, kept),
+                                 rank)
+            if list(coarse.shape) == list(arr.shape):
+                rest = restricted(placement, set(axes) - set(kept))
+                return local_piece(arr, rest, rank)
+    return None
+
+
 def global_shape(local_shape, placement: dict | None) -> list:
     """The global shape whose :func:`local_piece` has ``local_shape``."""
     shape = list(local_shape)

@@ -84,20 +84,24 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     states assembled into the serial run's states, the serial run, then the
     ranks in lock step; ``(serial outputs, {rank: outputs})``.
 
-    A rank's startup that writes a state with its *global* shape where the
-    rank's main program reads the local piece (``state_shapes``: ``{rank:
-    {name: local shape}}``; the planned startup is not resharded when the
-    planner runs without ``Engine._initialize``) gives its slice, on both sides."""
-    from .placements import assemble_global, global_shape, local_piece
+    A rank's startup that writes a state with a coarser shape than the
+    rank's main program reads (``state_shapes``: ``{rank: {name: local
+    shape}}``): the *global* shape, or, under a sharded optimizer on a DP x
+    TP mesh, the parameter's TP piece not yet split over ``dp`` (the planned
+    startup is not resharded when the planner runs without
+    ``Engine._initialize``) gives its slice, on both sides."""
+    from .placements import assemble_global, piece_from_coarser
 
     states = {r: startup_states(d["exported"]) for r, d in ranks.items()}
     for r, st in states.items():
         for n, v in list(st.items()):
             local = list((state_shapes or {}).get(r, {}).get(n, v.shape))
             plc = state_placements.get(n)
-            if list(v.shape) != local and list(v.shape) == global_shape(local, plc):
-                st[n] = np.ascontiguousarray(local_piece(v, plc, r))
-                ranks[r]["params"][n] = st[n]
+            if list(v.shape) != local:
+                piece = piece_from_coarser(v, local, plc, r)
+                if piece is not None:
+                    st[n] = np.ascontiguousarray(piece)
+                    ranks[r]["params"][n] = st[n]
     names = sorted({n for s in states.values() for n in s})
     sstates = {}
     for n in names:
@@ -266,8 +270,10 @@ def serial_counterparts(final_ops) -> dict:
                 by_name[res] = op
     for op in final_ops:
         if op.get("serial"):
-            for res, ser in zip(op["results"], op["serial"]):
-                if res and ser:
+            plcs = op.get("placements") or [{}] * len(op["results"])
+            for res, ser, plc in zip(op["results"], op["serial"], plcs):
+                # a vector (builtin.combine, concat_grad's x_grad) cannot be fetched
+                if res and ser and isinstance(plc, dict):
                     out[res] = ser
 
     def trace(name, depth=0):
