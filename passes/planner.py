@@ -382,7 +382,9 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                  "ranks": ranks, "rings": rings, "state_placements": states,
                  "steps": steps, "where": f"{where}: ranks",
                  "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
-                                      if f["persistable"]} for r in case.ranks}}, where)
+                                      if f["persistable"]} for r in case.ranks}}, where,
+                # one budget for the serial run and one per rank: the job runs them all
+                budgets=1 + len(case.ranks))
             memo.store(got)
         else:
             notes.append(f"planner relation: the executor runs of these programs, seed and "

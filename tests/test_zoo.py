@@ -111,3 +111,24 @@ def test_the_planned_llama_shape_checks_on_every_rank():
         snap = snapshot_of(case.build(rank), case, rank, "original")
         (res,) = check_snapshot(snap, rank, "original")
         assert res.verdict.value == "EQUIVALENT", res.message
+
+
+@needs_models
+def test_the_planner_on_a_planned_llama_holds_stage_by_stage():
+    """The planner family on a real model (the sampled DP2 x TP2 LLaMA, whose
+    plan the test above makes): every stage recorded at plan time and
+    checked on every rank, and the serial run related to each rank's (the
+    relation's runs are memoized in the plan dir after the first)."""
+    from passes.planner import ADAPTER
+    from verify.engine.application import run_application
+
+    case = cases.all_cases()["zoo_llama_dp2_tp2"]
+    assert ADAPTER.handles(case)
+    app = run_application(ADAPTER, case, numeric=lambda *a: [])
+    assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok][:3]
+    stages = {(c.name, c.rank) for c in app.checks if c.name.startswith("after ")}
+    assert {(f"after {s}", r) for s in ("serial", "partition", "reshard", "remove",
+                                        "dist2dense", "remove_comm")
+            for r in case.ranks} <= stages
+    rel = [c for c in app.checks if c.name == "planner relation"]
+    assert sorted(c.rank for c in rel) == case.ranks and all(c.ok for c in rel)

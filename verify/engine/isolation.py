@@ -414,6 +414,11 @@ def _run_job(kind, payload, timeout, memory_mb, meanwhile=None):
     return (status, answer), extra
 
 
+def budget() -> float:
+    """The per-job wall-clock budget (s) in force (``configure``/``VERIFY_TIMEOUT``)."""
+    return _SETTINGS["timeout"]
+
+
 def _limits(timeout, memory):
     t = _SETTINGS["timeout"] if timeout is None else float(timeout)
     m = _SETTINGS["memory_mb"] if memory is None else int(memory)

@@ -21,9 +21,15 @@ def install(runner) -> None:
     _RUNNER = runner
 
 
-def run_call(module: str, function: str, kwargs: dict, where: str):
-    """``module.function(**kwargs)``, a function of the suite; its result."""
+def run_call(module: str, function: str, kwargs: dict, where: str, budgets: float = 1.0):
+    """``module.function(**kwargs)``, a function of the suite; its result.
+    ``budgets``: how many of the runner's per-job time budgets the job gets
+    (a job whose work is a known multiple of one application's, e.g. one
+    run per rank in lock step)."""
     if _RUNNER is not None:
+        if budgets != 1.0:
+            return _RUNNER.run_call(module, function, kwargs, where,
+                                    timeout=_RUNNER.budget() * budgets)
         return _RUNNER.run_call(module, function, kwargs, where)
     return getattr(importlib.import_module(module), function)(**kwargs)
 

@@ -103,7 +103,7 @@ class _PirRank:
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
     def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False,
-                 seed=0):
+                 seed=0, last_stage_only=False):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
@@ -139,8 +139,11 @@ class _PirRank:
             raise KeyError(f"rank {rank}: no value named {missing[0]} in the program")
         self.watch = list(watch)
         self.colls = [_PirColl(ops[i], i, n) for n, i in enumerate(self.cut_ops)]
-        self.stages = [_stage(main, self.cut_ops, j, [pos[n] for n in watch])
-                       for j in range(len(self.cut_ops) + 1)]
+        # last_stage_only: a caller that cuts its own stages (the planner's
+        # wave runner) needs only the last one (every op, collectives fed)
+        first = len(self.cut_ops) if last_stage_only else 0
+        self.stages = [None] * first + [_stage(main, self.cut_ops, j, [pos[n] for n in watch])
+                                        for j in range(first, len(self.cut_ops) + 1)]
         self.place = paddle.CPUPlace()
         self.scope = paddle.static.Scope()
         self.exe = paddle.static.Executor(self.place)

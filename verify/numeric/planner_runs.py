@@ -176,7 +176,8 @@ def _wave_rank_class():
         step after the first starts from the step's saved persistable state."""
 
         def __init__(self, rank, exported, params, feeds, watch, where):
-            super().__init__(rank, exported, params, feeds, watch, where, restore_state=True)
+            super().__init__(rank, exported, params, feeds, watch, where, restore_state=True,
+                             last_stage_only=True)
             import paddle
 
             from verify.ir.pir_snapshot import import_programs
