@@ -13,8 +13,9 @@ Concurrent builders (pytest -n) wait on a lock file.
 
 Beyond tensor parallelism: DP (replicated parameters, the batch split over
 ``dp``: the gradients are Partial over ``dp`` and all-reduced), DP x TP, a
-sharded optimizer (``dist.shard_optimizer`` with ``ShardingStage1``), and a
-mesh whose process ids are not 0..n-1 (ranks 2 and 3 of a job of 4).
+sharded optimizer (``dist.shard_optimizer`` with ``ShardingStage1``), a
+mesh whose process ids are not 0..n-1 (ranks 2 and 3 of a job of 4), and a
+head on a sub-mesh of that mesh (the ranks outside it drop its ops).
 Sequence-parallel reshards (s_to_r / r_to_s along the sequence dim) are
 ``planned_row_sp_pir`` of ``cases/pir_collectives.py``, whose planner
 records come from here too (:func:`planned_dir` on its model).
