@@ -5,6 +5,7 @@ rewritten startup program, passed every backend before."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import cases
 import passes
@@ -57,3 +58,54 @@ def test_a_widened_initialisation_is_caught_by_the_numeric_runs_and_the_proof():
         [c.message for c in numeric]
     value = [c for c in app.checks if c.kind == "value" and c.rank == 0]
     assert value and value[0].verdict == Verdict.NOT_EQUIVALENT, value[0].message
+
+
+def _numeric_app(mutator=None):
+    """The promotion on row_mp_o0_sgd_tp2 with its simulated numeric runs
+    only (the value proof is not what is judged here: left out, cheap)."""
+    _, numeric = pick_backend("simulated")
+    return run_application(passes.get("promotion"), cases.all_cases()["row_mp_o0_sgd_tp2"],
+                           numeric=numeric, mutator=mutator, value=False)
+
+
+def shift_last(main, startup, snap, rank):
+    """The last uniform draw of the startup program moves to [0, 0.5]."""
+    ops = [op for op in startup.global_block().ops if op.type == "uniform_random"]
+    if not ops:
+        return None
+    ops[-1]._set_attr("min", 0.0)
+    return Mutation("shift init", f"{ops[-1].output_arg_names[0]}: [-0.5, 0.5] -> [0, 0.5]")
+
+
+@pytest.fixture(scope="module")
+def faithful():
+    return _numeric_app()
+
+
+def test_the_faithful_promotion_names_no_changed_initialisation(faithful):
+    num = [c for c in faithful.checks if c.kind == "numeric"]
+    assert num and all(c.verdict == Verdict.EQUIVALENT for c in num), [c.message for c in num]
+    assert all("init_changes" not in (c.counterexample or {}) for c in faithful.checks)
+
+
+@pytest.mark.parametrize("mutant,rank,op,attr", [
+    (widen, 1, "uniform_random", "max"),
+    (shift_last, 0, "uniform_random", "min"),
+])
+def test_the_legacy_numeric_runs_name_a_changed_initialisation(mutant, rank, op, attr):
+    """A legacy startup init attr changed by a program edit: each differing
+    numeric check names rank, parameter and startup op (as the PIR runs do);
+    the faithful pass's checks name none and pass (the test above)."""
+    app = _numeric_app((rank, mutant))
+    assert app.mutation is not None and app.verdict == Verdict.NOT_EQUIVALENT
+    var = app.mutation.description.split(":")[0]
+    bad = [c for c in app.checks if c.kind == "numeric" and c.verdict == Verdict.NOT_EQUIVALENT]
+    assert bad, [c.message for c in app.checks]
+    after = next(o.after for o in app.outcomes if o.rank == rank)
+    for c in bad:
+        (ch,) = c.counterexample["init_changes"]
+        assert (ch["var"], ch["rank"], ch["op"]) == (var, rank, op), ch
+        assert attr in ch["rewritten"], ch
+        assert after.startup_ops[ch["op_index"]].type == op
+        assert f"rank {rank}'s rewritten startup program initialises parameter {var} " \
+            f"differently: startup op {ch['op_index']} ({op})" in c.message, c.message

@@ -15,7 +15,8 @@ from verify.verdicts import CheckResult, Verdict
 from . import offload
 
 from .compare import compare
-from .inputs import feed_value, initial_params, startup_inits
+from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
+                     startup_inits)
 from .run_spec import BackendError, ProcessCrash, RankSpec, UnsupportedJob
 
 KIND = "numeric"
@@ -75,6 +76,19 @@ def make_specs(case, programs: dict, seed: int, steps: int, renames=None,
         specs[rank] = RankSpec(rank, _serialize(rp.main), _serialize(rp.startup),
                                params, feeds, watch, dict(case.rings))
     return specs
+
+
+def legacy_init_changes(originals: dict, rewrittens: dict) -> list:
+    """``inputs.init_changes`` of every rank's parameters ({rank:
+    RankProgram} each): what each rewritten startup program initialises
+    differently from the original's (rank order)."""
+    out = []
+    for rank in sorted(rewrittens):
+        if rank in originals:
+            out += init_changes(startup_inits(originals[rank].startup),
+                                startup_inits(rewrittens[rank].startup),
+                                list(_params(rewrittens[rank])), rank)
+    return out
 
 
 def _run(backend, specs, where):
@@ -272,6 +286,11 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
                          f"faithfully ({'; '.join(unfaithful)}); numeric evidence comes "
                          "from the simulator only")
         return
+    # what the rewritten startup programs initialise differently: named in
+    # every difference the runs show (a rank's init can move other ranks' values)
+    changed = legacy_init_changes(originals, rewrittens)
+    why = f"; {describe_init_changes(changed)}" if changed else ""
+    extra = {"init_changes": changed} if changed else {}
     try:
         orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
     except BackendError as exc:
@@ -295,9 +314,9 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
             return
         results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
                                    f"the rewritten program fails where the original runs: "
-                                   f"{str(exc).splitlines()[0]}",
+                                   f"{str(exc).splitlines()[0]}{why}",
                                    counterexample={"rank": exc.rank,
-                                                   "error": str(exc)[:2000]},
+                                                   "error": str(exc)[:2000], **extra},
                                    details={"backend": backend}))
         return
     runs[backend] = orig
@@ -322,11 +341,11 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
                 f"{where} rank {rank}: {len(bad)} of {len(diffs)} tensor comparisons "
                 f"differ; worst {w.name} at step {w.step} index {w.worst_index}: "
                 f"{w.candidate:.6g} vs {w.reference:.6g} (abs err {w.max_abs:.3g} > "
-                f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}",
+                f"tol {w.tol:.3g}){' ' + w.note if w.note else ''}{why}",
                 counterexample={"rank": rank, "backend": backend, "tensor": w.name,
                                 "step": w.step, "index": w.worst_index,
                                 "original": w.reference, "rewritten": w.candidate,
-                                "abs_err": w.max_abs, "tol": w.tol},
+                                "abs_err": w.max_abs, "tol": w.tol, **extra},
                 details={"backend": backend, "tensors": table}))
         else:
             w = max(diffs, key=lambda d: d.max_abs)

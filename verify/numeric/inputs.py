@@ -67,11 +67,12 @@ def init_signature(op_type: str, attrs: dict) -> tuple:
 
 
 def startup_inits(startup) -> dict:
-    """{var: (op type, attrs)}: the op of a legacy startup Program that first
-    initialises each var (a random draw or a constant; what runs after it,
-    a broadcast say, moves values and is not an initialisation)."""
+    """{var: Init(op type, attrs, op index)}: the op of a legacy startup
+    Program that first initialises each var (a random draw or a constant;
+    what runs after it, a broadcast say, moves values and is not an
+    initialisation)."""
     out = {}
-    for op in startup.global_block().ops:
+    for idx, op in enumerate(startup.global_block().ops):
         if op.type not in _UNIFORM | _GAUSS | _CONST:
             continue
         attrs = {}
@@ -81,7 +82,7 @@ def startup_inits(startup) -> dict:
             except Exception:  # block attrs and the like
                 continue
         for n in op.output_arg_names:
-            out.setdefault(n, (op.type, attrs))
+            out.setdefault(n, Init(op.type, attrs, idx))
     return out
 
 
