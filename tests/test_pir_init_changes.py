@@ -183,3 +183,35 @@ def test_a_pass_file_widening_an_init_is_caught_by_the_micro_steps_in_a_worker()
     assert (ch["var"], ch["rank"], ch["op"]) == ("w", 0, "pd_op.uniform")
     assert ch["rewritten"]["max@value"] == "50.0" and ch["rewritten"]["min@value"] == "-50.0"
     assert "rank 0's rewritten startup program initialises parameter w" in num.message
+
+
+@pytest.mark.parametrize("case_name", ["pir_mm_3d", "pir_gm_sgd_sum_k2"])
+def test_the_reproducers_reader_of_a_live_startup_agrees_with_the_snapshots(case_name):
+    """``verify/repro/init_source.py:pir_startup_inits`` (what a PIR
+    reproducer embeds) reads a live startup program as ``snapshot_inits``
+    reads its snapshot: the same init per parameter, op index included, and
+    the same change named once the first uniform draw is widened."""
+    import paddle
+
+    from verify.ir.pir_snapshot import snapshot_rank
+    from verify.numeric.inputs import init_changes, init_signature
+    from verify.repro.init_source import pir_startup_inits
+
+    rp = cases.all_cases()[case_name].build(0)
+    before = snapshot_rank(rp)
+    params = sorted(n for n, v in before.vars.items() if v.is_parameter)
+
+    def both():
+        snap = snapshot_inits(snapshot_rank(rp))
+        with paddle.pir_utils.IrGuard():
+            live = pir_startup_inits(rp.startup)
+        for n in params:
+            assert init_signature(*snap[n][:2]) == init_signature(*live[n][:2]), n
+            assert snap[n][2] == live[n][2], n
+        return snap, live
+
+    snap0, live0 = both()
+    widen_uniform(rp.main, rp.startup, before, 0)
+    snap1, live1 = both()
+    want = init_changes(snap0, snap1, params, 0)
+    assert want and want == init_changes(live0, live1, params, 0)

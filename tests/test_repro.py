@@ -252,3 +252,46 @@ def _with_installed_pass(text):
     new = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     return head + 'PAYLOAD = json.loads(zlib.decompress(base64.b64decode("""\n' + new + \
         "\n" + '"""' + tail
+
+
+# -- a changed initialisation (issue 19): each side's own startup decides ----------
+INIT_WIDENED = {
+    # legacy: the promotion, then the first uniform_random widened to [-50, 50]
+    "legacy": ("promotion", "row_mp_o0_sgd_tp2",
+               os.path.join(ROOT, "tests", "mutants", "promotion_init_widened.py"),
+               "rank 0's rewritten startup program initialises parameter linear_0.w_0 "
+               "differently: startup op 0 (uniform_random): max 0.5 -> 50.0, min -0.5 -> -50.0"),
+    # PIR micro-steps: the gradient merge, then its first pd_op.uniform widened
+    "micro_steps": ("grad_merge", "pir_gm_sgd_sum_k2",
+                    os.path.join(ROOT, "tests", "gm_mutants", "gradient_merge_init_widened.py"),
+                    "rank 0's rewritten startup program initialises parameter w differently: "
+                    "startup op 5 (pd_op.uniform): max@value 0.7071067690849304 -> 50.0, "
+                    "min@value -0.7071067690849304 -> -50.0"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(INIT_WIDENED))
+def test_a_changed_initialisation_reproduces_and_names_rank_parameter_and_op(tmp_path, kind):
+    """A pass that only widens a startup initialisation: the reproducer runs
+    each side's own startup initialisation (drawn as the suite draws it), so
+    the difference reproduces (exit 1) and the change is named; the faithful
+    (installed) pass's reproducer of the same case reports no difference
+    (exit 0).  No contract claims are embedded (``checks=[]``): the values
+    alone must decide."""
+    pass_name, case_name, pass_file, named = INIT_WIDENED[kind]
+    adapter, case = passes.get(pass_name), cases.all_cases()[case_name]
+    paths = {which: repro.write(adapter, case, str(tmp_path / f"{which}.py"), source,
+                                checks=[])
+             for which, source in (("widened", pass_file), ("faithful", None))}
+    with ThreadPoolExecutor(2) as pool:
+        done = dict(zip(paths, pool.map(lambda p: _run_isolated(p, tmp_path), paths.values())))
+    code, out, err = done["widened"]
+    assert code == 1, f"exit {code}\n{out}\n{err[-3000:]}"
+    assert "NOT_EQUIVALENT" in out and "DEFECT" in out and named in out, out
+    code, out, err = done["faithful"]
+    assert code == 0 and "no defect" in out, f"exit {code}\n{out}\n{err[-3000:]}"
+    assert "initialises parameter" not in out
+    for path in paths.values():
+        text = open(path).read()
+        for mod in ("verify", "cases", "passes"):
+            assert f"import {mod}" not in text and f"from {mod}" not in text

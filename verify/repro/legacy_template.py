@@ -493,24 +493,53 @@ def feed_value(name, shape, dtype, replica, step):
         "float32" if dtype in ("float16", "bfloat16") and PAYLOAD["fp32_twin"] else dtype)
 
 
+# ---------------------------------------------------------------------------
+# initialisations: how each side's startup program initialises a parameter
+# (the suite's own functions, copied here when the file was written), so a
+# parameter the rewritten startup initialises differently gets what that
+# initialisation draws, as in the suite's runs
+# ---------------------------------------------------------------------------
+__INIT_SOURCE__
+
+
 def parameters(main):
     from paddle.base.framework import Parameter
 
     return [n for n, v in main.global_block().vars.items() if isinstance(v, Parameter)]
 
 
-def simulate(programs):
-    """Run ``{rank: (main, startup)}`` for STEPS steps; {rank: [{var: value}]}."""
+def changed_inits(originals, rewrittens):
+    """What each rank's rewritten startup program initialises differently
+    (``init_changes``: rank, parameter, startup op, attrs)."""
+    out = []
+    for r in sorted(rewrittens):
+        out += init_changes(startup_inits(originals[r][1]), startup_inits(rewrittens[r][1]),
+                            parameters(rewrittens[r][0]), r)
+    return out
+
+
+def simulate(programs, inits_of=None):
+    """Run ``{rank: (main, startup)}`` for STEPS steps; {rank: [{var: value}]}.
+    Each side's own startup program runs (seeded), then every parameter gets
+    the seeded draw; ``inits_of`` (the ORIGINAL programs, when these are the
+    rewritten ones): mapped onto the rewritten startup's initialisation
+    where it differs (``init_like``)."""
     states = {r: Rank(r, for_execution(m), for_execution(s))
               for r, (m, s) in sorted(programs.items())}
+    paddle.seed(PAYLOAD["seed"])
     lockstep(states, "startup")
     for r, st in states.items():
         info = PAYLOAD["ranks"][str(r)]
+        src = startup_inits(inits_of[r][1]) if inits_of and r in inits_of else None
+        dst = startup_inits(programs[r][1]) if src is not None else None
         for name in parameters(programs[r][0]):
             have = st.get(name)
             if have is not None:
                 shard = info["tp_index"] if name in PAYLOAD["sharded_params"] else 0
-                st.set(name, param_value(name, have.shape, have.dtype, shard))
+                v = param_value(name, have.shape, have.dtype, shard)
+                if src is not None:
+                    v = init_like(v, name, PAYLOAD["seed"], src.get(name), dst.get(name))
+                st.set(name, v)
     results = {r: [] for r in states}
     for k in range(PAYLOAD["steps"]):
         for r, st in states.items():
@@ -749,11 +778,13 @@ def main():
         print(f"cannot judge the values: the ORIGINAL program does not run here (rank "
               f"{exc.rank}): {exc}")
         return 1 if held else 2
+    inits = changed_inits(originals, rewrittens)
+    why = f"\n  {describe_init_changes(inits)}" if inits else ""
     try:
-        got = simulate(rewrittens)
+        got = simulate(rewrittens, originals)
     except RunError as exc:
         print(f"\nDEFECT (NOT_EQUIVALENT): the original runs, the rewritten program "
-              f"fails on rank {exc.rank}:\n  {exc}")
+              f"fails on rank {exc.rank}:\n  {exc}{why}")
         return 1
     bad = []
     for r in ranks:
@@ -792,6 +823,10 @@ def main():
                 idx, a, b = item[3]
                 print(f"  rank {r} step {k} {name}{item[4]} at {idx}: original {a!r}, "
                       f"rewritten {b!r}")
+        if inits:
+            print("the rewritten startup programs initialise parameters differently:")
+            for c in inits:
+                print(f"  {describe_init_changes([c])}")
         return 1
     n = sum(len(v) for res in ref.values() for v in res)
     if held:

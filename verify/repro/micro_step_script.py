@@ -4,12 +4,17 @@
 
 The script embeds the case module's ``build_programs(params)`` (and its
 ``REPRO_SOURCES`` / ``REPRO_CONSTANTS``), builds the program twice, applies
-the installed ``auto_parallel_gradient_merge_pass`` to the second build with
+the installed ``auto_parallel_gradient_merge_pass`` (or the ``--pass-file``
+source embedded in the script, registered in its place) to the second build with
 the attrs ``Engine._parallel_pir`` passes (``params_grads`` of that build),
 then drives the merged program as the Engine's jobs (forward+backward on
 each of k micro-batches, then the optimize-role ops once; ops in program
 order) and the original once on the concatenated micro-batches, for two
-optimizer steps, and compares every persistable the startup writes.  It
+optimizer steps, and compares every persistable the startup writes.  Each
+side runs its own startup program (seeded) and gets its parameters as the
+suite's runs draw them (``verify/repro/init_source.py``, embedded): a
+parameter the merged startup initialises differently gets what that
+initialisation draws, and a difference names the changed initialisation.  It
 prints ``DEFECT`` with a traceback (the pass raised), two in-place writes of
 one accumulator that no data dependence orders (``NOT_EQUIVALENT``: op
 indices; the executor may run them either way), or the first differing state
@@ -19,7 +24,10 @@ indices; the executor may run them either way), or the first differing state
 from __future__ import annotations
 
 import inspect
+import os
 import textwrap
+
+from verify.repro.init_source import pir_source
 
 BODY = r'''
 import sys
@@ -64,9 +72,12 @@ def _feeds(main, micro):
     return out
 
 
-def run(main, startup, k, merged, names=None):
+def run(main, startup, k, merged, names=None, inits=None):
     """The persistables the startup writes (or ``names``), after each
-    optimizer step."""
+    optimizer step.  The startup runs seeded, then every parameter gets the
+    seeded draw; ``inits`` = (the original's, this startup's) initialisations
+    (``pir_startup_inits``): mapped onto this startup's where it differs
+    (``init_like``), as the suite's micro-step runs draw them."""
     with paddle.pir_utils.IrGuard():
         main, startup = main.clone(), startup.clone()
         for prog in (main, startup):
@@ -88,13 +99,16 @@ def run(main, startup, k, merged, names=None):
         paddle.set_flags({"FLAGS_new_executor_sequential_run": True})
         out = []
         with paddle.static.scope_guard(scope):
+            paddle.seed(SEED)
             exe.run(startup)
             for n in params:
                 t = scope.find_var(n).get_tensor()
                 shape = np.array(t).shape
                 bound = 1.0 / np.sqrt(max(shape[0], 1))
-                t.set(_rng(n, 0).uniform(-bound, bound, size=shape).astype("float32"),
-                      paddle.CPUPlace())
+                v = _rng(n, 0).uniform(-bound, bound, size=shape).astype("float32")
+                if inits is not None:
+                    v = init_like(v, n, SEED, inits[0].get(n), inits[1].get(n))
+                t.set(v, paddle.CPUPlace())
             for c in range(CYCLES):
                 micro = [{n: _rng(n, c * k + i).standard_normal(size=s).astype("float32")
                           for n, s in feeds} for i in range(k)]
@@ -139,8 +153,28 @@ def unordered_inplace(main):
     return None
 
 
+def load_pass_source():
+    """The pass under test from the embedded source (``--pass-file``),
+    registered in place of the installed pass of the same name, as it sits
+    in Paddle's tree (its relative imports)."""
+    if not PASS_SOURCE:
+        return "installed Paddle " + paddle.__version__
+    import types
+
+    import paddle.distributed.passes as pkg
+
+    name = pkg.__name__ + "._repro_pass"
+    module = types.ModuleType(name)
+    module.__package__ = pkg.__name__
+    module.__file__ = PASS_FILE
+    sys.modules[name] = module
+    exec(compile(PASS_SOURCE, PASS_FILE, "exec"), module.__dict__)
+    return "pass source embedded from " + PASS_FILE
+
+
 def main_():
     print(f"reproducer: {TITLE}")
+    print("pass from:", load_pass_source())
     paddle.enable_static()  # static names: both builds name their states alike
     k, avg = PARAMS.get("k", 2), PARAMS.get("avg", True)
     with paddle.utils.unique_name.guard():  # both builds name their states alike
@@ -170,11 +204,17 @@ def main_():
         traceback.print_exc(file=sys.stdout)
         print("cannot judge: the ORIGINAL program does not run")
         return 2
+    with paddle.pir_utils.IrGuard():  # each side's own startup initialisations
+        inits = (pir_startup_inits(original[1]), pir_startup_inits(merged[1]))
+        params = [op.attrs()["parameter_name"] for op in merged[1].global_block().ops
+                  if op.name() == "builtin.set_parameter"]
+    changed = init_changes(inits[0], inits[1], params, 0)
+    why = f"\nthe merged startup program: {describe_init_changes(changed)}" if changed else ""
     try:
-        got = run(merged[0], merged[1], k, True, names=list(ref[0]))
+        got = run(merged[0], merged[1], k, True, names=list(ref[0]), inits=inits)
     except Exception:
         traceback.print_exc(file=sys.stdout)
-        print("NOT_EQUIVALENT: the merged program fails where the original runs")
+        print("NOT_EQUIVALENT: the merged program fails where the original runs" + why)
         print("DEFECT")
         return 1
     for c, (a, b) in enumerate(zip(ref, got)):
@@ -187,7 +227,7 @@ def main_():
                 print(f"NOT_EQUIVALENT: {name} after optimizer step {c} index {list(i)}: "
                       f"{k} merged micro-steps give {m[i]:.6g}, one step on the "
                       f"concatenated micro-batches {r[i]:.6g} ({int(bad.sum())} of "
-                      f"{bad.size} elements differ)")
+                      f"{bad.size} elements differ){why}")
                 print("DEFECT: the merged program computes other values")
                 return 1
     with paddle.pir_utils.IrGuard():
@@ -214,21 +254,27 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     on a PIR ``case``."""
     from verify.repro.errors import ReproError
 
-    if pass_file:
-        raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
     mod = inspect.getmodule(case.builder)
     if not hasattr(mod, "build_programs"):
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
+    source = ""
+    if pass_file:  # embedded, registered in place of the installed pass
+        with open(pass_file) as f:
+            source = f.read()
+    title = adapter.name + " on case " + case.name + (
+        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
     parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
              'Paddle.\nExit 1 while the defect is present, 0 once the merge is '
              'faithful, 2 when it cannot judge."""',
-             f"TITLE = {adapter.name + ' on case ' + case.name!r}",
-             f"PARAMS = {dict(case.params)!r}"]
+             f"TITLE = {title!r}", f"PARAMS = {dict(case.params)!r}",
+             f"PASS_SOURCE = {source!r}",
+             f"PASS_FILE = {os.path.abspath(pass_file) if pass_file else ''!r}"]
     consts = dict(getattr(mod, "REPRO_CONSTANTS", {}))
     consts.setdefault("B", 2)
     for name, value in consts.items():
         parts.append(f"{name} = {value!r}")
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
+    parts.append(pir_source())  # draws parameters as the suite does
     body = BODY.replace("__SEED__", str(0 if seed is None else int(seed)))
     return "\n\n".join(parts) + "\n" + body

@@ -31,6 +31,7 @@ import zlib
 
 from verify.ir.legacy_ir import paddle_module
 from verify.repro.errors import ReproError  # noqa: F401  (callers catch it from here)
+from verify.repro.init_source import legacy_source
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_template.py")
 STEPS = 3
@@ -283,7 +284,8 @@ def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     text = open(TEMPLATE).read()
     title = f"{adapter.name} on case {case.name}" + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    return text.replace("__TITLE__", title).replace("__PAYLOAD__", lines)
+    return text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
+        .replace("__INIT_SOURCE__", legacy_source())
 
 
 def default_out(adapter, case) -> str:
