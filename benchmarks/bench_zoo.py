@@ -4,6 +4,7 @@ the plans cached.
     python benchmarks/bench_zoo.py                 # cached plans: build + applications (~5-10 min)
     python benchmarks/bench_zoo.py --cold          # + a cold plan of every case (~15-25 min on 2 cores)
     python benchmarks/bench_zoo.py --case 'zoo_llama_tp2'
+    python benchmarks/bench_zoo.py --runners --no-apply   # the PIR simulator: segments vs prefix stages
 
 Needs the ``models`` group (paddleformers).  What is timed:
 
@@ -16,13 +17,16 @@ Needs the ``models`` group (paddleformers).  What is timed:
 * **application**: ``python -m verify run --case C`` (isolation on, the
   default numeric backends and the value proof, as the gate runs it), the
   per-application ``seconds`` of its report.json, and the wall time of the
-  whole run (process start, imports and worker start-up included).
+  whole run (process start, imports and worker start-up included), and the
+  CPU seconds of that run and its workers (user + sys; on a shared machine
+  the wall seconds grow with the load, the CPU seconds much less).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,14 +74,60 @@ def builds(chosen, runs: int) -> None:
               + ", ".join(f"{x:.2f}" for x in per_rank) + " s", flush=True)
 
 
+def runners(chosen) -> None:
+    """The PIR simulator on each case's original programs, 3 steps, the loss
+    watched: segments (each op once per step) against the prefix stages
+    (re-run per collective, state restored), CPU seconds of this process and
+    whether the losses agree bitwise."""
+    import paddle
+
+    from verify.ir.pir_snapshot import export_programs
+    from verify.ir.rank_snapshot import snapshot_of
+    from verify.numeric import pir_runner
+    from verify.numeric.pir_ranks import run_exported_ranks
+
+    for case in chosen:
+        rps = {r: case.build(r) for r in case.ranks}
+        ranks = {}
+        for r, rp in rps.items():
+            snap = snapshot_of(rp, case, r, "original")
+            with paddle.pir_utils.IrGuard():
+                exported = export_programs(rp.main, rp.startup, rp.names)
+            params, feeds = pir_runner.rank_inputs(case, r, rp, snap, 0, 3)
+            ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
+                        "watch": [rp.loss] if rp.loss else []}
+        got, secs = {}, {}
+        for mode in ("segments", "prefix"):
+            t = time.process_time()
+            try:
+                got[mode] = run_exported_ranks(ranks, dict(case.rings), 3,
+                                               restore_state=mode == "prefix",
+                                               segments=mode == "segments")
+            except Exception as exc:
+                got[mode] = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:90]}"
+            secs[mode] = time.process_time() - t
+        same = got["segments"] == got["prefix"] if isinstance(got["prefix"], str) else all(
+            all((a[n] == b[n]).all() for n in a) for r in case.ranks
+            for a, b in zip(got["segments"][r], got["prefix"][r]))
+        note = got["segments"] if isinstance(got["segments"], str) else \
+            ("losses bitwise equal" if same else "LOSSES DIFFER")
+        print(f"runner     {case.name:28s} segments {secs['segments']:5.1f} s  prefix "
+              f"{secs['prefix']:5.1f} s CPU  {note}", flush=True)
+
+
 def applications(chosen) -> None:
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         args = [sys.executable, "-m", "verify", "run", "--report-dir", tmp]
         for case in chosen:
             args += ["--case", case.name]
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU of `verify run` and its workers (reaped): what a busy machine
+        # does not inflate, unlike the wall seconds
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         report = json.load(open(os.path.join(tmp, "report.json")))
     secs = []
     for a in report["applications"]:
@@ -85,7 +135,9 @@ def applications(chosen) -> None:
         print(f"apply      {a['pass'][:42]:42s} {a['case']:28s} {a['status']:13s} "
               f"{a['seconds']:6.1f} s", flush=True)
     print(f"{len(secs)} applications: median {statistics.median(secs):.1f} s, "
-          f"total {sum(secs):.1f} s; `verify run` wall {wall:.1f} s")
+          f"total {sum(secs):.1f} s; `verify run` wall {wall:.1f} s, "
+          f"CPU {cpu:.1f} s ({cpu / max(len(secs), 1):.1f} s per application, "
+          f"start-up and report included); load average {os.getloadavg()[0]:.1f}")
 
 
 def main(argv=None) -> int:
@@ -94,6 +146,8 @@ def main(argv=None) -> int:
     ap.add_argument("--case", action="append", default=[], help="case glob (default zoo_*)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-apply", action="store_true")
+    ap.add_argument("--runners", action="store_true",
+                    help="also time the PIR simulator's segments against its prefix stages")
     a = ap.parse_args(argv)
     if zoo.UNAVAILABLE:
         print(f"zoo unavailable: {zoo.UNAVAILABLE}")
@@ -103,6 +157,8 @@ def main(argv=None) -> int:
     if a.cold:
         cold_plans(chosen)
     builds(chosen, a.runs)
+    if a.runners:
+        runners(chosen)
     if not a.no_apply:
         applications(chosen)
     return 0

@@ -60,6 +60,13 @@ def build_pir(case, rank: int):
     feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
                       f.get("split", "dp")) for f in meta["feeds"]]
     loss = meta.get("loss")
+    if loss is None:  # a loss that is no scalar mean (paddleformers' sum / count)
+        import paddle
+
+        from verify.plan.loss_seed import seeded_loss
+
+        with paddle.pir_utils.IrGuard():
+            loss = seeded_loss(main, names)
     return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
                           params_grads=[], feeds=feeds, loss=loss,
                           fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),

@@ -103,7 +103,7 @@ class _PirRank:
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
     def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False,
-                 seed=0, last_stage_only=False):
+                 seed=0, last_stage_only=False, segments=False):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
@@ -127,7 +127,13 @@ class _PirRank:
                             else op.attrs()["name"] for op in ops
                             if op.name() in ("builtin.parameter", "pd_op.data")
                             and getattr(op.result(0), "persistable", False)]
-        if not restore_state:
+        # segments (pir_segments.py): each op once per step; else prefix stages
+        self.carried, self.why_prefix = None, "not asked for"
+        if segments and not last_stage_only:
+            from .pir_segments import plan
+
+            self.carried, self.why_prefix = plan(main, self.cut_ops, [])
+        if not restore_state and self.carried is None:
             _refuse_state_before_cut(main, self.cut_ops, where, rank)
         if any(communicates(op.name()) for op in startup.global_block().ops):
             raise BackendError(f"{where}: rank {rank}'s startup program holds a collective "
@@ -142,11 +148,21 @@ class _PirRank:
         # last_stage_only: a caller that cuts its own stages (the planner's
         # wave runner) needs only the last one (every op, collectives fed)
         first = len(self.cut_ops) if last_stage_only else 0
-        self.stages = [None] * first + [_stage(main, self.cut_ops, j, [pos[n] for n in watch])
-                                        for j in range(first, len(self.cut_ops) + 1)]
+        watch_pos = [pos[n] for n in watch]
+        if self.carried is not None:
+            from .pir_segments import plan, stage
+
+            self.carried, self.why_prefix = plan(main, self.cut_ops, watch_pos)
+        if self.carried is not None:
+            self.stages = [stage(main, self.cut_ops, j, watch_pos, self.carried)
+                           for j in range(len(self.cut_ops) + 1)]
+        else:
+            self.stages = [None] * first + [_stage(main, self.cut_ops, j, watch_pos) + ([],)
+                                            for j in range(first, len(self.cut_ops) + 1)]
         self.place = paddle.CPUPlace()
         self.scope = paddle.static.Scope()
-        self.exe = paddle.static.Executor(self.place)
+        self.exe = paddle.static.Executor(self.place)  # the startup's
+        self._exes = {}
         with paddle.static.scope_guard(self.scope):
             run_startup(self.exe, startup, seed)
         for name, value in params.items():
@@ -154,6 +170,17 @@ class _PirRank:
                 self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
         self.feeds = feeds  # [{name: array}] per step
         self.values, self.result, self.pos, self.step = {}, None, 0, 0
+
+    def exe_for(self, prog):
+        """The executor of ``prog``: one per program, since an executor keeps
+        only 8 programs (an LRU) and, with more stages, re-cloned and
+        re-planned every stage at every step."""
+        import paddle
+
+        exe = self._exes.get(id(prog))
+        if exe is None:
+            exe = self._exes[id(prog)] = paddle.static.Executor(self.place)
+        return exe
 
     def start(self, step: int):
         self.values, self.result, self.pos, self.step = {}, None, 0, step
@@ -179,23 +206,25 @@ class _PirRank:
         the last stage (the watched values are then in ``result``)."""
         import paddle
 
-        prog, fetch, feed_names = self.stages[self.pos]
-        if self.restore_state and self.pos > 0:
+        prog, fetch, feed_names, carried = self.stages[self.pos]
+        if self.restore_state and self.pos > 0 and self.carried is None:
             self._restore()
         feed = {**self.feeds[self.step], **self.values}
         feed = {n: feed[n] for n in feed_names if n in feed}
         with paddle.static.scope_guard(self.scope):
-            got = self.exe.run(prog, feed=feed, fetch_list=fetch)
+            got = self.exe_for(prog).run(prog, feed=feed, fetch_list=fetch)
         if self.pos < len(self.colls):
             c = self.colls[self.pos]
             self.values[c.x] = np.array(got[0])
+            for name, a in zip(carried, got[1:]):  # read by a later segment
+                self.values[name] = np.array(a)
             return c
         self.result = {n: np.array(a) for n, a in zip(self.watch, got)}
         return None
 
 
 def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
-                       restore_state: bool = False, seed: int = 0):
+                       restore_state: bool = False, seed: int = 0, segments: bool = True):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
     "params": {name: array}, "feeds": [{name: array}] per step, "watch"}}``
     (see :func:`verify.numeric.pir_runner.run_ranks`); each rank's startup
@@ -204,7 +233,8 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
 
     with paddle.pir_utils.IrGuard():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
-                                   d["watch"], where, restore_state, seed)
+                                   d["watch"], where, restore_state, seed,
+                                   segments=segments)
                   for r, d in sorted(ranks.items())}
         return run_steps(states, rings, steps, where)
 

@@ -10,6 +10,10 @@ every watched value (the case's loss and fetches, by value name; a value the
 pass renamed is fetched under its new name) is compared per element with
 the dtype- and depth-derived tolerances of ``compare.py``.
 
+A run whose payload (serialized programs, seeded values, rings, steps) was
+run before in this process is not run again (``run_memo.py``): the
+original programs of a case run once for all passes applied to it.
+
 Each run goes to an isolation worker (``verify/numeric/offload.py``; the
 programs travel in PIR's own serialization), so an executor crash is an
 INCONCLUSIVE check, not the end of the run.  Limits, stated: real ranks do
@@ -22,6 +26,7 @@ import traceback
 
 from verify.verdicts import CheckResult, Verdict
 
+from . import run_memo
 from .compare import compare
 from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
                      snapshot_inits)
@@ -61,10 +66,12 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "",
         exported = export_programs(rp.main, rp.startup, rp.names)
     params, feeds = rank_inputs(case, case.ranks[0] if case is not None else 0, rp, snap,
                                 seed, steps, original)
-    return offload.run_call("verify.numeric.pir_runner", "run_exported",
-                              {"exported": exported, "params": params, "feeds": feeds,
-                               "watch": list(watch), "seed": seed, "steps": steps},
-                              where or "PIR executor run")
+    kwargs = {"exported": exported, "params": params, "feeds": feeds,
+              "watch": list(watch), "seed": seed, "steps": steps}
+    return run_memo.remembered(
+        ("run_exported", kwargs),
+        lambda: offload.run_call("verify.numeric.pir_runner", "run_exported", kwargs,
+                                 where or "PIR executor run"))
 
 
 def multi_rank(case, outcomes) -> bool:
@@ -118,10 +125,12 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
                                     (originals or {}).get(r))
         ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
                     "watch": list(watch[r])}
-    return offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
-                              {"ranks": ranks, "rings": dict(case.rings), "steps": steps,
-                               "where": where or "PIR simulator", "seed": seed},
-                              where or "PIR simulator run")
+    kwargs = {"ranks": ranks, "rings": dict(case.rings), "steps": steps, "seed": seed}
+    return run_memo.remembered(
+        ("run_exported_ranks", kwargs),  # ``where`` names the run, not part of it
+        lambda: offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
+                                 {**kwargs, "where": where or "PIR simulator"},
+                                 where or "PIR simulator run"))
 
 
 def load_for_fetch(exported, watch, what: str = "the program"):

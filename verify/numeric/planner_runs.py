@@ -203,7 +203,7 @@ def _wave_rank_class():
             feed = {**self.feeds[self.step], **self.values}
             feed = {n: feed[n] for n in feed_names if n in feed}
             with paddle.static.scope_guard(self.scope):
-                return self.exe.run(prog, feed=feed, fetch_list=fetch)
+                return self.exe_for(prog).run(prog, feed=feed, fetch_list=fetch)
 
         def advance(self):
             if self.pos < len(self.colls):
@@ -215,7 +215,7 @@ def _wave_rank_class():
                         self.values[self.colls[n].x] = np.array(a)
                     self.ran = w
                 return self.colls[self.pos]
-            got = self._run(*self.stages[-1])
+            got = self._run(*self.stages[-1][:3])
             self.result = {n: np.array(a) for n, a in zip(self.watch, got)}
             return None
 
