@@ -63,7 +63,7 @@ def build_pir(case, rank: int):
     if loss is None:  # a loss that is no scalar mean (paddleformers' sum / count)
         import paddle
 
-        from verify.plan.loss_seed import seeded_loss
+        from verify.ir.loss_seed import seeded_loss
 
         with paddle.pir_utils.IrGuard():
             loss = seeded_loss(main, names)

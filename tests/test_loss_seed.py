@@ -1,5 +1,5 @@
 """The loss of a PIR training program is the value its backward is seeded
-from (``verify/plan/loss_seed.py``): a mean, a sum over a count (as
+from (``verify/ir/loss_seed.py``): a mean, a sum over a count (as
 paddleformers' criterion computes it), none in a forward-only program."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def _program(loss_of, backward=True):
     import paddle
 
     from verify.ir.pir_snapshot import value_names
-    from verify.plan.loss_seed import seeded_loss
+    from verify.ir.loss_seed import seeded_loss
 
     paddle.enable_static()
     with paddle.pir_utils.IrGuard():
