@@ -14,6 +14,9 @@ Needs the ``models`` group (paddleformers).  What is timed:
   serialization; the ranks run in parallel, so wall time on 2 cores.
 * **build**: one rank's programs from the cached plan (``case.build``: PIR
   import of the serialized programs), median of 3, per rank.
+* **coverage**: each case's op types and the checks a missing shape rule
+  or value row would stop (``verify.selfcheck.coverage.scan``; the tests
+  scan only ``zoo.TEST_SAMPLE``, the one zoo model they plan).
 * **application**: ``python -m verify run --case C`` (isolation on, the
   default numeric backends and the value proof, as the gate runs it), the
   per-application ``seconds`` of its report.json, and the wall time of the
@@ -115,6 +118,17 @@ def runners(chosen) -> None:
               f"{secs['prefix']:5.1f} s CPU  {note}", flush=True)
 
 
+def coverage_stops(chosen) -> None:
+    """Every zoo case's op types against the shape rules and value rows (the
+    tests scan only ``zoo.TEST_SAMPLE``)."""
+    from verify.selfcheck import coverage
+
+    for case in chosen:
+        types, stops = coverage.scan([case])
+        print(f"coverage   {case.name:28s} {len(types)} op types, "
+              f"{len(stops)} stops" + "".join(f"; {s}" for s in stops), flush=True)
+
+
 def applications(chosen) -> None:
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         args = [sys.executable, "-m", "verify", "run", "--report-dir", tmp]
@@ -159,6 +173,7 @@ def main(argv=None) -> int:
     builds(chosen, a.runs)
     if a.runners:
         runners(chosen)
+    coverage_stops(chosen)
     if not a.no_apply:
         applications(chosen)
     return 0

@@ -258,3 +258,21 @@ DECLARED += [
           "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
+
+# The one zoo case the test suite builds: a cold plan costs 1.5-4.5 min per
+# model on 2 cores, so the tests (the gate, the matcher and coverage tests)
+# plan at most this one (2 ranks, the cheapest) where the cache is empty, in
+# parallel with the rest under xdist.  Every zoo case runs in `python -m verify
+# run`, in the gate with `pytest verify/ --zoo all`, and in
+# benchmarks/bench_zoo.py (cold plans, builds, coverage, applications).
+TEST_SAMPLE = "zoo_llama_tp2"
+
+
+def left_to_the_benchmark(case) -> str | None:
+    """Why the test suite does not build ``case`` (a zoo case other than
+    ``TEST_SAMPLE``), or None when it does."""
+    if getattr(case, "family", None) != "zoo" or case.name == TEST_SAMPLE:
+        return None
+    return (f"zoo case {case.name}: the tests plan one zoo model ({TEST_SAMPLE}; a cold "
+            "plan costs 1.5-4.5 min per model); this one runs in `pytest verify/ --zoo all`, "
+            f"`python -m verify run --case {case.name}` and benchmarks/bench_zoo.py")

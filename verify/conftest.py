@@ -40,6 +40,9 @@ def pytest_addoption(parser):
                     help="a program dir (python -m verify plan; verify/plan/program_format.py) as "
                          "one more gate case, judged against its plan.json expectations "
                          "(default: every pass EQUIVALENT) (repeatable)")
+    group.addoption("--zoo", dest="verify_zoo", default="sample", choices=["sample", "all"],
+                    help="zoo cases in the gate (cases/zoo.py): the one its tests plan "
+                         "(default sample: a cold plan costs 1.5-4.5 min per model) or all")
     group.addoption("--backend", default="both",
                     choices=["none", "simulated", "ranks", "both"],
                     help="numeric backend of the gate (default: both = simulator + real ranks, cross-checked)")

@@ -17,6 +17,7 @@ from verify.ir import legacy_ir  # noqa: F401
 
 import cases  # noqa: E402
 import passes  # noqa: E402
+from cases import zoo  # noqa: E402
 from verify.engine import baseline  # noqa: E402
 from verify.engine.application import run_application  # noqa: E402
 from verify.conftest import write_fragment  # noqa: E402
@@ -42,13 +43,24 @@ def pytest_generate_tests(metafunc):
     if "application" not in metafunc.fixturenames:
         return
     backend = metafunc.config.getoption("--backend")
+    every_zoo_case = metafunc.config.getoption("verify_zoo", default="sample") == "all"
+
+    def marks(adapter, case):
+        out = [getattr(pytest.mark, adapter.short)]
+        why = None if every_zoo_case else zoo.left_to_the_benchmark(case)
+        return out + [pytest.mark.skip(reason=why)] if why else out
+
     metafunc.parametrize("application", [
         pytest.param((adapter.short, name), id=f"{adapter.short}-{name}-{backend}",
-                     marks=[getattr(pytest.mark, adapter.short)])
+                     marks=marks(adapter, case))
         for adapter in passes.adapters().values()
         for name, case in list(cases.all_cases().items()) +
         [(c.name, c) for c in _file_cases(metafunc.config)]
-        if adapter.handles(case)])  # a pass meets only cases of its own IR
+        if adapter.handles(case)] + [  # a pass meets only cases of its own IR
+        # a family whose optional dependencies are missing is a skipped test
+        # saying so, never an absence
+        pytest.param(None, id=f"unavailable-{fam}", marks=pytest.mark.skip(reason=why))
+        for fam, why in cases.unavailable_families().items()])
 
 
 def _file_cases(config) -> list:
