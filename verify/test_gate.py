@@ -59,7 +59,8 @@ def pytest_generate_tests(metafunc):
         if adapter.handles(case)] + [  # a pass meets only cases of its own IR
         # a family whose optional dependencies are missing is a skipped test
         # saying so, never an absence
-        pytest.param(None, id=f"unavailable-{fam}", marks=pytest.mark.skip(reason=why))
+        pytest.param(None, id=f"unavailable-{fam}",
+                     marks=pytest.mark.skip(reason=f"family {fam} is unavailable here: {why}"))
         for fam, why in cases.unavailable_families().items()])
 
 
