@@ -132,15 +132,15 @@ def test_the_planned_llama_shape_checks_on_every_rank():
 
 @needs_models
 def test_the_planner_on_a_planned_llama_holds_stage_by_stage():
-    """The planner family on a real model (the sampled DP2 x TP2 LLaMA, whose
-    plan the test above makes): every stage recorded at plan time and
+    """The planner family on a real model (the sampled DP2 x TP2 LLaMA,
+    ``zoo.TEST_SAMPLE``, the one zoo model the tests plan): every stage recorded at plan time and
     checked on every rank, and the serial run related to each rank's (the
     relation's runs are memoized in the plan dir after the first)."""
     from passes.planner import ADAPTER
     from verify.engine.application import run_application
 
-    case = cases.all_cases()["zoo_llama_dp2_tp2"]
-    assert ADAPTER.handles(case)
+    case = _sample()
+    assert case.name == "zoo_llama_dp2_tp2" and ADAPTER.handles(case)
     app = run_application(ADAPTER, case, numeric=lambda *a: [])
     assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok][:3]
     stages = {(c.name, c.rank) for c in app.checks if c.name.startswith("after ")}
