@@ -17,7 +17,10 @@ For each rank and watched var:
      values and the REAL kernels (``kernels.py``), exactly where the
      kernels are rational; a difference is a counterexample of the real
      program (``refuted_replayed``), found without Z3;
-  3. only what probes cannot tell apart goes to Z3 (one query, cuts
+  3. only what probes cannot tell apart goes to Z3, after every watched
+     value of the rank was probed and only while none of them differs (a
+     refuted rank's verdict cannot change; the others are then listed
+     unknown, "not asked of Z3") (one query, cuts
      expanded, a time limit; ``z3_budget_ms`` per application): unsat
      proves it (``by_z3``); a model is REPLAYED: its input values pushed
      through the terms with the real kernels; a difference there refutes,
@@ -44,6 +47,7 @@ import z3
 from verify.verdicts import CheckResult, Verdict
 
 from .kernels import NoReference, NotAnInput, reference, round_to
+from .rational import Q, is_exact, to_q
 from .semantics import Unsupported, dtype_name
 from .symbolic import Budget, ExecError, Store, execute
 
@@ -138,12 +142,19 @@ class Evaluator:
     def poly(self, pid):
         v = self.pm.get(pid)
         if v is None:
-            v = Fraction(0)
+            # exact (int, Fraction, mpq) while every value is; a float64
+            # kernel's result makes what it touches a float, as Fraction * float
+            # is (mpq * float would be an mpfr)
+            v = Q(0)
+            atom = self.atom
             for mono, c in self.s.polys[pid]:
                 t = c
                 for a in mono:
-                    t *= self.atom(a)
-                v += t
+                    x = atom(a)
+                    t = float(t) * x if x.__class__ is float else \
+                        t * float(x) if t.__class__ is float else t * x
+                v = v + t if v.__class__ is not float and t.__class__ is not float else \
+                    float(v) + float(t)
             self.pm[pid] = v
         return v
 
@@ -180,18 +191,20 @@ def _replay_evaluator(store, sym_value):
     float rounded to it, an integer leaf only integers), every kernel the
     REAL one: what the program that runs computes on inputs it can get."""
     def sym(name):
-        return feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+        v = feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+        return v if v is None else to_q(v)
 
     seen = {"inexact": False}
 
     def uf(kernel, attrs, args):
         if any(isinstance(a, float) for a in args):
             seen["inexact"] = True
-            args = tuple(Fraction(a) for a in args)
+            args = tuple(to_q(a) for a in args)
         out = reference(kernel, attrs, args)
         if isinstance(out, float):
             seen["inexact"] = True
-        return out
+            return out
+        return to_q(out)
     ev = Evaluator(store, sym, uf)
     # a float64 kernel's result, once turned back into a Fraction, would be
     # compared exactly: mathematically equal terms evaluated in another order
@@ -228,9 +241,9 @@ def _probe_values(store, seed):
         if v is None:
             dtype = store.sym_dtype.get(name, "")
             if "int" in dtype or dtype == "bool":
-                v = Fraction(rng.randint(0, 1 if seed == 0 else 3))
+                v = Q(rng.randint(0, 1 if seed == 0 else 3))
             else:  # dyadic: exact in every float dtype, so casts that widen agree
-                v = Fraction(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
+                v = Q(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
             syms[name] = v
         return v
     return sym
@@ -245,7 +258,7 @@ def _model_values(zt, model):
 def differ(va, vb, inexact: bool = False) -> bool:
     """Exact values differ, or values that passed through a float64 kernel
     (``inexact``, or a float) differ beyond ``REL_TOL``."""
-    if not inexact and isinstance(va, Fraction) and isinstance(vb, Fraction):
+    if not inexact and is_exact(va) and is_exact(vb):
         return va != vb
     a, b = float(va), float(vb)
     return abs(a - b) > REL_TOL * max(1.0, abs(a), abs(b))
@@ -321,8 +334,10 @@ class _Z3Budget:
         self.left, self.per_query = total_ms, per_query_ms
 
 
-def _compare(store, zt, ta, tb, z3b, stats):
-    """None if proved; ("refuted", info) or ("unknown", reason)."""
+def _compare(store, zt, ta, tb, z3b, stats, ask_z3=True):
+    """None if proved; ("refuted", info) or ("unknown", reason); with
+    ``ask_z3`` False, what probes cannot tell apart is ("z3", pairs, why_not):
+    the caller asks Z3 (``_ask_z3``) only if it still matters."""
     if ta.arr.shape != tb.arr.shape:
         return "refuted", {"reason": f"shapes differ at the real sizes: {list(ta.arr.shape)} "
                                      f"vs {list(tb.arr.shape)}"}
@@ -355,7 +370,14 @@ def _compare(store, zt, ta, tb, z3b, stats):
             return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
                                "sym": sym, "found_by": f"exact evaluation of probe {seed} "
                                                       "with the real kernels (no Z3)"}
-    # 2. Z3, for what probes cannot tell apart, within the budget
+    if not ask_z3:
+        return "z3", pairs, why_not
+    return _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats)
+
+
+def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
+    """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
+    tell apart, within the budget (same returns as ``_compare``)."""
     if z3b.left <= 0:
         return "unknown", "the application's Z3 time budget is spent"
     stats["queries"] += 1
@@ -482,7 +504,8 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
     """One rank at one size: (proved, refuted, unknown, cexs, absent)."""
     must = default_watch(befores[r])
     names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
-    proved, refuted, unknown, cexs, absent = [], [], [], [], []
+    proved, refuted, unknown, cexs, absent, pending = [], [], [], [], [], []
+    record = _record(store, r, size_note, batch, proved, refuted, unknown, cexs)
     for name in names:
         if name in dead:
             continue  # stale on purpose and read by nothing (listed in the details)
@@ -503,7 +526,25 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                                        "ring with this one lost it"})
                 continue
             tb = env_b[peer][name]
-        out = _compare(store, zt, ta, tb, z3b, stats)
+        out = _compare(store, zt, ta, tb, z3b, stats, ask_z3=False)
+        if out is not None and out[0] == "z3":
+            # probes could not tell: Z3 after every other value was probed
+            pending.append((name, ta, tb, peer, new, out[1], out[2]))
+            continue
+        record(name, ta, peer, new, out)
+    for name, ta, tb, peer, new, pairs, why_not in pending:
+        if refuted:  # the rank is NOT_EQUIVALENT whatever Z3 says about this one
+            unknown.append((name, "not asked of Z3: another watched value of this rank "
+                                  "differs already (probes could not tell this one apart)"))
+            continue
+        ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
+        record(name, ta, peer, new, _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats))
+    return names, proved, refuted, unknown, cexs, absent
+
+
+def _record(store, r, size_note, batch, proved, refuted, unknown, cexs):
+    """``record(name, ta, peer, new, outcome)``: files one compared value."""
+    def record(name, ta, peer, new, out):
         if out is None:
             proved.append(name if peer is None and new is None else
                           f"{name} (as {new})" if peer is None else
@@ -515,7 +556,7 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                                             batch))
         else:
             unknown.append((name, out[1]))
-    return names, proved, refuted, unknown, cexs, absent
+    return record
 
 
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
