@@ -89,7 +89,23 @@ class Z3Terms:
     def __init__(self, store):
         self.s = store
         self.ctx = z3.Context()
-        self.pmemo, self.amemo, self.funcs = {}, {}, {}
+        self.pmemo, self.amemo, self.funcs, self.cmemo = {}, {}, {}, {}
+
+    def _app(self, mk, args):
+        """``mk`` (Z3_mk_add / Z3_mk_mul) of Real terms, through Z3's C API:
+        the very term z3.Sum / z3.Product / ``*`` build, without their
+        per-argument sort coercion (most of the time of a large query)."""
+        n = len(args)
+        arr = (z3.Ast * n)()
+        for i, x in enumerate(args):
+            arr[i] = x.as_ast()
+        return z3.ArithRef(mk(self.ctx.ref(), n, arr), self.ctx)
+
+    def const(self, c):
+        e = self.cmemo.get(c)
+        if e is None:
+            e = self.cmemo[c] = z3.RealVal(f"{c.numerator}/{c.denominator}", self.ctx)
+        return e
 
     def poly(self, pid):
         e = self.pmemo.get(pid)
@@ -97,9 +113,11 @@ class Z3Terms:
             terms = []
             for mono, c in self.s.polys[pid]:
                 fs = [self.atom(a) for a in mono]
-                coef = z3.RealVal(f"{c.numerator}/{c.denominator}", self.ctx)
-                terms.append(coef if not fs else coef * (fs[0] if len(fs) == 1 else z3.Product(fs)))
-            e = z3.RealVal(0, self.ctx) if not terms else terms[0] if len(terms) == 1 else z3.Sum(terms)
+                coef = self.const(c)
+                terms.append(coef if not fs else self._app(z3.Z3_mk_mul, [
+                    coef, fs[0] if len(fs) == 1 else self._app(z3.Z3_mk_mul, fs)]))
+            e = z3.RealVal(0, self.ctx) if not terms else terms[0] if len(terms) == 1 else \
+                self._app(z3.Z3_mk_add, terms)
             self.pmemo[pid] = e
         return e
 
