@@ -133,3 +133,47 @@ def test_z3_is_not_asked_once_the_rank_is_refuted():
                               {0: ["z", "y"]})[0]
     assert alone.details["queries"] == 1, alone.message
     assert alone.verdict != Verdict.EQUIVALENT
+
+
+def _symbols_walked(store, pids, limit):
+    """The walk ``proof._symbols_of`` did before it shared ``_reads``."""
+    seen, out, stack = set(), {}, list(pids)
+    kernels, leaves = set(), set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        for mono, _ in store.polys[pid]:
+            for a in mono:
+                key = store.atoms[a]
+                if key[0] == "sym":
+                    if key[1] not in out:
+                        leaves.add(key[1].split("[", 1)[0])
+                        if len(out) < limit:
+                            out[key[1]] = None
+                elif key[0] == "cut":
+                    stack.append(key[1])
+                else:
+                    kernels.add(key[1])
+                    stack.extend(key[3])
+    return list(out), sorted(kernels), sorted(leaves)
+
+
+def test_shared_walk_reads_what_the_full_walk_read():
+    """Symbols (in order, up to the limit), leaves and kernels of a term are
+    those of a full walk of its graph, with the walk memoised across calls."""
+    from verify.value.proof import _symbols_of
+
+    st, rng = Store(), random.Random(3)
+    pids = [st.sym(f"leaf{i % 4}[{i}]") for i in range(16)]
+    for _ in range(200):
+        a, b = rng.choice(pids), rng.choice(pids)
+        kind = rng.random()
+        pids.append(st.add(a, b) if kind < 0.4 else st.mul(a, b) if kind < 0.7 else
+                    st.uf(rng.choice(["f", "g"]), [a, b]) if kind < 0.85 else st.cut(a))
+    for limit in (3, 10, 400):
+        for _ in range(30):
+            roots = [rng.choice(pids), rng.choice(pids)]
+            assert _symbols_of(st, roots, limit) == _symbols_walked(st, roots, limit)
+    assert st.reads

@@ -113,6 +113,7 @@ class Store:
         self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
         self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
         self.probes = {}  # probe seed -> (values, evaluator) of these terms (proof.py)
+        self.reads = {}  # pid -> (leaf bases, kernels) its terms read (proof._reads)
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Q(1)),))
 
