@@ -17,6 +17,7 @@ INCONCLUSIVE.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from fractions import Fraction
 
@@ -32,6 +33,20 @@ class NotAnInput(Exception):
 
 
 def _attrs(attrs) -> dict:
+    """The attrs key (``(name, repr)`` pairs) as values, read-only: cached
+    (a replay calls a kernel per element; parsing was a third of it)."""
+    try:
+        return _attrs_cached(attrs)
+    except TypeError:  # an unhashable key
+        return _parse_attrs(attrs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attrs_cached(attrs) -> dict:
+    return _parse_attrs(attrs)
+
+
+def _parse_attrs(attrs) -> dict:
     out = {}
     for k, v in attrs:
         try:

@@ -17,7 +17,10 @@ For each rank and watched var:
      values and the REAL kernels (``kernels.py``), exactly where the
      kernels are rational; a difference is a counterexample of the real
      program (``refuted_replayed``), found without Z3;
-  3. only what probes cannot tell apart goes to Z3 (one query, cuts
+  3. only what probes cannot tell apart goes to Z3, after every watched
+     value of the rank was probed and only while none of them differs (a
+     refuted rank's verdict cannot change; the others are then listed
+     unknown, "not asked of Z3") (one query, cuts
      expanded, a time limit; ``z3_budget_ms`` per application): unsat
      proves it (``by_z3``); a model is REPLAYED: its input values pushed
      through the terms with the real kernels; a difference there refutes,
@@ -32,6 +35,8 @@ witness of precision.
 """
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import math
 import random
@@ -44,6 +49,7 @@ import z3
 from verify.verdicts import CheckResult, Verdict
 
 from .kernels import NoReference, NotAnInput, reference, round_to
+from .rational import Q, is_exact, to_q
 from .semantics import Unsupported, dtype_name
 from .symbolic import Budget, ExecError, Store, execute
 
@@ -85,7 +91,23 @@ class Z3Terms:
     def __init__(self, store):
         self.s = store
         self.ctx = z3.Context()
-        self.pmemo, self.amemo, self.funcs = {}, {}, {}
+        self.pmemo, self.amemo, self.funcs, self.cmemo = {}, {}, {}, {}
+
+    def _app(self, mk, args):
+        """``mk`` (Z3_mk_add / Z3_mk_mul) of Real terms, through Z3's C API:
+        the very term z3.Sum / z3.Product / ``*`` build, without their
+        per-argument sort coercion (most of the time of a large query)."""
+        n = len(args)
+        arr = (z3.Ast * n)()
+        for i, x in enumerate(args):
+            arr[i] = x.as_ast()
+        return z3.ArithRef(mk(self.ctx.ref(), n, arr), self.ctx)
+
+    def const(self, c):
+        e = self.cmemo.get(c)
+        if e is None:
+            e = self.cmemo[c] = z3.RealVal(f"{c.numerator}/{c.denominator}", self.ctx)
+        return e
 
     def poly(self, pid):
         e = self.pmemo.get(pid)
@@ -93,9 +115,11 @@ class Z3Terms:
             terms = []
             for mono, c in self.s.polys[pid]:
                 fs = [self.atom(a) for a in mono]
-                coef = z3.RealVal(f"{c.numerator}/{c.denominator}", self.ctx)
-                terms.append(coef if not fs else coef * (fs[0] if len(fs) == 1 else z3.Product(fs)))
-            e = z3.RealVal(0, self.ctx) if not terms else terms[0] if len(terms) == 1 else z3.Sum(terms)
+                coef = self.const(c)
+                terms.append(coef if not fs else self._app(z3.Z3_mk_mul, [
+                    coef, fs[0] if len(fs) == 1 else self._app(z3.Z3_mk_mul, fs)]))
+            e = z3.RealVal(0, self.ctx) if not terms else terms[0] if len(terms) == 1 else \
+                self._app(z3.Z3_mk_add, terms)
             self.pmemo[pid] = e
         return e
 
@@ -138,12 +162,19 @@ class Evaluator:
     def poly(self, pid):
         v = self.pm.get(pid)
         if v is None:
-            v = Fraction(0)
+            # exact (int, Fraction, mpq) while every value is; a float64
+            # kernel's result makes what it touches a float, as Fraction * float
+            # is (mpq * float would be an mpfr)
+            v = Q(0)
+            atom = self.atom
             for mono, c in self.s.polys[pid]:
                 t = c
                 for a in mono:
-                    t *= self.atom(a)
-                v += t
+                    x = atom(a)
+                    t = float(t) * x if x.__class__ is float else \
+                        t * float(x) if t.__class__ is float else t * x
+                v = v + t if v.__class__ is not float and t.__class__ is not float else \
+                    float(v) + float(t)
             self.pm[pid] = v
         return v
 
@@ -180,18 +211,20 @@ def _replay_evaluator(store, sym_value):
     float rounded to it, an integer leaf only integers), every kernel the
     REAL one: what the program that runs computes on inputs it can get."""
     def sym(name):
-        return feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+        v = feedable_value(sym_value(name), store.sym_dtype.get(name, ""), name)
+        return v if v is None else to_q(v)
 
     seen = {"inexact": False}
 
     def uf(kernel, attrs, args):
         if any(isinstance(a, float) for a in args):
             seen["inexact"] = True
-            args = tuple(Fraction(a) for a in args)
+            args = tuple(to_q(a) for a in args)
         out = reference(kernel, attrs, args)
         if isinstance(out, float):
             seen["inexact"] = True
-        return out
+            return out
+        return to_q(out)
     ev = Evaluator(store, sym, uf)
     # a float64 kernel's result, once turned back into a Fraction, would be
     # compared exactly: mathematically equal terms evaluated in another order
@@ -228,9 +261,9 @@ def _probe_values(store, seed):
         if v is None:
             dtype = store.sym_dtype.get(name, "")
             if "int" in dtype or dtype == "bool":
-                v = Fraction(rng.randint(0, 1 if seed == 0 else 3))
+                v = Q(rng.randint(0, 1 if seed == 0 else 3))
             else:  # dyadic: exact in every float dtype, so casts that widen agree
-                v = Fraction(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
+                v = Q(rng.randint(-9, 9), rng.choice((1, 2, 4, 8)))
             syms[name] = v
         return v
     return sym
@@ -245,7 +278,7 @@ def _model_values(zt, model):
 def differ(va, vb, inexact: bool = False) -> bool:
     """Exact values differ, or values that passed through a float64 kernel
     (``inexact``, or a float) differ beyond ``REL_TOL``."""
-    if not inexact and isinstance(va, Fraction) and isinstance(vb, Fraction):
+    if not inexact and is_exact(va) and is_exact(vb):
         return va != vb
     a, b = float(va), float(vb)
     return abs(a - b) > REL_TOL * max(1.0, abs(a), abs(b))
@@ -287,12 +320,56 @@ def first_difference(store, a, b, depth=50):
     return a, b, path
 
 
+def _reads(store, root):
+    """(leaf bases, kernels) every term under ``root`` reads, memoised per
+    store (``store.reads``) and built bottom-up, so the counterexamples of a
+    rank share one walk of the term graph (each walked all of it: half of a
+    broken application's time, measured).  A term's arguments are older ids
+    than the term, so the graph has no cycle."""
+    memo = store.reads
+    if root in memo:
+        return memo[root]
+    polys, atoms = store.polys, store.atoms
+    stack = [(root, False)]
+    while stack:
+        pid, ready = stack.pop()
+        if pid in memo:
+            continue
+        leaves, kernels, children = set(), set(), []
+        for mono, _ in polys[pid]:
+            for a in mono:
+                key = atoms[a]
+                if key[0] == "sym":
+                    leaves.add(key[1].split("[", 1)[0])
+                elif key[0] == "cut":
+                    children.append(key[1])
+                else:
+                    kernels.add(key[1])
+                    children.extend(key[3])
+        if not ready:
+            todo = [c for c in children if c not in memo]
+            if todo:
+                stack.append((pid, True))
+                stack.extend((c, False) for c in todo)
+                continue
+        for c in children:
+            leaves |= memo[c][0]
+            kernels |= memo[c][1]
+        memo[pid] = (frozenset(leaves), frozenset(kernels))
+    return memo[root]
+
+
 def _symbols_of(store, pids, limit=400):
     """(up to ``limit`` input symbols, every leaf, every kernel) the terms
-    ``pids`` read: the whole term graph is walked, so the leaves are all."""
+    ``pids`` read: leaves and kernels of the whole term graph (``_reads``);
+    the symbols the first ``limit`` met depth first."""
+    leaves, kernels = set(), set()
+    for pid in pids:
+        got = _reads(store, pid)
+        leaves |= got[0]
+        kernels |= got[1]
     seen, out, stack = set(), {}, list(pids)
-    kernels, leaves = set(), set()
-    while stack:
+    while stack and len(out) < limit:
         pid = stack.pop()
         if pid in seen:
             continue
@@ -301,14 +378,11 @@ def _symbols_of(store, pids, limit=400):
             for a in mono:
                 key = store.atoms[a]
                 if key[0] == "sym":
-                    if key[1] not in out:
-                        leaves.add(key[1].split("[", 1)[0])
-                        if len(out) < limit:
-                            out[key[1]] = None
+                    if key[1] not in out and len(out) < limit:
+                        out[key[1]] = None
                 elif key[0] == "cut":
                     stack.append(key[1])
                 else:
-                    kernels.add(key[1])
                     stack.extend(key[3])
     return list(out), sorted(kernels), sorted(leaves)
 
@@ -321,8 +395,10 @@ class _Z3Budget:
         self.left, self.per_query = total_ms, per_query_ms
 
 
-def _compare(store, zt, ta, tb, z3b, stats):
-    """None if proved; ("refuted", info) or ("unknown", reason)."""
+def _compare(store, zt, ta, tb, z3b, stats, ask_z3=True):
+    """None if proved; ("refuted", info) or ("unknown", reason); with
+    ``ask_z3`` False, what probes cannot tell apart is ("z3", pairs, why_not):
+    the caller asks Z3 (``_ask_z3``) only if it still matters."""
     if ta.arr.shape != tb.arr.shape:
         return "refuted", {"reason": f"shapes differ at the real sizes: {list(ta.arr.shape)} "
                                      f"vs {list(tb.arr.shape)}"}
@@ -355,7 +431,14 @@ def _compare(store, zt, ta, tb, z3b, stats):
             return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
                                "sym": sym, "found_by": f"exact evaluation of probe {seed} "
                                                       "with the real kernels (no Z3)"}
-    # 2. Z3, for what probes cannot tell apart, within the budget
+    if not ask_z3:
+        return "z3", pairs, why_not
+    return _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats)
+
+
+def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
+    """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
+    tell apart, within the budget (same returns as ``_compare``)."""
     if z3b.left <= 0:
         return "unknown", "the application's Z3 time budget is spent"
     stats["queries"] += 1
@@ -482,7 +565,8 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
     """One rank at one size: (proved, refuted, unknown, cexs, absent)."""
     must = default_watch(befores[r])
     names = list(dict.fromkeys(must + list((watched or {}).get(r, []))))
-    proved, refuted, unknown, cexs, absent = [], [], [], [], []
+    proved, refuted, unknown, cexs, absent, pending = [], [], [], [], [], []
+    record = _record(store, r, size_note, batch, proved, refuted, unknown, cexs)
     for name in names:
         if name in dead:
             continue  # stale on purpose and read by nothing (listed in the details)
@@ -503,7 +587,25 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                                        "ring with this one lost it"})
                 continue
             tb = env_b[peer][name]
-        out = _compare(store, zt, ta, tb, z3b, stats)
+        out = _compare(store, zt, ta, tb, z3b, stats, ask_z3=False)
+        if out is not None and out[0] == "z3":
+            # probes could not tell: Z3 after every other value was probed
+            pending.append((name, ta, tb, peer, new, out[1], out[2]))
+            continue
+        record(name, ta, peer, new, out)
+    for name, ta, tb, peer, new, pairs, why_not in pending:
+        if refuted:  # the rank is NOT_EQUIVALENT whatever Z3 says about this one
+            unknown.append((name, "not asked of Z3: another watched value of this rank "
+                                  "differs already (probes could not tell this one apart)"))
+            continue
+        ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
+        record(name, ta, peer, new, _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats))
+    return names, proved, refuted, unknown, cexs, absent
+
+
+def _record(store, r, size_note, batch, proved, refuted, unknown, cexs):
+    """``record(name, ta, peer, new, outcome)``: files one compared value."""
+    def record(name, ta, peer, new, out):
         if out is None:
             proved.append(name if peer is None and new is None else
                           f"{name} (as {new})" if peer is None else
@@ -515,9 +617,27 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
                                             batch))
         else:
             unknown.append((name, out[1]))
-    return names, proved, refuted, unknown, cexs, absent
+    return record
 
 
+def _collector_paused(fn):
+    """``fn`` with Python's cyclic garbage collector off: the term store
+    allocates millions of tuples, none in a cycle (reference counting frees
+    them), and the collector's repeated passes over them cost 15-25 % of a
+    large proof (measured on the 16-block stack); back on afterwards."""
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+    return paused
+
+
+@_collector_paused
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
                       watched: dict | None = None, timeout_ms: int = 5000,
                       feed_key=None, renames: dict | None = None,
