@@ -185,6 +185,22 @@ def test_bias_removed_everywhere_is_caught_by_contract_and_numerics():
     assert all("vanished from every rank" in c.message for c in hits)
 
 
+def test_widened_init_is_caught_by_the_numeric_run_naming_the_init():
+    """The rewrite is right; only a startup draw changes.  The simulated run
+    draws each side's parameters from its own startup program, so the
+    difference is seen and the changed init op named (issue 19)."""
+    app = run_mutant("promotion_init_widened.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    hits = [c for c in failed(app, "numeric", "simulated run")]
+    assert hits, [(c.kind, c.name, c.rank, c.message) for c in app.checks if not c.ok]
+    for c in hits:
+        changes = c.counterexample.get("init_changes")
+        assert changes, c.message
+        assert any(ch["var"] == "linear_0.w_0" and ch["op"] == "uniform_random"
+                   for ch in changes), changes
+        assert "initialises parameter linear_0.w_0 differently" in c.message
+
+
 def test_dp_broadcast_deleted_is_caught_by_the_broadcast_contract():
     app = run_mutant("promotion_dp_broadcast_deleted.py")
     # ranks 0 and 2 are the first TP ranks of the two DP replicas; ring 12 is

@@ -36,6 +36,9 @@ PASS_MUTANTS = [
     ("tests/mutants/promotion_dp_broadcast_deleted.py", PROMOTION, "row_dp_mp_o0_sgd",
      "the first TP rank also deletes the bias's startup broadcast over the "
      "data-parallel ring"),
+    ("tests/mutants/promotion_init_widened.py", PROMOTION, "row_mp_o0_sgd_tp2",
+     "the rewrite itself is right, then the startup's first uniform_random is "
+     "widened from [-0.5, 0.5] to [-50, 50] (the parameters start elsewhere)"),
     ("tests/mutants/sharding_wrong_root.py", "auto_parallel_sharding",
      "engine_shard_dp2_adamw_s1",
      "each updated parameter is broadcast from the next rank instead of its owner "
