@@ -715,6 +715,12 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         live = [r for r in ranks if not per[r]["refuted"]]
         if not live:
             break  # every rank refuted: larger sizes cannot change that
+
+        def over_budget(exc):
+            return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
+                             f"{size_note}: {exc}", details={"reason": str(exc),
+                                                             "not_proved": True})
+
         store = Store()
         try:
             env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
@@ -723,9 +729,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             return all_ranks(Verdict.INCONCLUSIVE, f"the ORIGINAL cannot be executed "
                              f"symbolically {size_note}: {exc}", details={"reason": str(exc)})
         except Budget as exc:
-            return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
-                             f"{size_note}: {exc}", details={"reason": str(exc),
-                                                             "not_proved": True})
+            return over_budget(exc)
         try:
             env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, b or 1,
                                    feed_key, deadline)
@@ -733,9 +737,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             return all_ranks(Verdict.INCONCLUSIVE, f"the rewritten program has an op without "
                              f"meaning: {exc}", details={"reason": str(exc)})
         except Budget as exc:
-            return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
-                             f"{size_note}: {exc}", details={"reason": str(exc),
-                                                             "not_proved": True})
+            return over_budget(exc)
         except ExecError as exc:
             bad = exc.rank if exc.rank is not None else ranks[0]
             out = []
