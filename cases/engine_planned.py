@@ -483,21 +483,36 @@ def _annotate(program, record: dict, ctx, default_mesh) -> None:
         ctx.set_op_dist_attr_for_program(op, attr)
 
 
-def build(case: Case, rank: int) -> RankProgram:
-    from verify.ir.legacy_ir import paddle_module
-
-    paddle_module()
+def load_annotated(folder: Path, meta: dict):
+    """(main, startup, DistributedContext) of one rank's planned legacy
+    programs in ``folder``: seeded with SEED and annotated from ``meta``'s
+    dist attrs on the recorded mesh (shared by the built-in planned cases
+    and program dirs)."""
     from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
     from paddle.distributed.auto_parallel.static.dist_context import (
         DistributedContext,
     )
 
-    folder = planned_dir(case.params) / f"rank{rank}"
-    meta = json.loads((folder / "meta.json").read_text())
     main = _load_program(folder / "main.pdmodel")
     startup = _load_program(folder / "startup.pdmodel")
-    main.random_seed = SEED
-    startup.random_seed = SEED
+    main.random_seed = startup.random_seed = SEED
+    ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
+    rec = meta["mesh"]
+    mesh = ProcessMesh(np.array(rec["process_ids"]).reshape(rec["shape"]).tolist(),
+                       dim_names=rec["dim_names"])
+    ctx.add_process_mesh(mesh)
+    _annotate(main, meta["main"], ctx, mesh)
+    _annotate(startup, meta["startup"], ctx, mesh)
+    return main, startup, ctx
+
+
+def build(case: Case, rank: int) -> RankProgram:
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle_module()
+    folder = planned_dir(case.params) / f"rank{rank}"
+    meta = json.loads((folder / "meta.json").read_text())
+    main, startup, ctx = load_annotated(folder, meta)
 
     # Ring ids are the planner's process-group ids; the case must declare them.
     rings = {int(op.attr("ring_id")) for op in main.global_block().ops
@@ -506,14 +521,6 @@ def build(case: Case, rank: int) -> RankProgram:
     if unknown:
         raise RuntimeError(f"case {case.name}: planner used rings {sorted(rings)}, "
                            f"case declares {sorted(case.rings)}")
-
-    ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
-    rec = meta["mesh"]
-    mesh = ProcessMesh(np.array(rec["process_ids"]).reshape(rec["shape"]).tolist(),
-                       dim_names=rec["dim_names"])
-    ctx.add_process_mesh(mesh)
-    _annotate(main, meta["main"], ctx, mesh)
-    _annotate(startup, meta["startup"], ctx, mesh)
 
     block = main.global_block()
     feeds = []

@@ -16,27 +16,13 @@ def build(case, rank: int):
     from verify.ir.legacy_ir import paddle_module
 
     paddle_module()
-    from paddle.distributed.auto_parallel.process_mesh import ProcessMesh
-    from paddle.distributed.auto_parallel.static.dist_context import DistributedContext
-
-    import numpy as np
-
     from cases.base import FeedSpec, RankProgram
-    from cases.engine_planned import SEED, _annotate, _load_program
+    from cases.engine_planned import load_annotated
 
     folder = Path(case.params["dir"]) / f"rank{rank}"
     meta = _read_json(folder / "meta.json", "the rank's record")
     _check_format(meta, folder / "meta.json")
-    main = _load_program(folder / "main.pdmodel")
-    startup = _load_program(folder / "startup.pdmodel")
-    main.random_seed = startup.random_seed = SEED
-    ctx = DistributedContext(serial_main_prog=main, serial_startup_prog=startup)
-    m = meta["mesh"]
-    mesh = ProcessMesh(np.array(m["process_ids"]).reshape(m["shape"]).tolist(),
-                       dim_names=m["dim_names"])
-    ctx.add_process_mesh(mesh)
-    _annotate(main, meta["main"], ctx, mesh)
-    _annotate(startup, meta["startup"], ctx, mesh)
+    main, startup, ctx = load_annotated(folder, meta)
     block = main.global_block()
     feeds = []
     for f in meta["feeds"]:
