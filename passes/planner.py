@@ -105,6 +105,8 @@ class PlannerAdapter(PirPassAdapter):
         checks += serial_checks(case, folder, records)
         checks += shape_relation_checks(case, folder, records)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
+        if not crashed:
+            checks += relation_proof(case, folder, records, notes)
         if numeric and not crashed:
             checks += relation_run(case, folder, records, notes)
         elif numeric:
@@ -405,6 +407,91 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                                      rank_outs, steps)
 
 
+def _relation_snapshots(folder, ranks, r0):
+    """``(serial snapshot, {rank: final snapshot})``: the serial program made
+    executable (``serial.json``) and each rank's final program, named as the
+    relation tables name their values."""
+    import paddle
+
+    from verify.ir.pir_snapshot import from_pir_programs
+    from verify.plan.pir_rank import load_rank
+    from verify.plan.stages import read_serial
+
+    main, startup, names = read_serial(folder / f"rank{r0}")
+    with paddle.pir_utils.IrGuard():
+        serial = from_pir_programs(main, startup, names)
+    snaps = {}
+    for r in ranks:
+        main, startup, names, _ = load_rank(folder / f"rank{r}")
+        with paddle.pir_utils.IrGuard():
+            snaps[r] = from_pir_programs(main, startup, names)
+    return serial, snaps
+
+
+def relation_proof(case, folder, records, notes) -> list:
+    """The value proof of the relation (``verify/value/relation.py``): one
+    result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
+    advisory: the numeric relation decides, the application is then
+    "witnessed, not proved"); a proof or a replayed refutation decides."""
+    from verify.value.relation import NAME, prove_relation
+
+    where = f"planner on {case.name}"
+    r0 = case.ranks[0]
+    serial_rel = records[r0].get("serial_relation")
+    rank_rels = {r: records[r].get("relation") for r in case.ranks}
+    if not serial_rel or any(v is None for v in rank_rels.values()):
+        out = [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE,
+                           f"{where}: the serial program or a rank's relation table was "
+                           "not recorded", details={"not_proved": True})]
+    elif any(foreign_values(rank_rels[r], r) for r in case.ranks):
+        out = [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE,
+                           f"{where}: not run: a rank holds a value placed on a mesh "
+                           "without it (see parameter shapes)", details={"not_proved": True})]
+    else:
+        memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs")
+        out = memo.load()
+        if out is not None:
+            notes.append(f"planner relation proof: memoized for these programs and proof "
+                         f"modules ({memo.path.name})")
+            return _advisory(out)
+        try:
+            serial, snaps = _relation_snapshots(folder, case.ranks, r0)
+        except Exception as exc:
+            from verify.verdicts import error_line
+
+            out = [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE,
+                               f"{where}: the programs could not be read for the proof: "
+                               f"{error_line(str(exc)) if str(exc) else type(exc).__name__}",
+                               details={"not_proved": True})]
+        else:
+            rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+                     .get("rings", {}).items()}
+            out = prove_relation(where, serial, snaps, serial_rel, rank_rels,
+                                 {r: records[r].get("final_ops", []) for r in case.ranks},
+                                 rings)
+            if not any("budget" in c.message for c in out):  # CPU time is no input
+                memo.store(out)
+    return _advisory(out)
+
+
+def _advisory(out) -> list:
+    for c in out:
+        if c.verdict == Verdict.INCONCLUSIVE:
+            c.advisory = True  # never counted as a proof; the numeric relation decides
+    return out
+
+
+SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
+           "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
+           "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
+# what decides the relation's value proof: the proof's modules, the op table
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/proof.py",
+                 "verify/value/symbolic.py", "verify/value/semantics.py",
+                 "verify/value/kernels.py", "verify/value/rational.py",
+                 "verify/numeric/placements.py", "verify/numeric/divergence.py",
+                 "verify/ir/pir_snapshot.py", "verify/ir/snapshot.py")
+
+
 class _run_memo:
     """The executor runs of one relation (serial and ranks), memoized in the
     plan dir: keyed by every input that decides them -- the programs and
@@ -413,11 +500,8 @@ class _run_memo:
     programs reads the same arrays, and any change runs them afresh (the
     comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
 
-    SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
-               "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
-               "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 
-    def __init__(self, folder, ranks, seed, steps):
+    def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs"):
         import hashlib
         import os
 
@@ -433,9 +517,9 @@ class _run_memo:
                 path = folder / f"rank{r}" / f
                 h.update(path.read_bytes() if path.is_file() else b"-")
         h.update((folder / "plan.json").read_bytes())
-        for src in self.SOURCES:
+        for src in sources:
             h.update((root / src).read_bytes())
-        self.path = folder / "relation-runs" / f"{h.hexdigest()[:20]}.pkl"
+        self.path = folder / sub / f"{h.hexdigest()[:20]}.pkl"
 
     def load(self):
         import pickle

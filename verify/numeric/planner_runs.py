@@ -27,6 +27,7 @@ import numpy as np
 from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
+from .divergence import first_divergent_op, serial_counterparts  # noqa: F401 (re-exported)
 from .inputs import feed_value, param_value
 
 KIND = "numeric"
@@ -257,45 +258,6 @@ def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
     return sparams, sfeeds, ranks
 
 
-def serial_counterparts(final_ops) -> dict:
-    """``{result name: serial value name}`` of a rank's final program: a
-    carried-over op's results are its serial op's; a result of an op a
-    later stage made (a reshard function's collective, slice, concat) stands
-    for the serial value its chain of first operands starts from (a reshard
-    changes placement, not value), related through its own placement.
-    Results without a tensor placement (vectors) are left out."""
-    out, by_name = {}, {}
-    for op in final_ops:
-        for res in op["results"]:
-            if res:
-                by_name[res] = op
-    for op in final_ops:
-        if op.get("serial"):
-            plcs = op.get("placements") or [{}] * len(op["results"])
-            for res, ser, plc in zip(op["results"], op["serial"], plcs):
-                # a vector (builtin.combine, concat_grad's x_grad) cannot be fetched
-                if res and ser and isinstance(plc, dict):
-                    out[res] = ser
-
-    def trace(name, depth=0):
-        if name in out or depth > 32:
-            return out.get(name)
-        prod = by_name.get(name)
-        if prod is None or prod.get("serial") or not prod["operands"]:
-            return None
-        return trace(prod["operands"][0], depth + 1)
-
-    for op in final_ops:
-        if op.get("serial") or op["origin"] in (None, "serial"):
-            continue
-        for res, plc in zip(op["results"], op["placements"]):
-            if res and isinstance(plc, dict) and op["operands"]:
-                ser = trace(op["operands"][0])
-                if ser:
-                    out[res] = ser
-    return out
-
-
 def watched(serial_rel, rank_rels, final_ops) -> tuple:
     """``(serial names, {rank: names})``: the relation's values (loss, grads,
     updated params) and every result of a carried-over op (localisation)."""
@@ -334,53 +296,22 @@ def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, st
 
 def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth):
     """The first carried-over op of ``rank`` (program order) whose result no
-    longer relates to its serial value at ``step``, with the stage blamed."""
-    by_name = {}
-    for i, op in enumerate(final_ops):
-        for res in op["results"]:
-            if res:
-                by_name[res] = (i, op)
-    counterpart = serial_counterparts(final_ops)
-    for i, op in enumerate(final_ops):
-        if op["type"] in ("builtin.parameter", "pd_op.data"):
-            continue  # inputs (equal by construction); fetched after the step's updates
-        for res, plc in zip(op["results"], op["placements"]):
-            ser = counterpart.get(res)
-            if not res or not ser or ser not in serial_out[step]:
-                continue
-            pieces = {r: outs[step][res] for r, outs in rank_outs.items()
-                      if res in outs[step]}
-            try:
-                d = relate_value(serial_out[step][ser], pieces, plc, rank, res, step, depth)
-            except Exception:
-                continue
-            if d.ok:
-                continue
-            if op["origin"] not in ("serial", None) and d.note.startswith("shape"):
-                continue  # an intermediate of a reshard (e.g. gathered along dim 0 first)
-            if op["origin"] not in ("serial", None):  # a later stage's op made a wrong piece
-                blame = {"stage": op["origin"], "op_index": i, "op_type": op["type"],
-                         "value": res}
-                return {"op_index": i, "op_type": op["type"], "value": res,
-                        "serial_value": ser, "placement": plc, "index": d.worst_index,
-                        "serial": d.reference, "rank_value": d.candidate,
-                        "stage": blame["stage"], "stage_op": blame}
-            made = []
-            for operand in op["operands"]:
-                if operand in by_name and by_name[operand][1]["origin"] not in ("serial",
-                                                                                 None):
-                    j, prod = by_name[operand]
-                    made.append({"stage": prod["origin"], "op_index": j,
-                                 "op_type": prod["type"], "value": operand})
-            # inputs that relate, output that does not: the op's own local
-            # computation, i.e. the placements partition gave it
-            blame = made[0] if made else {"stage": "partition", "op_index": i,
-                                          "op_type": op["type"], "value": res}
-            return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
-                    "placement": plc, "index": d.worst_index, "serial": d.reference,
-                    "rank_value": d.candidate, "stage": blame["stage"],
-                    "stage_op": blame}
-    return None
+    longer relates to its serial value at ``step``, with the stage blamed
+    (``divergence.first_divergent_op``)."""
+    def differs(res, ser, plc):
+        if ser not in serial_out[step]:
+            return None
+        pieces = {r: outs[step][res] for r, outs in rank_outs.items() if res in outs[step]}
+        try:
+            d = relate_value(serial_out[step][ser], pieces, plc, rank, res, step, depth)
+        except Exception:
+            return None
+        if d.ok:
+            return None
+        return ("shape" if d.note.startswith("shape") else "value",
+                {"index": d.worst_index, "serial": d.reference, "rank_value": d.candidate})
+
+    return first_divergent_op(final_ops, differs)
 
 
 def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,

@@ -1117,6 +1117,21 @@ def _pir_set_value_with_tensor(op, ins, k):
     return {"out": [Tensor(out, x.dims, x.dtype)]}
 
 
+# layer_norm (opaque: every element a kernel of the whole input, keyed by
+# slots and shapes) and relu, as the planner's PIR programs spell them
+ROWS.update({
+    "pd_op.relu": _via(ROWS["relu"], {"x": "X"}, {"Out": "out"}),
+    "pd_op.relu_grad": _via(ROWS["relu_grad"], {"out": "Out", "out_grad": "Out@GRAD"},
+                            {"X@GRAD": "x_grad"}),
+    "pd_op.layer_norm": _via(ROWS["layer_norm"], {"x": "X", "scale": "Scale", "bias": "Bias"},
+                             {"Y": "out", "Mean": "mean", "Variance": "variance"}),
+    "pd_op.layer_norm_grad": _via(ROWS["layer_norm_grad"],
+                                  {"x": "X", "scale": "Scale", "bias": "Bias", "mean": "Mean",
+                                   "variance": "Variance", "out_grad": "Y@GRAD"},
+                                  {"X@GRAD": "x_grad", "Scale@GRAD": "scale_grad",
+                                   "Bias@GRAD": "bias_grad"}),
+})
+
 ROWS.update({
     "pd_op.subtract": _via(ROWS["elementwise_sub"], {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.subtract_grad": _via(ROWS["elementwise_sub_grad"],

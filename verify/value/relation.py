@@ -1,0 +1,497 @@
+"""The value proof of the planner relation: every rank's final program
+against the serial program, through placements, for ALL inputs, at the real
+shapes (``passes/planner.py`` calls it; ``verify/numeric/planner_runs.py`` is
+the numeric witness of the same relation).
+
+The serial program (the dist program before partition, made a dense program
+on global tensors) is executed symbolically (``symbolic.py``) on global input
+symbols: every parameter, every persistable state it reads (learning rate,
+optimizer moments, beta powers) and every feed is a symbol per element.
+Each rank's final program runs on its pieces of those symbols: a rank's
+input is the slice of the serial symbol its placement names
+(``Shard(d)``: the rank's chunk along ``d``; ``Replicate``: the whole;
+``Partial(SUM)``: the first rank of the axis holds it, the others zero),
+after its own startup program (whatever the serial program has no
+counterpart of keeps the rank's own startup value).  All ranks run in lock
+step, collectives over the plan's rings.
+
+Compared on every rank, each through its placement in the rank's program
+(Shard: the slice of the serial value; Replicate: equal; Partial(SUM/AVG):
+the sum / mean of the group's pieces equals the serial value): the loss,
+every gradient the optimizer reads, and the state after the step -- every
+parameter and every persistable state the serial program also holds, as the
+in-place writes left it (:func:`final_states`).  The inputs are ALL
+parameters and states related by placements, not the startup's values, so a
+proof of one step is a proof of every step (the states after a step are
+related as the states before were: induction), for the programs' shapes.
+
+How each value is decided is the proof's (``proof.py``): equal canonical
+forms, else probes replayed with the real kernels (a difference is a
+refutation naming global inputs a user can feed), else Z3, whose models are
+replayed before they count.  Sound by construction: a value whose placement
+this module cannot relate (no placement recorded and not the whole serial
+value, a MAX/MIN partial, a piece of another shape, a value the serial
+program has no counterpart of) is INCONCLUSIVE saying which and why, never
+proved.  A refuted rank names the first op of its program whose result no
+longer relates and the planner stage blamed (``numeric/divergence.py``).
+"""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from verify.numeric.divergence import first_divergent_op
+from verify.numeric.placements import PlacementError, coords, describe, local_piece
+from verify.verdicts import CheckResult, Verdict
+
+from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _counterexample, \
+    _Z3Budget
+from .semantics import Tensor, Unsupported, leaf_dims
+from .symbolic import Budget, ExecError, Executor, Rank, Store, T
+
+KIND, NAME = "value", "planner relation proof"
+SERIAL = "serial"  # the leaf suffix of the serial program's input symbols
+
+
+# -- the state a program leaves ------------------------------------------------
+def _inplace_pairs(op) -> list:
+    """``[(input slot, output slot)]`` an in-place op (``pd_op.*_``) writes
+    through: ``X`` -> ``X_out`` (optimizers), ``output`` -> ``out``
+    (``assign_out_``), else ``x`` -> ``out`` (``scale_``, ``all_reduce_``)."""
+    if not op.type.endswith("_"):
+        return []
+    if op.type == "pd_op.assign_out_":
+        return [("output", "out")]
+    pairs = [(s[:-4], s) for s in op.outputs if s.endswith("_out") and s[:-4] in op.inputs]
+    if not pairs and "out" in op.outputs and "x" in op.inputs:
+        pairs = [("x", "out")]
+    return pairs
+
+
+def final_states(snap, roots) -> dict:
+    """``{root: value name}``: the value each persistable ``root`` (a
+    parameter, a persistable data) holds after the main program, following
+    the in-place writes (an optimizer's ``param_out``, ``assign_out_``)."""
+    alias = {r: r for r in roots}
+    final = {r: r for r in roots}
+    for op in snap.ops:
+        for src, dst in _inplace_pairs(op):
+            ins, outs = op.inputs.get(src) or [], op.outputs.get(dst) or []
+            if ins and outs and ins[0] in alias:
+                root = alias[ins[0]]
+                final[root] = outs[0]
+                alias[outs[0]] = root
+    return final
+
+
+# -- placements on terms ---------------------------------------------------------
+def _tensor(arr, dtype):
+    arr = np.asarray(arr, dtype=object)
+    return Tensor(arr, leaf_dims(list(arr.shape)), dtype)
+
+
+def _zero_piece(arr, store):
+    out = np.empty(arr.shape, dtype=object)
+    out.fill(T(store.ZERO))
+    return out
+
+
+def input_piece(t, placement, rank, store):
+    """Rank ``rank``'s input piece of the serial leaf tensor ``t``."""
+    arr = local_piece(t.arr, placement, rank)
+    if placement and placement.get("partial"):
+        c = coords(placement, rank)
+        for axis, rtype in placement["partial"].items():
+            if rtype != "SUM":
+                raise PlacementError(f"an input partial over mesh axis {axis} by {rtype}")
+            if c[int(axis)] != 0:
+                arr = _zero_piece(arr, store)
+    return _tensor(arr, t.dtype)
+
+
+def assembled(pieces: dict, placement, rank, store):
+    """What rank ``rank``'s piece stands for: itself, or, along partial axes,
+    the SUM / AVG of its group's pieces (terms); PlacementError for MAX/MIN
+    (not a polynomial of the pieces) or a missing addend."""
+    mine = pieces[rank]
+    if not placement or not placement.get("partial"):
+        return mine
+    types = set(placement["partial"].values())
+    if len(types) != 1 or next(iter(types)) not in ("SUM", "AVG"):
+        raise PlacementError(f"a Partial({'/'.join(sorted(types))}) value: not a polynomial "
+                             "of the pieces, the proof does not relate it")
+    axes = {int(a) for a in placement["partial"]}
+    c = coords(placement, rank)
+    group = []
+    for other in placement["process_ids"]:
+        oc = coords(placement, other)
+        if all(oc[a] == c[a] for a in range(len(c)) if a not in axes):
+            if other not in pieces:
+                raise PlacementError(f"rank {other}'s addend of a partial value is missing")
+            group.append(pieces[other])
+    if any(p.arr.shape != mine.arr.shape for p in group):
+        raise PlacementError("partial pieces of different shapes")
+    flat = [p.arr.reshape(-1) for p in group]
+    out = np.empty(mine.arr.size, dtype=object)
+    scale = store.const(Fraction(1, len(group))) if "AVG" in types else None
+    for j in range(out.size):
+        s = T.total([f[j] for f in flat])
+        out[j] = T(store.mul(s.i, scale)) if scale is not None else s
+    return Tensor(out.reshape(mine.arr.shape), mine.dims, mine.dtype)
+
+
+# -- canonical forms with the cuts expanded ------------------------------------
+class _TooBig(Exception):
+    pass
+
+
+class Expander:
+    """Canonical forms with every cut atom replaced by the polynomial it
+    abbreviates, kernels' arguments expanded alike (congruence): two terms
+    with equal expanded forms are equal for every interpretation of the
+    kernels, so for the real ones.  The serial program sums a whole batch
+    where a DP rank sums its half and an all-reduce adds the halves: equal
+    polynomials cut at different places, which the plain canonical form
+    cannot see and Z3 sees slowly.  A form above ``limit`` monomials gives
+    up (the caller goes on to Z3)."""
+
+    def __init__(self, store, limit=1024):
+        self.s, self.limit, self.memo, self.amemo = store, limit, {}, {}
+
+    def poly(self, pid) -> int:
+        got = self.memo.get(pid)
+        if got is not None:
+            if got < 0:
+                raise _TooBig()
+            return got
+        from .symbolic import _accumulate_product
+
+        s, d = self.s, {}
+        polys, atom = s.polys, self.atom
+        for mono, c in s.polys[pid]:
+            plain, wide = [], []  # atoms that stay one atom; expanded polynomials
+            for a in mono:
+                p = polys[atom(a)]
+                if len(p) == 1 and p[0][1] == 1 and len(p[0][0]) == 1:
+                    plain.append(p[0][0][0])
+                else:
+                    wide.append(p)
+            term = ((tuple(sorted(plain)), c),)
+            for p in wide:
+                acc = _accumulate_product({}, term, p)
+                term = tuple((m, v) for m, v in acc.items() if v)
+                if len(term) > self.limit:
+                    self.memo[pid] = -1
+                    raise _TooBig()
+            for m, v in term:
+                d[m] = d.get(m, 0) + v
+            if len(d) > self.limit:
+                self.memo[pid] = -1
+                raise _TooBig()
+        out = self.memo[pid] = s._finish(d)
+        return out
+
+    def atom(self, aid) -> int:
+        got = self.amemo.get(aid)
+        if got is None:
+            key = self.s.atoms[aid]
+            if key[0] == "cut":
+                try:
+                    got = self.poly(key[1])
+                except _TooBig:  # too large expanded: kept as the cut (equal to it)
+                    got = self.s.intern((((aid,), 1),))
+            elif key[0] == "sym":
+                got = self.s.intern((((aid,), 1),))
+            else:
+                got = self.s.uf(key[1], [self._arg(p) for p in key[3]], key[2])
+            self.amemo[aid] = got
+        return got
+
+    def _arg(self, pid) -> int:
+        try:
+            return self.poly(pid)
+        except _TooBig:
+            return pid
+
+    def equal(self, pairs) -> bool:
+        """Every ``(i, a, b)`` of ``pairs`` equal once expanded; False when
+        one differs or an expansion is too large."""
+        import sys
+
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 20000))
+        try:
+            return all(self._arg(a) == self._arg(b) for _, a, b in pairs)
+        except RecursionError:
+            return False
+        finally:
+            sys.setrecursionlimit(old)
+
+
+# -- running both sides ----------------------------------------------------------
+def _leaf(ex, name, shape, dtype):
+    return ex.leaf(f"{name}@{SERIAL}", shape, dtype)
+
+
+def _run_serial(ex, snap, serial_rel):
+    """The serial main program on global input symbols; ``(env, inputs)``."""
+    inputs = {}
+    for table in ("parameters", "feeds"):
+        for n, v in serial_rel[table].items():
+            if any(int(d) < 0 for d in v["shape"]):
+                raise Unsupported(f"serial input {n} has a -1 dim {v['shape']}: the relation "
+                                  "needs the global batch")
+            inputs[n] = _leaf(ex, n, v["shape"], v["dtype"])
+    st = Rank(SERIAL, snap, list(snap.ops), dict(inputs))
+    ex.run({SERIAL: st}, startup=False)
+    return st.env, inputs
+
+
+def _rank_inputs(ex, ranks, snaps, rels, inputs, store):
+    """Every rank's env before its main program: its startup's values (all
+    ranks' startups together: they may broadcast), then every parameter /
+    state / feed the serial program has, as the rank's piece of it."""
+    states = {r: Rank(r, snaps[r], list(snaps[r].startup_ops), {}) for r in ranks}
+    ex.run(states, startup=True)
+    for r in ranks:
+        env = states[r].env
+        for table in ("parameters", "feeds"):
+            for n, v in rels[r][table].items():
+                if n not in inputs:
+                    continue  # the rank's own (its startup's, or a fresh input)
+                piece = input_piece(inputs[n], v.get("placement"), r, store)
+                if list(piece.arr.shape) != [int(d) for d in v["shape"]]:
+                    raise PlacementError(f"rank {r}'s {n} is {list(v['shape'])}, the serial "
+                                         f"{list(inputs[n].arr.shape)} sliced by "
+                                         f"{describe(v.get('placement'))} is "
+                                         f"{list(piece.arr.shape)}")
+                env[n] = piece
+    return {r: states[r].env for r in ranks}
+
+
+def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
+    """``[(label, serial value, rank value, placement)]`` the proof compares on
+    one rank: the loss, each gradient, the state after the step; a rank
+    value without a serial counterpart has serial value None."""
+    out = []
+    if rel.get("loss") and serial_rel.get("loss"):
+        out.append(("loss", serial_rel["loss"], rel["loss"], rel.get("loss_placement")))
+    for pname, p in sorted(rel["params"].items()):
+        sp = serial_rel["params"].get(pname)
+        out.append((f"{pname}@GRAD", sp and sp["grad"], p["grad"], p["grad_placement"]))
+    states = {n: v.get("placement") for n, v in rel["parameters"].items()}
+    states.update({n: v.get("placement") for n, v in rel["feeds"].items()
+                   if v.get("persistable")})
+    sroots = set(serial_rel["parameters"]) | {n for n, v in serial_rel["feeds"].items()
+                                              if v.get("persistable")}
+    sfinal = final_states(serial_snap, sroots)
+    rfinal = final_states(rank_snap, set(states))
+    for n in sorted(states):
+        label = f"{n} (after the step)"
+        out.append((label, sfinal.get(n), rfinal[n], states[n]))
+    return out
+
+
+@_collector_paused
+def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
+                   rank_rels: dict, final_ops: dict, rings: dict, budget_s: float = 60.0,
+                   timeout_ms: int = 5000, z3_budget_ms: int = 20000) -> list:
+    """One CheckResult (kind "value", ``planner relation proof``) per rank:
+    see the module docstring.  ``rank_snaps``/``rank_rels``/``final_ops``
+    by rank; ``rings``: the plan's ``{ring: [groups]}``."""
+    start = time.perf_counter()
+    ranks = sorted(rank_snaps)
+
+    def every(verdict, msg, **details):
+        return [CheckResult(KIND, NAME, r, verdict, f"{where} rank {r}: {msg}",
+                            details={"seconds": round(time.perf_counter() - start, 3),
+                                     "not_proved": verdict != Verdict.EQUIVALENT, **details})
+                for r in ranks]
+
+    store = Store()
+    T.store = store
+    ex = Executor(store, rings, 1, None, time.process_time() + budget_s)
+    try:
+        senv, inputs = _run_serial(ex, serial_snap, serial_rel)
+    except Budget as exc:
+        return every(Verdict.INCONCLUSIVE, f"not proved: over budget running the serial "
+                     f"program: {exc}", reason=str(exc))
+    except (Unsupported, ExecError) as exc:
+        return every(Verdict.INCONCLUSIVE, f"the serial program cannot be executed "
+                     f"symbolically: {exc}", reason=str(exc))
+    try:
+        envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels, inputs, store)
+        states = {r: Rank(r, rank_snaps[r], list(rank_snaps[r].ops), envs[r]) for r in ranks}
+        ex.run(states, startup=False)
+    except Budget as exc:
+        return every(Verdict.INCONCLUSIVE, f"not proved: over budget running the ranks' "
+                     f"programs: {exc}", reason=str(exc))
+    except (Unsupported, PlacementError) as exc:
+        return every(Verdict.INCONCLUSIVE, f"the ranks' programs cannot be executed on their "
+                     f"pieces of the serial inputs: {exc}", reason=str(exc))
+    except ExecError as exc:
+        bad = exc.rank if exc.rank is not None else ranks[0]
+        out = every(Verdict.INCONCLUSIVE, f"not compared: rank {bad}'s program does not run "
+                    f"symbolically ({exc})", reason=str(exc))
+        for c in out:
+            if c.rank == bad:  # the serial program runs; this rank's does not
+                c.verdict = Verdict.NOT_EQUIVALENT
+                c.message = (f"{where} rank {bad}: its program does not run on its pieces "
+                             f"of the serial inputs where the serial program runs: {exc}")
+                c.counterexample = {"rank": bad, "error": str(exc)}
+        return out
+    envs = {r: st.env for r, st in states.items()}
+    zt = Z3Terms(store)
+    z3b = _Z3Budget(z3_budget_ms, timeout_ms)
+    return [_judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel,
+                        rank_snaps[r], rank_rels[r], final_ops.get(r, []), start)
+            for r in ranks]
+
+
+def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
+    """``_compare``'s answer for rank ``r``'s value ``rname`` against the
+    serial tensor, through ``plc``; ("unknown", why) where the placement
+    cannot be related; expected tensor second."""
+    if serial_t is None:
+        return ("unknown", "the serial program has no counterpart of it"), None
+    pieces = {q: env[rname] for q, env in envs.items() if rname in env}
+    if r not in pieces:
+        return ("unknown", f"rank {r}'s program gives {rname} no value"), None
+    try:
+        expected = _tensor(local_piece(serial_t.arr, plc, r), serial_t.dtype)
+        got = assembled(pieces, plc, r, store)
+    except PlacementError as exc:
+        return ("unknown", f"its placement {describe(plc)} cannot be related: {exc}"), None
+    if plc is None and got.arr.shape != expected.arr.shape:
+        return ("unknown", "no placement recorded, and it is not the whole serial value"), None
+    out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
+    if plc is None and out is not None and out[0] == "refuted":
+        # with no placement recorded the piece may be any slice: not a refutation
+        return ("unknown", "no placement recorded, and it is not the whole serial value"), \
+            expected
+    return out, expected
+
+
+def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, rank_snap,
+                rel, final_ops, start):
+    stats = {"queries": 0, "normal_form": 0, "z3_proved": 0, "probe_refuted": 0,
+             "z3_refuted": 0, "expanded": 0}
+    proved, refuted, unknown, cexs, pending = [], [], [], [], []
+    pairs = watched_pairs(serial_snap, serial_rel, rank_snap, rel)
+    for label, sname, rname, plc in pairs:
+        out, expected = _relate(store, zt, z3b, stats, senv.get(sname) if sname else None,
+                                envs, rname, plc, r)
+        if out is None:
+            proved.append(label)
+        elif out[0] == "z3":
+            pending.append((label, rname, plc, expected, out))
+        elif out[0] == "refuted":
+            refuted.append(label)
+            cexs.append(_cex(store, r, label, rname, plc, expected, out[1]))
+        else:
+            unknown.append((label, out[1]))
+    expander = Expander(store)
+    for label, rname, plc, expected, (_, zpairs, why_not) in pending:
+        if expander.equal(zpairs):
+            proved.append(label)
+            stats["expanded"] += 1
+            continue
+        if refuted:
+            unknown.append((label, "not asked of Z3: another value of this rank differs "
+                                   "already (probes could not tell this one apart)"))
+            continue
+        got = assembled({q: env[rname] for q, env in envs.items() if rname in env}, plc, r,
+                        store)
+        res = _ask_z3(store, zt, expected.arr.reshape(-1), got.arr.reshape(-1), zpairs,
+                      why_not, z3b, stats)
+        if res is None:
+            proved.append(label)
+        elif res[0] == "refuted":
+            refuted.append(label)
+            cexs.append(_cex(store, r, label, rname, plc, expected, res[1]))
+        else:
+            unknown.append((label, res[1]))
+    secs = round(time.perf_counter() - start, 3)
+    details = {"seconds": secs, "proved": proved, "refuted": refuted,
+               "unknown": [n for n, _ in unknown], "queries": stats["queries"],
+               "by_normal_form": stats["normal_form"], "by_expanded_form": stats["expanded"],
+               "by_z3": stats["z3_proved"],
+               "refuted_replayed": stats["probe_refuted"] + stats["z3_refuted"],
+               "shapes": "at the programs' real shapes (global on the serial side)",
+               "terms": len(store.polys)}
+    if refuted:
+        c = cexs[0]
+        loc = _locate(store, zt, senv, envs, r, final_ops)
+        c["stage"] = loc["stage"] if loc else "unknown"
+        c["first_divergence"] = loc
+        where_txt = (f"; first divergence: rank {r} op {loc['op_index']} ({loc['op_type']}) "
+                     f"value {loc['value']}, stage {loc['stage']} "
+                     f"({loc['stage_op']['op_type']} {loc['stage_op']['value']})"
+                     if loc else "")
+        val = (f"serial {c['original_value']} vs rank {c['rewritten_value']} at element "
+               f"{c['element']}, {c['found_by']}" if "element" in c else c.get("reason", ""))
+        return CheckResult(
+            KIND, NAME, r, Verdict.NOT_EQUIVALENT,
+            f"{where} rank {r}: REFUTED: {len(refuted)} of {len(pairs)} values do not relate "
+            f"to the serial program through their placements on inputs replayed through the "
+            f"real kernels; first {c['value']} ({describe(plc_of(pairs, c['value']))}): "
+            f"{val}{where_txt} ({ROUNDING})",
+            counterexample=c, details={**details, "counterexamples": cexs[:5]})
+    if unknown:
+        return CheckResult(
+            KIND, NAME, r, Verdict.INCONCLUSIVE,
+            f"{where} rank {r}: not proved: {unknown[0][0]}: {unknown[0][1]} "
+            f"({len(proved)} of {len(pairs)} values proved)",
+            details={**details, "reason": unknown[0][1], "not_proved": True})
+    if not proved:
+        return CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
+                           f"{where} rank {r}: nothing to relate",
+                           details={**details, "not_proved": True})
+    return CheckResult(
+        KIND, NAME, r, Verdict.EQUIVALENT,
+        f"{where} rank {r}: PROVED at the real shapes: the loss, {len(rel['params'])} "
+        f"gradients and the state after the step ({len(proved)} values) relate to the serial "
+        f"program through their placements for all parameters, states and feeds related "
+        f"by placements (so for every step) ({stats['normal_form']} by canonical form, "
+        f"{stats['expanded']} by canonical form with cuts expanded, {stats['z3_proved']} by "
+        f"Z3); {ROUNDING}", details=details)
+
+
+def plc_of(pairs, label):
+    return next((p for lb, _, _, p in pairs if lb == label), None)
+
+
+def _cex(store, r, label, rname, plc, expected, info):
+    c = _counterexample(store, r, label, expected, info, None, "at the real shapes")
+    c.update({"value": label, "rank_value_name": rname, "placement": describe(plc)})
+    if "original_value" in c:
+        c["serial_value"], c["rank_piece_value"] = c["original_value"], c["rewritten_value"]
+    return c
+
+
+def _locate(store, zt, senv, envs, r, final_ops):
+    """The first op of rank ``r`` whose result no longer relates (probes only:
+    a replayed difference), with the stage blamed."""
+    def differs(res, ser, plc):
+        if ser not in senv or res not in envs[r]:
+            return None
+        try:
+            expected = _tensor(local_piece(senv[ser].arr, plc, r), senv[ser].dtype)
+            got = assembled({q: env[res] for q, env in envs.items() if res in env}, plc, r,
+                            store)
+        except (PlacementError, KeyError):
+            return None
+        if expected.arr.shape != got.arr.shape:
+            return "shape", {}
+        stats = {"normal_form": 0, "probe_refuted": 0}
+        out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
+        if out is None or out[0] != "refuted":
+            return None
+        info = out[1]
+        idx = [int(x) for x in np.unravel_index(info["index"], expected.arr.shape)] \
+            if expected.arr.shape else []
+        return "value", {"index": idx, "serial": str(info["va"]), "rank_value": str(info["vb"])}
+
+    return first_divergent_op(final_ops, differs)
