@@ -407,6 +407,58 @@ def test_layer_norm_and_its_grad_against_paddle():
     close(grad["Bias@GRAD"], gb)
 
 
+def test_pir_layer_norm_row_by_row_against_paddle():
+    """``pd_op.layer_norm`` / ``layer_norm_grad`` (row by row: polynomial
+    mean and variance, a ``layer_norm.rstd`` kernel of the variance)
+    against Paddle's own layer_norm and its autograd; and ``pd_op.relu``,
+    ``pd_op.relu_grad``, ``pd_op.share_data_`` on concrete values."""
+    x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
+    attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
+    fwd = run("pd_op.layer_norm", {"x": [x], "scale": [sc], "bias": [b]}, attrs)
+
+    def ref(paddle):
+        xt = paddle.to_tensor(x, dtype="float64", stop_gradient=False)
+        st = paddle.to_tensor(sc, dtype="float64", stop_gradient=False)
+        bt = paddle.to_tensor(b, dtype="float64", stop_gradient=False)
+        y = paddle.nn.functional.layer_norm(xt, [4], st, bt, 1e-5)
+        grads = paddle.grad([y], [xt, st, bt], [paddle.to_tensor(dy, dtype="float64")])
+        return [y.numpy()] + [t.numpy() for t in grads]
+    y, gx, gs, gb = _pd(ref)
+    close(fwd["out"], y)
+    close(fwd["mean"], x.reshape(6, 4).mean(1))
+    close(fwd["variance"], x.reshape(6, 4).var(1))
+    grad = run("pd_op.layer_norm_grad", {"x": [x], "scale": [sc], "bias": [b],
+                                         "out_grad": [dy], "mean": [fwd["mean"]],
+                                         "variance": [fwd["variance"]]}, attrs)
+    close(grad["x_grad"], gx)
+    close(grad["scale_grad"], gs)
+    close(grad["bias_grad"], gb)
+    a, g = r(3, 4), r(3, 4)
+    close(run("pd_op.relu", {"x": [a]})["out"], np.maximum(a, 0))
+    close(run("pd_op.relu_grad", {"out": [np.maximum(a, 0)], "out_grad": [g]})["x_grad"],
+          np.where(a > 0, g, 0))
+    close(run("pd_op.share_data_", {"x": [a]})["out"], a)
+
+
+def test_pir_layer_norm_of_a_piece_of_rows_is_the_piece_of_the_whole():
+    """Row by row: the layer_norm of rows 2..3 of a batch is rows 2..3 of
+    the whole's (the same terms), which the planner relation's proof needs
+    for a batch or sequence split over ranks."""
+    from verify.value.symbolic import Kernels, Store, T as Term
+
+    store = Store()
+    Term.store = store
+    k = Kernels(store)
+    arr = np.empty((4, 3), dtype=object)
+    for j, idx in enumerate(np.ndindex(4, 3)):
+        arr[idx] = Term(store.sym(f"x{j}"))
+    op = Op(0, "pd_op.layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
+    whole = S.ROWS["pd_op.layer_norm"](op, {"x": [S.Tensor(arr, S.leaf_dims((4, 3)))]}, k)
+    part = S.ROWS["pd_op.layer_norm"](op, {"x": [S.Tensor(arr[2:], S.leaf_dims((2, 3)))]}, k)
+    assert [e.i for e in whole["out"][0].arr[2:].reshape(-1)] == \
+        [e.i for e in part["out"][0].arr.reshape(-1)]
+
+
 def test_layer_norm_kernels_are_keyed_by_slots_and_shapes():
     """One term per (slot, shape): the same values as Scale or as Bias, or
     viewed as [2,4,8] or [8,8], are different kernels' arguments."""

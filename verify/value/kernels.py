@@ -200,6 +200,11 @@ def reference(kernel: str, attrs, args):
             return e[int(at["index"])] / sum(e)
         if kernel.startswith(("adamw.", "adam.")):
             return _adam(kernel, args, at)
+        if kernel == "layer_norm.rstd":  # 1 / sqrt(variance + epsilon)
+            v = _f(args[0]) + float(at.get("epsilon", 1e-5))
+            if v <= 0:
+                raise NotAnInput(f"layer_norm of a variance {args[0]}")
+            return 1.0 / math.sqrt(v)
         if kernel.startswith(("layer_norm.", "layer_norm_grad.")) and "@inputs" in at:
             return _layer_norm(kernel, args, at)
     except ZeroDivisionError as exc:

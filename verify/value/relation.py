@@ -171,20 +171,24 @@ class Expander:
         s, d = self.s, {}
         polys, atom = s.polys, self.atom
         for mono, c in s.polys[pid]:
-            plain, wide = [], []  # atoms that stay one atom; expanded polynomials
+            plain, wide = [], []  # atoms that stay one atom; (atom, expanded polynomial)
             for a in mono:
-                p = polys[atom(a)]
+                ap = atom(a)
+                p = polys[ap]
                 if len(p) == 1 and p[0][1] == 1 and len(p[0][0]) == 1:
                     plain.append(p[0][0][0])
                 else:
-                    wide.append(p)
+                    wide.append((ap, p))
             term = ((tuple(sorted(plain)), c),)
-            for p in wide:
+            for _, p in wide:
                 acc = _accumulate_product({}, term, p)
                 term = tuple((m, v) for m, v in acc.items() if v)
                 if len(term) > self.limit:
-                    self.memo[pid] = -1
-                    raise _TooBig()
+                    # too large multiplied out: a product of the factors' expanded
+                    # forms, each abbreviated by the cut atom of that (canonical) form
+                    cuts = [polys[s.cut(ap)][0][0][0] for ap, _ in wide]
+                    term = ((tuple(sorted(plain + cuts)), c),)
+                    break
             for m, v in term:
                 d[m] = d.get(m, 0) + v
             if len(d) > self.limit:

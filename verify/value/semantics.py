@@ -1117,19 +1117,108 @@ def _pir_set_value_with_tensor(op, ins, k):
     return {"out": [Tensor(out, x.dims, x.dtype)]}
 
 
-# layer_norm (opaque: every element a kernel of the whole input, keyed by
-# slots and shapes) and relu, as the planner's PIR programs spell them
+def _ln_rows(op, x):
+    """``(rows, n)``: layer_norm normalizes each row of ``n`` elements (the
+    dims from ``begin_norm_axis`` on) on its own."""
+    b = int(op.attrs.get("begin_norm_axis", 1))
+    shape = x.arr.shape
+    return int(np.prod(shape[:b])) if b else 1, int(np.prod(shape[b:]))
+
+
+def _ln_rstd(op, var, k):
+    """``1 / sqrt(var + epsilon)`` of one row: a kernel of the row's variance
+    (a polynomial), the only non-polynomial part of layer_norm."""
+    eps = float(op.attrs.get("epsilon", 1e-5))
+    return k.uf("layer_norm.rstd", [var], (("epsilon", repr(eps)),))
+
+
+def _ln_stats(op, x2, n, k):
+    inv = k.const(Fraction(1, n))
+    mean = [_row_sum(row) * inv for row in x2]
+    var = [_row_sum([(e - m) * (e - m) for e in row]) * inv for row, m in zip(x2, mean)]
+    return mean, var
+
+
+def _row_sum(xs):
+    xs = list(xs)
+    total = getattr(type(xs[0]), "total", None) if xs else None
+    return total(xs) if total is not None else sum(xs[1:], xs[0])
+
+
+def _pir_layer_norm(op, ins, k):
+    """``pd_op.layer_norm`` row by row: ``mean`` and ``variance`` of each row
+    are polynomials of the row, ``out = (x - mean) * rstd * scale + bias``
+    with ``rstd = 1/sqrt(variance + epsilon)`` a kernel of the variance: a
+    row depends on its own elements only, so a batch or sequence split into
+    pieces normalizes each row as the whole does."""
+    x = _t(ins, "x")
+    rows, n = _ln_rows(op, x)
+    x2 = x.arr.reshape(rows, n)
+    scale = _t(ins, "scale").arr.reshape(-1) if _has(ins, "scale") else None
+    bias = _t(ins, "bias").arr.reshape(-1) if _has(ins, "bias") else None
+    mean, var = _ln_stats(op, x2, n, k)
+    out = np.empty((rows, n), dtype=object)
+    for i in range(rows):
+        r = _ln_rstd(op, var[i], k)
+        for j in range(n):
+            y = (x2[i, j] - mean[i]) * r
+            if scale is not None:
+                y = y * scale[j]
+            if bias is not None:
+                y = y + bias[j]
+            out[i, j] = y
+    stats = [tuple(f for d in x.dims[:int(op.attrs.get("begin_norm_axis", 1))] for f in d)
+             or ((1, 1),)]
+    return {"out": [Tensor(out.reshape(x.arr.shape), x.dims, x.dtype)],
+            "mean": [Tensor(np.array(mean, dtype=object), stats, x.dtype)],
+            "variance": [Tensor(np.array(var, dtype=object), stats, x.dtype)]}
+
+
+def _pir_layer_norm_grad(op, ins, k):
+    """``pd_op.layer_norm_grad`` from the saved mean and variance, row by
+    row: ``xhat = (x - mean) * rstd``, ``g = dy * scale``, ``dx = rstd * (g
+    - mean(g) - xhat * mean(g * xhat))``, ``dscale = sum_rows(dy * xhat)``,
+    ``dbias = sum_rows(dy)``."""
+    x, dy = _t(ins, "x"), _t(ins, "out_grad")
+    rows, n = _ln_rows(op, x)
+    x2, dy2 = x.arr.reshape(rows, n), dy.arr.reshape(rows, n)
+    mean = _t(ins, "mean").arr.reshape(-1)
+    var = _t(ins, "variance").arr.reshape(-1)
+    scale = _t(ins, "scale").arr.reshape(-1) if _has(ins, "scale") else None
+    inv = k.const(Fraction(1, n))
+    dx = np.empty((rows, n), dtype=object)
+    xhat = np.empty((rows, n), dtype=object)
+    for i in range(rows):
+        r = _ln_rstd(op, var[i], k)
+        xh = [(x2[i, j] - mean[i]) * r for j in range(n)]
+        xhat[i] = xh
+        g = [dy2[i, j] * scale[j] if scale is not None else dy2[i, j] for j in range(n)]
+        mg = _row_sum(g) * inv
+        mgx = _row_sum([a * b for a, b in zip(g, xh)]) * inv
+        for j in range(n):
+            dx[i, j] = r * (g[j] - mg - xh[j] * mgx)
+    out = {"x_grad": [Tensor(dx.reshape(x.arr.shape), x.dims, x.dtype)]}
+    if _has(ins, "scale"):
+        sc = _t(ins, "scale")
+        col = [_row_sum([dy2[i, j] * xhat[i, j] for i in range(rows)]) for j in range(n)]
+        out["scale_grad"] = [Tensor(np.array(col, dtype=object).reshape(sc.arr.shape),
+                                    sc.dims, sc.dtype)]
+    if _has(ins, "bias"):
+        bs = _t(ins, "bias")
+        col = [_row_sum([dy2[i, j] for i in range(rows)]) for j in range(n)]
+        out["bias_grad"] = [Tensor(np.array(col, dtype=object).reshape(bs.arr.shape),
+                                   bs.dims, bs.dtype)]
+    return out
+
+
+# relu and layer_norm as the planner's PIR programs spell them
 ROWS.update({
     "pd_op.relu": _via(ROWS["relu"], {"x": "X"}, {"Out": "out"}),
     "pd_op.relu_grad": _via(ROWS["relu_grad"], {"out": "Out", "out_grad": "Out@GRAD"},
                             {"X@GRAD": "x_grad"}),
-    "pd_op.layer_norm": _via(ROWS["layer_norm"], {"x": "X", "scale": "Scale", "bias": "Bias"},
-                             {"Y": "out", "Mean": "mean", "Variance": "variance"}),
-    "pd_op.layer_norm_grad": _via(ROWS["layer_norm_grad"],
-                                  {"x": "X", "scale": "Scale", "bias": "Bias", "mean": "Mean",
-                                   "variance": "Variance", "out_grad": "Y@GRAD"},
-                                  {"X@GRAD": "x_grad", "Scale@GRAD": "scale_grad",
-                                   "Bias@GRAD": "bias_grad"}),
+    "pd_op.layer_norm": _pir_layer_norm,
+    "pd_op.layer_norm_grad": _pir_layer_norm_grad,
+    "pd_op.share_data_": _via(identity(), {"x": "X"}, {"Out": "out"}),
 })
 
 ROWS.update({
