@@ -22,10 +22,14 @@ Its checks:
   related through placements; a difference names the rank, value, step,
   index and the stage whose op it first comes from.
 
-The value proof of the relation is not built here (``verify/value`` proves
-original == rewritten per rank; relating a global serial term to the
-ranks' pieces needs slice/concat terms it does not have yet): the
-application says so in its notes, and its numeric relation decides.
+* ``planner relation proof`` (value, ``verify/value/relation.py``): the same
+  relation proved for ALL parameters, states and feeds related by placements,
+  at the real shapes (so for every step): the serial program on global
+  symbols, each rank on its pieces of them; a refutation is replayed through
+  the real kernels and names the rank, the value and the stage.  Where it
+  cannot decide (over its budget, an op without a row) it is INCONCLUSIVE and
+  advisory: the numeric relation decides and the application is "witnessed,
+  not proved".
 """
 from __future__ import annotations
 
@@ -116,9 +120,6 @@ class PlannerAdapter(PirPassAdapter):
                 "numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                 f"planner on {case.name}: the serial-to-ranks relation was not run "
                 "(no numeric backend)"))
-        notes.append("value proof of the planner relation not built: verify/value "
-                     "relates original and rewritten programs of one rank; the "
-                     "serial-to-pieces relation is decided by the numeric run")
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
 
 
@@ -382,7 +383,7 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                 "verify.numeric.planner_runs", "run_relation",
                 {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
                  "ranks": ranks, "rings": rings, "state_placements": states,
-                 "steps": steps, "where": f"{where}: ranks",
+                 "steps": steps, "where": f"{where}: ranks", "seed": seed,
                  "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
                                       if f["persistable"]} for r in case.ranks}}, where,
                 # one budget for the serial run and one per rank: the job runs them all
@@ -403,8 +404,11 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                             details={"traceback": tb})]
     notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
                  "process, ranks in lock step (PIR executor, simulated collectives)")
-    return planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
-                                     rank_outs, steps)
+    out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
+                                    rank_outs, steps)
+    for c in out:  # every startup (serial and ranks) ran seeded by it
+        c.details["seed"] = seed
+    return out
 
 
 def _relation_snapshots(folder, ranks, r0):
@@ -433,7 +437,7 @@ def relation_proof(case, folder, records, notes) -> list:
     result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
     advisory: the numeric relation decides, the application is then
     "witnessed, not proved"); a proof or a replayed refutation decides."""
-    from verify.value.relation import NAME, prove_relation
+    from verify.value.relation import MAX_INPUT_ELEMENTS, NAME, input_elements, prove_relation
 
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
@@ -455,7 +459,10 @@ def relation_proof(case, folder, records, notes) -> list:
                          f"modules ({memo.path.name})")
             return _advisory(out)
         try:
-            serial, snaps = _relation_snapshots(folder, case.ranks, r0)
+            if input_elements(serial_rel) > MAX_INPUT_ELEMENTS:  # decided before loading
+                serial, snaps = None, {r: None for r in case.ranks}
+            else:
+                serial, snaps = _relation_snapshots(folder, case.ranks, r0)
         except Exception as exc:
             from verify.verdicts import error_line
 
@@ -482,6 +489,7 @@ def _advisory(out) -> list:
 
 
 SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
+           "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 # what decides the relation's value proof: the proof's modules, the op table

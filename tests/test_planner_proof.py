@@ -77,3 +77,27 @@ def test_a_reshard_making_the_wrong_piece_is_refuted(monkeypatch, case_name, mut
     cex = _refuted(app)
     assert cex["stage"] == "reshard", cex.get("first_divergence")
     assert cex["first_divergence"]["stage_op"]["op_type"] == op_type
+
+
+def test_a_plan_over_the_proofs_size_is_inconclusive_not_proved():
+    """Past the input size the proof is not attempted: INCONCLUSIVE saying
+    so on every rank, never a proof (the application is then "witnessed")."""
+    from verify.value.relation import prove_relation
+
+    rel = {"parameters": {"w": {"shape": [64, 64], "dtype": "float32"}}, "feeds": {}}
+    out = prove_relation("planner on x", None, {0: None, 1: None}, rel, {}, {}, {},
+                         max_inputs=4095)
+    assert [c.verdict.value for c in out] == ["INCONCLUSIVE"] * 2
+    assert all("not attempted" in c.message and "4096 elements" in c.message for c in out)
+
+
+def test_a_plan_the_proof_cannot_decide_is_witnessed_not_proved():
+    """The sequence-parallel plan: its loss (a Partial(AVG) of each rank's
+    mean over its sequence piece) is not decided within the proof's budget:
+    the proof is INCONCLUSIVE and advisory, the numeric relation decides."""
+    app = _apply("planned_row_sp_pir")
+    assert app.verdict.value == "EQUIVALENT"
+    proofs = _proofs(app)
+    undecided = [c for c in proofs if c.verdict.value != "EQUIVALENT"]
+    assert all(c.advisory for c in undecided)
+    assert app.proof == ("witnessed" if undecided else "proved")

@@ -33,35 +33,25 @@ from .inputs import feed_value, param_value
 KIND = "numeric"
 
 
-def run_serial_exported(exported, params, feeds, watch, steps) -> list:
+def run_serial_exported(exported, params, feeds, watch, steps, seed: int = 0) -> list:
     """``[{name: ndarray}]`` per step of the serial program (in whichever
-    process): startup, then the given global parameters, then K steps."""
-    import paddle
+    process): its own startup seeded by ``seed``, then the given global
+    parameters and states, then K steps: the step loop of every PIR run
+    (``pir_runner.run_exported``)."""
+    from .pir_runner import run_exported
 
-    from .pir_runner import load_for_fetch
-
-    with paddle.pir_utils.IrGuard():
-        main, startup, fetch = load_for_fetch(exported, watch, "the serial program")
-        scope = paddle.static.Scope()
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        out = []
-        with paddle.static.scope_guard(scope):
-            exe.run(startup)
-            for name, value in params.items():
-                scope.var(name).get_tensor().set(np.ascontiguousarray(value), paddle.CPUPlace())
-            for k in range(steps):
-                got = exe.run(main, feed=feeds[k], fetch_list=fetch)
-                out.append({n: np.array(a) for n, a in zip(watch, got)})
-        return out
+    return run_exported(exported, params, feeds, watch, seed, steps)
 
 
-def startup_states(exported) -> dict:
-    """The persistable values a rank's startup program writes that its main
-    program reads and that are not parameters (learning rate, optimizer
-    states): ``{name: ndarray}``."""
+def startup_states(exported, seed: int = 0) -> dict:
+    """The persistable values a rank's startup program (seeded by ``seed``)
+    writes that its main program reads and that are not parameters (learning
+    rate, optimizer states): ``{name: ndarray}``."""
     import paddle
 
     from verify.ir.pir_snapshot import import_programs
+
+    from .inputs import run_startup
 
     with paddle.pir_utils.IrGuard():
         main, startup, _ = import_programs(exported)
@@ -70,7 +60,7 @@ def startup_states(exported) -> dict:
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
         with paddle.static.scope_guard(scope):
-            exe.run(startup)
+            run_startup(exe, startup, seed)
         out = {}
         for n in wanted:
             var = scope.find_var(n)
@@ -80,7 +70,7 @@ def startup_states(exported) -> dict:
 
 
 def run_relation(serial, ranks, rings, state_placements, steps, where,
-                 state_shapes=None) -> tuple:
+                 state_shapes=None, seed: int = 0) -> tuple:
     """Both sides in one process (one worker call): the ranks' startup
     states assembled into the serial run's states, the serial run, then the
     ranks in lock step; ``(serial outputs, {rank: outputs})``.
@@ -93,7 +83,7 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     ``Engine._initialize``) gives its slice, on both sides."""
     from .placements import assemble_global, piece_from_coarser
 
-    states = {r: startup_states(d["exported"]) for r, d in ranks.items()}
+    states = {r: startup_states(d["exported"], seed) for r, d in ranks.items()}
     for r, st in states.items():
         for n, v in list(st.items()):
             local = list((state_shapes or {}).get(r, {}).get(n, v.shape))
@@ -109,8 +99,8 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
         pieces = {r: s[n] for r, s in states.items() if n in s}
         sstates[n] = assemble_global(pieces, state_placements.get(n))
     serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
-                                     serial["feeds"], serial["watch"], steps)
-    rank_outs = run_ranks_in_waves(ranks, rings, steps, where)
+                                     serial["feeds"], serial["watch"], steps, seed)
+    rank_outs = run_ranks_in_waves(ranks, rings, steps, where, seed)
     return serial_out, rank_outs
 
 
@@ -176,9 +166,9 @@ def _wave_rank_class():
         collectives come from one run of its stage.  Every stage run of a
         step after the first starts from the step's saved persistable state."""
 
-        def __init__(self, rank, exported, params, feeds, watch, where):
+        def __init__(self, rank, exported, params, feeds, watch, where, seed=0):
             super().__init__(rank, exported, params, feeds, watch, where, restore_state=True,
-                             last_stage_only=True)
+                             seed=seed, last_stage_only=True)
             import paddle
 
             from verify.ir.pir_snapshot import import_programs
@@ -223,7 +213,7 @@ def _wave_rank_class():
     return WaveRank
 
 
-def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str):
+def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str, seed: int = 0):
     """``{rank: [{name: ndarray}] per step}`` as ``pir_ranks.run_exported_ranks``,
     each rank's program run once per wave of collectives (``WaveRank``)."""
     import paddle
@@ -233,7 +223,7 @@ def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str):
     WaveRank = _wave_rank_class()
     with paddle.pir_utils.IrGuard():
         states = {int(r): WaveRank(int(r), d["exported"], d["params"], d["feeds"],
-                                   d["watch"], where) for r, d in sorted(ranks.items())}
+                                   d["watch"], where, seed) for r, d in sorted(ranks.items())}
         return run_steps(states, rings, steps, where)
 
 

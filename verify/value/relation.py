@@ -52,6 +52,10 @@ from .semantics import Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
 KIND, NAME = "value", "planner relation proof"
+# inputs (elements of the serial program's parameters, states and feeds) above
+# which the proof is not attempted: a gate application's budget (the real-model
+# plans hold ~10^4 and their terms do not fit it)
+MAX_INPUT_ELEMENTS = 4096
 SERIAL = "serial"  # the leaf suffix of the serial program's input symbols
 
 
@@ -301,10 +305,13 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
 @_collector_paused
 def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                    rank_rels: dict, final_ops: dict, rings: dict, budget_s: float = 60.0,
-                   timeout_ms: int = 5000, z3_budget_ms: int = 20000) -> list:
+                   timeout_ms: int = 5000, z3_budget_ms: int = 20000,
+                   max_inputs: int = MAX_INPUT_ELEMENTS) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  ``rank_snaps``/``rank_rels``/``final_ops``
-    by rank; ``rings``: the plan's ``{ring: [groups]}``."""
+    by rank; ``rings``: the plan's ``{ring: [groups]}``; past ``budget_s``
+    CPU seconds, or with more than ``max_inputs`` input elements, INCONCLUSIVE
+    "over budget"."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
 
@@ -313,6 +320,70 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                             details={"seconds": round(time.perf_counter() - start, 3),
                                      "not_proved": verdict != Verdict.EQUIVALENT, **details})
                 for r in ranks]
+
+    size = input_elements(serial_rel)
+    if size > max_inputs:
+        return every(Verdict.INCONCLUSIVE, f"not proved: not attempted: the serial program's "
+                     f"parameters, states and feeds hold {size} elements, over the relation "
+                     f"proof's {max_inputs}", reason="over budget (inputs)")
+    with _cpu_limit(budget_s):
+        return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
+                      final_ops, rings, budget_s, timeout_ms, z3_budget_ms, start)
+
+
+def input_elements(serial_rel) -> int:
+    """Elements of the serial program's parameters, states and feeds."""
+    return sum(int(np.prod(v["shape"])) if v["shape"] else 1
+               for table in ("parameters", "feeds") for v in serial_rel[table].values())
+
+
+class _OverCPU(Exception):
+    pass
+
+
+class _cpu_limit:
+    """Raise ``_OverCPU`` in the main thread once this process spent
+    ``seconds`` CPU seconds more (probes and expansions have no deadline of
+    their own); elsewhere (a worker thread) only the executor's deadline."""
+
+    def __init__(self, seconds):
+        self.seconds, self.armed = seconds, False
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread() and \
+                hasattr(signal, "setitimer"):
+            def fire(*_):
+                raise _OverCPU(f"past the proof's {self.seconds:g} CPU s")
+            self.old = signal.signal(signal.SIGPROF, fire)
+            signal.setitimer(signal.ITIMER_PROF, self.seconds)
+            self.armed = True
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.armed:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, self.old)
+        return False
+
+
+def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
+           rings, budget_s, timeout_ms, z3_budget_ms, start):
+    try:
+        return _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel,
+                            rank_rels, final_ops, rings, budget_s, timeout_ms, z3_budget_ms,
+                            start)
+    except _OverCPU as exc:
+        return every(Verdict.INCONCLUSIVE, f"not proved: over budget: {exc}",
+                     reason=f"over budget: {exc}")
+
+
+def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
+                 final_ops, rings, budget_s, timeout_ms, z3_budget_ms, start):
 
     store = Store()
     T.store = store
