@@ -16,7 +16,10 @@ target.  The executor runs of a relation are memoized in the plan dir,
 keyed by everything that decides them (``passes/planner.py``,
 ``_run_memo``): the warm figures read them; ``cold s`` is one run with the
 memo off (``VERIFY_PLANNER_RUN_MEMO=0``): the serial run and the ranks in
-lock step, once per wave of independent collectives.
+lock step, once per wave of independent collectives, and the relation's
+value proof (``proof s``: its own seconds, part of ``cold s``; memoized in
+the plan dir like the runs).  The verdict is followed by how it stands:
+"proved" (the value proof on every rank) or "witnessed" (the numeric runs).
 """
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ def main(argv=None) -> int:
     chosen = [c for n, c in cases.all_cases().items()
               if fnmatch.fnmatchcase(n, a.case) and ADAPTER.handles(c)]
     print(f"{'case':28} {'ranks':>5} {'median s':>9} {'static s':>9} {'relation s':>10} "
-          f"{'cold s':>7}")
+          f"{'cold s':>7} {'proof s':>8}")
     worst = 0.0
     for case in chosen:
         planner_dir(case)  # plan once (cached), untimed
@@ -65,19 +68,21 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             app = run_application(ADAPTER, case, numeric=lambda *x: [])
             total.append(time.perf_counter() - t)
-        cold = float("nan")
+        cold, proof = float("nan"), float("nan")
         if not a.no_cold:
             os.environ["VERIFY_PLANNER_RUN_MEMO"] = "0"
             t = time.perf_counter()
-            run_application(ADAPTER, case, numeric=lambda *x: [])
+            capp = run_application(ADAPTER, case, numeric=lambda *x: [])
             cold = time.perf_counter() - t
+            proof = max([c.details.get("seconds", 0.0) for c in capp.checks
+                         if c.name == "planner relation proof"] or [float("nan")])
             os.environ.pop("VERIFY_PLANNER_RUN_MEMO")
         med = statistics.median(total)
         worst = max(worst, med)
         flag = "  OVER" if med > TARGET else ""
         print(f"{case.name:28} {len(case.ranks):5d} {med:9.3f} "
               f"{statistics.median(static):9.3f} {med - statistics.median(static):10.3f} "
-              f"{cold:7.2f}  {app.verdict.value}{flag}")
+              f"{cold:7.2f} {proof:8.2f}  {app.verdict.value} ({app.proof}){flag}")
     print(f"largest median {worst:.3f} s per application (target {TARGET} s)")
     isolation.shutdown() if hasattr(isolation, "shutdown") else None
     return 0
