@@ -439,8 +439,11 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
         got = assembled(pieces, plc, r, store)
     except PlacementError as exc:
         return ("unknown", f"its placement {describe(plc)} cannot be related: {exc}"), None
-    if plc is None and got.arr.shape != expected.arr.shape:
-        return ("unknown", "no placement recorded, and it is not the whole serial value"), None
+    if got.arr.shape != expected.arr.shape:  # the record and the value disagree: no inputs
+        return ("unknown", f"its shape {list(got.arr.shape)} is not the slice "
+                           f"{list(expected.arr.shape)} its placement {describe(plc)} names"
+                if plc is not None else "no placement recorded, and it is not the whole "
+                "serial value"), None
     out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
     if plc is None and out is not None and out[0] == "refuted":
         # with no placement recorded the piece may be any slice: not a refutation
@@ -483,6 +486,9 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
                       why_not, z3b, stats)
         if res is None:
             proved.append(label)
+        elif res[0] == "refuted" and plc is None:  # the piece may be any slice
+            unknown.append((label, "no placement recorded, and it is not the whole serial "
+                                   "value"))
         elif res[0] == "refuted":
             refuted.append(label)
             cexs.append(_cex(store, r, label, rname, plc, expected, res[1]))
