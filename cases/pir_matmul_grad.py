@@ -114,6 +114,10 @@ class PirRankProgram(RankProgram):
     (``verify.ir.pir_snapshot.Names``): loss and fetches are value names."""
 
     names: object = None
+    # {var: placement record} of the main program's parameters and states,
+    # as the planner recorded them (a program dir's planner.json); the
+    # snapshot carries them (meta["placements"]: verify/numeric/startup_pieces.py)
+    placements: dict = None
 
 
 MERGE = "auto_parallel_gradient_merge_pass"

@@ -56,7 +56,24 @@ def build_pir(case, rank: int):
     return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
                           params_grads=[], feeds=feeds, loss=loss,
                           fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
-                          names=names)
+                          names=names,
+                          placements=recorded_placements(Path(case.params["dir"]) /
+                                                         f"rank{rank}"))
+
+
+def recorded_placements(folder: Path) -> dict:
+    """``{var: placement record}`` of the parameters and persistable states
+    the rank's final program reads (``planner.json``'s ``final_ops``, as the
+    planner recorded them before dist2dense); empty without the record."""
+    path = folder / "planner.json"
+    if not path.is_file():
+        return {}
+    out = {}
+    for op in json.loads(path.read_text()).get("final_ops", []):
+        if op.get("type") in ("builtin.parameter", "pd_op.data") and op.get("results") \
+                and op.get("placements") and op["placements"][0] is not None:
+            out[op["results"][0]] = op["placements"][0]
+    return out
 
 
 def load_program_dir(path: str):

@@ -11,6 +11,8 @@ def snapshot_of(rp, case, rank: int, which: str):
     if getattr(case, "ir", "legacy") == "pir":  # the same snapshot form, from PIR
         from verify.ir.pir_snapshot import snapshot_rank
 
+        if getattr(rp, "placements", None):  # the planner's, for startup pieces
+            meta["placements"] = dict(rp.placements)
         return snapshot_rank(rp, meta)
     s = snap_mod.from_programs(rp.main, rp.startup, meta=meta)
     s.feeds = sorted(f.name for f in rp.feeds)

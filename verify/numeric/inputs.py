@@ -164,17 +164,21 @@ def snapshot_inits(snap) -> dict:
 
 
 def initial_params(seed: int, params: dict, shard=None, src_inits=None,
-                   dst_inits=None) -> dict:
+                   dst_inits=None, pieces=None) -> dict:
     """``{name: ndarray}`` for ``params`` = ``{name: (shape, dtype)}``:
     :func:`param_value` (``shard(name)`` its TP shard, 0 by default), and,
     given the inits of the original (``src_inits``) and of this program
     (``dst_inits``), mapped by :func:`init_like` onto this program's
-    initialisation where it differs."""
+    initialisation where it differs; ``pieces``: ``{name: taker}`` for a
+    parameter drawn at the shape its startup writes (the planner's global
+    value): the rank's piece of it (``startup_pieces.take``)."""
     out = {}
     for name, (shape, dtype) in params.items():
         v = param_value(seed, name, shape, dtype, shard(name) if shard else 0)
         if src_inits is not None and dst_inits is not None:
             v = init_like(v, name, seed, src_inits.get(name), dst_inits.get(name))
+        if pieces and name in pieces:
+            v = np.ascontiguousarray(pieces[name](v))
         out[name] = v
     return out
 

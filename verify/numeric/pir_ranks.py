@@ -103,12 +103,13 @@ class _PirRank:
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
     def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False,
-                 seed=0, last_stage_only=False, segments=False):
+                 seed=0, last_stage_only=False, segments=False, states=None):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
 
         from .inputs import run_startup  # parameter values come from the caller
+        from .startup_pieces import set_startup_states
 
         self.rank = rank
         self.where = where
@@ -165,6 +166,8 @@ class _PirRank:
         self._exes = {}
         with paddle.static.scope_guard(self.scope):
             run_startup(self.exe, startup, seed)
+        # what the startup wrote coarser than the main reads: the rank's piece
+        set_startup_states(self.scope, states or {}, rank, self.place)
         for name, value in params.items():
             if self.scope.find_var(name) is not None:
                 self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
@@ -234,7 +237,7 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
     with paddle.pir_utils.IrGuard():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where, restore_state, seed,
-                                   segments=segments)
+                                   segments=segments, states=d.get("states"))
                   for r, d in sorted(ranks.items())}
         return run_steps(states, rings, steps, where)
 

@@ -30,6 +30,7 @@ from . import run_memo
 from .compare import compare
 from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
                      snapshot_inits)
+from .startup_pieces import Unresolved, set_startup_states, startup_states
 from .run_spec import ProcessCrash
 
 KIND = "numeric"
@@ -64,10 +65,11 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "",
 
     with paddle.pir_utils.IrGuard():
         exported = export_programs(rp.main, rp.startup, rp.names)
-    params, feeds = rank_inputs(case, case.ranks[0] if case is not None else 0, rp, snap,
-                                seed, steps, original)
+    rank = case.ranks[0] if case is not None else 0
+    params, feeds = rank_inputs(case, rank, rp, snap, seed, steps, original)
     kwargs = {"exported": exported, "params": params, "feeds": feeds,
-              "watch": list(watch), "seed": seed, "steps": steps}
+              "watch": list(watch), "seed": seed, "steps": steps,
+              "states": startup_states(snap, rank), "rank": rank}
     return run_memo.remembered(
         ("run_exported", kwargs),
         lambda: offload.run_call("verify.numeric.pir_runner", "run_exported", kwargs,
@@ -95,14 +97,36 @@ def rank_inputs(case, rank: int, rp, snap, seed: int, steps: int, original=None)
     dp = case.dp_index(rank) if case is not None else 0
     sharded = case.sharded_params if case is not None else ()
     src = snapshot_inits(original) if original is not None else None
-    params = initial_params(seed, {n: (v.shape, v.dtype) for n, v in snap.vars.items()
-                                   if v.is_parameter},
-                            lambda n: shard if n in sharded else 0,
-                            src, snapshot_inits(snap) if src is not None else None)
+    drawn, pieces = _param_draws(snap, rank)
+    params = initial_params(seed, drawn,
+                            lambda n: 0 if n in pieces else shard if n in sharded else 0,
+                            src, snapshot_inits(snap) if src is not None else None, pieces)
     feeds = [{f.name: feed_value(seed, f.name, f.shape, f.dtype,
                                  dp if f.split == "dp" else dp * 1000 + shard, k)
               for f in rp.feeds} for k in range(steps)]
     return params, feeds
+
+
+def _param_draws(snap, rank: int) -> tuple:
+    """``({param: (shape drawn, dtype)}, {param: piece taker})``: a parameter
+    the startup writes at another shape than the main program reads (the
+    planner's global value) is drawn at the written shape (one value for
+    every rank: TP shard 0) and the rank's piece taken by its placement
+    (``startup_pieces.take``; ``Unresolved`` names rank, var and shapes)."""
+    from .startup_pieces import mismatched, spec, take
+
+    odd = mismatched(spec(snap))
+    drawn, pieces = {}, {}
+    for n, v in snap.vars.items():
+        if not v.is_parameter:
+            continue
+        e = odd.get(n)
+        if e is None:
+            drawn[n] = (v.shape, v.dtype)
+            continue
+        drawn[n] = (e["written"], v.dtype)
+        pieces[n] = lambda arr, e=e, n=n: take(e, rank, n, arr)
+    return drawn, pieces
 
 
 def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
@@ -124,7 +148,7 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
         params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps,
                                     (originals or {}).get(r))
         ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
-                    "watch": list(watch[r])}
+                    "watch": list(watch[r]), "states": startup_states(snaps[r], r)}
     kwargs = {"ranks": ranks, "rings": dict(case.rings), "steps": steps, "seed": seed}
     return run_memo.remembered(
         ("run_exported_ranks", kwargs),  # ``where`` names the run, not part of it
@@ -146,9 +170,11 @@ def load_for_fetch(exported, watch, what: str = "the program"):
     return main, startup, [values[n] for n in watch]
 
 
-def run_exported(exported, params, feeds, watch, seed, steps) -> list:
+def run_exported(exported, params, feeds, watch, seed, steps, states=None, rank=0) -> list:
     """The run itself (in whichever process): see :func:`run_program`;
-    ``params`` ``{name: ndarray}``, ``feeds`` ``[{name: ndarray}]`` per step."""
+    ``params`` ``{name: ndarray}``, ``feeds`` ``[{name: ndarray}]`` per step;
+    ``states``: :func:`startup_states` (``rank``'s pieces taken after the
+    startup ran)."""
     import numpy as np
     import paddle
 
@@ -161,6 +187,7 @@ def run_exported(exported, params, feeds, watch, seed, steps) -> list:
         out = []
         with paddle.static.scope_guard(scope):
             run_startup(exe, startup, seed)
+            set_startup_states(scope, states or {}, rank, paddle.CPUPlace())
             for name, val in params.items():
                 scope.var(name).get_tensor().set(np.ascontiguousarray(val), paddle.CPUPlace())
             for k in range(steps):
@@ -247,6 +274,12 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             ref = ref_all[o.rank] if multi else \
                 run_program(rp_o, o.before, watch, seed, steps, where + " (original)",
                             case=case)
+        except Unresolved as exc:  # which piece of a startup value: not known
+            results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
+                                       f"{where} rank {o.rank}: not run: the ORIGINAL "
+                                       f"programs' {exc}",
+                                       details={"backend": backend, "reason": str(exc)}))
+            continue
         except Exception as exc:
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                                        f"the ORIGINAL program does not run: {_why(exc)}",
@@ -257,7 +290,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
         try:
             if cand_err is not None:
                 bad = getattr(cand_err, "rank", None)
-                if bad is not None and bad != o.rank:
+                if bad is not None and bad != o.rank and not isinstance(cand_err, Unresolved):
                     results.append(CheckResult(
                         KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                         f"{where} rank {o.rank}: not compared: rank {bad}'s rewritten "
@@ -268,6 +301,12 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             cand = cand_all[o.rank] if multi else \
                 run_program(rp_r, o.after, cand_present, seed, steps,
                             where + " (rewritten)", o.before, case)
+        except Unresolved as exc:  # which piece of a startup value: not known
+            results.append(CheckResult(
+                KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
+                f"{where} rank {o.rank}: not compared: the rewritten programs' {exc}",
+                details={"backend": backend, "reason": str(exc)}))
+            continue
         except ProcessCrash as exc:  # crashed or overran: evidence neither way
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,

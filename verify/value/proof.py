@@ -46,6 +46,7 @@ from fractions import Fraction
 import numpy as np
 import z3
 
+from verify.numeric.startup_pieces import Unresolved
 from verify.verdicts import CheckResult, Verdict
 
 from .kernels import NoReference, NotAnInput, reference, round_to
@@ -716,6 +717,13 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         if not live:
             break  # every rank refuted: larger sizes cannot change that
 
+        def unresolved(which, exc):  # a startup write no placement relates to the main's
+            return all_ranks(Verdict.INCONCLUSIVE, f"not proved: the {which} programs' "
+                             f"startup value has no known piece: {exc}",
+                             details={"reason": str(exc), "not_proved": True,
+                                      "unresolved_startup": {"rank": exc.rank,
+                                                             "var": exc.var}})
+
         def over_budget(exc):
             return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
                              f"{size_note}: {exc}", details={"reason": str(exc),
@@ -725,6 +733,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         try:
             env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
                                    b or 1, feed_key, deadline)
+        except Unresolved as exc:
+            return unresolved("original", exc)
         except (Unsupported, ExecError) as exc:
             return all_ranks(Verdict.INCONCLUSIVE, f"the ORIGINAL cannot be executed "
                              f"symbolically {size_note}: {exc}", details={"reason": str(exc)})
@@ -733,6 +743,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         try:
             env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, b or 1,
                                    feed_key, deadline)
+        except Unresolved as exc:
+            return unresolved("rewritten", exc)
         except Unsupported as exc:
             return all_ranks(Verdict.INCONCLUSIVE, f"the rewritten program has an op without "
                              f"meaning: {exc}", details={"reason": str(exc)})

@@ -600,6 +600,21 @@ class Executor:
             self.ops_run += 1
 
 
+def _startup_pieces(st, rank):
+    """Each var the startup wrote at another shape than the main program reads
+    it becomes the rank's piece (``verify/numeric/startup_pieces.py``: by the
+    recorded placements, the same way on both programs); ``Unresolved``
+    (rank, var, both shapes) where no placement says which piece."""
+    from verify.numeric.startup_pieces import spec, take
+
+    for var, entry in spec(st.snap).items():
+        t = st.env.get(var)
+        if t is None or list(t.arr.shape) == entry["main"]:
+            continue
+        piece = np.array(take(entry, rank, var, t.arr), dtype=object)
+        st.env[var] = Tensor(piece, leaf_dims(piece.shape), t.dtype)
+
+
 def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
             deadline=None) -> dict:
     """Run startup then main of every rank's snapshot at the real shapes
@@ -609,6 +624,7 @@ def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
     states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
     ex.run(states, startup=True)
     for r, st in states.items():
+        _startup_pieces(st, r)
         for name in st.snap.feeds:
             v = st.snap.vars.get(name)
             if v is not None:
