@@ -88,6 +88,7 @@ def runners(chosen) -> None:
     from verify.ir.rank_snapshot import snapshot_of
     from verify.numeric import pir_runner
     from verify.numeric.pir_ranks import run_exported_ranks
+    from verify.numeric.startup_pieces import startup_states
 
     for case in chosen:
         rps = {r: case.build(r) for r in case.ranks}
@@ -98,7 +99,8 @@ def runners(chosen) -> None:
                 exported = export_programs(rp.main, rp.startup, rp.names)
             params, feeds = pir_runner.rank_inputs(case, r, rp, snap, 0, 3)
             ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
-                        "watch": [rp.loss] if rp.loss else []}
+                        "watch": [rp.loss] if rp.loss else [],
+                        "states": startup_states(snap, r)}
         got, secs = {}, {}
         for mode in ("segments", "prefix"):
             t = time.process_time()
@@ -107,7 +109,12 @@ def runners(chosen) -> None:
                                                restore_state=mode == "prefix",
                                                segments=mode == "segments")
             except Exception as exc:
-                got[mode] = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:90]}"
+                lines = [x for x in str(exc).splitlines() if x.strip()]
+                got[mode] = f"{type(exc).__name__}: {(lines or [''])[-1][:90]}"
+                if os.environ.get("BENCH_ZOO_TRACE"):
+                    import traceback
+
+                    traceback.print_exc()
             secs[mode] = time.process_time() - t
         same = got["segments"] == got["prefix"] if isinstance(got["prefix"], str) else all(
             all((a[n] == b[n]).all() for n in a) for r in case.ranks

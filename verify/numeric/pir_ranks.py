@@ -24,6 +24,8 @@ not cut (a collective inside one is not found).
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from verify.ir.collectives import COLLECTIVES, communicates
@@ -226,6 +228,28 @@ class _PirRank:
         return None
 
 
+@contextlib.contextmanager
+def serial_interpreter():
+    """Paddle's interpreter with ``FLAGS_new_executor_serial_run``: every op
+    of a run in the calling thread, none handed to its thread pool.  The
+    stages here are a few tiny kernels each (hundreds of runs per
+    application); the hand-offs cost more than the kernels on 2 cores:
+    the 4-rank stage-1 LLaMA's 3 steps took 6.4-8.0 CPU s instead of
+    13.6-15.3 (16-19 s wall instead of 35-39), with bitwise the same
+    results (``benchmarks/README.md``).  Each op still runs, after its
+    inputs are written; an unordered in-place race is the dataflow check's
+    to decide, never a run's timing (as ``micro_steps.py``)."""
+    import paddle
+
+    flag = "FLAGS_new_executor_serial_run"
+    saved = paddle.get_flags([flag])[flag]
+    paddle.set_flags({flag: True})
+    try:
+        yield
+    finally:
+        paddle.set_flags({flag: saved})
+
+
 def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
                        restore_state: bool = False, seed: int = 0, segments: bool = True):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
@@ -234,7 +258,7 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
     program runs seeded by ``seed`` before ``params`` are set."""
     import paddle
 
-    with paddle.pir_utils.IrGuard():
+    with paddle.pir_utils.IrGuard(), serial_interpreter():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where, restore_state, seed,
                                    segments=segments, states=d.get("states"))

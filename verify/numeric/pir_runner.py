@@ -73,7 +73,7 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "",
     return run_memo.remembered(
         ("run_exported", kwargs),
         lambda: offload.run_call("verify.numeric.pir_runner", "run_exported", kwargs,
-                                 where or "PIR executor run"))
+                                 where or "PIR executor run"), disk=True)
 
 
 def multi_rank(case, outcomes) -> bool:
@@ -154,7 +154,7 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
         ("run_exported_ranks", kwargs),  # ``where`` names the run, not part of it
         lambda: offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
                                  {**kwargs, "where": where or "PIR simulator"},
-                                 where or "PIR simulator run"))
+                                 where or "PIR simulator run"), disk=True)
 
 
 def load_for_fetch(exported, watch, what: str = "the program"):
@@ -180,7 +180,9 @@ def run_exported(exported, params, feeds, watch, seed, steps, states=None, rank=
 
     from .inputs import run_startup
 
-    with paddle.pir_utils.IrGuard():
+    from .pir_ranks import serial_interpreter
+
+    with paddle.pir_utils.IrGuard(), serial_interpreter():
         main, startup, fetch = load_for_fetch(exported, watch)
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
@@ -246,6 +248,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
     # every difference the runs show (a rank's init can move other ranks' values)
     changed = init_changes_of(outcomes)
     ref_all = cand_all = ref_err = cand_err = None
+    reused = {}  # {rank: {"original"/"rewritten": run_memo.LAST}}: runs not re-run
     if multi:  # every rank at once, collectives simulated between stages
         where = f"PIR simulator run of {case.name}"
         try:
@@ -253,6 +256,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                                 {o.rank: o.before for o in outcomes},
                                 {r: p[0] for r, p in plan.items()}, seed, steps,
                                 where + " (original)")
+            for o in outcomes:
+                reused.setdefault(o.rank, {})["original"] = dict(run_memo.LAST)
         except Exception as exc:
             ref_err = exc
         if ref_err is None:
@@ -262,6 +267,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                                      {r: p[2] for r, p in plan.items()}, seed, steps,
                                      where + " (rewritten)",
                                      {o.rank: o.before for o in outcomes})
+                for o in outcomes:
+                    reused.setdefault(o.rank, {})["rewritten"] = dict(run_memo.LAST)
             except Exception as exc:
                 cand_err = exc
     for o in outcomes:
@@ -274,6 +281,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             ref = ref_all[o.rank] if multi else \
                 run_program(rp_o, o.before, watch, seed, steps, where + " (original)",
                             case=case)
+            if not multi:
+                reused.setdefault(o.rank, {})["original"] = dict(run_memo.LAST)
         except Unresolved as exc:  # which piece of a startup value: not known
             results.append(CheckResult(KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
                                        f"{where} rank {o.rank}: not run: the ORIGINAL "
@@ -301,6 +310,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             cand = cand_all[o.rank] if multi else \
                 run_program(rp_r, o.after, cand_present, seed, steps,
                             where + " (rewritten)", o.before, case)
+            if not multi:
+                reused.setdefault(o.rank, {})["rewritten"] = dict(run_memo.LAST)
         except Unresolved as exc:  # which piece of a startup value: not known
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
@@ -361,6 +372,11 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 f"{w.max_abs:.3g} on {w.name} (tol {w.tol:.3g})",
                 details={"backend": backend}))
     for r in results:
+        got = {k: v for k, v in reused.get(r.rank, {}).items() if v}
+        if got:  # said, never hidden: which runs were not run again, from which key
+            r.details["run_reused"] = got
+            r.message += "".join(f" [{k} run reused: key {v['key']} from {v['reused_from']}]"
+                                 for k, v in got.items())
         r.details["witness"] = "simulator only"
         r.details["seed"] = seed  # parameters, feeds and the startup programs' draws
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:

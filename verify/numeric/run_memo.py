@@ -14,17 +14,38 @@ Only successful runs are kept (an error is re-raised by a fresh run, with
 its own ``where``); ``where`` names the run in messages and is not part of
 the key.  Results are copied in and out, so no caller can alter another's.
 The memo lives in this process and holds :data:`SIZE` results.
+
+On disk too (``disk=True``, the PIR runs): a result is also kept under
+``<cache>/runs/<key>.pkl`` (``$PADDLE_PASS_VERIFY_CACHE``, default
+``~/.cache/paddle-pass-verify``; ``PADDLE_PASS_VERIFY_RUN_CACHE=0`` turns
+it off), the key a hash of everything that decides the result: the
+payload's bytes, Paddle's version and commit, numpy's and Python's
+versions, every ``FLAGS_*`` in the environment, a ``--paddle-file``
+overlay, and the source of every module a run executes (``verify/numeric``
+and ``verify/ir``, the runners and the snapshot import).  The original
+programs of a zoo case are planned once and cached; their runs then are
+too, across ``verify run`` and gate processes.  A reused result says so:
+:data:`LAST` holds the key and where it came from, which the numeric
+check writes into its message and details.
 """
 from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import pickle
+import sys
 from collections import OrderedDict
+from pathlib import Path
 
 SIZE = 32
 _MEMO: OrderedDict = OrderedDict()
 STATS = {"hits": 0, "misses": 0}
+DISK_STATS = {"hits": 0, "writes": 0}
+# the last remembered() call's reuse: {"key", "from"} ("this process" or the
+# file), or {} when it ran
+LAST: dict = {}
+_FINGERPRINT = []
 
 
 def digest(payload) -> str:
@@ -32,19 +53,82 @@ def digest(payload) -> str:
     return hashlib.sha256(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
 
 
-def remembered(key_payload, run):
-    """``run()``'s result, or a copy of the result of an earlier call whose
-    ``key_payload`` pickled to the same bytes."""
-    key = digest(key_payload)
-    if key in _MEMO:
-        _MEMO.move_to_end(key)
-        STATS["hits"] += 1
-        return copy.deepcopy(_MEMO[key])
-    STATS["misses"] += 1
-    result = run()
+def fingerprint() -> bytes:
+    """What decides a run besides its payload (see the module docstring)."""
+    if not _FINGERPRINT:
+        import numpy
+        import paddle
+
+        from verify.ir.paddle_overlay import fingerprint as overlay
+
+        h = hashlib.sha256()
+        for part in (paddle.__version__, getattr(paddle.version, "commit", ""),
+                     numpy.__version__, sys.version, overlay()):
+            h.update(str(part).encode() + b"\0")
+        for k in sorted(k for k in os.environ if k.startswith("FLAGS_")):
+            h.update(f"{k}={os.environ[k]}".encode() + b"\0")
+        root = Path(__file__).resolve().parent.parent
+        for d in ("numeric", "ir"):
+            for f in sorted((root / d).glob("*.py")):
+                h.update(f.name.encode() + f.read_bytes())
+        _FINGERPRINT.append(h.digest())
+    return _FINGERPRINT[0]
+
+
+def disk_dir() -> Path | None:
+    """Where results are kept on disk, or None when that is turned off."""
+    if os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "1") == "0":
+        return None
+    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "runs"
+
+
+def _keep(key, result):
     _MEMO[key] = copy.deepcopy(result)
     while len(_MEMO) > SIZE:
         _MEMO.popitem(last=False)
+
+
+def remembered(key_payload, run, disk: bool = False):
+    """``run()``'s result, or a copy of the result of an earlier call whose
+    ``key_payload`` pickled to the same bytes (in this process; with
+    ``disk``, in any process that ran the same sources, see the module
+    docstring).  :data:`LAST` says whether and from where it was reused."""
+    key = digest(key_payload)
+    LAST.clear()
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        STATS["hits"] += 1
+        LAST.update(key=key[:16], reused_from="this process")
+        return copy.deepcopy(_MEMO[key])
+    folder = disk_dir() if disk else None
+    path = None
+    if folder is not None:
+        dkey = hashlib.sha256(key.encode() + fingerprint()).hexdigest()
+        path = folder / f"{dkey}.pkl"
+        try:
+            with open(path, "rb") as f:
+                result = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            result = None
+        else:
+            DISK_STATS["hits"] += 1
+            _keep(key, result)
+            LAST.update(key=dkey[:16], reused_from=str(path))
+            return result
+    STATS["misses"] += 1
+    result = run()
+    _keep(key, result)
+    if path is not None:  # written whole, then renamed: no reader sees half
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as f:
+                pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+            DISK_STATS["writes"] += 1
+        except OSError:
+            pass  # a read-only cache costs speed, not results
     return result
 
 
@@ -52,3 +136,5 @@ def clear() -> None:
     """Forget every result (tests)."""
     _MEMO.clear()
     STATS.update(hits=0, misses=0)
+    DISK_STATS.update(hits=0, writes=0)
+    LAST.clear()
