@@ -5,6 +5,12 @@ the plans cached.
     python benchmarks/bench_zoo.py --cold          # + a cold plan of every case (~15-25 min on 2 cores)
     python benchmarks/bench_zoo.py --case 'zoo_llama_tp2'
     python benchmarks/bench_zoo.py --runners --no-apply   # the PIR simulator: segments vs prefix stages
+    python benchmarks/bench_zoo.py --no-build --pass fuse_allreduce_split_to_reducescatter_pass \
+        --pass _pir_split_matmul_grad_to_matmul     # the two PIR passes only
+
+Numeric runs are remembered on disk (``verify/numeric/run_memo.py``): point
+``PADDLE_PASS_VERIFY_RUN_CACHE`` at an empty dir for a cold figure, run
+again for a warm one (``=0`` turns it off).
 
 Needs the ``models`` group (paddleformers).  What is timed:
 
@@ -136,11 +142,13 @@ def coverage_stops(chosen) -> None:
               f"{len(stops)} stops" + "".join(f"; {s}" for s in stops), flush=True)
 
 
-def applications(chosen) -> None:
+def applications(chosen, passes_=()) -> None:
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         args = [sys.executable, "-m", "verify", "run", "--report-dir", tmp]
         for case in chosen:
             args += ["--case", case.name]
+        for name in passes_:
+            args += ["--pass", name]
         t = time.perf_counter()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -167,6 +175,9 @@ def main(argv=None) -> int:
     ap.add_argument("--case", action="append", default=[], help="case glob (default zoo_*)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-apply", action="store_true")
+    ap.add_argument("--pass", dest="passes", action="append", default=[],
+                    help="only these passes in the applications (default all)")
+    ap.add_argument("--no-build", action="store_true", help="skip the build and coverage lines")
     ap.add_argument("--runners", action="store_true",
                     help="also time the PIR simulator's segments against its prefix stages")
     a = ap.parse_args(argv)
@@ -177,12 +188,14 @@ def main(argv=None) -> int:
     print(f"cores: {os.cpu_count()}  paddleformers {zoo.pinned()}")
     if a.cold:
         cold_plans(chosen)
-    builds(chosen, a.runs)
+    if not a.no_build:
+        builds(chosen, a.runs)
     if a.runners:
         runners(chosen)
-    coverage_stops(chosen)
+    if not a.no_build:
+        coverage_stops(chosen)
     if not a.no_apply:
-        applications(chosen)
+        applications(chosen, a.passes)
     return 0
 
 

@@ -18,7 +18,7 @@ The memo lives in this process and holds :data:`SIZE` results.
 On disk too (``disk=True``, the PIR runs): a result is also kept under
 ``<cache>/runs/<key>.pkl`` (``$PADDLE_PASS_VERIFY_CACHE``, default
 ``~/.cache/paddle-pass-verify``; ``PADDLE_PASS_VERIFY_RUN_CACHE=0`` turns
-it off), the key a hash of everything that decides the result: the
+it off, ``=DIR`` keeps the results in DIR), the key a hash of everything that decides the result: the
 payload's bytes, Paddle's version and commit, numpy's and Python's
 versions, every ``FLAGS_*`` in the environment, a ``--paddle-file``
 overlay, and the source of every module a run executes (``verify/numeric``
@@ -77,8 +77,11 @@ def fingerprint() -> bytes:
 
 def disk_dir() -> Path | None:
     """Where results are kept on disk, or None when that is turned off."""
-    if os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "1") == "0":
+    own = os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "")
+    if own == "0":
         return None
+    if own not in ("", "1"):
+        return Path(own)
     base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
     return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "runs"
 
