@@ -23,10 +23,13 @@ SHARD1 = ("mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,0], "
           "placements:[Shard(dim=1)]")
 
 
-def _startup(rank, slice_cols=None, dist=True):
+def _startup(rank, slice_cols=None, placeholder=False):
     """The startup ops; ``slice_cols``: a (start, end) column slice taken in
-    the startup itself (a startup that writes the rank's piece)."""
-    ops = [Op(0, "pd_op.uniform", {}, {"out": ["startup%0"]},
+    the startup itself (a startup that writes the rank's piece);
+    ``placeholder``: the planner's ``pd_op.full`` 0.0 instead of a draw."""
+    ops = [Op(0, "pd_op.full", {}, {"out": ["startup%0"]},
+              {"shape": [4, 8], "value": 0.0, "dtype": "float32"}) if placeholder else
+           Op(0, "pd_op.uniform", {}, {"out": ["startup%0"]},
               {"shape": [4, 8], "min@value": -1.0, "max@value": 1.0, "seed": 0,
                "dtype": "float32"})]
     src = "startup%0"
@@ -41,7 +44,8 @@ def _startup(rank, slice_cols=None, dist=True):
     return ops
 
 
-def _snap(rank, slice_cols=None, dist=SHARD1, placements=None):
+def _snap(rank, slice_cols=None, dist=SHARD1, placements=None, placeholder=False,
+          doubled=None):
     vars_ = {"w": Var("w", [4, 4], "float32", persistable=True, is_parameter=True),
              "x": Var("x", [2, 4], "float32", is_data=True),
              "y": Var("y", [2, 4], "float32"),
@@ -54,10 +58,17 @@ def _snap(rank, slice_cols=None, dist=SHARD1, placements=None):
     if placements:
         meta["placements"] = placements
     ops = [Op(0, "builtin.parameter", {}, {"results": ["w"]}, {"parameter_name": "w"}),
-           Op(1, "pd_op.data", {}, {"out": ["x"]}, {"name": "x"}),
-           Op(2, "pd_op.matmul", {"x": ["x"], "y": ["w"]}, {"out": ["y"]},
-              {"transpose_x": False, "transpose_y": False})]
-    return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=_startup(rank, slice_cols),
+           Op(1, "pd_op.data", {}, {"out": ["x"]}, {"name": "x"})]
+    weight = "w"
+    if doubled is not None:  # a rewrite that scales the weight it multiplies by
+        ops.append(Op(2, "pd_op.scale", {"x": ["w"]}, {"out": ["w2"]},
+                      {"scale@value": doubled, "bias": 0.0, "bias_after_scale": True}))
+        vars_["w2"] = Var("w2", [4, 4], "float32")
+        weight = "w2"
+    ops.append(Op(len(ops), "pd_op.matmul", {"x": ["x"], "y": [weight]}, {"out": ["y"]},
+                  {"transpose_x": False, "transpose_y": False}))
+    return ProgramSnapshot(ops=ops, vars=vars_,
+                           startup_ops=_startup(rank, slice_cols, placeholder),
                            feeds=["x"], meta=meta)
 
 
@@ -159,3 +170,17 @@ def test_a_state_written_coarser_is_cut_in_the_real_scope():
     scope.var("m").get_tensor().set(value, place)
     sp.set_startup_states(scope, {"m": entry}, 2, place)  # rank 2: dp 1, tp 0
     np.testing.assert_array_equal(np.array(scope.find_var("m").get_tensor()), value[2:, :])
+
+
+def test_a_planner_placeholder_parameter_is_an_input_not_zero():
+    """The planner writes each parameter as ``pd_op.full`` 0.0 with its dist
+    type (the real values come at run time): the proof takes it as an input,
+    so a rewrite doubling the weight is refuted on every rank (over the
+    constant it would be 0 == 0, a false proof); one scaling it by 1 proves."""
+    orig = {r: _snap(r, placeholder=True) for r in (0, 1)}
+    same = {r: _snap(r, placeholder=True, doubled=1.0) for r in (0, 1)}  # x @ (1 * w)
+    assert [r.verdict for r in _prove(orig, same)] == [Verdict.EQUIVALENT] * 2
+    doubled = {r: _snap(r, placeholder=True, doubled=2.0) for r in (0, 1)}
+    res = _prove(orig, doubled)
+    assert [r.verdict for r in res] == [Verdict.NOT_EQUIVALENT] * 2, [r.message for r in res]
+    assert {r.counterexample["var"] for r in res} == {"y"}

@@ -470,10 +470,10 @@ class Executor:
         if self.deadline is not None and not self.ops_run & 15 and \
                 time.process_time() > self.deadline:
             raise Budget(f"past the time budget at rank {st.rank} op {op.idx} ({op.type})")
-        if startup and op.type in RANDOM_INIT:
+        if startup and (op.type in RANDOM_INIT or _placeholder(st, op)):
             # a random draw is an input symbol keyed by what draws it (type and
             # attrs, the seed aside): a pass that changes the distribution
-            # changes the symbol
+            # changes the symbol; so is a planner's placeholder parameter
             shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
             how = attrs_key(op, skip=RANDOM_ATTRS_ASIDE)
             tag = hashlib.sha1(repr((op.type, how)).encode()).hexdigest()[:6]
@@ -598,6 +598,25 @@ class Executor:
                 raise Unsupported(f"rank {m} op {o.idx} ({o.type}): {exc}") from exc
             states[m].env[o.outputs[slot_out][0]] = self.store.cut_tensor(out)
             self.ops_run += 1
+
+
+def _placeholder(st, op) -> bool:
+    """Whether startup ``op`` is a planner's placeholder of a parameter: a
+    ``pd_op.full`` whose value has a dist type and is stored by
+    ``builtin.set_parameter``.  Paddle's planner writes every parameter so
+    (0.0 at its global shape); ``Engine._initialize``, which the planner
+    does not run, loads the real values.  A proof over that constant would
+    be a proof at zero weights, so the parameter is an input (a symbol keyed
+    by the op and its attrs, as a random draw), as the numeric runs treat
+    every parameter (``inputs.initial_params``)."""
+    if op.type != "pd_op.full":
+        return False
+    stored = getattr(st, "param_stores", None)
+    if stored is None:
+        stored = st.param_stores = {n for o in st.snap.startup_ops
+                                    if o.type == "builtin.set_parameter" for n in o.reads()}
+    dist = (st.snap.meta or {}).get("dist_values") or {}
+    return bool(op.writes()) and all(n in stored and n in dist for n in op.writes())
 
 
 def _startup_pieces(st, rank):
