@@ -12,6 +12,40 @@ from verify.ir.snapshot import from_programs  # noqa: E402
 from verify.engine.isolation import run_pass  # noqa: E402
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("checker tests")
+    group.addoption("--sweep", dest="sweep", default="sample", choices=["sample", "all"],
+                    help="the checker tests' large sweeps (every finding's reproducer in "
+                         "tests/test_repro.py, every case's identity rewrite and rename in "
+                         "tests/test_no_false_alarms.py): a stratified sample whose "
+                         "coverage a test asserts (default), or all")
+
+
+def built_once(tmp_path_factory, name: str, build):
+    """``<dir>/<name>``, filled by ``build(path)`` once per test session
+    however many xdist workers ask (a module-scoped fixture runs once per
+    worker that runs one of the module's tests: both, on 2 cores).  The dir
+    lives under the session's temp root, which the workers share; an
+    exclusive ``flock`` makes the others wait for the first build and reuse
+    it.  A build that fails leaves no mark, so every asker tries (and
+    reports) it itself.  Callers must treat the dir as read-only."""
+    import fcntl
+    import os
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path, done = root / f"built-once-{name}", root / f"built-once-{name}.done"
+    with open(root / f"built-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            build(path)
+            done.write_text("built\n")
+    return path
+
+
 def live_processes_marked(marker: str) -> set:
     """PIDs of live (not zombie) processes whose environment holds the
     ``NAME=value`` entry ``marker`` (how the suite tags the worker processes

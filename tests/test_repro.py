@@ -4,6 +4,7 @@ Every finding of the baseline gets a reproducer that, run in a fresh
 interpreter with only Paddle (``python -I`` from an empty directory, no
 PYTHONPATH), exits 1 on today's Paddle; an EQUIVALENT application's exits 0.
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -33,6 +34,77 @@ FINDINGS = sorted((k.split("::")[0], k.split("::")[1], e["verdict"])
                            .get("repro_blocker")))
 
 
+# The reproducer's kinds, as ``repro.script`` dispatches: the legacy template,
+# and for PIR cases the adapter's own kind (``repro_kind``) or the PIR script.
+KINDS = ("legacy", "pir", "pir_ranks", "micro_steps")
+
+
+def repro_kind(pass_name, case_name) -> str:
+    """Which kind of reproducer ``repro.write`` makes for this application."""
+    case = cases.all_cases(declared=True)[case_name]
+    if getattr(case, "ir", "legacy") != "pir":
+        return "legacy"
+    return getattr(passes.get(pass_name), "repro_kind", None) or "pir"
+
+
+def _stratum(finding):
+    """What a finding's reproducer exercises: its kind, the pass (its attrs,
+    preceding passes, apply source) and the finding class (the evidence it
+    must print)."""
+    pass_name, case_name, verdict = finding
+    return repro_kind(pass_name, case_name), pass_name, verdict
+
+
+def _family(finding):
+    return cases.all_cases(declared=True)[finding[1]].family
+
+
+def _sample(findings):
+    """A deterministic stratified sample: one finding per (kind, pass,
+    finding class), preferring a case family not yet covered, then one more
+    per family still uncovered (case families build their programs
+    differently: hand-built, engine-planned, planner-planned).  Within a
+    stratum the pick is by a hash of the application's name (stable, not
+    by name order)."""
+    def order(f):
+        return hashlib.sha256(f"{f[0]}::{f[1]}".encode()).hexdigest()
+
+    strata = {}
+    for f in sorted(findings, key=order):
+        strata.setdefault(_stratum(f), []).append(f)
+    picked, families = [], set()
+    for key in sorted(strata):
+        members = strata[key]
+        f = next((m for m in members if _family(m) not in families), members[0])
+        picked.append(f)
+        families.add(_family(f))
+    for f in sorted(findings, key=order):
+        if _family(f) not in families:
+            picked.append(f)
+            families.add(_family(f))
+    return sorted(picked)
+
+
+SAMPLE = _sample(FINDINGS)
+
+
+def pytest_generate_tests(metafunc):
+    """Every finding's reproducer under ``--sweep all``; by default the
+    stratified sample, the others reported skipped naming the flag."""
+    if "finding" not in metafunc.fixturenames:
+        return
+    every = metafunc.config.getoption("sweep", default="sample") == "all"
+    sampled = set(SAMPLE)
+    metafunc.parametrize("finding", [
+        pytest.param(f, id=f"{f[0].split('_')[-1]}-{f[1]}", marks=() if every or f in sampled
+                     else pytest.mark.skip(reason=(
+                         "sampled out: the default run covers every reproducer kind, pass, "
+                         "finding class and case family (test_the_sample_covers_every_"
+                         "kind_pass_and_finding_class); `--sweep all` runs every finding's "
+                         "reproducer")))
+        for f in FINDINGS])
+
+
 def _run_isolated(path, cwd):
     env = {k: v for k, v in os.environ.items()
            if k != "PYTHONPATH" and not k.startswith(("PADDLE_", "VERIFY_", "FLAGS_"))}
@@ -41,33 +113,53 @@ def _run_isolated(path, cwd):
     return p.returncode, p.stdout, p.stderr
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Every finding's reproducer and col_3d_static's, written and run."""
-    out_dir = tmp_path_factory.mktemp("repros")
-    run_dir = tmp_path_factory.mktemp("empty")
-    table = cases.all_cases()
-    jobs = FINDINGS + [("allreduce_matmul_grad_overlapping", "col_3d_static", "EQUIVALENT")]
-    paths = {}
-    for pass_name, case_name, _ in jobs:
-        adapter = passes.get(pass_name)
-        paths[(pass_name, case_name)] = repro.write(
-            adapter, table[case_name], str(out_dir / f"{adapter.short}_{case_name}.py"))
-    with ThreadPoolExecutor(2) as pool:
-        done = dict(zip(paths, pool.map(lambda p: _run_isolated(p, run_dir), paths.values())))
-    return paths, done
+def _write(tmp_path, pass_name, case_name):
+    adapter = passes.get(pass_name)
+    return repro.write(adapter, cases.all_cases()[case_name],
+                       str(tmp_path / f"{adapter.short}_{case_name}.py"))
 
 
 def test_the_baseline_has_findings():
     assert len(FINDINGS) >= 10
 
 
-@pytest.mark.parametrize("pass_name,case_name,verdict", FINDINGS,
-                         ids=[f"{p.split('_')[-1]}-{c}" for p, c, _ in FINDINGS])
-def test_finding_reproducer_exits_1(outcomes, pass_name, case_name, verdict):
-    paths, done = outcomes
-    code, out, err = done[(pass_name, case_name)]
-    assert code == 1, f"{paths[(pass_name, case_name)]}: exit {code}\n{out}\n{err[-3000:]}"
+def test_the_sample_covers_every_kind_pass_and_finding_class():
+    """The default sample stands for the whole sweep: every reproducer kind
+    the findings need, every (kind, pass, finding class) and every case
+    family with a finding has a member in it."""
+    assert {_stratum(f) for f in SAMPLE} == {_stratum(f) for f in FINDINGS}
+    assert {_family(f) for f in SAMPLE} == {_family(f) for f in FINDINGS}
+    kinds = {_stratum(f)[0] for f in FINDINGS}
+    assert kinds <= set(KINDS) and len(kinds) == len(KINDS), kinds
+    assert {v for _, _, v in SAMPLE} == {"PASS_CRASHED", "NOT_APPLIED", "NOT_EQUIVALENT",
+                                         "CONTRACT_BROKEN"}
+    assert set(SAMPLE) <= set(FINDINGS) and len(SAMPLE) < len(FINDINGS)
+
+
+def test_repro_kind_is_the_kind_script_writes():
+    """``repro_kind`` mirrors ``repro.script``'s dispatch (a drift would make
+    the sample stratify on the wrong thing)."""
+    from verify.repro import pir_script
+
+    assert set(pir_script._KINDS) | {"legacy", "pir"} == set(KINDS)
+    for pass_name, case_name, _ in SAMPLE:
+        kind = repro_kind(pass_name, case_name)
+        got = getattr(passes.get(pass_name), "repro_kind", None)
+        if kind in pir_script._KINDS:
+            assert got == kind
+        elif kind == "pir":
+            assert got is None and cases.all_cases()[case_name].ir == "pir"
+        else:
+            assert cases.all_cases()[case_name].ir == "legacy"
+
+
+def test_finding_reproducer_exits_1(finding, tmp_path):
+    pass_name, case_name, verdict = finding
+    path = _write(tmp_path, pass_name, case_name)
+    run_dir = tmp_path / "empty"
+    run_dir.mkdir()
+    code, out, err = _run_isolated(path, run_dir)
+    assert code == 1, f"{path}: exit {code}\n{out}\n{err[-3000:]}"
     assert "DEFECT" in out
     evidence = {"PASS_CRASHED": "Traceback", "NOT_APPLIED": "did nothing",
                 "NOT_EQUIVALENT": "NOT_EQUIVALENT",
@@ -75,16 +167,18 @@ def test_finding_reproducer_exits_1(outcomes, pass_name, case_name, verdict):
     assert evidence in out, out
 
 
-def test_equivalent_reproducer_exits_0(outcomes):
-    paths, done = outcomes
-    code, out, err = done[("allreduce_matmul_grad_overlapping", "col_3d_static")]
+def test_equivalent_reproducer_exits_0(tmp_path):
+    path = _write(tmp_path, "allreduce_matmul_grad_overlapping", "col_3d_static")
+    run_dir = tmp_path / "empty"
+    run_dir.mkdir()
+    code, out, err = _run_isolated(path, run_dir)
     assert code == 0, f"exit {code}\n{out}\n{err[-3000:]}"
     assert "no defect" in out
 
 
-def test_reproducer_imports_nothing_of_the_suite(outcomes):
-    paths, _ = outcomes
-    text = open(paths[("allreduce_matmul_grad_overlapping", "col_3d_static")]).read()
+def test_reproducer_imports_nothing_of_the_suite(tmp_path):
+    path = _write(tmp_path, "allreduce_matmul_grad_overlapping", "col_3d_static")
+    text = open(path).read()
     for mod in ("verify", "cases", "passes"):
         assert f"import {mod}" not in text and f"from {mod}" not in text
 
