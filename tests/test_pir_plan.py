@@ -14,10 +14,15 @@ LEGACY_MODEL = os.path.join(ROOT, "examples", "tiny_mlp.py")
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pirplan") / "tiny_pir"
-    code, stdout, err = run("plan", MODEL, "--ir", "pir", "--ranks", "2", "--out", str(out))
-    assert code == 0, stdout + err
-    return out
+    """tiny_mlp_pir planned for 2 ranks, once per session (read-only)."""
+    from conftest import built_once
+
+    def plan(path):
+        code, stdout, err = run("plan", MODEL, "--ir", "pir", "--ranks", "2",
+                                "--out", str(path / "tiny_pir"))
+        assert code == 0, stdout + err
+
+    return built_once(tmp_path_factory, "plan-tiny_mlp_pir", plan) / "tiny_pir"
 
 
 def test_pir_plan_writes_a_pir_program_dir(planned):

@@ -27,10 +27,14 @@ def one_error_line(err, needle):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    out = tmp_path_factory.mktemp("plan") / "tiny"
-    code, stdout, err = run("plan", MODEL, "--ranks", "2", "--out", str(out))
-    assert code == 0, stdout + err
-    return out
+    """tiny_mlp planned for 2 ranks, once per session (read-only)."""
+    from conftest import built_once
+
+    def plan(path):
+        code, stdout, err = run("plan", MODEL, "--ranks", "2", "--out", str(path / "tiny"))
+        assert code == 0, stdout + err
+
+    return built_once(tmp_path_factory, "plan-tiny_mlp", plan) / "tiny"
 
 
 def test_plan_writes_the_documented_format(planned):
