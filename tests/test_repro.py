@@ -3,6 +3,8 @@
 Every finding of the baseline gets a reproducer that, run in a fresh
 interpreter with only Paddle (``python -I`` from an empty directory, no
 PYTHONPATH), exits 1 on today's Paddle; an EQUIVALENT application's exits 0.
+The default run checks a stratified sample of the findings (``SAMPLE``: every
+reproducer kind, pass, finding class and case family); ``--sweep all`` every one.
 """
 import hashlib
 import json
