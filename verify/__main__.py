@@ -1,3 +1,4 @@
+import os
 import sys
 
 if sys.argv[1:2] == ["premerge"]:  # a driver of child runs: it never imports Paddle
@@ -15,6 +16,10 @@ except BaseException:  # noqa: B036  an interrupt during start-up (maybe swallow
     if interrupt.received() is None:
         raise
     print(f"interrupted ({interrupt.received()}) during start-up", file=sys.stderr)
-    sys.exit(interrupt.exit_code())
+    sys.stderr.flush()
+    # Not sys.exit: nothing is started yet to clean up, and a half-done import
+    # (Paddle's) can end the interpreter's finalization by the signal itself
+    # (exit -2 instead of 130, seen under load).
+    os._exit(interrupt.exit_code())
 
 sys.exit(main())
