@@ -103,6 +103,14 @@ def _parser():
     run.add_argument("--no-isolation", action="store_true",
                      help="apply passes in this process (a hanging or crashing pass "
                           "then stops the run)")
+    # the value proof's budget: deterministic units, never seconds (docs/checks.md)
+    run.add_argument("--value-work-units", type=int, default=None, metavar="N",
+                     help="work units the value proof's symbolic executions may spend "
+                          "per application (default: verify/value/proof.py DEFAULT_BUDGET)")
+    run.add_argument("--z3-rlimit", type=int, default=None, metavar="N",
+                     help="Z3 resource limit (rlimit) of one value-proof query")
+    run.add_argument("--z3-rlimit-total", type=int, default=None, metavar="N",
+                     help="Z3 rlimit of all value-proof queries of one application")
     return p
 
 
@@ -189,6 +197,19 @@ def _note_unavailable() -> None:
         print(f"note: case family {fam} unavailable: {why}", file=sys.stderr)
 
 
+def _configure_value_budget(args) -> None:
+    """The value proof's budget from ``--value-work-units``, ``--z3-rlimit``,
+    ``--z3-rlimit-total`` (deterministic units; recorded in the report)."""
+    from verify.value.proof import configure_budget
+
+    try:
+        configure_budget(work_units=getattr(args, "value_work_units", None),
+                         z3_rlimit_per_query=getattr(args, "z3_rlimit", None),
+                         z3_rlimit_per_application=getattr(args, "z3_rlimit_total", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_run(args, out=sys.stdout) -> int:
     from verify.report import write as report_mod
     from verify.engine.matrix_runner import run_matrix
@@ -242,6 +263,7 @@ def cmd_run(args, out=sys.stdout) -> int:
                             timeout=args.timeout, memory_mb=args.memory)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    _configure_value_budget(args)
     seed = args.seed if args.seed is not None else report_mod.DEFAULT_SEED
     start = time.perf_counter()
     apps, interrupted = [], None

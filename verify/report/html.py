@@ -77,6 +77,15 @@ def _ranks_phrase(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
 
 
+def _budget_text(b) -> str | None:
+    """The value proof's deterministic budget, as the header shows it."""
+    if not b:
+        return None
+    return (f"{b.get('work_units')} work units; Z3 rlimit {b.get('z3_rlimit_per_query')} "
+            f"per query, {b.get('z3_rlimit_per_application')} per application, seed "
+            f"{b.get('z3_random_seed')}")
+
+
 def _header(report: dict) -> dict:
     env = report.get("environment") or {}
     summ = report.get("summary") or {}
@@ -87,6 +96,7 @@ def _header(report: dict) -> dict:
     meta = [("Paddle", env.get("paddle", "?"), paddle_note), ("z3", env.get("z3", "?"), None),
             ("numpy", env.get("numpy", "?"), None), ("python", env.get("python", "?"), None),
             ("seed", report.get("seed"), None), ("backend", report.get("backend"), None),
+            ("value budget", _budget_text(report.get("value_budget")), None),
             ("pass source", report.get("source", "installed"), None),
             ("created", report.get("created"), None),
             ("platform", env.get("platform", ""), None)]

@@ -108,7 +108,9 @@ def build_junit(report: dict) -> ET.Element:
                         ("seed", report.get("seed")), ("backend", report.get("backend")),
                         ("source", report.get("source")), ("paddle", env.get("paddle")),
                         ("paddle_commit", env.get("paddle_commit")), ("z3", env.get("z3")),
-                        ("numpy", env.get("numpy")), ("python", env.get("python"))):
+                        ("numpy", env.get("numpy")), ("python", env.get("python")),
+                        *((f"value_budget.{k}", v)
+                          for k, v in (report.get("value_budget") or {}).items())):
         if value is not None:
             ET.SubElement(props, "property", name=name, value=_x(value))
     for a in apps:

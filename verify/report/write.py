@@ -3,7 +3,9 @@
 Schema ``pass-equivalence-report/1``::
 
     {schema, created, command, environment: {python, paddle, z3, numpy,
-     platform}, seed, backend, source, summary: {total, as_expected,
+     platform}, seed, backend, value_budget: {work_units,
+     z3_rlimit_per_query, z3_rlimit_per_application, z3_random_seed,
+     z3_hang_guard_s}, source, summary: {total, as_expected,
      unexpected, by_verdict}, applications: [{pass, case, ranks, source,
      verdict, expected, expected_fires, expected_reason, as_expected,
      seconds, checks: [{kind, name, rank, verdict, message, counterexample,
@@ -35,6 +37,13 @@ def environment() -> dict:
             "paddle_cuda": bool(paddle.is_compiled_with_cuda()),
             "z3": z3.get_version_string(), "numpy": numpy.__version__,
             "platform": platform.platform()}
+
+
+def value_budget() -> dict:
+    """The value proof's budget in force (work units, Z3 rlimits and seed)."""
+    from verify.value.proof import budget_settings
+
+    return budget_settings()
 
 
 def _witness(app: dict) -> str:
@@ -89,6 +98,8 @@ def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command or user_command(),
             "environment": environment(), "seed": seed, "backend": backend,
+            # the value proof's deterministic budget: a rerun with it gives the same verdicts
+            "value_budget": value_budget(),
             "source": source, "summary": summarize(app_dicts),
             "applications": app_dicts, "errors": list(errors or [])}
 

@@ -8,8 +8,8 @@ instantiated at each of ``BATCH_SIZES`` (1, where broadcasting and folding
 mistakes hide, and two larger sizes) and the message says so ("at
 x[B, 4, 8] for B in 1, 2, 3").  A program without -1 dims is proved once,
 at its shapes.  Nothing is reduced: a mean's 1/n, an index map, a reshape
-are the real ones.  What does not fit ``budget_s`` or ``MAX_LEAF_ELEMENTS``
-is INCONCLUSIVE, saying so.
+are the real ones.  What does not fit the work budget or
+``MAX_LEAF_ELEMENTS`` is INCONCLUSIVE, saying so.
 
 For each rank and watched var:
   1. equal canonical forms are a proof (``by_normal_form``);
@@ -21,7 +21,7 @@ For each rank and watched var:
      value of the rank was probed and only while none of them differs (a
      refuted rank's verdict cannot change; the others are then listed
      unknown, "not asked of Z3") (one query, cuts
-     expanded, a time limit; ``z3_budget_ms`` per application): unsat
+     expanded, a resource limit per query and per application): unsat
      proves it (``by_z3``); a model is REPLAYED: its input values pushed
      through the terms with the real kernels; a difference there refutes,
      none is INCONCLUSIVE (Z3's interpretation of some kernel is not the
@@ -32,6 +32,19 @@ different values.
 
 Over the reals a proof ignores rounding: the numeric check stays the
 witness of precision.
+
+The budget is deterministic (a rerun on any machine, loaded or not, gives
+the same verdicts): the symbolic executions spend work units
+(``symbolic.py``: monomials multiplied, added and interned, elements read
+and written per op), at most ``work_units`` for the whole application
+(both versions, every -1 size); Z3 spends its own deterministic resource
+count (``rlimit``, read back from the solver's ``rlimit count``), at most
+``z3_rlimit_per_query`` a query and ``z3_rlimit_per_application`` in all,
+with ``random_seed`` fixed.  Past either: INCONCLUSIVE, saying how much was
+spent of how much.  The one wall clock left is a hang guard around each Z3
+query (a Z3 that overran its rlimit): it says so, it is not the budget.
+Every value CheckResult records the budget and what it spent
+(``details["budget"]``), and the report records the settings.
 """
 from __future__ import annotations
 
@@ -58,6 +71,39 @@ KIND, NAME = "value", "value proof"
 ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
 BATCH_SIZES = (1, 2, 3)  # every -1 dim at 1 and two larger sizes
 REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
+
+# The budget of one application (module docstring; the margins over the
+# default run's heaviest applications: benchmarks/README.md, docs/checks.md).
+DEFAULT_BUDGET = {
+    "work_units": 3_000_000_000,  # symbolic executions, all sizes, both versions
+    "z3_rlimit_per_query": 50_000_000,  # Z3's rlimit for one query
+    "z3_rlimit_per_application": 200_000_000,  # rlimit count of all queries together
+    "z3_random_seed": 0,
+    # wall clock, a hang guard only (a Z3 that ignores its rlimit): never the budget
+    "z3_hang_guard_s": 600,
+}
+_BUDGET = dict(DEFAULT_BUDGET)
+
+
+def configure_budget(**settings) -> dict:
+    """Set the budget of later proofs (``python -m verify run --value-work-units
+    ... --z3-rlimit ...``); returns the settings now in force.  Unknown keys
+    (an old ``budget_s``, ``timeout_ms``) are an error naming the new ones."""
+    bad = sorted(k for k in settings if k not in DEFAULT_BUDGET)
+    if bad:
+        raise ValueError(f"unknown value-proof budget setting(s) {bad}: the budget is "
+                         f"deterministic, in {sorted(DEFAULT_BUDGET)} (no seconds)")
+    for k, v in settings.items():
+        if v is not None:
+            if int(v) <= 0:
+                raise ValueError(f"{k} must be > 0, got {v}")
+            _BUDGET[k] = int(v)
+    return dict(_BUDGET)
+
+
+def budget_settings() -> dict:
+    """The budget settings in force (recorded in reports)."""
+    return dict(_BUDGET)
 
 
 # -- what to watch -----------------------------------------------------------
@@ -390,10 +436,24 @@ def _symbols_of(store, pids, limit=400):
 
 # -- one var -------------------------------------------------------------
 class _Z3Budget:
-    """Z3 time left for one application (ms)."""
+    """Z3's rlimit for one application: per query, in all, and what the
+    queries spent (read from each solver's ``rlimit count``)."""
 
-    def __init__(self, total_ms, per_query_ms):
-        self.left, self.per_query = total_ms, per_query_ms
+    def __init__(self, total, per_query, seed=0, hang_guard_s=600):
+        self.total, self.per_query, self.seed = int(total), int(per_query), int(seed)
+        self.hang_guard_ms = int(hang_guard_s * 1000)
+        self.spent = 0
+        self.max_query = 0  # the most one query spent
+
+    @property
+    def left(self):
+        return self.total - self.spent
+
+
+def _rlimit_count(solver) -> int:
+    """The rlimit count of the solver's context (cumulative per context)."""
+    st = solver.statistics()
+    return int(st.get_key_value("rlimit count")) if "rlimit count" in st.keys() else 0
 
 
 def _compare(store, zt, ta, tb, z3b, stats, ask_z3=True):
@@ -441,15 +501,20 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
     """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
     tell apart, within the budget (same returns as ``_compare``)."""
     if z3b.left <= 0:
-        return "unknown", "the application's Z3 time budget is spent"
+        return "unknown", (f"the application's Z3 budget is spent ({z3b.spent} of "
+                           f"{z3b.total} rlimit units)")
     stats["queries"] += 1
-    t0 = time.perf_counter()
     solver = z3.Solver(ctx=zt.ctx)
-    solver.set("random_seed", 0)
-    solver.set("timeout", int(max(1, min(z3b.per_query, z3b.left))))
+    solver.set("random_seed", z3b.seed)
+    limit = max(1, min(z3b.per_query, z3b.left))  # 0 would mean no limit
+    solver.set("rlimit", limit)  # deterministic: Z3 counts steps, not time
+    solver.set("timeout", z3b.hang_guard_ms)  # a hang guard, not the budget
     solver.add(z3.Or([zt.poly(a) != zt.poly(b) for _, a, b in pairs[:256]]))
+    before = _rlimit_count(solver)
     res = solver.check()
-    z3b.left -= (time.perf_counter() - t0) * 1000
+    used = max(0, _rlimit_count(solver) - before)
+    z3b.spent += used
+    z3b.max_query = max(z3b.max_query, used)
     if res == z3.unsat:
         if len(pairs) <= 256:
             stats["z3_proved"] += 1
@@ -471,7 +536,16 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
                                "sym": sym, "found_by": "a Z3 model, replayed with the real "
                                                       "kernels"}
         return "unknown", why + ("; " + "; ".join(why_not[:2]) if why_not else "")
-    return "unknown", f"Z3 said unknown ({solver.reason_unknown()})"
+    reason = solver.reason_unknown()
+    if "resource" in reason or used >= limit:
+        return "unknown", (f"Z3 said unknown: over its rlimit ({used} units spent of "
+                           f"{limit} for this query; {z3b.spent} of {z3b.total} for the "
+                           "application)")
+    if reason in ("timeout", "canceled"):
+        return "unknown", (f"Z3 said unknown: stopped by the hang guard (wall clock, "
+                           f"{z3b.hang_guard_ms // 1000} s; not the budget: {used} of {limit} "
+                           "rlimit units spent), a rerun may differ")
+    return "unknown", f"Z3 said unknown ({reason})"
 
 
 def _feedable(store, leaves, sym_value, limit=4096):
@@ -640,10 +714,9 @@ def _collector_paused(fn):
 
 @_collector_paused
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
-                      watched: dict | None = None, timeout_ms: int = 5000,
-                      feed_key=None, renames: dict | None = None,
-                      unobserved: dict | None = None, sizes=BATCH_SIZES,
-                      budget_s: float = 120.0, z3_budget_ms: int = 20000) -> list:
+                      watched: dict | None = None, feed_key=None,
+                      renames: dict | None = None, unobserved: dict | None = None,
+                      sizes=BATCH_SIZES, budget: dict | None = None, **legacy) -> list:
     """One CheckResult (kind "value") per rank; see module docstring.
 
     ``watched``: {rank: [var names]} watched IN ADDITION to
@@ -657,17 +730,33 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     purpose and that are dead in the rewritten program
     (``verify/ir/dead_values.py``): not compared, listed in the details.
     ``sizes``: the values every -1 dim takes, one proof each.
-    ``budget_s``: CPU seconds for the symbolic executions; ``timeout_ms`` per Z3
-    query, ``z3_budget_ms`` for all of them: past either, INCONCLUSIVE.
+    ``budget``: {setting: value} over :func:`budget_settings` (work units of
+    the symbolic executions, Z3 rlimits; module docstring): past it,
+    INCONCLUSIVE.  The old seconds (``budget_s``, ``timeout_ms``,
+    ``z3_budget_ms``) are refused, naming the deterministic settings.
     """
-    start = time.perf_counter()
+    if legacy:
+        raise TypeError(f"prove_application: {sorted(legacy)} no longer exist(s): the "
+                        "budget is deterministic, budget={'work_units': ..., "
+                        "'z3_rlimit_per_query': ..., 'z3_rlimit_per_application': ...}")
+    bud = {**_BUDGET, **(budget or {})}
+    start, cpu0 = time.perf_counter(), time.process_time()
     ranks = list(ranks)
+    work = {"spent": 0}  # work units of the finished executions
+    z3b = None
+
+    def spent():
+        """The budget and what it spent so far (details["budget"])."""
+        return {**bud, "work_units_spent": work["spent"],
+                "z3_rlimit_spent": z3b.spent if z3b else 0,
+                "z3_rlimit_max_query": z3b.max_query if z3b else 0}
 
     def all_ranks(verdict, msg, **kw):
         secs = round(time.perf_counter() - start, 3)
         return [CheckResult(KIND, NAME, r, verdict, f"{where} rank {r}: {msg}",
                             details={"queries": 0, "seconds": secs, "proved": [],
-                                     "refuted": [], **kw.pop("details", {})}, **kw)
+                                     "refuted": [], "budget": spent(),
+                                     **kw.pop("details", {})}, **kw)
                 for r in ranks]
 
     kwargs = sorted({k for s in list(befores.values()) + list(afters.values())
@@ -686,7 +775,6 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     dyn = _symbolic_dims(list(befores.values()) + list(afters.values()))
     sizes = tuple(sizes) if dyn else (None,)
     note = _shapes_note(dyn, [b for b in sizes if b is not None])
-    deadline = time.process_time() + budget_s  # CPU seconds of this process
     if all(_same_program(befores[r], afters[r]) for r in ranks) and \
             not any((renames or {}).get(r) for r in ranks):
         # the very programs: every value is itself, whatever the shapes
@@ -702,9 +790,10 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 details={"queries": 0, "seconds": round(time.perf_counter() - start, 4),
                          "proved": names, "refuted": [], "unknown": [],
                          "by_identity": len(names), "by_normal_form": 0, "by_z3": 0,
-                         "refuted_replayed": 0, "shapes": note}))
+                         "refuted_replayed": 0, "shapes": note, "budget": spent()}))
         return out
-    z3b = _Z3Budget(z3_budget_ms, timeout_ms)
+    z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
     per = {r: {"proved": None, "refuted": [], "cexs": [], "unknown": [], "absent": [],
                "names": [], "stats": {"queries": 0, "normal_form": 0, "z3_proved": 0,
                                       "probe_refuted": 0, "z3_refuted": 0}}
@@ -725,32 +814,41 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                                                              "var": exc.var}})
 
         def over_budget(exc):
+            if store.work > (store.work_limit or 0):  # the work budget, not a leaf
+                work["spent"] += store.work
+                exc = (f"{work['spent']} work units spent of {bud['work_units']} "
+                       f"(symbolic execution: {exc})")
             return all_ranks(Verdict.INCONCLUSIVE, f"not proved {note}: over budget "
                              f"{size_note}: {exc}", details={"reason": str(exc),
                                                              "not_proved": True})
 
-        store = Store()
+        store = Store(work_limit=bud["work_units"] - work["spent"])
         try:
             env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
-                                   b or 1, feed_key, deadline)
+                                   b or 1, feed_key)
         except Unresolved as exc:
+            work["spent"] += store.work
             return unresolved("original", exc)
         except (Unsupported, ExecError) as exc:
+            work["spent"] += store.work
             return all_ranks(Verdict.INCONCLUSIVE, f"the ORIGINAL cannot be executed "
                              f"symbolically {size_note}: {exc}", details={"reason": str(exc)})
         except Budget as exc:
             return over_budget(exc)
         try:
             env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, b or 1,
-                                   feed_key, deadline)
+                                   feed_key)
         except Unresolved as exc:
+            work["spent"] += store.work
             return unresolved("rewritten", exc)
         except Unsupported as exc:
+            work["spent"] += store.work
             return all_ranks(Verdict.INCONCLUSIVE, f"the rewritten program has an op without "
                              f"meaning: {exc}", details={"reason": str(exc)})
         except Budget as exc:
             return over_budget(exc)
         except ExecError as exc:
+            work["spent"] += store.work
             bad = exc.rank if exc.rank is not None else ranks[0]
             out = []
             for r in ranks:
@@ -762,15 +860,17 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                         counterexample={"rank": r, "error": str(exc), "shapes": size_note},
                         details={"queries": 0,
                                  "seconds": round(time.perf_counter() - start, 3),
-                                 "proved": [], "refuted": ["<execution>"]}))
+                                 "proved": [], "refuted": ["<execution>"],
+                                 "budget": spent()}))
                 else:
                     out.append(CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
                                            f"{where} rank {r}: not compared: rank {bad}'s "
                                            f"rewritten program does not run ({exc})",
                                            details={"queries": 0, "proved": [],
-                                                    "refuted": []}))
+                                                    "refuted": [], "budget": spent()}))
             return out
         ops_total += ops_a + ops_b
+        work["spent"] += store.work
         zt = Z3Terms(store)
         for r in live:
             p = per[r]
@@ -792,13 +892,16 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             p["names"]
         dead = (unobserved or {}).get(r) or {}
         details = {"queries": st["queries"], "seconds": round(secs, 4),
+                   # measured, never deciding: the budget is in work units
+                   "cpu_seconds": round(time.process_time() - cpu0, 4),
                    "proved": proved, "refuted": refuted,
                    "unknown": [n for n, _ in unknown], "absent_in_rewritten": p["absent"],
                    "by_normal_form": st["normal_form"], "by_z3": st["z3_proved"],
                    "refuted_replayed": st["probe_refuted"] + st["z3_refuted"],
                    "refuted_by_probe": st["probe_refuted"], "refuted_by_z3": st["z3_refuted"],
                    "shapes": note, "batch_sizes": [b for b in sizes if b is not None],
-                   "ops_executed": ops_total, "terms": len(store.polys) if store else 0}
+                   "ops_executed": ops_total, "terms": len(store.polys) if store else 0,
+                   "budget": spent()}
         if dead:
             details["unobserved"] = dict(dead)
         if refuted:
@@ -818,7 +921,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.INCONCLUSIVE,
                 f"{where} rank {r}: UNKNOWN for {unknown[0][0]}: {unknown[0][1]} after "
-                f"{secs:.2f} s ({len(proved)} others proved {note}; {ROUNDING})",
+                f"{work['spent']} work units ({len(proved)} others proved {note}; "
+                f"{ROUNDING})",
                 details={**details, "reason": unknown[0][1], "not_proved": True}))
         elif not proved:
             results.append(CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,

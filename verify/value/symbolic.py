@@ -35,13 +35,23 @@ Constants that depend on sizes (a mean's 1/n) come from the real sizes and
 every index map is the real one.  (An earlier reduction of every dim to
 <= 2 was unsound: a reshape split [2, 2] of 4 became [2, 1], two head
 layouts reduced alike, a mean divided by the reduced count.)
-A leaf above ``MAX_LEAF_ELEMENTS`` or an execution past its deadline raises
-:class:`Budget`: the proof is then INCONCLUSIVE, never a reduced one.
+A leaf above ``MAX_LEAF_ELEMENTS`` or an execution past its work budget
+raises :class:`Budget`: the proof is then INCONCLUSIVE, never a reduced one.
+
+Work budget, in units that do not depend on the machine (issue 19: a budget
+of CPU seconds gave a verdict that depended on the machine's speed and
+load).  ``Store.work`` counts what the arithmetic touches: a product of
+polynomials of m and n monomials costs m * n, a sum the monomials it adds,
+a canonical form the monomials it sorts and interns, every primitive call
+(a memo hit too) 1, and every op the elements it reads and writes.  The
+count is a function of the programs and the shapes alone (same ops, same
+terms in the same order), so a rerun anywhere spends the same units and
+stops, past ``Store.work_limit``, at the same op; its correlation with CPU
+time is in benchmarks/README.md.
 """
 from __future__ import annotations
 
 import hashlib
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -103,7 +113,9 @@ def _accumulate_product(d, pa, pb):
 class Store:
     """Hash-consed polynomials (ids) over atoms (ids)."""
 
-    def __init__(self):
+    def __init__(self, work_limit=None):
+        self.work = 0  # units spent (module docstring): deterministic, never seconds
+        self.work_limit = work_limit  # past it, Budget (None: no limit)
         self.atoms = []  # id -> ("sym", name) | ("uf", kernel, attrs, (pid, ...)) | ("cut", pid)
         self.atom_ix = {}
         self.polys = []  # id -> tuple((monomial, coeff), ...), monomial = sorted atom ids
@@ -162,8 +174,10 @@ class Store:
         key = ("+" if sign == 1 else "-", a, b)
         r = self.memo.get(key)
         if r is not None:
+            self.work += 1
             return r
         pa, pb = self.polys[a], self.polys[b]
+        self.work += 1 + len(pa) + len(pb)
         if not pb:
             r = a
         elif not pa and sign == 1:
@@ -185,10 +199,13 @@ class Store:
         reduction's partial sums are never interned)."""
         d = {}
         get, polys = d.get, self.polys
+        work = 1
         for pid in pids:
+            work += 1 + len(polys[pid])
             for m, c in polys[pid]:
                 v = get(m)
                 d[m] = c if v is None else v + c
+        self.work += work
         return self._finish(d)
 
     def _factors(self, a, b):
@@ -210,9 +227,12 @@ class Store:
         key = ("*", a, b)
         r = self.memo.get(key)
         if r is not None:
+            self.work += 1
             return r
         d = {}
-        _accumulate_product(d, *self._factors(a, b))
+        pa, pb = self._factors(a, b)
+        self.work += 1 + len(pa) * len(pb)
+        _accumulate_product(d, pa, pb)
         r = self._finish(d)
         self.memo[key] = r
         return r
@@ -225,20 +245,29 @@ class Store:
         products nobody else reads (a matmul's element products)."""
         d = {}
         polys, memo = self.polys, self.memo
+        work = 1
         for a, b in pairs:
+            work += 1
             if a > b:
                 a, b = b, a
             r = memo.get(("*", a, b))
             if r is not None:  # a product already built: its monomials
+                work += len(polys[r])
                 _accumulate_product(d, polys[r], _ONE)
                 continue
             pa, pb = polys[a], polys[b]
             if not pa or not pb:
                 continue
-            _accumulate_product(d, *self._factors(a, b))
+            pa, pb = self._factors(a, b)
+            work += len(pa) * len(pb)
+            _accumulate_product(d, pa, pb)
+        self.work += work
         return self._finish(d)
 
     def _finish(self, d) -> int:
+        self.work += len(d)
+        if self.work_limit is not None and self.work > self.work_limit:
+            raise Budget("past the work limit")
         if FAST:  # mpq hashes fast; equal numbers hash alike whatever their type
             return self.intern(tuple([mc for mc in sorted(d.items()) if mc[1]]))
         # integral coefficients as ints: Fraction's hash is slow, and equal
@@ -420,21 +449,19 @@ class Rank:
 
 class Budget(Exception):
     """The real shapes do not fit the proof's budget (a leaf too large, or
-    the deadline passed): the proof is INCONCLUSIVE, saying which."""
+    the work units spent past ``Store.work_limit``): the proof is
+    INCONCLUSIVE, saying which."""
 
 
 class Executor:
     """Runs the programs of all ranks (one version: original or rewritten)
     at their real shapes, every -1 dim at ``batch``."""
 
-    def __init__(self, store, rings, batch=2, feed_key=None, deadline=None):
+    def __init__(self, store, rings, batch=2, feed_key=None):
         self.store = store
         self.k = Kernels(store)
         self.rings = rings
         self.batch = int(batch)
-        # a time.process_time() value (CPU seconds: a loaded machine does not
-        # spend it), or None
-        self.deadline = deadline
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = {}
         self.ops_run = 0
@@ -446,6 +473,7 @@ class Executor:
             raise Budget(f"{name} has {int(np.prod(real))} elements at {real} "
                          f"(over {MAX_LEAF_ELEMENTS} per tensor)")
         self.store.leaves[name] = (tuple(real), dtype)
+        self.store.work += 1 + int(np.prod(real))  # one symbol per element
         dims = leaf_dims(real, None)
         arr = np.empty(real, dtype=object)
         for idx in np.ndindex(*real):
@@ -465,11 +493,10 @@ class Executor:
 
     # -- one op --------------------------------------------------------------
     def step(self, st, op, startup: bool):
-        # the process's CPU clock sums over Paddle's many threads (~0.1 ms a
-        # read, measured): read it every 16th op
-        if self.deadline is not None and not self.ops_run & 15 and \
-                time.process_time() > self.deadline:
-            raise Budget(f"past the time budget at rank {st.rank} op {op.idx} ({op.type})")
+        store = self.store
+        if store.work_limit is not None and store.work > store.work_limit:
+            raise Budget(f"past the work limit before rank {st.rank} op {op.idx} "
+                         f"({op.type})")
         if startup and (op.type in RANDOM_INIT or _placeholder(st, op)):
             # a random draw is an input symbol keyed by what draws it (type and
             # attrs, the seed aside): a pass that changes the distribution
@@ -492,10 +519,14 @@ class Executor:
                                                   "execution_stream"))),
                tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims) for t in ts))
                      for s, ts in sorted(ins.items())))
+        # the elements the key read, and each op's own call: work units
+        store.work += 1 + sum(t.arr.size for ts in ins.values() for t in ts)
         outs = self.op_memo.get(key)
         if outs is None:
             try:
                 outs = row(op, ins, self.k)
+            except Budget as exc:  # spent inside the op: say where
+                raise Budget(f"{exc}, in rank {st.rank} op {op.idx} ({op.type})") from None
             except Unsupported:
                 raise
             except Exception as exc:  # shapes that do not fit: the op fails
@@ -506,6 +537,7 @@ class Executor:
                                 st.rank, op) from exc
             outs = {slot: [None if t is None else self.store.cut_tensor(t) for t in ts]
                     for slot, ts in outs.items()}
+            store.work += sum(t.arr.size for ts in outs.values() for t in ts if t is not None)
             self.op_memo[key] = outs
         self.ops_run += 1
         for slot, names in op.outputs.items():
@@ -592,8 +624,11 @@ class Executor:
         # it cannot be an index
         root = root if 0 <= root < len(group) else (group.index(root) if root in group else 0)
         for i, (m, o) in enumerate(zip(group, ops)):
+            self.store.work += 1 + sum(x.arr.size for x in xs)
             try:
                 out = collective(kind, xs, i, root, self.k)
+            except Budget as exc:
+                raise Budget(f"{exc}, in rank {m} op {o.idx} ({o.type})") from None
             except Unsupported as exc:
                 raise Unsupported(f"rank {m} op {o.idx} ({o.type}): {exc}") from exc
             states[m].env[o.outputs[slot_out][0]] = self.store.cut_tensor(out)
@@ -634,12 +669,12 @@ def _startup_pieces(st, rank):
         st.env[var] = Tensor(piece, leaf_dims(piece.shape), t.dtype)
 
 
-def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
-            deadline=None) -> dict:
+def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None) -> dict:
     """Run startup then main of every rank's snapshot at the real shapes
-    (-1 dims at ``batch``); ``({rank: env}, ops executed)``."""
+    (-1 dims at ``batch``); ``({rank: env}, ops executed)``.  The work spent
+    is ``store.work``; past ``store.work_limit``, :class:`Budget`."""
     T.store = store
-    ex = Executor(store, rings, batch, feed_key, deadline)
+    ex = Executor(store, rings, batch, feed_key)
     states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
     ex.run(states, startup=True)
     for r, st in states.items():
@@ -650,4 +685,6 @@ def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
                 st.env[name] = ex.leaf(f"{name}@{ex.feed_key(r, name)}", v.shape, v.dtype)
         st.ops, st.pos = list(st.snap.ops), 0
     ex.run(states, startup=False)
+    if store.work_limit is not None and store.work > store.work_limit:  # the last op's
+        raise Budget("past the work limit at the end of the programs")
     return {r: st.env for r, st in states.items()}, ex.ops_run
