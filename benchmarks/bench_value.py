@@ -205,15 +205,18 @@ def main():
         us = [u for u, _, _ in units_cpu]
         cs = [c for _, c, _ in units_cpu]
         big = [(u, c) for u, c, _ in units_cpu if c >= 0.5]
+        logs = correlation([math.log(u) for u in us], [math.log(max(c, 1e-4)) for c in cs])
+        rate = statistics.median(u / max(c, 1e-4) for u, c in zip(us, cs))
         print(f"\nwork units vs CPU s over {len(us)} proofs that executed: Pearson r "
-              f"{correlation(us, cs):.3f}; on logs r {correlation([math.log(u) for u in us], [math.log(max(c, 1e-4)) for c in cs]):.3f}; "
-              f"units per CPU s: median {statistics.median(u / max(c, 1e-4) for u, c in zip(us, cs)):.3g}"
+              f"{correlation(us, cs):.3f}; on logs r {logs:.3f}; units per CPU s: median "
+              f"{rate:.3g}"
               + (f", over proofs >= 0.5 s: median {statistics.median(u / c for u, c in big):.3g}, "
                  f"min {min(u / c for u, c in big):.3g}, max {max(u / c for u, c in big):.3g}"
                  if big else ""))
         top = max(units_cpu)
+        limit = DEFAULT_BUDGET["work_units"]
         print(f"most units: {top[0]} ({top[2]}, cpu {top[1]:.2f} s) of the default "
-              f"{DEFAULT_BUDGET['work_units']} ({DEFAULT_BUDGET['work_units'] / top[0]:.1f}x margin)")
+              f"{limit} ({limit / top[0]:.1f}x margin)")
     if rlims:
         top = max(rlims)
         print(f"most Z3 rlimit: {top[0]} ({top[1]}) of the default "
