@@ -47,7 +47,7 @@ from verify.numeric.placements import PlacementError, coords, describe, local_pi
 from verify.verdicts import CheckResult, Verdict
 
 from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _counterexample, \
-    _Z3Budget
+    _Z3Budget, budget_settings
 from .semantics import Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
@@ -305,13 +305,14 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
 @_collector_paused
 def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                    rank_rels: dict, final_ops: dict, rings: dict, budget_s: float = 60.0,
-                   timeout_ms: int = 5000, z3_budget_ms: int = 20000,
                    max_inputs: int = MAX_INPUT_ELEMENTS) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  ``rank_snaps``/``rank_rels``/``final_ops``
     by rank; ``rings``: the plan's ``{ring: [groups]}``; past ``budget_s``
-    CPU seconds, or with more than ``max_inputs`` input elements, INCONCLUSIVE
-    "over budget"."""
+    CPU seconds, past the value proof's work units (``proof.budget_settings``),
+    or with more than ``max_inputs`` input elements, INCONCLUSIVE "over
+    budget"; Z3 within the value proof's rlimits (deterministic).  The CPU
+    seconds are still a budget here (not yet work units alone)."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
 
@@ -328,7 +329,7 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                      f"proof's {max_inputs}", reason="over budget (inputs)")
     with _cpu_limit(budget_s):
         return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                      final_ops, rings, budget_s, timeout_ms, z3_budget_ms, start)
+                      final_ops, rings, budget_s, budget_settings(), start)
 
 
 def input_elements(serial_rel) -> int:
@@ -372,22 +373,21 @@ class _cpu_limit:
 
 
 def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
-           rings, budget_s, timeout_ms, z3_budget_ms, start):
+           rings, budget_s, bud, start):
     try:
         return _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel,
-                            rank_rels, final_ops, rings, budget_s, timeout_ms, z3_budget_ms,
-                            start)
+                            rank_rels, final_ops, rings, budget_s, bud, start)
     except _OverCPU as exc:
         return every(Verdict.INCONCLUSIVE, f"not proved: over budget: {exc}",
                      reason=f"over budget: {exc}")
 
 
 def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                 final_ops, rings, budget_s, timeout_ms, z3_budget_ms, start):
+                 final_ops, rings, budget_s, bud, start):
 
-    store = Store()
+    store = Store(work_limit=bud["work_units"])  # deterministic, as the value proof's
     T.store = store
-    ex = Executor(store, rings, 1, None, time.process_time() + budget_s)
+    ex = Executor(store, rings, 1, None)
     try:
         senv, inputs = _run_serial(ex, serial_snap, serial_rel)
     except Budget as exc:
@@ -419,7 +419,8 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
         return out
     envs = {r: st.env for r, st in states.items()}
     zt = Z3Terms(store)
-    z3b = _Z3Budget(z3_budget_ms, timeout_ms)
+    z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
     return [_judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel,
                         rank_snaps[r], rank_rels[r], final_ops.get(r, []), start)
             for r in ranks]
