@@ -135,6 +135,13 @@ def _peer(rank, name, rings, after_envs):
 
 
 # -- Z3 ----------------------------------------------------------------------
+def z3_function_name(kernel, attrs, n) -> str:
+    """The Z3 function a kernel is (one name: one function, in Z3 as in
+    ``_free_kernel_evaluator``)."""
+    tag = hashlib.sha1(repr(attrs).encode()).hexdigest()[:6]
+    return f"{kernel}#{tag}/{n}"
+
+
 class Z3Terms:
     """Store polynomials as Z3 terms, in a Z3 context of their own: the same
     application then builds the same terms in the same order, so Z3's models
@@ -179,10 +186,10 @@ class Z3Terms:
         key = (kernel, attrs, n)
         f = self.funcs.get(key)
         if f is None:
-            tag = hashlib.sha1(repr(attrs).encode()).hexdigest()[:6]
-            f = self.funcs[key] = z3.Function(f"{kernel}#{tag}/{n}",
+            f = self.funcs[key] = z3.Function(z3_function_name(kernel, attrs, n),
                                               *([z3.RealSort(self.ctx)] * (n + 1)))
         return f
+
 
     def atom(self, aid):
         e = self.amemo.get(aid)
@@ -377,27 +384,53 @@ def _reads(store, root):
     store (``store.reads``) and built bottom-up, so the counterexamples of a
     rank share one walk of the term graph (each walked all of it: half of a
     broken application's time, measured).  A term's arguments are older ids
-    than the term, so the graph has no cycle."""
+    than the term, so the graph has no cycle.  Per term the memo holds two
+    bitmasks (bit i: the i-th leaf base / kernel name met), so merging a
+    term's arguments is an integer OR, not a set union (a set per term was
+    most of a broken stack's counterexamples, measured)."""
     memo = store.reads
-    if root in memo:
-        return memo[root]
-    polys, atoms = store.polys, store.atoms
+    got = memo.get(root)
+    if got is None:
+        got = _read_masks(store, root)
+    names = store.read_names
+    return (frozenset(n for n, bit in names[0].items() if got[0] >> bit & 1),
+            frozenset(n for n, bit in names[1].items() if got[1] >> bit & 1))
+
+
+def _read_masks(store, root):
+    """``_reads``'s (leaf mask, kernel mask) of ``root``, filling the memo."""
+    memo, polys, atoms = store.reads, store.polys, store.atoms
+    leaf_bit, kernel_bit = store.read_names
+    per_atom = store.read_atoms  # aid -> (leaf mask, kernel mask, child pids)
+
+    def atom_info(a):
+        info = per_atom.get(a)
+        if info is None:
+            key = atoms[a]
+            if key[0] == "sym":
+                base = key[1].split("[", 1)[0]
+                bit = leaf_bit.setdefault(base, len(leaf_bit))
+                info = (1 << bit, 0, ())
+            elif key[0] == "cut":
+                info = (0, 0, (key[1],))
+            else:
+                bit = kernel_bit.setdefault(key[1], len(kernel_bit))
+                info = (0, 1 << bit, tuple(key[3]))
+            per_atom[a] = info
+        return info
+
     stack = [(root, False)]
     while stack:
         pid, ready = stack.pop()
         if pid in memo:
             continue
-        leaves, kernels, children = set(), set(), []
-        for mono, _ in polys[pid]:
-            for a in mono:
-                key = atoms[a]
-                if key[0] == "sym":
-                    leaves.add(key[1].split("[", 1)[0])
-                elif key[0] == "cut":
-                    children.append(key[1])
-                else:
-                    kernels.add(key[1])
-                    children.extend(key[3])
+        lm = km = 0
+        children = []
+        for a in {a for mono, _ in polys[pid] for a in mono}:
+            al, ak, ch = atom_info(a)
+            lm |= al
+            km |= ak
+            children.extend(ch)
         if not ready:
             todo = [c for c in children if c not in memo]
             if todo:
@@ -405,9 +438,10 @@ def _reads(store, root):
                 stack.extend((c, False) for c in todo)
                 continue
         for c in children:
-            leaves |= memo[c][0]
-            kernels |= memo[c][1]
-        memo[pid] = (frozenset(leaves), frozenset(kernels))
+            cl, ck = memo[c]
+            lm |= cl
+            km |= ck
+        memo[pid] = (lm, km)
     return memo[root]
 
 
@@ -421,21 +455,23 @@ def _symbols_of(store, pids, limit=400):
         leaves |= got[0]
         kernels |= got[1]
     seen, out, stack = set(), {}, list(pids)
+    polys, atoms = store.polys, store.atoms
     while stack and len(out) < limit:
         pid = stack.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        for mono, _ in store.polys[pid]:
+        for mono, _ in polys[pid]:
             for a in mono:
-                key = store.atoms[a]
+                key = atoms[a]
                 if key[0] == "sym":
                     if key[1] not in out and len(out) < limit:
                         out[key[1]] = None
                 elif key[0] == "cut":
-                    stack.append(key[1])
+                    if key[1] not in seen:  # a term already walked adds nothing
+                        stack.append(key[1])
                 else:
-                    stack.extend(key[3])
+                    stack.extend([c for c in key[3] if c not in seen])
     return list(out), sorted(kernels), sorted(leaves)
 
 
@@ -502,9 +538,78 @@ def _compare(store, zt, ta, tb, z3b, stats, ask_z3=True):
     return _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats)
 
 
+FREE_KERNEL_SEED = 3  # the probe seeds are 0, 1, 2
+
+
+def _free_kernel_evaluator(store, sym, seed):
+    """Exact evaluation with every kernel an arbitrary function: each Z3
+    function (``z3_function_name``) gives each tuple of argument values a
+    random dyadic rational of its own, drawn deterministically in order of
+    first use.  With ``sym``'s exact input values this is a model of the
+    formula Z3 would be asked (symbols by name, cuts expanded, kernels
+    uninterpreted), so terms it evaluates apart cannot be proved equal by
+    Z3 (unsat is impossible)."""
+    rng = random.Random(1000 + seed)
+    table = {}
+
+    def uf(kernel, attrs, args):
+        key = (z3_function_name(kernel, attrs, len(args)), args)
+        v = table.get(key)
+        if v is None:
+            v = table[key] = Q(rng.randint(-99, 99), rng.choice((1, 2, 4, 8, 16)))
+        return v
+    return Evaluator(store, sym, uf)
+
+
+def _free_kernel_model(store, ea, eb, pairs, why_not, stats):
+    """Before Z3: a model of Z3's query in which the kernels are arbitrary
+    functions (``_free_kernel_evaluator``).  Where it tells a pair apart, Z3
+    cannot prove the value (no unsat), and what Z3 would return instead, a
+    model replayed with the real kernels, this does with its own model: its
+    input values replayed with the real kernels (``_replay_evaluator``), a
+    difference a refutation as any replay, else ("unknown", why).  None: the
+    model tells nothing apart (equal, if at all, by expanding cuts or by
+    congruence: Z3's part).  The class: values equal only through an
+    identity of the real kernels the terms do not model (sqrt(4 s) = 2
+    sqrt(s), relu(2 x) = 2 relu(x)) or differing where no probe looked."""
+    probes = store.probes
+    key = ("free kernels", FREE_KERNEL_SEED)
+    if key not in probes:
+        sym = _probe_values(store, FREE_KERNEL_SEED)
+        probes[key] = (sym, _free_kernel_evaluator(store, sym, FREE_KERNEL_SEED),
+                       _replay_evaluator(store, sym))
+    sym, free, real = probes[key]
+    try:
+        if _replay(store, free, pairs) is None:
+            return None
+    except (ValueError, ArithmeticError):  # not a model after all: Z3 decides
+        return None
+    try:
+        hit = _replay(store, real, pairs)
+    except (NoReference, NotAnInput, ValueError) as exc:
+        hit, why = None, f"its input values do not replay through the real kernels ({exc})"
+    else:
+        why = ("its input values replayed with the real kernels give equal values: equal, "
+               "if at all, by an identity of the real kernels the proof does not model")
+    if hit is not None:
+        stats["probe_refuted"] += 1
+        i, va, vb = hit
+        return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
+                           "sym": sym, "found_by": "a model with the kernels as arbitrary "
+                                                  "functions, replayed with the real kernels"}
+    return "unknown", ("not proved: the terms differ with the kernels as arbitrary functions "
+                       "(so Z3 cannot prove them equal; not asked), and " + why
+                       + ("; " + "; ".join(why_not[:2]) if why_not else ""))
+
+
 def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
     """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
-    tell apart, within the budget (same returns as ``_compare``)."""
+    tell apart, within the budget (same returns as ``_compare``); not asked
+    where a model with arbitrary kernels already shows it cannot prove
+    them (``_free_kernel_model``)."""
+    out = _free_kernel_model(store, ea, eb, pairs, why_not, stats)
+    if out is not None:
+        return out
     if z3b.left <= 0:
         return "unknown", (f"the application's Z3 budget is spent ({z3b.spent} of "
                            f"{z3b.total} rlimit units)")
@@ -581,6 +686,21 @@ def _feedable(store, leaves, sym_value, limit=4096):
     return out
 
 
+def _feedable_shared(store, leaves, sym_value):
+    """``_feedable``, each leaf's array built once per store and input
+    values (``sym_value``: one probe's or one Z3 model's): the
+    counterexamples of a rank are mostly one probe's, over the same leaves."""
+    memo = store.feeds
+    out = {}
+    for base in leaves:
+        key = (id(sym_value), base)
+        got = memo.get(key)
+        if got is None or got[0] is not sym_value:
+            got = memo[key] = (sym_value, _feedable(store, [base], sym_value))
+        out.update(got[1])
+    return out
+
+
 def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
     cex = {"rank": rank, "var": var, "shapes": size_note, "batch": batch}
     if peer is not None:
@@ -590,10 +710,12 @@ def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
         return cex
     i = info["index"]
     a, b, path = first_difference(store, info["a"], info["b"])
-    syms, kernels, leaves = _symbols_of(store, [info["a"], info["b"]])
+    # the message shows 40 symbols: the walk stops at them (the first 40 of a
+    # longer walk are the same ones, in the same order)
+    syms, kernels, leaves = _symbols_of(store, [info["a"], info["b"]], limit=40)
     sym = info["sym"]
     values = {}
-    for s in syms[:40]:
+    for s in syms:
         try:
             values[s] = str(sym(s))
         except Exception:
@@ -604,7 +726,7 @@ def _counterexample(store, rank, var, ta, info, peer, size_note, batch=None):
         "original_value": str(info["va"]), "rewritten_value": str(info["vb"]),
         "first_differing_subterm": {"path": path, "original": store.render(a)[:600],
                                     "rewritten": store.render(b)[:600]},
-        "inputs": values, "feed": _feedable(store, leaves, sym),
+        "inputs": values, "feed": _feedable_shared(store, leaves, sym),
         "found_by": info["found_by"], "replayed": True,
         "kernels": kernels,
     })

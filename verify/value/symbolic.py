@@ -121,11 +121,18 @@ class Store:
         self.polys = []  # id -> tuple((monomial, coeff), ...), monomial = sorted atom ids
         self.poly_ix = {}
         self.memo = {}
+        # op-level hash-consing, shared by every execution on this store (the
+        # original's and the rewritten program's: an op the pass left alone,
+        # on the same input terms, is a dictionary hit; ``Executor.step``)
+        self.op_memo = {}
         self.cut_of = {}  # pid -> cut atom's pid
         self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
         self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
         self.probes = {}  # probe seed -> (values, evaluator) of these terms (proof.py)
-        self.reads = {}  # pid -> (leaf bases, kernels) its terms read (proof._reads)
+        self.reads = {}  # pid -> (leaf mask, kernel mask) its terms read (proof._reads)
+        self.read_names = ({}, {})  # leaf base -> bit, kernel -> bit (the masks' bits)
+        self.read_atoms = {}  # aid -> (leaf mask, kernel mask, pids it reads)
+        self.feeds = {}  # (input values, leaf) -> a counterexample's feed (proof.py)
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Q(1)),))
 
@@ -243,13 +250,18 @@ class Store:
         as ``mul`` decides them; addition is exact, so summing the monomials
         into one dict is the same polynomial), without interning the
         products nobody else reads (a matmul's element products)."""
+        pairs = tuple([(a, b) if a <= b else (b, a) for a, b in pairs])
+        memo = self.memo
+        key = ("dot", pairs)  # the same dot again (a matmul a pass split in two)
+        r = memo.get(key)
+        if r is not None:
+            self.work += 1 + len(pairs)  # a hit: the key's pairs read
+            return r
         d = {}
-        polys, memo = self.polys, self.memo
+        polys = self.polys
         work = 1
         for a, b in pairs:
             work += 1
-            if a > b:
-                a, b = b, a
             r = memo.get(("*", a, b))
             if r is not None:  # a product already built: its monomials
                 work += len(polys[r])
@@ -262,7 +274,8 @@ class Store:
             work += len(pa) * len(pb)
             _accumulate_product(d, pa, pb)
         self.work += work
-        return self._finish(d)
+        r = memo[key] = self._finish(d)
+        return r
 
     def _finish(self, d) -> int:
         self.work += len(d)
@@ -463,7 +476,7 @@ class Executor:
         self.rings = rings
         self.batch = int(batch)
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
-        self.op_memo = {}
+        self.op_memo = store.op_memo
         self.ops_run = 0
 
     # -- leaves ------------------------------------------------------------
@@ -517,8 +530,11 @@ class Executor:
                                      if a not in ("op_role", "op_role_var", "op_namescope",
                                                   "op_callstack", "op_device",
                                                   "execution_stream"))),
-               tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims) for t in ts))
-                     for s, ts in sorted(ins.items())))
+               tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims, t.dtype) for t in ts))
+                     for s, ts in sorted(ins.items())),
+               # what else a row may read of the op: which outputs it has
+               tuple((s, tuple(bool(n) for n in names))
+                     for s, names in sorted(op.outputs.items())))
         # the elements the key read, and each op's own call: work units
         store.work += 1 + sum(t.arr.size for ts in ins.values() for t in ts)
         outs = self.op_memo.get(key)
