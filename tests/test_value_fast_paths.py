@@ -25,8 +25,8 @@ def _random_poly(rng, atoms=8, terms=4, degree=3):
 def test_merged_monomials_are_the_sorted_ones():
     """A one-atom monomial merged by comparison gives the sorted monomial."""
     rng = random.Random(0)
-    for _ in range(2000):
-        pa, pb = _random_poly(rng), _random_poly(rng)
+    for _ in range(4000):
+        pa, pb = _random_poly(rng, degree=rng.choice((3, 4))), _random_poly(rng)
         naive = {}
         for m1, c1 in pa:
             for m2, c2 in pb:

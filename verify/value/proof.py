@@ -17,7 +17,15 @@ For each rank and watched var:
      values and the REAL kernels (``kernels.py``), exactly where the
      kernels are rational; a difference is a counterexample of the real
      program (``refuted_replayed``), found without Z3;
-  3. only what probes cannot tell apart goes to Z3, after every watched
+  3. what probes cannot tell apart is evaluated once more exactly, every
+     kernel an arbitrary function (``_free_kernel_model``): a model of the
+     query Z3 would get.  Where it tells the values apart Z3 cannot prove
+     them; its input values are replayed with the real kernels instead of
+     a Z3 model's (a difference refutes, none is INCONCLUSIVE: equal, if
+     at all, by an identity of the real kernels such as sqrt(4 s) =
+     2 sqrt(s), which no term here models), and Z3 is not asked;
+  4. only what that model cannot tell apart either (equal by expanding
+     cuts) goes to Z3, after every watched
      value of the rank was probed and only while none of them differs (a
      refuted rank's verdict cannot change; the others are then listed
      unknown, "not asked of Z3") (one query, cuts
