@@ -233,11 +233,13 @@ class Evaluator:
             # kernel's result makes what it touches a float, as Fraction * float
             # is (mpq * float would be an mpfr)
             v = Q(0)
-            atom = self.atom
+            atom, am = self.atom, self.am
             for mono, c in self.s.polys[pid]:
                 t = c
                 for a in mono:
-                    x = atom(a)
+                    x = am.get(a)  # evaluated already: most atoms (no call)
+                    if x is None:
+                        x = atom(a)
                     t = float(t) * x if x.__class__ is float else \
                         t * float(x) if t.__class__ is float else t * x
                 v = v + t if v.__class__ is not float and t.__class__ is not float else \
