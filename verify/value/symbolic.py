@@ -275,7 +275,8 @@ class Store:
             pa, pb = polys[a], polys[b]
             if not pa or not pb:
                 continue
-            pa, pb = self._factors(a, b)
+            if len(pa) * len(pb) > MUL_LIMIT:  # else _factors leaves both as they are
+                pa, pb = self._factors(a, b)
             work += len(pa) * len(pb)
             _accumulate_product(d, pa, pb)
         self.work += work
@@ -446,7 +447,9 @@ class Kernels:
 
 
 def ids(arr) -> tuple:
-    return tuple(e.i if isinstance(e, T) else e for e in np.asarray(arr).reshape(-1))
+    # a list, not a generator, and the class compared, not isinstance: every
+    # op's memo key reads every input element (T has no subclass)
+    return tuple([e.i if e.__class__ is T else e for e in np.asarray(arr).reshape(-1).tolist()])
 
 
 class ExecError(Exception):
