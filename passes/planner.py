@@ -452,7 +452,11 @@ def relation_proof(case, folder, records, notes) -> list:
                            f"{where}: not run: a rank holds a value placed on a mesh "
                            "without it (see parameter shapes)", details={"not_proved": True})]
     else:
-        memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs")
+        from verify.value.proof import budget_settings
+
+        # keyed by the budget in force too (a --value-work-units run answers anew)
+        memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs",
+                         json.dumps(budget_settings(), sort_keys=True))
         out = memo.load()
         if out is not None:
             notes.append(f"planner relation proof: memoized for these programs and proof "
@@ -476,8 +480,10 @@ def relation_proof(case, folder, records, notes) -> list:
             out = prove_relation(where, serial, snaps, serial_rel, rank_rels,
                                  {r: records[r].get("final_ops", []) for r in case.ranks},
                                  rings)
-            # an over-budget answer too: the budgets are constants of the keyed source
-            memo.store(out)
+            # an over-budget answer too (the budget is deterministic and in the key);
+            # never the hang guard's, which depends on the machine
+            if not any(c.details.get("hang_guard") for c in out):
+                memo.store(out)
     return _advisory(out)
 
 
@@ -509,7 +515,8 @@ class _run_memo:
     comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
 
 
-    def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs"):
+    def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs",
+                 settings: str = ""):
         import hashlib
         import os
 
@@ -517,8 +524,8 @@ class _run_memo:
 
         self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
         root = Path(__file__).resolve().parent.parent
-        h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}"
-                           .encode())
+        h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}:"
+                           f"{settings}".encode())
         for r in ranks:
             for f in ("main.json", "startup.json", "names.json", "planner.json",
                       "serial.json", "meta.json"):

@@ -304,15 +304,16 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
 
 @_collector_paused
 def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
-                   rank_rels: dict, final_ops: dict, rings: dict, budget_s: float = 60.0,
+                   rank_rels: dict, final_ops: dict, rings: dict, hang_guard_s: float = 600.0,
                    max_inputs: int = MAX_INPUT_ELEMENTS) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  ``rank_snaps``/``rank_rels``/``final_ops``
-    by rank; ``rings``: the plan's ``{ring: [groups]}``; past ``budget_s``
-    CPU seconds, past the value proof's work units (``proof.budget_settings``),
-    or with more than ``max_inputs`` input elements, INCONCLUSIVE "over
-    budget"; Z3 within the value proof's rlimits (deterministic).  The CPU
-    seconds are still a budget here (not yet work units alone)."""
+    by rank; ``rings``: the plan's ``{ring: [groups]}``.  The budget is
+    deterministic: past the value proof's work units
+    (``proof.budget_settings``), past its Z3 rlimits, or with more than
+    ``max_inputs`` input elements, INCONCLUSIVE "over budget".
+    ``hang_guard_s`` CPU seconds is a hang guard, not the budget (no case
+    comes near it; INCONCLUSIVE, saying so, never memoized)."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
 
@@ -327,9 +328,9 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
         return every(Verdict.INCONCLUSIVE, f"not proved: not attempted: the serial program's "
                      f"parameters, states and feeds hold {size} elements, over the relation "
                      f"proof's {max_inputs}", reason="over budget (inputs)")
-    with _cpu_limit(budget_s):
+    with _cpu_limit(hang_guard_s):
         return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                      final_ops, rings, budget_s, budget_settings(), start)
+                      final_ops, rings, budget_settings(), start)
 
 
 def input_elements(serial_rel) -> int:
@@ -357,7 +358,8 @@ class _cpu_limit:
         if threading.current_thread() is threading.main_thread() and \
                 hasattr(signal, "setitimer"):
             def fire(*_):
-                raise _OverCPU(f"past the proof's {self.seconds:g} CPU s")
+                raise _OverCPU(f"stopped by the hang guard after {self.seconds:g} CPU s "
+                               "(not the budget: that is work units and Z3 rlimits)")
             self.old = signal.signal(signal.SIGPROF, fire)
             signal.setitimer(signal.ITIMER_PROF, self.seconds)
             self.armed = True
@@ -373,17 +375,17 @@ class _cpu_limit:
 
 
 def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
-           rings, budget_s, bud, start):
+           rings, bud, start):
     try:
         return _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel,
-                            rank_rels, final_ops, rings, budget_s, bud, start)
+                            rank_rels, final_ops, rings, bud, start)
     except _OverCPU as exc:
-        return every(Verdict.INCONCLUSIVE, f"not proved: over budget: {exc}",
-                     reason=f"over budget: {exc}")
+        return every(Verdict.INCONCLUSIVE, f"not proved: {exc}",
+                     reason=f"hang guard: {exc}", hang_guard=True)
 
 
 def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                 final_ops, rings, budget_s, bud, start):
+                 final_ops, rings, bud, start):
 
     store = Store(work_limit=bud["work_units"])  # deterministic, as the value proof's
     T.store = store
