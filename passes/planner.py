@@ -33,6 +33,7 @@ Its checks:
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import time
@@ -105,9 +106,7 @@ class PlannerAdapter(PirPassAdapter):
                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}",
                 details={"traceback": traceback.format_exc()}))
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
-        checks += stage_checks(case, folder, records, outcomes)
-        checks += serial_checks(case, folder, records)
-        checks += shape_relation_checks(case, folder, records)
+        checks += static_checks(case, folder, records, outcomes, notes)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         if not crashed:
             checks += relation_proof(case, folder, records, notes)
@@ -121,6 +120,32 @@ class PlannerAdapter(PirPassAdapter):
                 f"planner on {case.name}: the serial-to-ranks relation was not run "
                 "(no numeric backend)"))
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
+
+
+def static_checks(case, folder, records, outcomes, notes) -> list:
+    """The stage checks, the serial program check and the parameter shapes
+    (none runs a program), memoized in the plan dir (``_static_memo``): a hit
+    gives the same results and ``outcomes`` without parsing a snapshot."""
+    from verify.checks import shape_check
+
+    memo = _static_memo(case, folder, records)
+    got = memo.load()
+    if got is not None:
+        checks, outs = got
+        outcomes += outs
+        notes.append(f"planner stage checks: memoized for these stage records, snapshots "
+                     f"and check modules (key {memo.path.stem})")
+        return checks
+    unknown = shape_check.UNKNOWN_ANSWERS[0]
+    outs = []
+    checks = stage_checks(case, folder, records, outs)
+    checks += serial_checks(case, folder, records)
+    checks += shape_relation_checks(case, folder, records)
+    outcomes += outs
+    # a Z3 "unknown" may be its wall-clock timeout's: never kept
+    if shape_check.UNKNOWN_ANSWERS[0] == unknown:
+        memo.store((checks, outs))
+    return checks
 
 
 def _snap(folder, rank, rel):
@@ -561,6 +586,88 @@ class _run_memo:
             os.replace(tmp, self.path)
         except OSError:
             pass  # a read-only plan dir: no memo
+
+
+# the modules the static checks run from: these roots and, transitively, the
+# project modules they import (``static_sources``); planner.py's own imports
+# are not followed (the relation's modules; hashed by their own memos)
+STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
+                "verify/checks/shape_check.py", "verify/ir/snapshot.py",
+                "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py")
+
+
+def _module_file(root, dotted):
+    base = root.joinpath(*dotted.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imported(root, path):
+    """The project files ``path`` imports (any import statement, at any depth)."""
+    import ast
+
+    rel = path.relative_to(root).with_suffix("")
+    pkg = list(rel.parts[:-1])  # the package a relative import starts from
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(pkg[:len(pkg) - node.level + 1] if node.level else [])
+            mod = ".".join(x for x in (base, node.module or "") if x)
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        else:
+            continue
+        out += [f for f in (_module_file(root, n) for n in names if n) if f]
+    return out
+
+
+@functools.lru_cache(maxsize=None)  # the list (parsing 0.5 s); the key hashes their bytes
+def static_sources() -> tuple:
+    """Repo-relative paths of every module the static checks' results come from."""
+    root = Path(__file__).resolve().parent.parent
+    seen, todo = set(), [root / r for r in STATIC_ROOTS]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        if f.name != "planner.py" or f.parent.name != "passes":
+            todo += _imported(root, f)
+    return tuple(sorted(str(f.relative_to(root)) for f in seen))
+
+
+class _static_memo(_run_memo):
+    """The static checks' results (``static_checks``), memoized in the plan
+    dir: keyed by the bytes of every record and stage snapshot they read
+    (hashed, never parsed), the case's name, ranks and symbols, the source of
+    every module in ``static_sources()`` and Paddle's version.  Nothing in
+    them depends on the machine (no timing; a Z3 unknown is never stored).
+    ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
+
+    def __init__(self, case, folder, records):
+        import hashlib
+        import os
+
+        import paddle
+
+        self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256(json.dumps(
+            ["static", paddle.__version__, paddle.version.commit, case.name, list(case.ranks),
+             sorted((str(k), str(v)) for k, v in dict(case.symbols).items())]).encode())
+        for r in case.ranks:
+            h.update(f"rank{r}".encode())
+            h.update((folder / f"rank{r}" / "planner.json").read_bytes())
+            for st in records[r]["stages"]:
+                path = folder / f"rank{r}" / st["snapshot"] if st.get("snapshot") else None
+                h.update(path.read_bytes() if path and path.is_file() else b"-")
+        for src in static_sources():
+            h.update(src.encode())
+            h.update((root / src).read_bytes())
+        self.path = folder / "stage-checks" / f"{h.hexdigest()[:20]}.pkl"
 
 
 ADAPTER = PlannerAdapter()

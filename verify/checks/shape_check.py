@@ -27,6 +27,9 @@ KIND = "shape"
 _DTYPES = {0: "bool", 1: "int16", 2: "int32", 3: "int64", 4: "float16", 5: "float32",
            6: "float64", 22: "bfloat16"}
 TIMEOUT_MS = 2000
+# how many queries Z3 left undecided in this process: an "unknown" may be the
+# wall-clock timeout's (machine-dependent), so a memo never keeps such a result
+UNKNOWN_ANSWERS = [0]
 
 
 class _Solver:
@@ -63,6 +66,7 @@ class _Solver:
             if res == z3.unsat:
                 return None
             if res == z3.unknown:
+                UNKNOWN_ANSWERS[0] += 1
                 return "unknown"
             m = self.solver.model()
             return {str(d): m[d].as_long() for d in m.decls()}
