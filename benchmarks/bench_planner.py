@@ -18,7 +18,10 @@ keyed by everything that decides them (``passes/planner.py``,
 memo off (``VERIFY_PLANNER_RUN_MEMO=0``): the serial run and the ranks in
 lock step, once per wave of independent collectives, and the relation's
 value proof (``proof s``: its own seconds, part of ``cold s``; memoized in
-the plan dir like the runs).  The verdict is followed by how it stands:
+the plan dir like the runs).  The static checks (stage checks, serial
+program, parameter shapes) are memoized in the plan dir too (``_static_memo``,
+keyed by the snapshots' bytes and the check modules): the warm ``static s``
+reads them; the untimed warm-up run fills them.  The verdict is followed by how it stands:
 "proved" (the value proof on every rank) or "witnessed" (the numeric runs).
 """
 from __future__ import annotations
