@@ -26,9 +26,12 @@ KIND = "shape"
 # VarType codes of the dtypes a cast can produce (paddle's framework.proto)
 _DTYPES = {0: "bool", 1: "int16", 2: "int32", 3: "int64", 4: "float16", 5: "float32",
            6: "float64", 22: "bfloat16"}
-TIMEOUT_MS = 2000
+# Z3's budget per query is its deterministic resource count (the same answer
+# on any machine, loaded or not); the wall clock is a hang guard only.
+RLIMIT = 20_000_000
+HANG_GUARD_MS = 60_000
 # how many queries Z3 left undecided in this process: an "unknown" may be the
-# wall-clock timeout's (machine-dependent), so a memo never keeps such a result
+# hang guard's (machine-dependent), so a memo never keeps such a result
 UNKNOWN_ANSWERS = [0]
 
 
@@ -37,7 +40,7 @@ class _Solver:
 
     def __init__(self):
         self.solver = z3.Solver()
-        self.solver.set("timeout", TIMEOUT_MS)
+        self.solver.set("timeout", HANG_GUARD_MS)
         self.symbols = {}
         self.queries = 0
 
@@ -61,6 +64,7 @@ class _Solver:
         self.queries += 1
         self.solver.push()
         try:
+            self.solver.set("rlimit", RLIMIT)  # per check: counted from here
             self.solver.add(z3.Not(cond))
             res = self.solver.check()
             if res == z3.unsat:

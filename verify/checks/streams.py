@@ -159,7 +159,8 @@ def schedule_for(snap, edges, i, j):
     start = {k: z3.Int(f"s{k}") for k in range(lo, hi + 1)}
     end = {k: z3.Int(f"e{k}") for k in range(lo, hi + 1)}
     solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver.set("rlimit", 20_000_000)  # deterministic (Z3's resource count)
+    solver.set("timeout", 60_000)  # a hang guard only
     for k in start:
         solver.add(start[k] >= 0, end[k] > start[k])
     for a, b in sub:
