@@ -110,6 +110,8 @@ def test_a_rewrite_dropping_or_scaling_a_zero_bias_is_refuted(ir):
 def test_a_faithful_rewrite_is_proved(ir):
     res = _prove(_snap(ir), _snap(ir, bias_scale=1.0))
     assert res.verdict == Verdict.EQUIVALENT, res.message
+    # the message says what "all inputs" covers
+    assert "every parameter value; optimizer states" in res.message, res.message
 
 
 @pytest.mark.parametrize("ir", [LEGACY, PIR], ids=["legacy", "pir"])
