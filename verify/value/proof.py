@@ -38,15 +38,6 @@ A refutation therefore always names inputs, at the real shapes, a user can
 feed (``counterexample["inputs"]``), on which the real kernels give
 different values.
 
-"All inputs" are every feed and every parameter: a parameter the
-startup draws at random or sets to a constant (a bias 0, the planner's
-0.0 placeholder) is an input symbol keyed by the op and its attrs
-(``symbolic.py``), since training moves it from the first step on.
-What the startup sets that is no parameter (optimizer states and
-accumulators, the learning rate) keeps the value the startup computes: a
-proof covers one step from those states at all parameter values and all
-feeds, and the message says so.
-
 Over the reals a proof ignores rounding: the numeric check stays the
 witness of precision.
 
@@ -86,9 +77,6 @@ from .symbolic import Budget, ExecError, Store, execute
 
 KIND, NAME = "value", "value proof"
 ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
-# what "all inputs" covers: one step from the startup's other states
-INPUTS = ("all inputs (every feed and every parameter value; optimizer states and "
-          "learning rate as the startup sets them)")
 BATCH_SIZES = (1, 2, 3)  # every -1 dim at 1 and two larger sizes
 REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
 
@@ -935,7 +923,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED {note}: the rewritten programs of every rank are "
                 f"the original ones (identical ops, vars and startup), so all {len(names)} "
-                f"watched values are equal for {INPUTS}; {ROUNDING}",
+                f"watched values are equal for all inputs; {ROUNDING}",
                 details={"queries": 0, "seconds": round(time.perf_counter() - start, 4),
                          "proved": names, "refuted": [], "unknown": [],
                          "by_identity": len(names), "by_normal_form": 0, "by_z3": 0,
@@ -1081,7 +1069,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED {note}: {len(proved)} watched values equal for "
-                f"{INPUTS} ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
+                f"all inputs ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
                 f"{st['queries']} Z3 queries); {ROUNDING}"
                 + (f"; not compared, stale on purpose and dead: {', '.join(sorted(dead))}"
                    if dead else ""), details=details))
