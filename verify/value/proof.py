@@ -78,6 +78,13 @@ from .symbolic import Budget, ExecError, Store, execute
 KIND, NAME = "value", "value proof"
 ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
 BATCH_SIZES = (1, 2, 3)  # every -1 dim at 1 and two larger sizes
+# What "all inputs" covers (one step of the programs from their startup):
+# every feed and every randomly drawn parameter are symbols; a parameter the
+# startup sets to a constant (a zero bias), optimizer states and the learning
+# rate are the values the startup sets (so a proof holds at those values).
+INPUTS = ("all inputs (every feed and every randomly initialised parameter; constant-"
+          "initialised parameters, optimizer states and learning rate as the startup "
+          "sets them)")
 REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
 
 # The budget of one application (module docstring).  Work units: the
@@ -923,7 +930,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED {note}: the rewritten programs of every rank are "
                 f"the original ones (identical ops, vars and startup), so all {len(names)} "
-                f"watched values are equal for all inputs; {ROUNDING}",
+                f"watched values are equal for {INPUTS}; {ROUNDING}",
                 details={"queries": 0, "seconds": round(time.perf_counter() - start, 4),
                          "proved": names, "refuted": [], "unknown": [],
                          "by_identity": len(names), "by_normal_form": 0, "by_z3": 0,
@@ -1069,7 +1076,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED {note}: {len(proved)} watched values equal for "
-                f"all inputs ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
+                f"{INPUTS} ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
                 f"{st['queries']} Z3 queries); {ROUNDING}"
                 + (f"; not compared, stale on purpose and dead: {', '.join(sorted(dead))}"
                    if dead else ""), details=details))
