@@ -578,6 +578,22 @@ def _free_kernel_evaluator(store, sym, seed):
     return Evaluator(store, sym, uf)
 
 
+def _replayed(store, evaluator, pairs, ea, eb, sym, found_by, no_replay, equal):
+    """A model's input values ``sym`` replayed with the real kernels
+    (``evaluator``) on ``pairs``: (("refuted", counterexample), None) where
+    a pair differs, else (None, why): ``no_replay: error`` where the values
+    cannot be replayed, ``equal`` where they give equal values."""
+    try:
+        hit = _replay(store, evaluator, pairs)
+    except (NoReference, NotAnInput, ValueError) as exc:
+        return None, f"{no_replay} ({exc})"
+    if hit is None:
+        return None, equal
+    i, va, vb = hit
+    return ("refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
+                        "sym": sym, "found_by": found_by}), None
+
+
 def _free_kernel_model(store, ea, eb, pairs, why_not, stats):
     """Before Z3: a model of Z3's query in which the kernels are arbitrary
     functions (``_free_kernel_evaluator``).  Where it tells a pair apart, Z3
@@ -601,19 +617,15 @@ def _free_kernel_model(store, ea, eb, pairs, why_not, stats):
             return None
     except (ValueError, ArithmeticError):  # not a model after all: Z3 decides
         return None
-    try:
-        hit = _replay(store, real, pairs)
-    except (NoReference, NotAnInput, ValueError) as exc:
-        hit, why = None, f"its input values do not replay through the real kernels ({exc})"
-    else:
-        why = ("its input values replayed with the real kernels give equal values: equal, "
-               "if at all, by an identity of the real kernels the proof does not model")
-    if hit is not None:
+    out, why = _replayed(store, real, pairs, ea, eb, sym,
+                         "a model with the kernels as arbitrary functions, replayed with "
+                         "the real kernels", "its input values do not replay through the "
+                         "real kernels", "its input values replayed with the real kernels "
+                         "give equal values: equal, if at all, by an identity of the real "
+                         "kernels the proof does not model")
+    if out is not None:
         stats["probe_refuted"] += 1
-        i, va, vb = hit
-        return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
-                           "sym": sym, "found_by": "a model with the kernels as arbitrary "
-                                                  "functions, replayed with the real kernels"}
+        return out
     return "unknown", ("not proved: the terms differ with the kernels as arbitrary functions "
                        "(so Z3 cannot prove them equal; not asked), and " + why
                        + ("; " + "; ".join(why_not[:2]) if why_not else ""))
@@ -649,19 +661,14 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
         return "unknown", f"{len(pairs)} differing elements; Z3 was asked about 256"
     if res == z3.sat:
         sym = _model_values(zt, solver.model())
-        try:
-            hit = _replay(store, _replay_evaluator(store, sym), pairs)
-        except (NoReference, NotAnInput, ValueError) as exc:
-            hit, why = None, f"Z3's counterexample does not replay: {exc}"
-        else:
-            why = ("Z3's counterexample holds only for an interpretation of the kernels "
-                   "that is not the real one (replayed: equal)")
-        if hit is not None:
+        out, why = _replayed(store, _replay_evaluator(store, sym), pairs, ea, eb, sym,
+                             "a Z3 model, replayed with the real kernels",
+                             "Z3's counterexample does not replay",
+                             "Z3's counterexample holds only for an interpretation of the "
+                             "kernels that is not the real one (replayed: equal)")
+        if out is not None:
             stats["z3_refuted"] += 1
-            i, va, vb = hit
-            return "refuted", {"index": i, "a": ea[i].i, "b": eb[i].i, "va": va, "vb": vb,
-                               "sym": sym, "found_by": "a Z3 model, replayed with the real "
-                                                      "kernels"}
+            return out
         return "unknown", why + ("; " + "; ".join(why_not[:2]) if why_not else "")
     reason = solver.reason_unknown()
     if "resource" in reason or used >= limit:
