@@ -381,6 +381,19 @@ def test_adam_like_rows_pass_the_right_inputs(op_type, master):
         close(got["MasterParamOut"], po)
 
 
+def _layer_norm_by_paddle(x, sc, b, dy):
+    """Paddle's own layer_norm over the last dim (eps 1e-5) and its autograd:
+    [y, dx, dscale, dbias]."""
+    def ref(paddle):
+        xt = paddle.to_tensor(x, dtype="float64", stop_gradient=False)
+        st = paddle.to_tensor(sc, dtype="float64", stop_gradient=False)
+        bt = paddle.to_tensor(b, dtype="float64", stop_gradient=False)
+        y = paddle.nn.functional.layer_norm(xt, [x.shape[-1]], st, bt, 1e-5)
+        grads = paddle.grad([y], [xt, st, bt], [paddle.to_tensor(dy, dtype="float64")])
+        return [y.numpy()] + [t.numpy() for t in grads]
+    return _pd(ref)
+
+
 def test_layer_norm_and_its_grad_against_paddle():
     """The opaque rows, evaluated through the replay's reference kernels
     (rebuilt from the inputs' slots and shapes in the kernel key), against
@@ -388,15 +401,7 @@ def test_layer_norm_and_its_grad_against_paddle():
     x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
     attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
     fwd = run("layer_norm", {"X": [x], "Scale": [sc], "Bias": [b]}, attrs)
-
-    def ref(paddle):
-        xt = paddle.to_tensor(x, dtype="float64", stop_gradient=False)
-        st = paddle.to_tensor(sc, dtype="float64", stop_gradient=False)
-        bt = paddle.to_tensor(b, dtype="float64", stop_gradient=False)
-        y = paddle.nn.functional.layer_norm(xt, [4], st, bt, 1e-5)
-        grads = paddle.grad([y], [xt, st, bt], [paddle.to_tensor(dy, dtype="float64")])
-        return [y.numpy()] + [t.numpy() for t in grads]
-    y, gx, gs, gb = _pd(ref)
+    y, gx, gs, gb = _layer_norm_by_paddle(x, sc, b, dy)
     close(fwd["Y"], y)
     close(fwd["Mean"], x.reshape(6, 4).mean(1))
     close(fwd["Variance"], x.reshape(6, 4).var(1))
@@ -415,15 +420,7 @@ def test_pir_layer_norm_row_by_row_against_paddle():
     x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
     attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
     fwd = run("pd_op.layer_norm", {"x": [x], "scale": [sc], "bias": [b]}, attrs)
-
-    def ref(paddle):
-        xt = paddle.to_tensor(x, dtype="float64", stop_gradient=False)
-        st = paddle.to_tensor(sc, dtype="float64", stop_gradient=False)
-        bt = paddle.to_tensor(b, dtype="float64", stop_gradient=False)
-        y = paddle.nn.functional.layer_norm(xt, [4], st, bt, 1e-5)
-        grads = paddle.grad([y], [xt, st, bt], [paddle.to_tensor(dy, dtype="float64")])
-        return [y.numpy()] + [t.numpy() for t in grads]
-    y, gx, gs, gb = _pd(ref)
+    y, gx, gs, gb = _layer_norm_by_paddle(x, sc, b, dy)
     close(fwd["out"], y)
     close(fwd["mean"], x.reshape(6, 4).mean(1))
     close(fwd["variance"], x.reshape(6, 4).var(1))
