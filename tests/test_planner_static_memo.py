@@ -112,6 +112,8 @@ def test_the_key_covers_every_module_the_static_checks_run(plan, monkeypatch):
         sys.setprofile(None)
     ours = {str(Path(f).resolve().relative_to(root)) for f in ran
             if Path(f).is_absolute() and Path(f).resolve().is_relative_to(root)}
+    # the project's own modules (a venv inside the checkout, as CI's, is not)
+    ours = {f for f in ours if f.split("/")[0] in ("verify", "passes", "cases")}
     # the case's attributes the checks read (name, ranks, symbols) are in the key by value
     ours.discard("cases/base.py")
     assert "verify/checks/shape_check.py" in ours and "verify/checks/def_use.py" in ours
