@@ -126,31 +126,36 @@ def _case(name, summary, expect, parallel="dp", **params):
 
 
 _DP_OPT_EV = ("contract (each grad summed once over its DP ring, same factor), shapes and "
-              "def-use hold; the simulator's run is bitwise equal; not proved (no value "
-              "semantics for views aliasing one buffer) and not run on real ranks: the rank "
+              "def-use hold; the simulator's run is bitwise equal; the value proof proves every "
+              "watched value (the buffer's views modelled, verify/value/views.py); not run "
+              "on real ranks: the rank "
               "worker makes every var persistable, and the PIR executor then refuses the "
               "declared grads (a plain run builds)")
 
 _DP_OPT_COALESCE = Expect(
-    True, "INCONCLUSIVE",
+    True, "EQUIVALENT",
     "fires on both ranks: the six scale(1/2) ops go, the loss seed fill_constant "
     "becomes 0.5; the six grads become views of one coalesce_tensor buffer "
     "(copy_data=False, inserted before their producers) summed by one all_reduce on "
     "ring 12 (gradient_sync_stream, nop dependencies around it). Contract holds (each "
     "grad summed once over ring 12 with the same factor); shapes and def-use hold "
     "(coalesce_tensor's inputs are declared, not read); the simulator's run matches "
-    "bitwise over 3 steps. Not proved: the value proof has no meaning for views "
-    "aliasing one buffer (INCONCLUSIVE), and real ranks are not run (see the case's "
+    "bitwise over 3 steps. Proved by the value proof, every watched value by canonical "
+    "form: the coalesce_tensor views are modelled (verify/value/views.py), layer_norm_grad "
+    "and relu_grad are linear in their incoming gradient, and a cut multiple of a "
+    "polynomial is the same cut atom, so 1/2 moved into the seed keeps equal forms. "
+    "Real ranks are not run (see the case's "
     "gloo note: the rank worker's all-persistable scope makes the PIR executor refuse "
     "the declared grads)",
     evidence=_DP_OPT_EV)
 _DP_OPT_2X2 = Expect(
-    True, "INCONCLUSIVE",
+    True, "EQUIVALENT",
     "DP2 x TP2: the pass takes the DP syncs (ring 12, the rank's DP group) and leaves "
     "the TP all_reduces (ring 13) alone; as on DP2 it moves 1/2 into the seed and sums "
     "the six grads once through a coalesce_tensor buffer: contract, shapes and def-use "
-    "hold on all four ranks, the simulator's run matches bitwise; value proof "
-    "INCONCLUSIVE (coalesce_tensor), no real ranks (two rings). Only dp_opt is paired "
+    "hold on all four ranks, the simulator's run matches bitwise; the value proof "
+    "proves every watched value on all four ranks (the coalesce_tensor views modelled, "
+    "verify/value/views.py), no real ranks (two rings). Only dp_opt is paired "
     "with this case (params only_pass): the value proofs of grad_clip and promotion on "
     "four ranks take ~55 s and ~28 s (Z3 through sqrt/max); grad_clip's global norm "
     "on it is checked in tests/test_dp_opt_grad_clip.py",

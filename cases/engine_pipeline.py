@@ -56,10 +56,11 @@ CASES = [
                  "auto_parallel_grad_clip' leaves stack_0.tmp_0 declared [6, 1] where "
                  "the stack now makes [3, 1] (its global norm holds); the dependency "
                  "stage adds nothing. The final program runs bitwise equal on the "
-                 "simulator; value proof INCONCLUSIVE (coalesce_tensor); no real ranks "
+                 "simulator; the value proof proves every watched value (the coalesce_tensor "
+                 "views modelled); no real ranks "
                  "(see the gloo note)",
                  evidence="per-stage results; simulator bitwise equal; value proof "
-                 "INCONCLUSIVE (`coalesce_tensor`)"),
+                 "PROVED on both ranks"),
           dp=True, pipeline={"dp_optimization.enable": True}, act="relu",
           optimizer="sgd", clip_norm=0.05),
     _case("engine_pipeline_dp2_clip_default",

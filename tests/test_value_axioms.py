@@ -33,12 +33,12 @@ class FloatKernels:
         at = dict((k, eval(v)) for k, v in attrs)  # noqa: S307 (our own reprs)
         if kernel == "gelu":
             return _gelu(a[0])
-        if kernel == "gelu_grad":
-            return _gelu_d(a[0]) * a[1]
+        if kernel == "gelu.d":
+            return _gelu_d(a[0])
         if kernel == "relu":
             return max(a[0], 0.0)
-        if kernel == "relu_grad":
-            return a[1] if a[0] > 0 else 0.0
+        if kernel == "relu.mask":
+            return 1.0 if a[0] > 0 else 0.0
         if kernel == "sqrt":
             return math.sqrt(a[0])
         if kernel == "inv":
@@ -395,8 +395,8 @@ def _layer_norm_by_paddle(x, sc, b, dy):
 
 
 def test_layer_norm_and_its_grad_against_paddle():
-    """The opaque rows, evaluated through the replay's reference kernels
-    (rebuilt from the inputs' slots and shapes in the kernel key), against
+    """The legacy rows (the PIR rows under the legacy slots: polynomial mean
+    and variance, a ``layer_norm.rstd`` kernel of the variance) against
     Paddle's own layer_norm and its autograd."""
     x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
     attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
@@ -456,9 +456,10 @@ def test_pir_layer_norm_of_a_piece_of_rows_is_the_piece_of_the_whole():
         [e.i for e in part["out"][0].arr.reshape(-1)]
 
 
-def test_layer_norm_kernels_are_keyed_by_slots_and_shapes():
-    """One term per (slot, shape): the same values as Scale or as Bias, or
-    viewed as [2,4,8] or [8,8], are different kernels' arguments."""
+def test_opaque_kernels_are_keyed_by_slots_and_shapes():
+    """One term per (slot, shape): the same values passed in another slot,
+    or viewed as [2,4,8] or [8,8], are different kernels' arguments (an
+    opaque row: every output element a function of all input elements)."""
     from verify.value.symbolic import Kernels, Store, T as Term
 
     store = Store()
@@ -472,13 +473,41 @@ def test_layer_norm_kernels_are_keyed_by_slots_and_shapes():
         return S.Tensor(arr, S.leaf_dims(shape))
     x, c = sym_tensor((2, 4, 8), "x"), sym_tensor((8,), "c")
     x2 = S.Tensor(x.arr.reshape(8, 8), S.leaf_dims((8, 8)))
-    op = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
-    op2 = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
-    as_scale = S.ROWS["layer_norm"](op, {"X": [x], "Scale": [c]}, k)["Y"][0].arr
-    as_bias = S.ROWS["layer_norm"](op, {"X": [x], "Bias": [c]}, k)["Y"][0].arr
-    flat = S.ROWS["layer_norm"](op2, {"X": [x2], "Scale": [c]}, k)["Y"][0].arr
+    row = S.uf_opaque("some_kernel", {"out": ("x", None)})
+    op = Op(0, "some_kernel", {}, {}, {"axis": 1})
+    as_a = row(op, {"x": [x], "a": [c]}, k)["out"][0].arr
+    as_b = row(op, {"x": [x], "b": [c]}, k)["out"][0].arr
+    flat = row(op, {"x": [x2], "a": [c]}, k)["out"][0].arr
+    assert as_a.reshape(-1)[0].i != as_b.reshape(-1)[0].i
+    assert as_a.reshape(-1)[0].i != flat.reshape(-1)[0].i
+    again = row(op, {"x": [x], "a": [c]}, k)["out"][0].arr
+    assert as_a.reshape(-1)[0].i == again.reshape(-1)[0].i  # a key, not a fresh symbol
+
+
+def test_layer_norm_rows_tell_scale_from_bias_and_rows_from_rows():
+    """layer_norm is exact row by row: the same values as Scale or as Bias,
+    or rows of 32 ([2,4,8] from axis 1) against rows of 8 (axis 2), are
+    different values (issue 19's classes 3 and 4, on the exact rows)."""
+    from verify.value.symbolic import Kernels, Store, T as Term
+
+    store = Store()
+    Term.store = store
+    k = Kernels(store)
+
+    def sym_tensor(shape, tag):
+        arr = np.empty(shape, dtype=object)
+        for j, idx in enumerate(np.ndindex(*shape)):
+            arr[idx] = Term(store.sym(f"{tag}{j}"))
+        return S.Tensor(arr, S.leaf_dims(shape))
+    x, c = sym_tensor((2, 4, 8), "x"), sym_tensor((8,), "c")
+    ax2 = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
+    as_scale = S.ROWS["layer_norm"](ax2, {"X": [x], "Scale": [c]}, k)["Y"][0].arr
+    as_bias = S.ROWS["layer_norm"](ax2, {"X": [x], "Bias": [c]}, k)["Y"][0].arr
     assert as_scale.reshape(-1)[0].i != as_bias.reshape(-1)[0].i
-    assert as_scale.reshape(-1)[0].i != flat.reshape(-1)[0].i
+    ax1 = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 1, "epsilon": 1e-5})
+    rows32 = S.ROWS["layer_norm"](ax1, {"X": [x]}, k)["Y"][0].arr
+    rows8 = S.ROWS["layer_norm"](ax2, {"X": [x]}, k)["Y"][0].arr
+    assert rows32.reshape(-1)[0].i != rows8.reshape(-1)[0].i
 
 
 # -- collectives ----------------------------------------------------------------

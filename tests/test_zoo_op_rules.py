@@ -278,12 +278,15 @@ class PaddleKernels:
             return float(paddle.nn.functional.silu(t[0]))
         if kernel == "gelu":
             return float(paddle.nn.functional.gelu(t[0], approximate=at["approximate"]))
-        if kernel in ("silu_grad", "pow_grad", "gelu_grad"):
+        if kernel in ("silu.d", "gelu.d"):  # the grad kernel at dout 1: the derivative
             x = paddle.to_tensor(np.float64(args[0]), stop_gradient=False)
-            y = paddle.nn.functional.silu(x) if kernel == "silu_grad" else \
-                paddle.nn.functional.gelu(x, approximate=at["approximate"]) \
-                if kernel == "gelu_grad" else paddle.pow(x, at["y"])
-            (g,) = paddle.grad(y, x, paddle.to_tensor(np.float64(args[1])))
+            y = paddle.nn.functional.silu(x) if kernel == "silu.d" else \
+                paddle.nn.functional.gelu(x, approximate=at["approximate"])
+            (g,) = paddle.grad(y, x, paddle.to_tensor(np.float64(1.0)))
+            return float(g)
+        if kernel == "pow_grad":
+            x = paddle.to_tensor(np.float64(args[0]), stop_gradient=False)
+            (g,) = paddle.grad(paddle.pow(x, at["y"]), x, paddle.to_tensor(np.float64(args[1])))
             return float(g)
         if kernel == "pow":
             return float(paddle.pow(t[0], at["y"]))

@@ -5,6 +5,9 @@ startup program (parameters and optimizer state), or written by an op
 before *i*.  Startup and main
 are checked together, so a bias init deleted from startup while main still
 reads the bias is a finding; the startup program is checked on its own too.
+``coalesce_tensor`` without ``copy_data`` or ``set_constant`` drops its
+views' values (a later read needs a new write), and a read of its fused
+buffer reads every view.
 """
 from __future__ import annotations
 
@@ -21,6 +24,24 @@ DECLARED_ONLY = {
 }
 
 
+def dropped_writes(op) -> list:
+    """The vars ``op`` leaves without a value: ``coalesce_tensor`` with
+    neither ``copy_data`` nor ``set_constant`` makes its outputs views of a
+    new buffer, their earlier values gone (verify/value/views.py)."""
+    if op.type == "coalesce_tensor" and not op.attrs.get("copy_data", True) and \
+            not op.attrs.get("set_constant", False):
+        return list(op.outputs.get("Output") or [])
+    return []
+
+
+def buffers(op) -> dict:
+    """``{fused buffer: its views}`` that ``op`` makes (coalesce_tensor)."""
+    if op.type != "coalesce_tensor":
+        return {}
+    fused = (op.outputs.get("FusedOutput") or [None])[0]
+    return {fused: list(op.outputs.get("Output") or [])} if fused else {}
+
+
 def data_reads(op) -> list:
     """The vars ``op`` reads the data of (its reads minus declared-only slots)."""
     skip = DECLARED_ONLY.get(op.type, lambda _: ())(op)
@@ -32,12 +53,16 @@ def first_undefined_reads(ops, defined) -> list:
     defined = set(defined)
     seen = set()
     out = []
+    views = {}  # a fused buffer holds a value when every view of it does
     for op in ops:
         for name in data_reads(op):
-            if name and name not in defined and name not in seen:
-                seen.add(name)
-                out.append((op, name))
+            for part in views.get(name, [name]) if op.type != "nop" else ():
+                if part and part not in defined and part not in seen:
+                    seen.add(part)
+                    out.append((op, part))
         defined.update(op.writes())
+        defined.difference_update(dropped_writes(op))
+        views.update(buffers(op))
     return out
 
 

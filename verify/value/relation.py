@@ -190,8 +190,13 @@ class Expander:
                 if len(term) > self.limit:
                     # too large multiplied out: a product of the factors' expanded
                     # forms, each abbreviated by the cut atom of that (canonical) form
-                    cuts = [polys[s.cut(ap)][0][0][0] for ap, _ in wide]
-                    term = ((tuple(sorted(plain + cuts)), c),)
+                    # (each a one-monomial polynomial: its atoms and coefficient)
+                    cuts, coef = list(plain), c
+                    for ap, _ in wide:
+                        (mono_c, k), = polys[s.cut(ap)]
+                        cuts += list(mono_c)
+                        coef = coef * k
+                    term = ((tuple(sorted(cuts)), coef),)
                     break
             for m, v in term:
                 d[m] = d.get(m, 0) + v

@@ -18,8 +18,11 @@ Which ops have meaning and which stay uninterpreted, and why:
     values, the dtype tracked apart) move elements without arithmetic; a
     cast that can round or truncate (to an integer or a narrower float) is
     a kernel;
+  * layer_norm is exact row by row around one kernel of each row's
+    variance (its ``1/sqrt(var + eps)``); an activation's grad is its
+    derivative kernel times dout (every such grad is linear in dout);
   * nonlinear kernels (gelu, relu, sqrt, max, division's reciprocal,
-    layer_norm, adamw, rounding casts) are uninterpreted functions of
+    adamw, rounding casts) are uninterpreted functions of
     exactly their inputs and attrs (opaque ones also of their input slots,
     shapes and dtypes: ``kernel_key``): sound for proofs (equal arguments give equal results), and
     a refutation through them is stated for some interpretation (the
@@ -605,6 +608,25 @@ def uf_elementwise(kernel, in_slots, out_slot, like=None):
     return row
 
 
+def uf_linear_grad(kernel, x_slot, dout_slot, out_slot, like=None):
+    """``dx[i] = kernel(x[i]) * dout[i]``: the grad of an elementwise
+    activation, its derivative ``kernel`` uninterpreted and the product with
+    the incoming gradient exact.  Every such grad kernel is linear in dout
+    (relu's ``dout * (out > 0)``, gelu's and silu's ``dout * f'(x)``), so a
+    rewrite that scales dout before or after the kernel (the data-parallel
+    optimization moves 1/n into the loss seed) is provable."""
+    def row(op, ins, k):
+        x, g = _t(ins, x_slot), _t(ins, dout_slot)
+        ref = x if like is None else _t(ins, like)
+        a, b = np.broadcast_arrays(x.arr, g.arr)
+        attrs = _attrs_key(op)
+        out = np.empty(a.shape, dtype=object)
+        for idx in np.ndindex(out.shape):
+            out[idx] = k.uf(kernel, [a[idx]], attrs) * b[idx]
+        return {out_slot: [Tensor(out, ref.dims, ref.dtype)]}
+    return row
+
+
 def elementwise_div(op, ins, k):
     """x / y = x * inv(y), inv uninterpreted (division is not a polynomial)."""
     x, y = _t(ins, "X"), _t(ins, "Y")
@@ -662,7 +684,7 @@ def _adam_like(kernel):
 
 def uf_opaque(kernel, out_like: dict):
     """Every output element an uninterpreted function of ALL input elements
-    (layer_norm and its grad: row statistics make them non-elementwise).
+    (tril, set_value_, the cross entropy with softmax: whole-tensor kernels).
     ``out_like``: out slot -> (input slot, dims function or None)."""
     def row(op, ins, k):
         args = [e for s in sorted(ins) for t in (ins[s] or []) if t is not None
@@ -681,11 +703,6 @@ def uf_opaque(kernel, out_like: dict):
             res[out_slot] = [Tensor(out, dims, ref.dtype)]
         return res
     return row
-
-
-def _ln_stats_dims(op, x):
-    b = op.attrs.get("begin_norm_axis", 1)
-    return [tuple(f for d in x.dims[:b] for f in d) or ((1, 1),)]
 
 
 # -- collectives (performed by the executor across ranks) --------------------
@@ -797,18 +814,12 @@ ROWS = {
     "elementwise_div": elementwise_div,
     "elementwise_max": elementwise_max,
     "gelu": uf_elementwise("gelu", ["X"], "Out"),
-    "gelu_grad": uf_elementwise("gelu_grad", ["X", "Out@GRAD"], "X@GRAD"),
+    "gelu_grad": uf_linear_grad("gelu.d", "X", "Out@GRAD", "X@GRAD"),
     "relu": uf_elementwise("relu", ["X"], "Out"),
-    "relu_grad": uf_elementwise("relu_grad", ["Out", "Out@GRAD"], "X@GRAD"),
+    "relu_grad": uf_linear_grad("relu.mask", "Out", "Out@GRAD", "X@GRAD"),
     "sqrt": uf_elementwise("sqrt", ["X"], "Out"),
     "adamw": _adam_like("adamw"),
     "adam": _adam_like("adam"),
-    "layer_norm": uf_opaque("layer_norm", {"Y": ("X", None),
-                                           "Mean": ("X", _ln_stats_dims),
-                                           "Variance": ("X", _ln_stats_dims)}),
-    "layer_norm_grad": uf_opaque("layer_norm_grad", {"X@GRAD": ("X", None),
-                                                     "Scale@GRAD": ("Scale", None),
-                                                     "Bias@GRAD": ("Bias", None)}),
 }
 
 # Startup ops that draw random values: their output is an input symbol.
@@ -1219,6 +1230,16 @@ ROWS.update({
     "pd_op.layer_norm": _pir_layer_norm,
     "pd_op.layer_norm_grad": _pir_layer_norm_grad,
     "pd_op.share_data_": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    # the legacy spelling, the same rows: layer_norm_grad is then linear in
+    # its Y@GRAD (a pass that moves a gradient's scale into the loss seed,
+    # the data-parallel optimization, is provable through it)
+    "layer_norm": _via(_pir_layer_norm, {"X": "x", "Scale": "scale", "Bias": "bias"},
+                       {"out": "Y", "mean": "Mean", "variance": "Variance"}),
+    "layer_norm_grad": _via(_pir_layer_norm_grad,
+                            {"X": "x", "Scale": "scale", "Bias": "bias", "Mean": "mean",
+                             "Variance": "variance", "Y@GRAD": "out_grad"},
+                            {"x_grad": "X@GRAD", "scale_grad": "Scale@GRAD",
+                             "bias_grad": "Bias@GRAD"}),
 })
 
 ROWS.update({
@@ -1610,10 +1631,10 @@ ROWS.update({
     "pd_op.cos": uf_elementwise("cos", ["x"], "out"),
     "pd_op.sin": uf_elementwise("sin", ["x"], "out"),
     "pd_op.silu": uf_elementwise("silu", ["x"], "out"),
-    "pd_op.silu_grad": uf_elementwise("silu_grad", ["x", "out_grad"], "x_grad", like="x"),
+    "pd_op.silu_grad": uf_linear_grad("silu.d", "x", "out_grad", "x_grad"),
     # gelu's kernel depends on ``approximate`` (an attr: part of the function's key)
     "pd_op.gelu": uf_elementwise("gelu", ["x"], "out"),
-    "pd_op.gelu_grad": uf_elementwise("gelu_grad", ["x", "out_grad"], "x_grad", like="x"),
+    "pd_op.gelu_grad": uf_linear_grad("gelu.d", "x", "out_grad", "x_grad"),
     "pd_op.not_equal": _uf_broadcast("not_equal", ["x", "y"], "out"),
     "pd_op.bitwise_and": _uf_broadcast("bitwise_and", ["x", "y"], "out"),
     "pd_op.where": _uf_broadcast("where", ["condition", "x", "y"], "out", dtype_slot="x"),

@@ -61,6 +61,7 @@ from verify.ir.collectives import COLLECTIVES, communicates, root_of
 from .rational import FAST, Q, to_q
 from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
+from .views import Uninitialised, Views
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
@@ -174,11 +175,24 @@ class Store:
         return self.atom_poly(("uf", kernel, attrs, tuple(args)))
 
     def cut(self, pid) -> int:
-        if len(self.polys[pid]) <= 1:
+        """A one-monomial polynomial equal to ``pid``: ``lead * atom``, the
+        atom standing for ``pid / lead`` (``lead`` its first monomial's
+        coefficient).  So every multiple of a polynomial cuts to the same
+        atom: a rewrite that moves a constant factor across cut values (the
+        data-parallel optimization moves 1/n into the loss seed, scaling
+        every gradient) keeps equal canonical forms."""
+        p = self.polys[pid]
+        if len(p) <= 1:
             return pid
         c = self.cut_of.get(pid)
         if c is None:
-            c = self.cut_of[pid] = self.atom_poly(("cut", pid))
+            lead = p[0][1]
+            if lead == 1:
+                c = self.atom_poly(("cut", pid))
+            else:
+                monic = self._finish({m: v / lead for m, v in p})
+                c = self.intern((((self.atom(("cut", monic)),), lead),))
+            self.cut_of[pid] = c
         return c
 
     # -- arithmetic --------------------------------------------------------
@@ -466,6 +480,7 @@ class Rank:
 
     def __init__(self, rank, snap, ops, env):
         self.rank, self.snap, self.ops, self.env, self.pos = rank, snap, ops, env, 0
+        self.views = Views()  # coalesce_tensor's fused buffers (views.py)
 
 
 class Budget(Exception):
@@ -502,6 +517,18 @@ class Executor:
         return Tensor(arr, dims, dtype)
 
     def _read(self, st, name, op):
+        if st.views:
+            st.views.check_access(op, name)
+            try:
+                if name in st.views.buffers:
+                    return st.views.read(name, st.env)
+                if name in st.views.dropped:
+                    raise Uninitialised(name, st.views.dropped[name])
+            except Uninitialised as u:
+                raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) reads {u.view}, a view "
+                                f"of a fused buffer whose value coalesce_tensor op {u.at} "
+                                "dropped (copy_data=False), before anything wrote it again",
+                                st.rank, op) from None
         t = st.env.get(name)
         if t is None:
             v = st.snap.vars.get(name)
@@ -511,6 +538,20 @@ class Executor:
             # read before any write: an input of the program (a loaded var)
             t = st.env[name] = self.leaf(f"{name}@r{st.rank}", v.shape, v.dtype)
         return t
+
+    def _write(self, st, name, t, op):
+        if st.views:
+            st.views.check_access(op, name)
+            st.views.write(name, t, st.env)
+        else:
+            st.env[name] = t
+
+    def _constant(self, value, shape, dtype):
+        c = self.k.const(value)
+        arr = np.empty(shape, dtype=object)
+        for idx in np.ndindex(*shape):
+            arr[idx] = c
+        return Tensor(arr, leaf_dims(shape), dtype)
 
     # -- one op --------------------------------------------------------------
     def step(self, st, op, startup: bool):
@@ -528,6 +569,13 @@ class Executor:
             for name in op.writes():
                 st.env[name] = self.leaf(f"{name}@r{st.rank}~{op.type}#{tag}", shape,
                                          getattr(st.snap.vars.get(name), "dtype", ""))
+            return
+        if op.type == "nop":  # names vars for the executor's ordering; reads no data
+            self.ops_run += 1
+            return
+        if op.type == "coalesce_tensor":  # views of one buffer (views.py)
+            st.views.coalesce(op, st.env, st.snap, self._constant)
+            self.ops_run += 1
             return
         row = ROWS.get(op.type)
         if row is None:
@@ -570,7 +618,7 @@ class Executor:
                 continue  # e.g. XShape: no value
             for n, t in zip(names, vals):
                 if t is not None:
-                    st.env[n] = t
+                    self._write(st, n, t, op)
 
     # -- all ranks in lock step -----------------------------------------------
     def _group(self, ring, rank, op):
@@ -594,7 +642,8 @@ class Executor:
                     if communicates(op.type):
                         break
                     if op.type == "c_identity":
-                        st.env[op.outputs["Out"][0]] = self._read(st, op.inputs["X"][0], op)
+                        self._write(st, op.outputs["Out"][0],
+                                    self._read(st, op.inputs["X"][0], op), op)
                     else:
                         try:
                             self.step(st, op, startup)
@@ -655,7 +704,7 @@ class Executor:
                 raise Budget(f"{exc}, in rank {m} op {o.idx} ({o.type})") from None
             except Unsupported as exc:
                 raise Unsupported(f"rank {m} op {o.idx} ({o.type}): {exc}") from exc
-            states[m].env[o.outputs[slot_out][0]] = self.store.cut_tensor(out)
+            self._write(states[m], o.outputs[slot_out][0], self.store.cut_tensor(out), o)
             self.ops_run += 1
 
 
