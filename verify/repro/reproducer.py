@@ -30,7 +30,9 @@ import os
 import zlib
 
 from verify.ir.legacy_ir import paddle_module
+from verify.ir.paddle_overlay import require_here
 from verify.repro.errors import ReproError  # noqa: F401  (callers catch it from here)
+from verify.repro.embedded import embed, pass_loader
 from verify.repro.init_source import legacy_source
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_template.py")
@@ -164,6 +166,7 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
     try:
         prints = {}
         for r in ranks:
+            require_here(f"the reproducer of {adapter.name} on case {case.name} rank {r}")
             rewritten = adapter.apply_local(case, r).rewritten
             prints[r] = _fingerprint(rewritten.main) + _fingerprint(rewritten.startup)
     finally:
@@ -229,6 +232,7 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
         from verify.ir.dead_values import unobserved
 
         for rank in case.ranks:
+            require_here(f"the reproducer of {adapter.name} on case {case.name} rank {rank}")
             run = adapter.apply_local(case, rank)
             if run.error is None:
                 dead = unobserved(adapter, case, rank,
@@ -241,17 +245,14 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
         arr = np.array(case.mesh)
         mesh = {"shape": list(arr.shape), "process_ids": arr.flatten().tolist(),
                 "dim_names": ["dp", "mp"][-arr.ndim:]}
-    source = None
-    if pass_file:
-        with open(pass_file) as f:
-            source = f.read()
     low = case.params.get("amp_dtype")
     fp32_twin = case.amp_level in ("o1", "o2") and bool(low) and low != "float32" \
         and not paddle.is_compiled_with_cuda()
     return {
         "pass": adapter.name, "case": case.name,
         "expected": case.expectation(adapter.name).verdict,
-        "pass_source": source, "pass_file": os.path.abspath(pass_file) if pass_file else "",
+        # the pass file's text is embedded by script() (verify/repro/embedded.py)
+        "pass_file": os.path.abspath(pass_file) if pass_file else "",
         "mesh": mesh,
         "rings": {str(k): [list(map(int, g)) for g in v] for k, v in case.rings.items()},
         # this process's registry of Paddle's process groups, where the case's
@@ -277,15 +278,17 @@ def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/repro/pir_script.py
         from verify.repro.pir_script import script as pir_script
 
-        return pir_script(adapter, case, pass_file, seed)
+        return embed(pir_script(adapter, case, pass_file, seed))
     data = payload(adapter, case, pass_file, seed, checks)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
     text = open(TEMPLATE).read()
     title = f"{adapter.name} on case {case.name}" + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    return text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
-        .replace("__INIT_SOURCE__", legacy_source())
+    text = text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
+        .replace("__INIT_SOURCE__", legacy_source()) \
+        .replace("__PASS_LOADER__", pass_loader(pass_file).strip())
+    return embed(text)
 
 
 def default_out(adapter, case) -> str:
