@@ -741,7 +741,8 @@ def worker_main() -> int:
         try:
             state.use_pass_files(payload.get("pass_files", []))
         except Exception:  # the parent loaded it; here it does not: say so, stop
-            msg = "the isolation worker could not load the pass files:\n" + \
+            files = ", ".join(str(f[0]) for f in payload.get("pass_files", []))
+            msg = f"the isolation worker could not load the pass files ({files}):\n" + \
                 traceback.format_exc()
             conn.send(("answer", job, {"error": msg, "build_error": msg, "healthy": False}))
             continue

@@ -39,7 +39,7 @@ TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_temp
 STEPS = 3
 
 
-def _attrs_record(attrs: dict, rp) -> dict:
+def _attrs_record(attrs: dict, rp, adapter=None, case=None) -> dict:
     out = {}
     for k, v in attrs.items():
         if v is rp.dist_context:
@@ -50,8 +50,10 @@ def _attrs_record(attrs: dict, rp) -> dict:
             try:
                 json.dumps(v)
             except TypeError:
-                raise ReproError(f"pass attr {k!r} ({type(v).__name__}) cannot be written "
-                                 "to a reproducer") from None
+                where = f"{adapter.name} on case {case.name} rank {rp.rank}: " \
+                    if adapter is not None and case is not None else ""
+                raise ReproError(f"{where}pass attr {k!r} ({type(v).__name__}) cannot be "
+                                 "written to a reproducer") from None
             out[k] = v
     return out
 
@@ -183,10 +185,10 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     from paddle.distributed.passes.pass_base import PassBase
 
     if adapter.name not in PassBase._REGISTERED_PASSES and pass_file is None:
-        raise ReproError(f"{adapter.name} is not one Paddle pass (a pipeline of them); "
-                         "its stage results name the pass to reproduce")
+        raise ReproError(f"{adapter.name} on case {case.name}: not one Paddle pass (a "
+                         "pipeline of them); its stage results name the pass to reproduce")
     if getattr(adapter, "repro_blocker", ""):  # what a standalone script cannot rebuild
-        raise ReproError(f"{adapter.name}: {adapter.repro_blocker}")
+        raise ReproError(f"{adapter.name} on case {case.name}: {adapter.repro_blocker}")
     from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
 
     from verify.plan.records import mesh_record as _mesh_record
@@ -213,9 +215,9 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
             "random_seed": int(rp.main.random_seed or 0),
             "dist": {"main": _program_record(rp.main, ctx),
                      "startup": _program_record(rp.startup, ctx)},
-            "attrs": _attrs_record(adapter.attrs(case, rp), rp),
+            "attrs": _attrs_record(adapter.attrs(case, rp), rp, adapter, case),
             # passes the planner applies before this one in the same context
-            "preceding": [{"pass": name, "attrs": _attrs_record(attrs, rp)}
+            "preceding": [{"pass": name, "attrs": _attrs_record(attrs, rp, adapter, case)}
                           for name, attrs in adapter.preceding(case, rp)],
             "params_grads": [[p.name, g.name] for p, g in rp.params_grads],
             "pattern": _pattern_text(adapter, snap) if present else "",
