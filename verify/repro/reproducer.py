@@ -39,6 +39,14 @@ TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_temp
 STEPS = 3
 
 
+def _here(adapter, case, rank):
+    """``adapter.apply_local`` in this process (the program it builds is
+    fingerprinted as the reproducer's own build will be: extra attrs kept),
+    refused under a --paddle-file overlay this process did not load."""
+    require_here(f"the reproducer of {adapter.name} on case {case.name} rank {rank}")
+    return adapter.apply_local(case, rank)
+
+
 def _attrs_record(attrs: dict, rp, adapter=None, case=None) -> dict:
     out = {}
     for k, v in attrs.items():
@@ -168,8 +176,7 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
     try:
         prints = {}
         for r in ranks:
-            require_here(f"the reproducer of {adapter.name} on case {case.name} rank {r}")
-            rewritten = adapter.apply_local(case, r).rewritten
+            rewritten = _here(adapter, case, r).rewritten
             prints[r] = _fingerprint(rewritten.main) + _fingerprint(rewritten.startup)
     finally:
         if loaded is not None:
@@ -233,14 +240,24 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     if type(adapter).unobserved is not PassAdapter.unobserved:
         from verify.ir.dead_values import unobserved
 
-        for rank in case.ranks:
-            require_here(f"the reproducer of {adapter.name} on case {case.name} rank {rank}")
-            run = adapter.apply_local(case, rank)
-            if run.error is None:
-                dead = unobserved(adapter, case, rank,
-                                  from_programs(run.original.main, run.original.startup),
-                                  from_programs(run.rewritten.main, run.rewritten.startup))
-                ranks[str(rank)]["unobserved"] = sorted(dead)
+        # on the program the pass under review builds (the file's, not the installed)
+        loaded = None
+        if pass_file:
+            from verify.ir.pass_files import load_pass_file
+
+            loaded = load_pass_file(pass_file)
+        try:
+            for rank in case.ranks:
+                run = _here(adapter, case, rank)
+                if run.error is None:
+                    dead = unobserved(adapter, case, rank,
+                                      from_programs(run.original.main, run.original.startup),
+                                      from_programs(run.rewritten.main,
+                                                    run.rewritten.startup))
+                    ranks[str(rank)]["unobserved"] = sorted(dead)
+        finally:
+            if loaded is not None:
+                loaded.restore()
     if mesh is None:
         import numpy as np
 
