@@ -43,10 +43,12 @@ KINDS = ("legacy", "pir", "pir_ranks", "micro_steps")
 
 def repro_kind(pass_name, case_name) -> str:
     """Which kind of reproducer ``repro.write`` makes for this application."""
+    from verify.repro.pir_script import kind
+
     case = cases.all_cases(declared=True)[case_name]
     if getattr(case, "ir", "legacy") != "pir":
         return "legacy"
-    return getattr(passes.get(pass_name), "repro_kind", None) or "pir"
+    return kind(passes.get(pass_name), case)  # the adapter's own, multi-rank, or "pir"
 
 
 def _stratum(finding):
@@ -147,12 +149,14 @@ def test_repro_kind_is_the_kind_script_writes():
     for pass_name, case_name, _ in SAMPLE:
         kind = repro_kind(pass_name, case_name)
         got = getattr(passes.get(pass_name), "repro_kind", None)
-        if kind in pir_script._KINDS:
-            assert got == kind
+        case = cases.all_cases()[case_name]
+        if kind in pir_script._KINDS:  # the adapter's own, or the lock-step one
+            assert got == kind or (got is None and kind == "pir_ranks" and
+                                   len(case.ranks) > 1)
         elif kind == "pir":
-            assert got is None and cases.all_cases()[case_name].ir == "pir"
+            assert got is None and case.ir == "pir" and len(case.ranks) == 1
         else:
-            assert cases.all_cases()[case_name].ir == "legacy"
+            assert case.ir == "legacy"
 
 
 def test_finding_reproducer_exits_1(finding, tmp_path):
