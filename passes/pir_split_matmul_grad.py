@@ -75,11 +75,15 @@ class PirSplitMatmulGrad(PirPassAdapter):
 
     def repro_apply_source(self) -> str:
         """``apply_pass(main)`` for a self-contained reproducer (verify/repro/pir_script.py)."""
-        return """
+        return f"""
 def apply_pass(main):
+    # the registered class, as the adapter takes it (_vpp_class): a pass
+    # file embedded in the reproducer replaces it
+    from paddle.distributed.passes.pass_base import PassBase
     from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_vpp import (
         PipelineVirtualPipelinePass)
-    PipelineVirtualPipelinePass._pir_split_matmul_grad_ops_to_matmul(None, main)
+    vpp = PassBase._REGISTERED_PASSES.get({VPP!r}, PipelineVirtualPipelinePass)
+    vpp._pir_split_matmul_grad_ops_to_matmul(None, main)
 """
 
     def pattern_present(self, snap) -> bool:

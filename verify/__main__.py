@@ -9,6 +9,11 @@ if sys.argv[1:2] == ["premerge"]:  # a driver of child runs: it never imports Pa
 from verify import interrupt  # noqa: E402
 
 interrupt.install()  # Ctrl-C ends the run within seconds, also during start-up
+if "--paddle-file" in " ".join(sys.argv[1:]):  # before Paddle is imported: the
+    # overlay is loaded in this process too (verify/premerge/paddle_files.py)
+    from verify.premerge.paddle_files import install_early
+
+    install_early(sys.argv[1:])
 try:
     from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
     from verify.cli import main

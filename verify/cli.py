@@ -48,6 +48,10 @@ def _parser():
                      help="where the script goes (default reports/repro/repro_<pass>_<case>.py)")
     rep.add_argument("--pass-file", metavar="PATH",
                      help="embed this pass source instead of using the installed pass")
+    rep.add_argument("--paddle-file", dest="paddle_files", action="append", default=[],
+                     metavar="PATH",
+                     help="a changed module of Paddle's Python source, loaded in place of "
+                          "the installed one and embedded in the script (repeatable)")
     rep.add_argument("--case-file", dest="case_files", action="append", default=[],
                      metavar="PATH", help="a case file the case comes from (repeatable)")
     rep.add_argument("--program-dir", dest="program_dirs", action="append", default=[],
@@ -245,6 +249,7 @@ def cmd_run(args, out=sys.stdout) -> int:
         except OverlayError as exc:
             raise UsageError(str(exc)) from None
         source = source_label(table)
+        _overlay_here_or_refuse(adapters, args.no_isolation)
     report_dir = args.report_dir or os.path.join(
         "reports", time.strftime("run-%Y%m%d-%H%M%S"))
     try:
@@ -317,6 +322,23 @@ def cmd_run(args, out=sys.stdout) -> int:
     return 0 if all(a.as_expected for a in apps) else 1
 
 
+def _overlay_here_or_refuse(adapters, no_isolation) -> None:
+    """Under --paddle-file, the work this process does itself must see the
+    overlay: refuse (one line naming the passes) when this process imported
+    the installed Paddle first (``cli.main`` called in process; ``python -m
+    verify`` loads the overlay at start) and would apply a pass here."""
+    from .ir.paddle_overlay import loaded_here
+
+    if loaded_here():
+        return
+    here = [a.short for a in adapters if no_isolation or not getattr(a, "isolated", True)]
+    if here:
+        raise UsageError(f"--paddle-file: {', '.join(here)} would be applied in this "
+                         "process, which imported the installed Paddle before the overlay "
+                         "(it would judge the installed modules); run `python -m verify "
+                         "run ...`, which loads the overlay at start")
+
+
 def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
     """A reproducer (``verify repro``) of every finding, under the report's
     ``repro/``; the report's application gets its relative path
@@ -333,9 +355,12 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
             continue
         rel = os.path.join("repro", f"repro_{adapter.short}_{case.name}.py")
         try:
+            # the file under review wherever the adapter looks up a pass it
+            # registers (under the adapter's name or another, e.g. the VPP split's)
             repro.write(adapter, case, os.path.join(report_dir, rel),
-                        loaded.path if loaded is not None and adapter.name in
-                        loaded.registered else None, seed, checks=app.get("checks") or [])
+                        loaded.path if loaded is not None and set(loaded.registered)
+                        & set(adapter.python_passes()) else None, seed,
+                        checks=app.get("checks") or [])
         except Exception as exc:  # never costs the report
             app.setdefault("notes", []).append(
                 f"no reproducer written: {type(exc).__name__}: {exc}")
@@ -371,6 +396,15 @@ def cmd_repro(args, out=sys.stdout) -> int:
     case = table.get(args.case_name)
     if case is None:
         raise UsageError(f"unknown case {args.case_name!r}; known: {', '.join(table)}")
+    if args.paddle_files:  # loaded here at start (python -m verify), embedded in the script
+        from .ir.paddle_overlay import OverlayError, require_here
+        from .premerge.paddle_files import export
+
+        try:
+            export(args.paddle_files)
+            require_here(f"the reproducer of {adapter.name} on case {case.name}")
+        except OverlayError as exc:
+            raise UsageError(str(exc)) from None
     if args.pass_file:
         from verify.ir.pass_files import PassFileError, load_pass_file
 

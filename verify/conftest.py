@@ -87,10 +87,15 @@ def pytest_configure(config):
         timeout=config.getoption("verify_timeout", default=None),
         memory_mb=config.getoption("verify_memory", default=None))
     overlay = config.getoption("verify_paddle_files", default=None) or []
+    config._verify_overlay_label = ""
     if overlay:
+        from verify.ir.paddle_overlay import OverlayError, source_label
         from verify.premerge.paddle_files import export
 
-        export(overlay)  # the processes the gate starts load them
+        try:  # the processes the gate starts load them (xdist workers at start)
+            config._verify_overlay_label = source_label(export(overlay))
+        except OverlayError as exc:
+            pytest.exit(str(exc), returncode=2)
     path = config.getoption("--pass-file", default=None)
     if path:
         from passes.base import pass_file_refusal
@@ -185,7 +190,8 @@ def pytest_sessionfinish(session, exitstatus):
     rep = report_mod.build_report(
         apps, seed=report_mod.DEFAULT_SEED if seed is None else seed,
         backend=config.getoption("--backend"),
-        source=loaded.path if loaded else "installed",
+        source=getattr(config, "_verify_overlay_label", "") or (
+            loaded.path if loaded else "installed"),
         command="pytest " + " ".join(config.invocation_params.args))
     rep["unfinished"] = unfinished
     report_mod.write_report(rep, config._verify_run_dir)

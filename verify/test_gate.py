@@ -87,6 +87,7 @@ def _check(short, case_name, request):
     loaded = getattr(request.config, "_verify_pass_file", None)
     source = loaded.path if loaded and set(loaded.registered) & set(
         adapter.python_passes()) else "installed"  # app.applied says what ran
+    source = getattr(request.config, "_verify_overlay_label", "") or source
     seed = request.config.getoption("--seed")
     _, numeric = pick_backend(request.config.getoption("--backend"),
                               DEFAULT_SEED if seed is None else seed)

@@ -90,6 +90,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.ir.paddle_overlay import ENV as _OVERLAY_ENV
 from verify.ir.pass_sources import active_files, note, recording, replayable
 from verify.ir.program_transport import rebuild_legacy
 from verify import interrupt
@@ -163,6 +164,7 @@ class _Worker:
         self.log_path = os.path.join(self.dir, "worker.log")
         self.jobs = 0
         self.owner = os.getpid()
+        self.overlay = os.environ.get(_OVERLAY_ENV)  # the overlay it loads at start
         key = new_authkey()
         listener = listen(4)
         host, port = listener.getsockname()
@@ -372,7 +374,10 @@ def _acquire() -> _Worker:
     with _LOCK:
         while _IDLE:
             w = _IDLE.pop()
-            if w.alive() and w.owner == os.getpid():
+            # a worker runs the Paddle sources it started with: one started
+            # under another --paddle-file overlay (or none) is not reused
+            if w.alive() and w.owner == os.getpid() and \
+                    w.overlay == os.environ.get(_OVERLAY_ENV):
                 return w
             w.kill()
         if not _ATEXIT:
@@ -431,6 +436,16 @@ def run_pass(adapter, case, rank: int):
     and the adapter allows it (``PassAdapter.isolated``), else in this process."""
     if enabled() and getattr(adapter, "isolated", True):
         return apply_pass(adapter, case, rank)
+    return _in_process(adapter, case, rank)
+
+
+def _in_process(adapter, case, rank: int):
+    """``adapter.apply_local`` here; refused while a --paddle-file overlay is
+    exported but not loaded in this process (it would apply the installed
+    modules under the overlay's name)."""
+    from verify.ir.paddle_overlay import require_here
+
+    require_here(f"{adapter.name} on case {case.name} rank {rank} (applied in process)")
     return adapter.apply_local(case, rank)
 
 
@@ -446,11 +461,11 @@ def apply_pass(adapter, case, rank: int, timeout=None, memory=None):
     paddle_module()
     timeout, memory = _limits(timeout, memory)
     if not replayable(adapter.python_passes()):
-        return adapter.apply_local(case, rank)
+        return _in_process(adapter, case, rank)
     try:
         blob = pickle.dumps((adapter, case), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
-        return adapter.apply_local(case, rank)
+        return _in_process(adapter, case, rank)
     payload = {"blob": blob, "rank": rank}
     # the original and a fresh build (for the rewritten side's metadata) are
     # built here while the worker applies the pass
@@ -497,8 +512,10 @@ def run_simulated(specs: dict, where: str = "simulated", timeout=None, memory=No
     (e.g. SIGSEGV in Paddle's executor), overran or ran out of memory raises
     :class:`WorkerCrash` naming the rank and the program it was running."""
     if not enabled():
+        from verify.ir.paddle_overlay import require_here
         from verify.numeric.simulated_ranks import run_simulated as local
 
+        require_here(f"{where} (numeric run in process)")
         return local(specs, where)
     timeout, memory = _limits(timeout, memory)
     (status, answer), _ = _run_job("simulate", {"specs": specs, "where": where},
@@ -526,6 +543,9 @@ def run_call(module: str, function: str, kwargs: dict, where: str, timeout=None,
     if not enabled():
         import importlib
 
+        from verify.ir.paddle_overlay import require_here
+
+        require_here(f"{where} ({module}.{function} in process)")
         return getattr(importlib.import_module(module), function)(**kwargs)
     timeout, memory = _limits(timeout, memory)
     (status, answer), _ = _run_job("call", {"module": module, "function": function,
@@ -599,6 +619,12 @@ class _WorkerState:
         adapter, case = pickle.loads(payload["blob"])
         rank = payload["rank"]
         try:
+            from verify.ir.paddle_overlay import require_here
+
+            # an overlay the parent exported is loaded here at start (boot
+            # sitecustomize); a worker without it must not apply the installed code
+            require_here(f"the isolation worker applying {adapter.name} on case "
+                         f"{case.name} rank {rank}")
             with recording() as applied:
                 run = adapter.apply_local(case, rank)
         except MemoryError:
@@ -715,7 +741,8 @@ def worker_main() -> int:
         try:
             state.use_pass_files(payload.get("pass_files", []))
         except Exception:  # the parent loaded it; here it does not: say so, stop
-            msg = "the isolation worker could not load the pass files:\n" + \
+            files = ", ".join(str(f[0]) for f in payload.get("pass_files", []))
+            msg = f"the isolation worker could not load the pass files ({files}):\n" + \
                 traceback.format_exc()
             conn.send(("answer", job, {"error": msg, "build_error": msg, "healthy": False}))
             continue

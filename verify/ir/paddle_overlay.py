@@ -116,3 +116,31 @@ def command_flags(source: str) -> str:
         return "".join(f" --paddle-file {shlex.quote(item.partition('=')[2])}"
                        for item in source[len(SOURCE_PREFIX):].split(", "))
     return f" --pass-file {shlex.quote(source)}"
+
+
+def loaded_here() -> bool:
+    """Whether this process imports Paddle through an overlay finder
+    (``verify/premerge/overlay.py``, or a reproducer's embedded one)."""
+    import sys
+
+    return any(getattr(f, "paddle_overlay", False) for f in sys.meta_path)
+
+
+def require_here(where: str) -> None:
+    """Refuse work done in this process while an overlay is exported to the
+    processes it starts but not loaded here (this process imported the
+    installed Paddle first): ``where`` would judge the installed modules
+    under the overlay's name.  OverlayError naming ``where`` and the
+    overlaid modules."""
+    path = os.environ.get(ENV)
+    if not path or loaded_here():
+        return
+    try:
+        mods = ", ".join(sorted(json.loads(Path(path).read_text()).get("modules", {})))
+    except (OSError, ValueError):
+        mods = f"the manifest {path}"
+    raise OverlayError(
+        f"{where} would run in this process, which imported the installed Paddle before "
+        f"the --paddle-file overlay ({mods}) was exported: it would judge the installed "
+        "modules. Run it as `python -m verify ...` (which loads the overlay at start), "
+        "with isolation workers, or under pytest-xdist")

@@ -12,7 +12,8 @@ up).  A C++ pass (``paddle.pir.PassManager``) is noted by its adapter with
 
 A record is ``{"pass": name, "source": "file", "path", "sha256"}`` for a
 class a ``--pass-file`` registered, ``{"pass", "source": "installed",
-"paddle", "commit"}`` for Paddle's own (``native`` says when it is C++),
+"paddle", "commit"}`` for Paddle's own (``native`` says when it is C++;
+``overlay`` names the ``--paddle-file`` modules loaded in its place),
 or ``{"pass", "source": "python", "module", "class"}`` for a class
 registered some other way (a test's).
 """
@@ -128,8 +129,23 @@ def paddle_build() -> dict:
     return {"paddle": paddle.version.full_version, "commit": paddle.version.commit}
 
 
+def overlay_label() -> str:
+    """``paddle-file: MOD=PATH, ...`` of the Paddle overlay loaded in this
+    process (``verify/premerge/overlay.py``'s finder), "" without one: the
+    installed pass then runs with those modules in place of Paddle's."""
+    import sys
+
+    for f in sys.meta_path:
+        mods = getattr(f, "modules", None) if getattr(f, "paddle_overlay", False) else None
+        if mods:
+            return "paddle-file: " + ", ".join(f"{m}={p}" for m, p in sorted(mods.items()))
+    return ""
+
+
 def installed(name: str) -> dict:
-    return {"pass": name, "source": "installed", **paddle_build()}
+    rec = {"pass": name, "source": "installed", **paddle_build()}
+    label = overlay_label()
+    return {**rec, "overlay": label} if label else rec
 
 
 def describe(name, cls) -> dict:
@@ -160,4 +176,5 @@ def summary(records) -> str:
     ``installed`` (and the module of a test-registered class)."""
     files = list(dict.fromkeys(r["path"] for r in records if r.get("source") == "file"))
     others = list(dict.fromkeys(r["module"] for r in records if r.get("source") == "python"))
-    return ", ".join(files + others) or "installed"
+    overlays = list(dict.fromkeys(r["overlay"] for r in records if r.get("overlay")))
+    return ", ".join(files + others) or "; ".join(overlays) or "installed"

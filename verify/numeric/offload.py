@@ -47,4 +47,7 @@ def run_pass(adapter, case, rank: int):
     """``adapter``'s pass applied to ``rank`` of ``case``: a ``PassRun``."""
     if _RUNNER is not None:
         return _RUNNER.run_pass(adapter, case, rank)
+    from verify.ir.paddle_overlay import require_here
+
+    require_here(f"{adapter.name} on case {case.name} rank {rank} (applied in process)")
     return adapter.apply_local(case, rank)

@@ -323,8 +323,10 @@ def _with_overlay_text(text: str, manifest: str) -> str:
     reproducer runs the checkout's sources too."""
     import ast
 
-    if not text or _OVERLAY_MARK in text:
-        return text
+    from verify.repro.embedded import MARK as EMBEDDED
+
+    if not text or _OVERLAY_MARK in text or EMBEDDED in text:
+        return text  # the run embedded the overlay's sources itself
     try:
         body = ast.parse(text).body
     except SyntaxError:

@@ -36,9 +36,8 @@ def reproducer_command(app: dict) -> str:
     (``python -m verify repro``; the script needs only Paddle)."""
     cmd = (f"python -m verify repro --pass {shlex.quote(str(app.get('pass', '')))} "
            f"--case {shlex.quote(str(app.get('case', '')))}")
-    source = app.get("source") or "installed"
-    if source != "installed":
-        cmd += f" --pass-file {shlex.quote(str(source))}"
+    # --pass-file PATH, or --paddle-file PATH per overlaid module (embedded in the script)
+    cmd += command_flags(str(app.get("source") or "installed"))
     if app.get("case_file"):
         cmd += f" --case-file {shlex.quote(str(app['case_file']))}"
     return cmd

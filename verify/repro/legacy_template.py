@@ -112,26 +112,8 @@ from paddle.distributed.auto_parallel.static.utils import (  # noqa: E402
 )
 
 
-def load_pass_source():
-    """The pass under test from the embedded source, registered in place of
-    the installed pass of the same name (as it sits in Paddle's tree, with
-    its relative imports)."""
-    src = PAYLOAD.get("pass_source")
-    if not src:
-        return "installed Paddle " + paddle.__version__
-    import importlib.util
-    import types
-
-    import paddle.distributed.passes as pkg
-
-    name = pkg.__name__ + "._repro_pass"
-    module = types.ModuleType(name)
-    module.__package__ = pkg.__name__
-    module.__file__ = PAYLOAD["pass_file"]
-    sys.modules[name] = module
-    exec(compile(src, PAYLOAD["pass_file"], "exec"), module.__dict__)
-    del importlib
-    return "pass source embedded from " + PAYLOAD["pass_file"]
+# the pass under review (verify/repro/embedded.py)
+__PASS_LOADER__
 
 
 # ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import inspect
 import os
 import textwrap
 
+from verify.repro.embedded import pass_loader
 from verify.repro.init_source import pir_source
 
 BODY = r'''
@@ -153,25 +154,6 @@ def unordered_inplace(main):
     return None
 
 
-def load_pass_source():
-    """The pass under test from the embedded source (``--pass-file``),
-    registered in place of the installed pass of the same name, as it sits
-    in Paddle's tree (its relative imports)."""
-    if not PASS_SOURCE:
-        return "installed Paddle " + paddle.__version__
-    import types
-
-    import paddle.distributed.passes as pkg
-
-    name = pkg.__name__ + "._repro_pass"
-    module = types.ModuleType(name)
-    module.__package__ = pkg.__name__
-    module.__file__ = PASS_FILE
-    sys.modules[name] = module
-    exec(compile(PASS_SOURCE, PASS_FILE, "exec"), module.__dict__)
-    return "pass source embedded from " + PASS_FILE
-
-
 def main_():
     print(f"reproducer: {TITLE}")
     print("pass from:", load_pass_source())
@@ -257,18 +239,14 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     mod = inspect.getmodule(case.builder)
     if not hasattr(mod, "build_programs"):
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
-    source = ""
-    if pass_file:  # embedded, registered in place of the installed pass
-        with open(pass_file) as f:
-            source = f.read()
     title = adapter.name + " on case " + case.name + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
     parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
              'Paddle.\nExit 1 while the defect is present, 0 once the merge is '
              'faithful, 2 when it cannot judge."""',
              f"TITLE = {title!r}", f"PARAMS = {dict(case.params)!r}",
-             f"PASS_SOURCE = {source!r}",
-             f"PASS_FILE = {os.path.abspath(pass_file) if pass_file else ''!r}"]
+             # embedded, registered in place of the installed pass
+             pass_loader(pass_file).strip()]
     consts = dict(getattr(mod, "REPRO_CONSTANTS", {}))
     consts.setdefault("B", 2)
     for name, value in consts.items():

@@ -22,6 +22,7 @@ every watched value agrees; 2 when the original cannot run.
 from __future__ import annotations
 
 import inspect
+import os
 import textwrap
 
 BODY = r'''
@@ -128,24 +129,9 @@ def run_all(progs):
     return out
 
 
-def chain_present(main):
-    """An all-reduce whose result goes (through assign or add) into a
-    split_with_num whose pieces a builtin.slice takes: the pass's pattern."""
-    for op in main.global_block().ops:
-        if op.name() not in ("pd_op.all_reduce", "pd_op.all_reduce_"):
-            continue
-        for mid in op.result(0).all_used_ops():
-            if mid.name() not in ("pd_op.assign", "pd_op.add"):
-                continue
-            for sp in mid.result(0).all_used_ops():
-                if sp.name() == "pd_op.split_with_num" and any(
-                        u.name() == "builtin.slice" for u in sp.result(0).all_used_ops()):
-                    return True
-    return False
-
-
 def main_():
     print(f"reproducer: {TITLE}")
+    print("pass from:", load_pass_source())
     originals, rewritten = {}, {}
     for r in RANKS:
         main, _ = build_programs(PARAMS, r)
@@ -161,10 +147,9 @@ def main_():
     with paddle.pir_utils.IrGuard():
         same = all([o.name() for o in originals[r].global_block().ops] ==
                    [o.name() for o in rewritten[r].global_block().ops] for r in RANKS)
-        present = all(chain_present(originals[r]) for r in RANKS)
-    if same and present:
-        print("DEFECT: the pass did nothing on every rank, where an all-reduce followed by "
-              "split_with_num + builtin.slice (its pattern) is present (NOT_APPLIED)")
+    if same and all(PATTERN.get(str(r)) for r in RANKS):
+        print(f"DEFECT: the pass did nothing on every rank, where its pattern is present "
+              f"(rank {RANKS[0]}: {PATTERN[str(RANKS[0])]}) (NOT_APPLIED)")
         return 1
     try:
         ref = run_all(originals)
@@ -207,10 +192,9 @@ if __name__ == "__main__":
 
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a multi-rank PIR ``case``."""
+    from verify.repro.embedded import pass_loader
     from verify.repro.errors import ReproError
 
-    if pass_file:
-        raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
     programs = getattr(case.builder, "programs", None)
     if programs is None:
         raise ReproError(f"case {case.name}'s builder names no programs(params, rank) "
@@ -218,12 +202,18 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     mod = inspect.getmodule(programs)
     rp = case.build(case.ranks[0])
     feeds = [(f.name, list(f.shape), f.split) for f in rp.feeds]
+    pattern = _pattern(adapter, case)
+    title = adapter.name + " on case " + case.name + (
+        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
     parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR, {case.world_size} '
              'ranks). Needs only Paddle.\nExit 1 while the defect is present, 0 once the '
              'rewrite is faithful, 2 when it cannot judge."""',
-             f"TITLE = {adapter.name + ' on case ' + case.name!r}",
+             f"TITLE = {title!r}", pass_loader(pass_file).strip(),
              f"PARAMS = {dict(case.params)!r}", f"RANKS = {list(case.ranks)!r}",
-             f"FEEDS = {feeds!r}"]
+             f"FEEDS = {feeds!r}",
+             "# where the adapter's matcher found the pass's documented pattern on each",
+             "# rank's original when this script was written ('' = absent)",
+             f"PATTERN = {pattern!r}"]
     for name, value in getattr(mod, "REPRO_CONSTANTS", {}).items():
         parts.append(f"{name} = {value!r}")
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [programs]:
@@ -232,3 +222,16 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     parts.append(textwrap.dedent(adapter.repro_apply_source()))
     parts.append(BODY.replace("__SEED__", repr(0 if seed is None else int(seed))))
     return "\n\n".join(parts) + "\n"
+
+
+def _pattern(adapter, case) -> dict:
+    """``{rank: text}``: the pass's documented pattern on each rank's
+    original, as the adapter's matcher judges it ("" where absent)."""
+    from verify.ir.rank_snapshot import snapshot_of
+
+    out = {}
+    for r in case.ranks:
+        present = adapter.pattern_present(snapshot_of(case.build(r), case, r, "original"))
+        out[str(r)] = f"{adapter.name}'s documented pattern, found by the suite's " \
+            "matcher on the original" if present else ""
+    return out

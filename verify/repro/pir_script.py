@@ -14,6 +14,7 @@ every loss and parameter agrees; 2 when it cannot judge.
 from __future__ import annotations
 
 import inspect
+import os
 import textwrap
 
 BODY = r'''
@@ -60,6 +61,7 @@ def run(main, startup, loss, x_shape):
 
 def main_():
     print(f"reproducer: {TITLE}")
+    print("pass from:", load_pass_source())
     main, startup, loss, _, x_shape = build_programs(PARAMS)
     with paddle.pir_utils.IrGuard():
         mapping = paddle.pir.IrMapping()
@@ -126,26 +128,38 @@ def _micro_step_script(adapter, case, pass_file, seed):
 _KINDS = {"pir_ranks": _ranks_script, "micro_steps": _micro_step_script}
 
 
+def kind(adapter, case) -> str:
+    """Which kind of reproducer a PIR application gets: the adapter's own
+    (``repro_kind``), the lock-step one for a case of several ranks
+    (``pir_ranks``), else this module's (``pir``)."""
+    own = getattr(adapter, "repro_kind", None)
+    if own is not None:
+        return own
+    return "pir_ranks" if len(getattr(case, "ranks", ())) > 1 else "pir"
+
+
 def script(adapter, case, pass_file=None, seed=None) -> str:
-    """The reproducer's source text for a PIR ``case``."""
+    """The reproducer's source text for a PIR ``case``; a ``pass_file`` is
+    embedded and registered in place of the installed pass (verify/repro/embedded.py)."""
+    from verify.repro.embedded import pass_loader
     from verify.repro.errors import ReproError
 
-    kind = getattr(adapter, "repro_kind", None)
-    if kind is not None:  # a pass whose oracle needs its own kind of reproducer
-        return _KINDS[kind](adapter, case, pass_file, seed)
-    if pass_file:
-        raise ReproError("a --pass-file cannot be embedded in a PIR reproducer yet")
+    which = kind(adapter, case)
+    if which != "pir":  # an oracle that needs its own kind of reproducer
+        return _KINDS[which](adapter, case, pass_file, seed)
     get = getattr(adapter, "repro_apply_source", None)
     if get is None:
         raise ReproError(f"{adapter.name} gives no apply source for a PIR reproducer")
     mod = inspect.getmodule(case.builder)
     if not hasattr(mod, "build_programs"):
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
+    title = adapter.name + " on case " + case.name + (
+        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
     parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
              'Paddle.\nExit 1 while the defect is present, 0 once the rewrite is '
              'faithful, 2 when it cannot judge."""',
-             f"TITLE = {adapter.name + ' on case ' + case.name!r}",
-             f"PARAMS = {dict(case.params)!r}"]
+             f"TITLE = {title!r}", f"PARAMS = {dict(case.params)!r}",
+             pass_loader(pass_file).strip()]
     for name, value in getattr(mod, "REPRO_CONSTANTS", {}).items():
         parts.append(f"{name} = {value!r}")
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:

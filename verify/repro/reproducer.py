@@ -30,14 +30,24 @@ import os
 import zlib
 
 from verify.ir.legacy_ir import paddle_module
+from verify.ir.paddle_overlay import require_here
 from verify.repro.errors import ReproError  # noqa: F401  (callers catch it from here)
+from verify.repro.embedded import embed, pass_loader
 from verify.repro.init_source import legacy_source
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_template.py")
 STEPS = 3
 
 
-def _attrs_record(attrs: dict, rp) -> dict:
+def _here(adapter, case, rank):
+    """``adapter.apply_local`` in this process (the program it builds is
+    fingerprinted as the reproducer's own build will be: extra attrs kept),
+    refused under a --paddle-file overlay this process did not load."""
+    require_here(f"the reproducer of {adapter.name} on case {case.name} rank {rank}")
+    return adapter.apply_local(case, rank)
+
+
+def _attrs_record(attrs: dict, rp, adapter=None, case=None) -> dict:
     out = {}
     for k, v in attrs.items():
         if v is rp.dist_context:
@@ -48,8 +58,10 @@ def _attrs_record(attrs: dict, rp) -> dict:
             try:
                 json.dumps(v)
             except TypeError:
-                raise ReproError(f"pass attr {k!r} ({type(v).__name__}) cannot be written "
-                                 "to a reproducer") from None
+                where = f"{adapter.name} on case {case.name} rank {rp.rank}: " \
+                    if adapter is not None and case is not None else ""
+                raise ReproError(f"{where}pass attr {k!r} ({type(v).__name__}) cannot be "
+                                 "written to a reproducer") from None
             out[k] = v
     return out
 
@@ -164,7 +176,7 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
     try:
         prints = {}
         for r in ranks:
-            rewritten = adapter.apply_local(case, r).rewritten
+            rewritten = _here(adapter, case, r).rewritten
             prints[r] = _fingerprint(rewritten.main) + _fingerprint(rewritten.startup)
     finally:
         if loaded is not None:
@@ -180,10 +192,10 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     from paddle.distributed.passes.pass_base import PassBase
 
     if adapter.name not in PassBase._REGISTERED_PASSES and pass_file is None:
-        raise ReproError(f"{adapter.name} is not one Paddle pass (a pipeline of them); "
-                         "its stage results name the pass to reproduce")
+        raise ReproError(f"{adapter.name} on case {case.name}: not one Paddle pass (a "
+                         "pipeline of them); its stage results name the pass to reproduce")
     if getattr(adapter, "repro_blocker", ""):  # what a standalone script cannot rebuild
-        raise ReproError(f"{adapter.name}: {adapter.repro_blocker}")
+        raise ReproError(f"{adapter.name} on case {case.name}: {adapter.repro_blocker}")
     from paddle.distributed.auto_parallel.static.process_group import get_all_process_groups
 
     from verify.plan.records import mesh_record as _mesh_record
@@ -210,9 +222,9 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
             "random_seed": int(rp.main.random_seed or 0),
             "dist": {"main": _program_record(rp.main, ctx),
                      "startup": _program_record(rp.startup, ctx)},
-            "attrs": _attrs_record(adapter.attrs(case, rp), rp),
+            "attrs": _attrs_record(adapter.attrs(case, rp), rp, adapter, case),
             # passes the planner applies before this one in the same context
-            "preceding": [{"pass": name, "attrs": _attrs_record(attrs, rp)}
+            "preceding": [{"pass": name, "attrs": _attrs_record(attrs, rp, adapter, case)}
                           for name, attrs in adapter.preceding(case, rp)],
             "params_grads": [[p.name, g.name] for p, g in rp.params_grads],
             "pattern": _pattern_text(adapter, snap) if present else "",
@@ -228,30 +240,38 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     if type(adapter).unobserved is not PassAdapter.unobserved:
         from verify.ir.dead_values import unobserved
 
-        for rank in case.ranks:
-            run = adapter.apply_local(case, rank)
-            if run.error is None:
-                dead = unobserved(adapter, case, rank,
-                                  from_programs(run.original.main, run.original.startup),
-                                  from_programs(run.rewritten.main, run.rewritten.startup))
-                ranks[str(rank)]["unobserved"] = sorted(dead)
+        # on the program the pass under review builds (the file's, not the installed)
+        loaded = None
+        if pass_file:
+            from verify.ir.pass_files import load_pass_file
+
+            loaded = load_pass_file(pass_file)
+        try:
+            for rank in case.ranks:
+                run = _here(adapter, case, rank)
+                if run.error is None:
+                    dead = unobserved(adapter, case, rank,
+                                      from_programs(run.original.main, run.original.startup),
+                                      from_programs(run.rewritten.main,
+                                                    run.rewritten.startup))
+                    ranks[str(rank)]["unobserved"] = sorted(dead)
+        finally:
+            if loaded is not None:
+                loaded.restore()
     if mesh is None:
         import numpy as np
 
         arr = np.array(case.mesh)
         mesh = {"shape": list(arr.shape), "process_ids": arr.flatten().tolist(),
                 "dim_names": ["dp", "mp"][-arr.ndim:]}
-    source = None
-    if pass_file:
-        with open(pass_file) as f:
-            source = f.read()
     low = case.params.get("amp_dtype")
     fp32_twin = case.amp_level in ("o1", "o2") and bool(low) and low != "float32" \
         and not paddle.is_compiled_with_cuda()
     return {
         "pass": adapter.name, "case": case.name,
         "expected": case.expectation(adapter.name).verdict,
-        "pass_source": source, "pass_file": os.path.abspath(pass_file) if pass_file else "",
+        # the pass file's text is embedded by script() (verify/repro/embedded.py)
+        "pass_file": os.path.abspath(pass_file) if pass_file else "",
         "mesh": mesh,
         "rings": {str(k): [list(map(int, g)) for g in v] for k, v in case.rings.items()},
         # this process's registry of Paddle's process groups, where the case's
@@ -277,15 +297,17 @@ def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/repro/pir_script.py
         from verify.repro.pir_script import script as pir_script
 
-        return pir_script(adapter, case, pass_file, seed)
+        return embed(pir_script(adapter, case, pass_file, seed))
     data = payload(adapter, case, pass_file, seed, checks)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
     text = open(TEMPLATE).read()
     title = f"{adapter.name} on case {case.name}" + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    return text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
-        .replace("__INIT_SOURCE__", legacy_source())
+    text = text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
+        .replace("__INIT_SOURCE__", legacy_source()) \
+        .replace("__PASS_LOADER__", pass_loader(pass_file).strip())
+    return embed(text)
 
 
 def default_out(adapter, case) -> str:
