@@ -156,7 +156,9 @@ def remembered(key_payload, run, disk=False):
         else:
             DISK_STATS["hits"] += 1
             _keep(key, result)
-            LAST.update(key=dkey[:16], reused_from=str(path))
+            # a session's folder goes with its run: name the run, not the file
+            LAST.update(key=dkey[:16], reused_from="an earlier job of this run"
+                        if disk == "session" else str(path))
             return result
     STATS["misses"] += 1
     result = run()
