@@ -141,6 +141,13 @@ def pytest_unconfigure(config):
         loaded.restore()
 
 
+def run_memo_dir(config) -> str:
+    """Where this run's gate tests share their legacy numeric runs
+    (``verify/numeric/run_memo.py``, ``session``): under the run directory,
+    removed when the run ends."""
+    return os.path.join(config._verify_run_dir, "run-memo")
+
+
 def fragment_path(config, nodeid: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)
     return os.path.join(config._verify_run_dir, "fragments", safe + ".json")
@@ -170,6 +177,9 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if _is_worker(config):
         return
+    import shutil
+
+    shutil.rmtree(run_memo_dir(config), ignore_errors=True)  # nothing outlives the run
     seen = getattr(config, "_verify_seen", {})
     frag_dir = os.path.join(config._verify_run_dir, "fragments")
     if not seen and not os.path.isdir(frag_dir):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from verify.ir.legacy_ir import paddle_module, translate_for_execution
 from verify.verdicts import CheckResult, Verdict
 
-from . import offload
+from . import offload, run_memo
 
 from .compare import compare
 from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
@@ -92,6 +92,61 @@ def legacy_init_changes(originals: dict, rewrittens: dict) -> list:
 
 
 def _run(backend, specs, where):
+    """``{rank: RankResult}`` of ``specs`` on ``backend``; inside a run-memo
+    session (the gate) a job already run in this run (the same case's
+    original programs under another pass, or a rewritten program identical
+    to the original) is reused (:func:`memo_key`); ``where`` only names the
+    run.  ``run_memo.LAST`` says whether it was reused."""
+    results = run_memo.remembered(memo_key(backend, specs),
+                                  lambda: _run_fresh(backend, specs, where), disk="session")
+    if run_memo.LAST:  # the values read back in the order this job asked for them
+        for r, res in results.items():
+            order = list(dict.fromkeys(list(specs[r].watch) + [n for st in res.steps
+                                                                  for n in st]))
+            res.steps = [{n: st[n] for n in order if n in st} for st in res.steps]
+    return results
+
+
+def memo_key(backend, specs) -> tuple:
+    """What a legacy run's result depends on: the backend, the build
+    (CPU/CUDA), and per rank its programs' bytes, every seeded value, the
+    watched names and the rings.  Left out, because no successful run reads
+    them (a failed run is never remembered): the order of names in the dicts
+    and the watch list (values are set and read back by name); Paddle's
+    ``op_callstack`` attr, the Python stack that appended the op (a rewritten
+    program rebuilt in the isolation worker carries the worker's stack),
+    which Paddle reads only to decorate an error message; and the
+    ``stop_gradient`` flag of the startup program's vars (the rebuilt startup
+    clears it), which only ``append_backward`` reads: a startup program has
+    no backward, and the executor runs the ops it is given."""
+    return ("legacy_run", backend, _has_gpu(), [
+        (r, s.rank, without_callstack(s.main), without_callstack(s.startup, startup=True),
+         sorted(s.params.items(), key=lambda kv: kv[0]),
+         [sorted(f.items(), key=lambda kv: kv[0]) for f in s.feeds],
+         sorted(s.watch), sorted(s.rings.items()))
+        for r, s in sorted(specs.items())])
+
+
+def without_callstack(program_bytes: bytes, startup: bool = False) -> bytes:
+    """A serialized ProgramDesc without its ops' ``op_callstack`` attrs
+    (with ``startup``: every var's ``stop_gradient`` False), serialized
+    deterministically (:func:`memo_key` says why these do not count)."""
+    from paddle.base.proto import framework_pb2
+
+    desc = framework_pb2.ProgramDesc.FromString(program_bytes)
+    for block in desc.blocks:
+        if startup:
+            for var in block.vars:
+                var.stop_gradient = False
+        for op in block.ops:
+            keep = [a for a in op.attrs if a.name != "op_callstack"]
+            if len(keep) != len(op.attrs):
+                del op.attrs[:]
+                op.attrs.extend(keep)
+    return desc.SerializeToString(deterministic=True)
+
+
+def _run_fresh(backend, specs, where):
     if backend == "simulated":
         # in an isolation worker when enabled: an executor crash (SIGSEGV)
         # becomes a WorkerCrash naming the rank and program (verify/numeric/offload.py)
@@ -279,7 +334,20 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
                     dead, notes, unfaithful, results, runs) -> None:
     """Run ``originals`` and ``rewrittens`` ({rank: RankProgram}) on ``backend``
     and append the per-rank comparisons to ``results`` (``runs[backend]``: the
-    original's results, for the agreement check)."""
+    original's results, for the agreement check).  A run reused from the
+    run memo (``_run``) is said in each check's message and details."""
+    first, reused = len(results), {}
+    _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, renames,
+                     dead, notes, unfaithful, results, runs, reused)
+    got = {k: v for k, v in reused.items() if v}
+    for r in results[first:] if got else ():  # said, never hidden
+        r.details["run_reused"] = got
+        r.message += "".join(f" [{k} run reused: key {v['key']} from {v['reused_from']}]"
+                             for k, v in got.items())
+
+
+def _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, renames,
+                     dead, notes, unfaithful, results, runs, reused) -> None:
     if backend == "ranks" and unfaithful and not _has_gpu():
         if notes is not None:
             notes.append(f"ranks backend not run: real CPU ranks cannot run this case "
@@ -293,6 +361,7 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
     extra = {"init_changes": changed} if changed else {}
     try:
         orig = _run(backend, make_specs(case, originals, seed, steps), where + " (original)")
+        reused["original"] = dict(run_memo.LAST)
     except BackendError as exc:
         if isinstance(exc, UnsupportedJob) and notes is not None:
             notes.append(f"{backend} backend not run: {exc}")
@@ -304,6 +373,7 @@ def _backend_checks(case, backend, where, originals, rewrittens, seed, steps, re
     try:
         rew = _run(backend, make_specs(case, rewrittens, seed, steps, renames, originals),
                    where + " (rewritten)")
+        reused["rewritten"] = dict(run_memo.LAST)
     except BackendError as exc:
         if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way
             results.append(CheckResult(KIND, f"{backend} run", exc.rank,

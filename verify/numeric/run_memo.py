@@ -27,6 +27,15 @@ programs of a zoo case are planned once and cached; their runs then are
 too, across ``verify run`` and gate processes.  A reused result says so:
 :data:`LAST` holds the key and where it came from, which the numeric
 check writes into its message and details.
+
+Within one session (``disk="session"``, the legacy runs): results are kept
+only while a session is open (:func:`session`; the gate opens one around
+each application) and shared through the session's folder by every
+process of that run (the xdist workers of one gate run), keyed as on disk.
+Outside a session such a call just runs: the legacy runs of ``verify run``
+and of the tests are not remembered.  The session's folder is the run's own
+(``<report dir>/run-memo``, removed when the run ends), so nothing outlives
+the run; ``PADDLE_PASS_VERIFY_RUN_CACHE=0`` turns it off too.
 """
 from __future__ import annotations
 
@@ -46,6 +55,8 @@ DISK_STATS = {"hits": 0, "writes": 0}
 # file), or {} when it ran
 LAST: dict = {}
 _FINGERPRINT = []
+# the open session: {"folder": Path | None} (None: this process only), or {}
+_SESSION: dict = {}
 
 
 def digest(payload) -> str:
@@ -67,10 +78,13 @@ def fingerprint() -> bytes:
             h.update(str(part).encode() + b"\0")
         for k in sorted(k for k in os.environ if k.startswith("FLAGS_")):
             h.update(f"{k}={os.environ[k]}".encode() + b"\0")
+        h.update(f"cuda={paddle.is_compiled_with_cuda()}".encode() + b"\0")
         root = Path(__file__).resolve().parent.parent
-        for d in ("numeric", "ir"):
-            for f in sorted((root / d).glob("*.py")):
-                h.update(f.name.encode() + f.read_bytes())
+        # the runners, the snapshot import, and the isolation worker that
+        # hosts the simulated and PIR runs
+        for f in [f for d in ("numeric", "ir") for f in sorted((root / d).glob("*.py"))] + \
+                [root / "engine" / "isolation.py"]:
+            h.update(f"{f.parent.name}/{f.name}".encode() + f.read_bytes())
         _FINGERPRINT.append(h.digest())
     return _FINGERPRINT[0]
 
@@ -86,25 +100,50 @@ def disk_dir() -> Path | None:
     return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "runs"
 
 
+class session:
+    """``with session(folder):`` calls with ``disk="session"`` are remembered
+    until the block ends: in this process, and in ``folder`` (shared by the
+    processes of one run; None: this process only)."""
+
+    def __init__(self, folder=None):
+        self.folder = Path(folder) if folder else None
+
+    def __enter__(self):
+        _SESSION.clear()
+        _SESSION["folder"] = self.folder
+        return self
+
+    def __exit__(self, *exc):
+        _SESSION.clear()
+        return False
+
+
 def _keep(key, result):
     _MEMO[key] = copy.deepcopy(result)
     while len(_MEMO) > SIZE:
         _MEMO.popitem(last=False)
 
 
-def remembered(key_payload, run, disk: bool = False):
+def remembered(key_payload, run, disk=False):
     """``run()``'s result, or a copy of the result of an earlier call whose
     ``key_payload`` pickled to the same bytes (in this process; with
-    ``disk``, in any process that ran the same sources, see the module
-    docstring).  :data:`LAST` says whether and from where it was reused."""
-    key = digest(key_payload)
+    ``disk``, in any process that ran the same sources; with
+    ``disk="session"`` only inside an open :class:`session`, in the
+    processes sharing its folder; see the module docstring).  :data:`LAST`
+    says whether and from where it was reused."""
     LAST.clear()
+    if disk == "session":
+        if not _SESSION or os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "") == "0":
+            return run()
+        folder = _SESSION["folder"]
+    else:
+        folder = disk_dir() if disk else None
+    key = digest(key_payload)
     if key in _MEMO:
         _MEMO.move_to_end(key)
         STATS["hits"] += 1
         LAST.update(key=key[:16], reused_from="this process")
         return copy.deepcopy(_MEMO[key])
-    folder = disk_dir() if disk else None
     path = None
     if folder is not None:
         dkey = hashlib.sha256(key.encode() + fingerprint()).hexdigest()
@@ -117,7 +156,9 @@ def remembered(key_payload, run, disk: bool = False):
         else:
             DISK_STATS["hits"] += 1
             _keep(key, result)
-            LAST.update(key=dkey[:16], reused_from=str(path))
+            # a session's folder goes with its run: name the run, not the file
+            LAST.update(key=dkey[:16], reused_from="an earlier job of this run"
+                        if disk == "session" else str(path))
             return result
     STATS["misses"] += 1
     result = run()
