@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import os
 import pickle
 import sys
@@ -49,8 +50,15 @@ _FINGERPRINT = []
 
 
 def digest(payload) -> str:
-    """sha256 of ``payload`` pickled (dicts in their insertion order)."""
-    return hashlib.sha256(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    """sha256 of ``payload`` pickled (dicts in their insertion order), by
+    value: pickle's memo is off, so two payloads of equal values give one
+    key whichever objects they share (one array object in two ranks'
+    parameters, or two equal ones; a payload is never self-referential)."""
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.fast = True
+    p.dump(payload)
+    return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
 def fingerprint() -> bytes:
