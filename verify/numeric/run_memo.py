@@ -10,6 +10,13 @@ so the second one's result is the first one's.  That happens within one
 applied to it, and a pass that leaves every rank alone hands back programs
 that serialize to the same bytes as the originals.
 
+Programs stamped with the bytes they were imported from (``verify/ir/origin.py``:
+a cached plan's rank files, the rewritten programs an isolation worker sent
+back) are keyed by that stamp instead of their serialization
+(``pir_runner._remembered``); a stamp's miss falls back to the serialized,
+canonicalized programs, so a left-alone rewrite still finds the original's
+run.
+
 Only successful runs are kept (an error is re-raised by a fresh run, with
 its own ``where``); ``where`` names the run in messages and is not part of
 the key.  Results are copied in and out, so no caller can alter another's.
