@@ -151,4 +151,6 @@ class Case:
             rp = self.builder(self, rank)
             if then is not None:
                 then(rp)
+                if getattr(rp, "plan_digest", None):  # no longer what the files hold
+                    rp.plan_digest = None
             return rp

@@ -118,6 +118,11 @@ class PirRankProgram(RankProgram):
     # as the planner recorded them (a program dir's planner.json); the
     # snapshot carries them (meta["placements"]: verify/numeric/startup_pieces.py)
     placements: dict = None
+    # sha256 of the files a program dir's rank was imported from (build_pir),
+    # as the builder returned it: the engine turns it into a stamp
+    # (verify/ir/origin.py) for an original it built and hands to no pass
+    plan_digest: str = None
+    origin: object = None  # verify.ir.origin.Origin, set by the engine only
 
 
 MERGE = "auto_parallel_gradient_merge_pass"

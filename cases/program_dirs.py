@@ -42,7 +42,13 @@ def build_pir(case, rank: int):
     from cases.pir_matmul_grad import PirRankProgram
     from verify.plan.pir_rank import load_rank
 
-    main, startup, names, meta = load_rank(Path(case.params["dir"]) / f"rank{rank}")
+    from verify.ir.origin import digest
+
+    folder = Path(case.params["dir"]) / f"rank{rank}"
+    main, startup, names, meta = load_rank(folder)
+    # every file this function and load_rank read, by content (not path)
+    plan_digest = digest(rank, *(p.read_bytes() if p.is_file() else b"<absent>"
+                                 for p in (folder / n for n in _RANK_FILES)))
     feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
                       f.get("split", "dp")) for f in meta["feeds"]]
     loss = meta.get("loss")
@@ -57,8 +63,12 @@ def build_pir(case, rank: int):
                           params_grads=[], feeds=feeds, loss=loss,
                           fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
                           names=names,
-                          placements=recorded_placements(Path(case.params["dir"]) /
-                                                         f"rank{rank}"))
+                          placements=recorded_placements(folder),
+                          plan_digest=plan_digest)
+
+
+# the files of a PIR rank folder build_pir reads (load_rank, recorded_placements)
+_RANK_FILES = ("meta.json", "main.json", "startup.json", "names.json", "planner.json")
 
 
 def recorded_placements(folder: Path) -> dict:

@@ -113,3 +113,17 @@ def test_a_pir_application_says_which_numeric_runs_it_reused(tmp_path, monkeypat
         got = c.details["run_reused"]
         assert set(got) == {"original", "rewritten"}, c.message
         assert f"original run reused: key {got['original']['key']}" in c.message
+
+
+def test_the_key_is_by_value_not_by_which_objects_a_payload_shares():
+    """Two ranks holding one array object, or two equal arrays: one key (a
+    left-alone rewrite's payload is built afresh and shares less than the
+    original's); a changed value is another key."""
+    w = np.full((2, 2), 1.0, "float32")
+    shared = {0: {"params": {"w": w}}, 1: {"params": {"w": w}}}
+    apart = {0: {"params": {"w": w.copy()}}, 1: {"params": {"w": w.copy()}}}
+    name = "x" * 40
+    assert run_memo.digest(shared) == run_memo.digest(apart)
+    assert run_memo.digest([name, name]) == run_memo.digest([name, "".join(["x"] * 40)])
+    other = {0: {"params": {"w": w}}, 1: {"params": {"w": w + 1}}}
+    assert run_memo.digest(shared) != run_memo.digest(other)

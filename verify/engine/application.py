@@ -13,6 +13,7 @@ from verify import interrupt
 from verify.engine import isolation
 from verify.ir import snapshot as snap_mod
 from verify.checks import CheckContext, run_static_checks
+from verify.ir.origin import forget
 from verify.ir.rank_snapshot import snapshot_of as _snapshot
 from verify.verdicts import CheckResult, Verdict, combine, error_line
 
@@ -242,6 +243,7 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
         before = _snapshot(run.original, case, rank, "original")
         after = _snapshot(run.rewritten, case, rank, "rewritten")
         if mutator is not None and mutator[0] == rank and not run.error:
+            forget(run.rewritten)  # edited in place: no longer what its stamp names
             app.mutation = mutator[1](run.rewritten.main, run.rewritten.startup, after, rank)
             after = _snapshot(run.rewritten, case, rank, "rewritten")
         outcome = RankOutcome(rank, before, after, fired=snap_mod.changed(before, after),

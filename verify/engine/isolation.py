@@ -93,6 +93,7 @@ from pathlib import Path
 from verify.ir.paddle_overlay import ENV as _OVERLAY_ENV
 from verify.ir.pass_sources import active_files, note, recording, replayable
 from verify.ir.program_transport import rebuild_legacy
+from verify.engine.origins import stamp_built, stamp_imported
 from verify import interrupt
 from verify.numeric import offload
 from verify.numeric.run_spec import BackendError, ProcessCrash
@@ -467,14 +468,42 @@ def apply_pass(adapter, case, rank: int, timeout=None, memory=None):
     except Exception:
         return _in_process(adapter, case, rank)
     payload = {"blob": blob, "rank": rank}
-    # the original and a fresh build (for the rewritten side's metadata) are
+    # the original (and a fresh build, for the rewritten side's metadata) are
     # built here while the worker applies the pass
     (status, answer), (original, fresh) = _run_job(
-        "apply", payload, timeout, memory,
-        lambda: (adapter.build_original(case, rank), case.build(rank)))
+        "apply", payload, timeout, memory, lambda: _builds(adapter, case, rank))
     if status == "ok":
         note(answer.get("applied", []))  # what the worker really looked up
+    if fresh is None:  # see _builds: a crash needs an unrewritten build of its own
+        fresh = case.build(rank) if status != "ok" or "exported" not in answer else \
+            _metadata_copy(original)
+        stamp_built(fresh)
     return _pass_run(status, answer, original, fresh, timeout, memory, adapter)
+
+
+def _builds(adapter, case, rank):
+    """(original, fresh build or None).  An original from a program dir's
+    files, no pass before it, is stamped (``verify/engine/origins.py``), and
+    when the adapter imports the rewritten programs the base way (they replace
+    the fresh build's programs and names) no fresh build is made: the
+    rewritten side takes a copy of the original's metadata instead."""
+    from passes.base import PirPassAdapter
+
+    original = adapter.build_original(case, rank)
+    if stamp_built(original) and \
+            getattr(type(adapter), "import_rewritten", None) is PirPassAdapter.import_rewritten:
+        return original, None
+    return original, case.build(rank)
+
+
+def _metadata_copy(rp):
+    """A copy of ``rp`` sharing only its programs (which the import replaces)."""
+    import copy
+    import dataclasses
+
+    return dataclasses.replace(rp, feeds=copy.deepcopy(rp.feeds),
+                               fetches=list(rp.fetches), placements=copy.deepcopy(rp.placements),
+                               params_grads=list(rp.params_grads), origin=None)
 
 
 def _pass_run(status, answer, original, fresh, timeout, memory, adapter=None):
@@ -496,6 +525,9 @@ def _pass_run(status, answer, original, fresh, timeout, memory, adapter=None):
                            + answer["build_error"])
     rewritten = adapter.import_rewritten(fresh, answer["exported"]) \
         if "exported" in answer else rebuild_legacy(fresh, answer)
+    if "exported" in answer and getattr(rewritten, "plan_digest", None):
+        stamp_imported(rewritten, answer["exported"], fresh)
+        rewritten.plan_digest = None  # not the files' programs any more
     error, etype = answer.get("error"), answer.get("error_type")
     crash = None
     if etype == "MemoryError" and memory:

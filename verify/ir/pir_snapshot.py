@@ -92,11 +92,13 @@ class Names:
         """Name every result of ``program``'s global block not named yet,
         in program order (parameters and data by their own names)."""
         for op in program.global_block().ops:
-            attrs = _safe_attrs(op)
+            attrs = None  # read only when a result needs a name (op.attrs() is costly)
             for i, v in enumerate(op.results()):
                 k = (op.id(), i)
                 if k in self.table or _is_null(v):
                     continue
+                if op.name() in ("builtin.parameter", "pd_op.data") and attrs is None:
+                    attrs = _safe_attrs(op)
                 if op.name() == "builtin.parameter":
                     self.table[k] = str(attrs.get("parameter_name"))
                 elif op.name() == "pd_op.data":
@@ -467,3 +469,32 @@ def _restore_attrs(op, attrs: dict) -> None:
             op.set_str_attr(k, v)
         else:
             op.set_str_array_attr(k, list(v))
+
+
+def canonical_serialization(data: bytes) -> bytes:
+    """``serialize_pir_program``'s JSON in one canonical byte form, to key
+    what runs a program: Paddle writes an op's named attributes (``A``,
+    ``OA``: lists of ``{"AT": ..., "N": name}``) in its hash map's order,
+    which differs between two imports of the same bytes.  Those lists are
+    maps by name (sorted here when their names are unique); every other
+    list keeps its order.  Not JSON (or not this schema): the bytes as
+    they are."""
+    import json
+
+    try:
+        tree = json.loads(data)
+    except ValueError:
+        return data
+
+    def fix(x):
+        if isinstance(x, dict):
+            return {k: fix(v) for k, v in x.items()}
+        if isinstance(x, list):
+            items = [fix(v) for v in x]
+            if items and all(isinstance(v, dict) and set(v) == {"AT", "N"} for v in items):
+                names = [v["N"] for v in items]
+                if len(set(map(str, names))) == len(names):
+                    items.sort(key=lambda v: str(v["N"]))
+            return items
+        return x
+    return json.dumps(fix(tree), sort_keys=True, separators=(",", ":")).encode()

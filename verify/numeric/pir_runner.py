@@ -58,22 +58,78 @@ def run_program(rp, snap, watch: list, seed: int, steps: int, where: str = "",
     first rank).  Runs in an isolation worker when isolation is
     enabled (the programs travel in PIR's serialization): a crash of Paddle's
     executor is then a ``WorkerCrash``, never the end of the run."""
-    import paddle
-
     from . import offload
-    from verify.ir.pir_snapshot import export_programs
 
-    with paddle.pir_utils.IrGuard():
-        exported = export_programs(rp.main, rp.startup, rp.names)
     rank = case.ranks[0] if case is not None else 0
     params, feeds = rank_inputs(case, rank, rp, snap, seed, steps, original)
-    kwargs = {"exported": exported, "params": params, "feeds": feeds,
-              "watch": list(watch), "seed": seed, "steps": steps,
-              "states": startup_states(snap, rank), "rank": rank}
-    return run_memo.remembered(
-        ("run_exported", kwargs),
-        lambda: offload.run_call("verify.numeric.pir_runner", "run_exported", kwargs,
-                                 where or "PIR executor run"), disk=True)
+    rest = {"params": params, "feeds": feeds,
+            "watch": list(watch), "seed": seed, "steps": steps,
+            "states": startup_states(snap, rank), "rank": rank}
+    exports = _Exports({0: rp})
+    return _remembered(
+        "run_exported",
+        lambda by: {**by(0), **rest}, exports,
+        lambda: offload.run_call("verify.numeric.pir_runner", "run_exported",
+                                 {"exported": exports.get(0), **rest},
+                                 where or "PIR executor run"))
+
+
+class _Exports:
+    """The serialization of each rank's programs, made at most once per run."""
+
+    def __init__(self, rps: dict):
+        self.rps, self._done = rps, {}
+
+    def get(self, r) -> dict:
+        if r not in self._done:
+            import paddle
+
+            from verify.ir.pir_snapshot import export_programs
+
+            rp = self.rps[r]
+            with paddle.pir_utils.IrGuard():
+                self._done[r] = export_programs(rp.main, rp.startup, rp.names)
+        return self._done[r]
+
+    def stamped(self) -> bool:
+        from verify.ir.origin import key_of
+
+        return all(key_of(rp) is not None for rp in self.rps.values())
+
+    def stamp(self, r) -> dict:
+        from verify.ir.origin import key_of
+
+        return {"stamp": key_of(self.rps[r])}
+
+    def exported(self, r) -> dict:
+        """The key's form of :meth:`get`: the same programs, canonical bytes
+        (``canonical_serialization``: two imports of one program serialize
+        their named attributes in different orders, and list an op's
+        attributes in different orders)."""
+        from verify.ir.pir_snapshot import canonical_serialization
+
+        def canonical(k, v):
+            if k in ("main", "startup"):
+                return canonical_serialization(v)
+            if k == "attrs":  # {name: value} per op, in op.attrs()'s (hash map) order
+                return [dict(sorted(a.items())) for a in v]
+            return v
+        return {"exported": {k: canonical(k, v) for k, v in self.get(r).items()}}
+
+
+def _remembered(name, payload, exports: _Exports, run):
+    """``run()``'s result through the run memo.  Programs that carry a stamp
+    (``verify/ir/origin.py``: the bytes they were imported from, untouched
+    since) are keyed by it, and nothing is serialized when that key is
+    known; otherwise, and on a stamp's miss, by their serialization (what
+    the run is sent): a pass that left a program alone serializes to the
+    original's bytes and so reuses the original's run.  ``payload(by)``:
+    the key payload with ``by(rank)`` giving each rank's program part."""
+    by_bytes = lambda: run_memo.remembered(  # noqa: E731
+        (name, payload(exports.exported)), run, disk=True)
+    if not exports.stamped():
+        return by_bytes()
+    return run_memo.remembered((name, payload(exports.stamp)), by_bytes, disk=True)
 
 
 def multi_rank(case, outcomes) -> bool:
@@ -136,25 +192,26 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
     ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``;
     ``originals``: ``{rank: original snapshot}`` when these are the
     rewritten programs (see :func:`rank_inputs`)."""
-    import paddle
-
     from . import offload
-    from verify.ir.pir_snapshot import export_programs
 
-    ranks = {}
+    rest = {}
     for r, rp in rps.items():
-        with paddle.pir_utils.IrGuard():
-            exported = export_programs(rp.main, rp.startup, rp.names)
         params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps,
                                     (originals or {}).get(r))
-        ranks[r] = {"exported": exported, "params": params, "feeds": feeds,
-                    "watch": list(watch[r]), "states": startup_states(snaps[r], r)}
-    kwargs = {"ranks": ranks, "rings": dict(case.rings), "steps": steps, "seed": seed}
-    return run_memo.remembered(
-        ("run_exported_ranks", kwargs),  # ``where`` names the run, not part of it
+        rest[r] = {"params": params, "feeds": feeds,
+                   "watch": list(watch[r]), "states": startup_states(snaps[r], r)}
+    common = {"rings": dict(case.rings), "steps": steps, "seed": seed}
+    exports = _Exports(rps)
+
+    def payload(by):  # ``where`` names the run, not part of it
+        return {"ranks": {r: {**by(r), **rest[r]} for r in rps}, **common}
+
+    return _remembered(
+        "run_exported_ranks", payload, exports,
         lambda: offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
-                                 {**kwargs, "where": where or "PIR simulator"},
-                                 where or "PIR simulator run"), disk=True)
+                                 {**payload(lambda r: {"exported": exports.get(r)}),
+                                  "where": where or "PIR simulator"},
+                                 where or "PIR simulator run"))
 
 
 def load_for_fetch(exported, watch, what: str = "the program"):

@@ -10,6 +10,13 @@ so the second one's result is the first one's.  That happens within one
 applied to it, and a pass that leaves every rank alone hands back programs
 that serialize to the same bytes as the originals.
 
+Programs stamped with the bytes they were imported from (``verify/ir/origin.py``:
+a cached plan's rank files, the rewritten programs an isolation worker sent
+back) are keyed by that stamp instead of their serialization
+(``pir_runner._remembered``); a stamp's miss falls back to the serialized,
+canonicalized programs, so a left-alone rewrite still finds the original's
+run.
+
 Only successful runs are kept (an error is re-raised by a fresh run, with
 its own ``where``); ``where`` names the run in messages and is not part of
 the key.  Results are copied in and out, so no caller can alter another's.
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import os
 import pickle
 import sys
@@ -60,8 +68,15 @@ _SESSION: dict = {}
 
 
 def digest(payload) -> str:
-    """sha256 of ``payload`` pickled (dicts in their insertion order)."""
-    return hashlib.sha256(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    """sha256 of ``payload`` pickled (dicts in their insertion order), by
+    value: pickle's memo is off, so two payloads of equal values give one
+    key whichever objects they share (one array object in two ranks'
+    parameters, or two equal ones; a payload is never self-referential)."""
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.fast = True
+    p.dump(payload)
+    return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
 def fingerprint() -> bytes:

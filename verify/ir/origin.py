@@ -1,0 +1,57 @@
+"""The bytes a rank's PIR programs were imported from, while untouched.
+
+A RankProgram imported from serialized bytes (a cached plan's rank folder,
+the rewritten programs an isolation worker sent back) is a deterministic
+function of those bytes and of the code that imported it.  Whoever imported
+it, and knows nothing has edited it since, may stamp it with a key of those
+bytes (:func:`stamp`); a snapshot or a numeric run of it may then be keyed
+by the stamp instead of being re-derived from the live programs
+(re-serializing a 266-op zoo program costs ~0.2-0.5 s, its snapshot as much).
+
+Fail-safe by construction: the stamp records the very ``main`` and
+``startup`` objects it was made for, so a copy of the RankProgram holding
+other programs (``dataclasses.replace(rp, main=...)``) has no valid stamp;
+only the engine stamps (programs it built or imported itself and hands to
+no pass), and whoever edits a stamped program in place must :func:`forget`
+it first (the engine does, for its mutants).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Origin:
+    key: str  # sha256 hex of the bytes (and the code) the programs came from
+    main: object
+    startup: object
+
+
+def digest(*parts) -> str:
+    """sha256 hex of ``parts`` (bytes or str), each length-prefixed."""
+    h = hashlib.sha256()
+    for p in parts:
+        b = p if isinstance(p, bytes) else str(p).encode()
+        h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()
+
+
+def stamp(rp, key: str) -> None:
+    """Record that ``rp``'s programs are, untouched, what ``key`` names."""
+    rp.origin = Origin(key, rp.main, rp.startup)
+
+
+def key_of(rp) -> str | None:
+    """``rp``'s stamp, or None (never stamped, forgotten, or its programs are
+    no longer the ones stamped)."""
+    o = getattr(rp, "origin", None)
+    if isinstance(o, Origin) and o.main is rp.main and o.startup is rp.startup:
+        return o.key
+    return None
+
+
+def forget(rp) -> None:
+    """Drop ``rp``'s stamp: call before editing its programs in place."""
+    if getattr(rp, "origin", None) is not None:
+        rp.origin = None
