@@ -141,6 +141,7 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     checks = stage_checks(case, folder, records, outs)
     checks += serial_checks(case, folder, records)
     checks += shape_relation_checks(case, folder, records)
+    checks += coverage_check(case, folder, records)
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
     if shape_check.UNKNOWN_ANSWERS[0] == unknown:
@@ -355,6 +356,64 @@ def shape_relation_checks(case, folder, records) -> list:
                                    f"case {case.name} rank {r}: {len(rel['parameters'])} "
                                    "parameters are the slices their placements name"))
     return out
+
+
+def coverage_check(case, folder, records) -> list:
+    """Every value the relation compares is tiled by the ranks' pieces
+    (``verify/plan/coverage.py``); a value not tiled names the stage after
+    which its pieces were gone (``_gone_after``)."""
+    from verify.plan.coverage import NAME, coverage_checks
+
+    where = f"planner on {case.name}"
+    serial_rel = records[case.ranks[0]].get("serial_relation")
+    rank_rels = {r: records[r].get("relation") for r in case.ranks}
+    if not serial_rel or any(v is None for v in rank_rels.values()):
+        return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
+                            f"{where}: the serial program or a rank's relation table was "
+                            "not recorded")]
+    return coverage_checks(where, serial_rel, rank_rels, list(case.ranks),
+                           lambda key, ranks: _gone_after(folder, records, key,
+                                                          ranks or list(case.ranks)))
+
+
+def _holds(snap, kind, name) -> bool:
+    """Whether a stage's program holds the value ``(kind, name)``: a
+    parameter, state or feed by its name; an update or gradient as an op
+    reading ``param`` (the parameter or a slice of it) and ``grad``."""
+    if kind in ("parameter", "state", "feed"):
+        return name in snap.vars or any(name in v for op in snap.ops
+                                        for v in list(op.inputs.values()) +
+                                        list(op.outputs.values()))
+    if kind in ("update", "gradient"):
+        slices = {name}
+        for op in snap.ops:
+            if op.type == "pd_op.slice" and (op.inputs.get("input") or [None])[0] in slices:
+                slices.update(op.outputs.get("out") or [])
+            if op.inputs.get("grad") and (op.inputs.get("param") or [None])[0] in slices:
+                return True
+        return False
+    return True  # the loss has no name that lasts across stages
+
+
+def _gone_after(folder, records, key, ranks) -> str:
+    """The first stage after which none of ``ranks`` holds the value ``key``
+    (by its stage programs), or, when every stage holds it, the placements'
+    stage: they are read from the dist program the last dist stage leaves."""
+    kind, name = key
+    stages = [st["stage"] for st in records[ranks[0]]["stages"] if st.get("snapshot")]
+    for stage in stages[1:]:
+        held = False
+        for r in ranks:
+            st = next((s for s in records[r]["stages"] if s["stage"] == stage
+                       and s.get("snapshot")), None)
+            if st is not None and _holds(_snap(folder, r, st["snapshot"]), kind, name):
+                held = True
+                break
+        if not held:
+            return stage
+    if kind == "loss":
+        return "unknown (the loss has no name that lasts across stages)"
+    return f"{PRUNES_OTHER_RANKS} (the placements are read from the dist program it leaves)"
 
 
 def _exported_rank(folder, r):
@@ -593,7 +652,8 @@ class _run_memo:
 # are not followed (the relation's modules; hashed by their own memos)
 STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
                 "verify/checks/shape_check.py", "verify/ir/snapshot.py",
-                "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py")
+                "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
+                "verify/plan/coverage.py")
 
 
 def _module_file(root, dotted):
