@@ -360,9 +360,9 @@ def shape_relation_checks(case, folder, records) -> list:
 
 def coverage_check(case, folder, records) -> list:
     """Every value the relation compares is tiled by the ranks' pieces
-    (``verify/plan/coverage.py``); a value not tiled names the stage after
+    (``verify/checks/placement_coverage.py``); a value not tiled names the stage after
     which its pieces were gone (``_gone_after``)."""
-    from verify.plan.coverage import NAME, coverage_checks
+    from verify.checks.placement_coverage import NAME, coverage_checks
 
     where = f"planner on {case.name}"
     serial_rel = records[case.ranks[0]].get("serial_relation")
@@ -653,7 +653,7 @@ class _run_memo:
 STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
                 "verify/checks/shape_check.py", "verify/ir/snapshot.py",
                 "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
-                "verify/plan/coverage.py")
+                "verify/checks/placement_coverage.py")
 
 
 def _module_file(root, dotted):

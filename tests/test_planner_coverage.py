@@ -1,4 +1,4 @@
-"""Placement coverage of the planner relation (``verify/plan/coverage.py``):
+"""Placement coverage of the planner relation (``verify/checks/placement_coverage.py``):
 every value the relation compares is tiled exactly by the ranks' pieces,
 else the relation could pass vacuously on what no rank holds.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from verify.plan.coverage import compared_values, coverage_checks, tiling_problems
+from verify.checks.placement_coverage import compared_values, coverage_checks, tiling_problems
 
 
 def _p(ids, shape, dm, partial=None):
