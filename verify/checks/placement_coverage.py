@@ -177,8 +177,14 @@ def coverage_checks(where: str, serial_rel: dict, rank_rels: dict, ranks,
         return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
                             f"{where}: the serial program records no value to compare",
                             details=details)]
+    # said, not hidden: a serial program whose loss the records do not name
+    # (not the 0-D mean the relation tables look for) has its loss compared nowhere
+    no_loss = "" if serial_rel.get("loss") else \
+        "; the serial program's records name no loss: the loss is compared nowhere"
+    details["loss_recorded"] = bool(serial_rel.get("loss"))
     return [CheckResult(
         "contract", NAME, None, Verdict.EQUIVALENT,
         f"{where}: every value the relation compares or starts from is tiled exactly by "
         f"the pieces of the ranks holding it ({counted}; every mesh process a rank holding "
-        "its piece, no element missing, no two pieces overlapping)", details=details)]
+        f"its piece, no element missing, no two pieces overlapping){no_loss}",
+        details=details)]
