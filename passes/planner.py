@@ -131,8 +131,11 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     memo = _static_memo(case, folder, records)
     got = memo.load()
     if got is not None:
-        checks, outs = got
-        outcomes += outs
+        checks, files = got
+        # the outcomes' programs are read from their stage files when first used
+        # (a report's diff): the files are in the memo's key
+        outcomes += [(r, StageSnapshot(folder / f"rank{r}" / a),
+                      StageSnapshot(folder / f"rank{r}" / b), err) for r, a, b, err in files]
         notes.append(f"planner stage checks: memoized for these stage records, snapshots "
                      f"and check modules (key {memo.path.stem})")
         return checks
@@ -145,8 +148,47 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
     if shape_check.UNKNOWN_ANSWERS[0] == unknown:
-        memo.store((checks, outs))
+        memo.store((checks, outcome_files(records, [o[0] for o in outs])))
     return checks
+
+
+def outcome_files(records, ranks) -> list:
+    """``[(rank, first stage file, last stage file, error)]``: the files of
+    the snapshots ``stage_checks`` gives as a rank's outcome (the first and
+    the last stage program read, relative to ``rank<R>/``)."""
+    out = []
+    for r in ranks:
+        stages = records[r]["stages"]
+        files = [st["snapshot"] for st in stages if not st.get("error") and st.get("snapshot")]
+        out.append((r, files[0], files[-1],
+                    next((st["error"] for st in stages if st.get("error")), None)))
+    return out
+
+
+class StageSnapshot:
+    """A stage's ProgramSnapshot read from its file when an attribute is first
+    used; pickled as its path only."""
+
+    def __init__(self, path):
+        self._path, self._snap = str(path), None
+
+    def _load(self):
+        if self._snap is None:
+            from verify.ir.snapshot import ProgramSnapshot
+
+            self._snap = ProgramSnapshot.from_json(Path(self._path).read_text())
+        return self._snap
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_path", "_snap"):
+            raise AttributeError(name)
+        return getattr(self._load(), name)
+
+    def __getstate__(self):
+        return {"_path": self._path, "_snap": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
 
 def _snap(folder, rank, rel):
@@ -427,8 +469,6 @@ def _exported_rank(folder, r):
 def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
     """The numeric relation (``verify/numeric/planner_runs.py``), in an
     isolation worker when isolation is on (``verify/numeric/offload.py``)."""
-    from verify.numeric import offload, planner_runs
-
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
     serial_rel = records[r0].get("serial_relation")
@@ -443,26 +483,50 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                             f"{where}: not run: rank {held[0][0]} holds {held[0][1]}, placed "
                             "on a mesh without it (see parameter shapes)")]
+    # the comparison's results, memoized like the runs they compare (keyed by the
+    # same inputs and the comparing modules): a hit reads neither the runs'
+    # arrays (15-26 MB for a real model) nor the programs
+    results = _run_memo(folder, case.ranks, seed, steps, SOURCES + COMPARE_SOURCES,
+                        "relation-results", json.dumps(case.name))
+    out = results.load()
+    if out is not None:
+        notes.append(f"planner relation: seed {seed}, {steps} steps; the comparison of the "
+                     f"memoized runs was memoized too ({results.path.name}: same programs, "
+                     "seed, steps and comparing modules)")
+        return out
+    out = _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
+                        rank_rels)
+    if not any("traceback" in c.details for c in out):  # a run that failed is never kept
+        results.store(out)
+    return out
+
+
+def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
+                  rank_rels) -> list:
+    from verify.numeric import offload, planner_runs
+
+    r0 = case.ranks[0]
     final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
     # the rings the planner made (a changed reshard function may make others)
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
              .get("rings", {}).items()}
     try:
-        sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
-                                                                seed, steps)
-        swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
-        sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
-        sdata["main"], sdata["startup"] = sdata["main"].encode(), sdata["startup"].encode()
-        ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
-                     "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
-        states = {}  # placements of the states the startups write (learning rate, moments)
-        for r in case.ranks:
-            for n, f in rank_rels[r]["feeds"].items():
-                if f["persistable"]:
-                    states.setdefault(n, f["placement"])
         memo = _run_memo(folder, case.ranks, seed, steps)
         got = memo.load()
-        if got is None:
+        if got is None:  # the programs are read only to run them
+            sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
+                                                                    seed, steps)
+            swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
+            sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
+            sdata["main"] = sdata["main"].encode()
+            sdata["startup"] = sdata["startup"].encode()
+            ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
+                         "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
+            states = {}  # placements of the states the startups write (lr, moments)
+            for r in case.ranks:
+                for n, f in rank_rels[r]["feeds"].items():
+                    if f["persistable"]:
+                        states.setdefault(n, f["placement"])
             got = offload.run_call(
                 "verify.numeric.planner_runs", "run_relation",
                 {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
@@ -578,6 +642,9 @@ def _advisory(out) -> list:
     return out
 
 
+# what decides the comparison of the runs (beyond SOURCES): its results are memoized
+COMPARE_SOURCES = ("verify/numeric/compare.py", "verify/numeric/divergence.py",
+                   "verify/verdicts.py", "passes/planner.py")
 SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
@@ -588,6 +655,38 @@ PROOF_SOURCES = ("verify/value/relation.py", "verify/value/proof.py",
                  "verify/value/kernels.py", "verify/value/rational.py",
                  "verify/numeric/placements.py", "verify/numeric/divergence.py",
                  "verify/ir/pir_snapshot.py", "verify/ir/snapshot.py")
+
+
+PLAN_FILES = ("main.json", "startup.json", "names.json", "planner.json", "serial.json",
+              "meta.json")
+_DIGESTS: dict = {}  # (folder, ranks, every file's stat) -> digest of their bytes
+
+
+def plan_files_digest(folder, ranks) -> bytes:
+    """sha256 of the bytes of every rank's program files and records and of
+    ``plan.json``: what the relation's memos are keyed by.  Hashed once per
+    process for files whose (mtime, size, inode) did not change since (the
+    run memo, the results memo and the proof memo of one application share
+    it; any rewrite of a file hashes its bytes anew)."""
+    import hashlib
+
+    paths = [folder / f"rank{r}" / f for r in ranks for f in PLAN_FILES] + \
+        [folder / "plan.json"]
+    stats = []
+    for path in paths:
+        try:
+            st = path.stat()
+            stats.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            stats.append((str(path), None))
+    key = (str(folder), tuple(ranks), tuple(stats))
+    got = _DIGESTS.get(key)
+    if got is None:
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(path.read_bytes() if path.is_file() else b"-")
+        got = _DIGESTS[key] = h.digest()
+    return got
 
 
 class _run_memo:
@@ -610,12 +709,7 @@ class _run_memo:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}:"
                            f"{settings}".encode())
-        for r in ranks:
-            for f in ("main.json", "startup.json", "names.json", "planner.json",
-                      "serial.json", "meta.json"):
-                path = folder / f"rank{r}" / f
-                h.update(path.read_bytes() if path.is_file() else b"-")
-        h.update((folder / "plan.json").read_bytes())
+        h.update(plan_files_digest(folder, ranks))
         for src in sources:
             h.update((root / src).read_bytes())
         self.path = folder / sub / f"{h.hexdigest()[:20]}.pkl"
@@ -625,10 +719,18 @@ class _run_memo:
 
         if not self.enabled or not self.path.is_file():
             return None
+        import gc
+
+        data = self.path.read_bytes()
+        was = gc.isenabled()
+        gc.disable()  # unpickling makes many objects: collections in between cost 2-5x
         try:
-            return pickle.loads(self.path.read_bytes())
+            return pickle.loads(data)
         except Exception:
             return None
+        finally:
+            if was:
+                gc.enable()
 
     def store(self, got) -> None:
         import os
