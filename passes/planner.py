@@ -129,13 +129,10 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     from verify.checks import shape_check
 
     memo = _static_memo(case, folder, records)
-    got = memo.load()
+    got = memo.load_with_outcomes()
     if got is not None:
-        checks, files = got
-        # the outcomes' programs are read from their stage files when first used
-        # (a report's diff): the files are in the memo's key
-        outcomes += [(r, StageSnapshot(folder / f"rank{r}" / a),
-                      StageSnapshot(folder / f"rank{r}" / b), err) for r, a, b, err in files]
+        checks, outs = got
+        outcomes += outs
         notes.append(f"planner stage checks: memoized for these stage records, snapshots "
                      f"and check modules (key {memo.path.stem})")
         return checks
@@ -148,47 +145,47 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
     if shape_check.UNKNOWN_ANSWERS[0] == unknown:
-        memo.store((checks, outcome_files(records, [o[0] for o in outs])))
+        memo.store_with_outcomes(checks, outs)
     return checks
 
 
-def outcome_files(records, ranks) -> list:
-    """``[(rank, first stage file, last stage file, error)]``: the files of
-    the snapshots ``stage_checks`` gives as a rank's outcome (the first and
-    the last stage program read, relative to ``rank<R>/``)."""
-    out = []
-    for r in ranks:
-        stages = records[r]["stages"]
-        files = [st["snapshot"] for st in stages if not st.get("error") and st.get("snapshot")]
-        out.append((r, files[0], files[-1],
-                    next((st["error"] for st in stages if st.get("error")), None)))
-    return out
+class LazySnapshot:
+    """One outcome program of the static memo, unpickled (with every other
+    outcome of the application: one file) when an attribute is first used:
+    a report's diff; the verdict never needs it."""
 
-
-class StageSnapshot:
-    """A stage's ProgramSnapshot read from its file when an attribute is first
-    used; pickled as its path only."""
-
-    def __init__(self, path):
-        self._path, self._snap = str(path), None
+    def __init__(self, box, rank, which):
+        self._box, self._key = box, (rank, which)
 
     def _load(self):
-        if self._snap is None:
-            from verify.ir.snapshot import ProgramSnapshot
-
-            self._snap = ProgramSnapshot.from_json(Path(self._path).read_text())
-        return self._snap
+        if self._box.get("data") is None:
+            self._box["data"] = _unpickle(Path(self._box["path"]).read_bytes())
+        return self._box["data"][self._key]
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("_path", "_snap"):
+        if name.startswith("__") or name in ("_box", "_key"):
             raise AttributeError(name)
         return getattr(self._load(), name)
 
-    def __getstate__(self):
-        return {"_path": self._path, "_snap": None}
+    def __reduce__(self):  # pickled as the program itself
+        return (_same, (self._load(),))
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
+
+def _same(x):
+    return x
+
+
+def _unpickle(data):
+    import gc
+    import pickle
+
+    was = gc.isenabled()
+    gc.disable()  # unpickling makes many objects: collections in between cost 2-5x
+    try:
+        return pickle.loads(data)
+    finally:
+        if was:
+            gc.enable()
 
 
 def _snap(folder, rank, rel):
@@ -694,8 +691,9 @@ class _run_memo:
     plan dir: keyed by every input that decides them -- the programs and
     records of every rank, the seed, the steps, the source of the modules
     that run and feed them, Paddle's version -- so a rerun of the same
-    programs reads the same arrays, and any change runs them afresh (the
-    comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
+    programs reads the same arrays, and any change runs them afresh (their
+    comparison is memoized apart, in ``relation-results/``).
+    ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
 
 
     def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs",
@@ -715,24 +713,17 @@ class _run_memo:
         self.path = folder / sub / f"{h.hexdigest()[:20]}.pkl"
 
     def load(self):
-        import pickle
-
         if not self.enabled or not self.path.is_file():
             return None
-        import gc
-
-        data = self.path.read_bytes()
-        was = gc.isenabled()
-        gc.disable()  # unpickling makes many objects: collections in between cost 2-5x
         try:
-            return pickle.loads(data)
+            return _unpickle(self.path.read_bytes())
         except Exception:
             return None
-        finally:
-            if was:
-                gc.enable()
 
     def store(self, got) -> None:
+        self.store_at(self.path, got)
+
+    def store_at(self, path, got) -> None:
         import os
         import pickle
         import tempfile
@@ -740,11 +731,11 @@ class _run_memo:
         if not self.enabled:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".run-")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run-")
             with os.fdopen(fd, "wb") as f:
                 f.write(pickle.dumps(got))
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except OSError:
             pass  # a read-only plan dir: no memo
 
@@ -830,6 +821,24 @@ class _static_memo(_run_memo):
             h.update(src.encode())
             h.update((root / src).read_bytes())
         self.path = folder / "stage-checks" / f"{h.hexdigest()[:20]}.pkl"
+        self.outcomes_path = self.path.with_suffix(".outcomes")  # not *.pkl
+
+    def load_with_outcomes(self):
+        """``(checks, outcomes)`` on a hit, the outcomes' programs
+        :class:`LazySnapshot` (read from their own file when first used)."""
+        got = self.load()
+        if got is None or not self.outcomes_path.is_file():
+            return None
+        checks, keys = got
+        box = {"path": str(self.outcomes_path), "data": None}
+        return checks, [(r, LazySnapshot(box, r, 0), LazySnapshot(box, r, 1), err)
+                        for r, err in keys]
+
+    def store_with_outcomes(self, checks, outs) -> None:
+        """The outcomes' programs in their own file first (a hit needs both)."""
+        self.store_at(self.outcomes_path, {(r, k): snap for r, a, b, _ in outs
+                                           for k, snap in ((0, a), (1, b))})
+        self.store((checks, [(r, err) for r, _, _, err in outs]))
 
 
 ADAPTER = PlannerAdapter()
