@@ -129,7 +129,7 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     from verify.checks import shape_check
 
     memo = _static_memo(case, folder, records)
-    got = memo.load()
+    got = memo.load_with_outcomes()
     if got is not None:
         checks, outs = got
         outcomes += outs
@@ -141,11 +141,51 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     checks = stage_checks(case, folder, records, outs)
     checks += serial_checks(case, folder, records)
     checks += shape_relation_checks(case, folder, records)
+    checks += coverage_check(case, folder, records)
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
     if shape_check.UNKNOWN_ANSWERS[0] == unknown:
-        memo.store((checks, outs))
+        memo.store_with_outcomes(checks, outs)
     return checks
+
+
+class LazySnapshot:
+    """One outcome program of the static memo, unpickled (with every other
+    outcome of the application: one file) when an attribute is first used:
+    a report's diff; the verdict never needs it."""
+
+    def __init__(self, box, rank, which):
+        self._box, self._key = box, (rank, which)
+
+    def _load(self):
+        if self._box.get("data") is None:
+            self._box["data"] = _unpickle(Path(self._box["path"]).read_bytes())
+        return self._box["data"][self._key]
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_box", "_key"):
+            raise AttributeError(name)
+        return getattr(self._load(), name)
+
+    def __reduce__(self):  # pickled as the program itself
+        return (_same, (self._load(),))
+
+
+def _same(x):
+    return x
+
+
+def _unpickle(data):
+    import gc
+    import pickle
+
+    was = gc.isenabled()
+    gc.disable()  # unpickling makes many objects: collections in between cost 2-5x
+    try:
+        return pickle.loads(data)
+    finally:
+        if was:
+            gc.enable()
 
 
 def _snap(folder, rank, rel):
@@ -357,6 +397,64 @@ def shape_relation_checks(case, folder, records) -> list:
     return out
 
 
+def coverage_check(case, folder, records) -> list:
+    """Every value the relation compares is tiled by the ranks' pieces
+    (``verify/checks/placement_coverage.py``); a value not tiled names the stage after
+    which its pieces were gone (``_gone_after``)."""
+    from verify.checks.placement_coverage import NAME, coverage_checks
+
+    where = f"planner on {case.name}"
+    serial_rel = records[case.ranks[0]].get("serial_relation")
+    rank_rels = {r: records[r].get("relation") for r in case.ranks}
+    if not serial_rel or any(v is None for v in rank_rels.values()):
+        return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
+                            f"{where}: the serial program or a rank's relation table was "
+                            "not recorded")]
+    return coverage_checks(where, serial_rel, rank_rels, list(case.ranks),
+                           lambda key, ranks: _gone_after(folder, records, key,
+                                                          ranks or list(case.ranks)))
+
+
+def _holds(snap, kind, name) -> bool:
+    """Whether a stage's program holds the value ``(kind, name)``: a
+    parameter, state or feed by its name; an update or gradient as an op
+    reading ``param`` (the parameter or a slice of it) and ``grad``."""
+    if kind in ("parameter", "state", "feed"):
+        return name in snap.vars or any(name in v for op in snap.ops
+                                        for v in list(op.inputs.values()) +
+                                        list(op.outputs.values()))
+    if kind in ("update", "gradient"):
+        slices = {name}
+        for op in snap.ops:
+            if op.type == "pd_op.slice" and (op.inputs.get("input") or [None])[0] in slices:
+                slices.update(op.outputs.get("out") or [])
+            if op.inputs.get("grad") and (op.inputs.get("param") or [None])[0] in slices:
+                return True
+        return False
+    return True  # the loss has no name that lasts across stages
+
+
+def _gone_after(folder, records, key, ranks) -> str:
+    """The first stage after which none of ``ranks`` holds the value ``key``
+    (by its stage programs), or, when every stage holds it, the placements'
+    stage: they are read from the dist program the last dist stage leaves."""
+    kind, name = key
+    stages = [st["stage"] for st in records[ranks[0]]["stages"] if st.get("snapshot")]
+    for stage in stages[1:]:
+        held = False
+        for r in ranks:
+            st = next((s for s in records[r]["stages"] if s["stage"] == stage
+                       and s.get("snapshot")), None)
+            if st is not None and _holds(_snap(folder, r, st["snapshot"]), kind, name):
+                held = True
+                break
+        if not held:
+            return stage
+    if kind == "loss":
+        return "unknown (the loss has no name that lasts across stages)"
+    return f"{PRUNES_OTHER_RANKS} (the placements are read from the dist program it leaves)"
+
+
 def _exported_rank(folder, r):
     meta = json.loads((folder / f"rank{r}" / "meta.json").read_text())
     return {"main": (folder / f"rank{r}" / "main.json").read_bytes(),
@@ -368,8 +466,6 @@ def _exported_rank(folder, r):
 def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
     """The numeric relation (``verify/numeric/planner_runs.py``), in an
     isolation worker when isolation is on (``verify/numeric/offload.py``)."""
-    from verify.numeric import offload, planner_runs
-
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
     serial_rel = records[r0].get("serial_relation")
@@ -384,26 +480,50 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                             f"{where}: not run: rank {held[0][0]} holds {held[0][1]}, placed "
                             "on a mesh without it (see parameter shapes)")]
+    # the comparison's results, memoized like the runs they compare (keyed by the
+    # same inputs and the comparing modules): a hit reads neither the runs'
+    # arrays (15-26 MB for a real model) nor the programs
+    results = _run_memo(folder, case.ranks, seed, steps, SOURCES + COMPARE_SOURCES,
+                        "relation-results", json.dumps(case.name))
+    out = results.load()
+    if out is not None:
+        notes.append(f"planner relation: seed {seed}, {steps} steps; the comparison of the "
+                     f"memoized runs was memoized too ({results.path.name}: same programs, "
+                     "seed, steps and comparing modules)")
+        return out
+    out = _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
+                        rank_rels)
+    if not any("traceback" in c.details for c in out):  # a run that failed is never kept
+        results.store(out)
+    return out
+
+
+def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
+                  rank_rels) -> list:
+    from verify.numeric import offload, planner_runs
+
+    r0 = case.ranks[0]
     final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
     # the rings the planner made (a changed reshard function may make others)
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
              .get("rings", {}).items()}
     try:
-        sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
-                                                                seed, steps)
-        swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
-        sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
-        sdata["main"], sdata["startup"] = sdata["main"].encode(), sdata["startup"].encode()
-        ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
-                     "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
-        states = {}  # placements of the states the startups write (learning rate, moments)
-        for r in case.ranks:
-            for n, f in rank_rels[r]["feeds"].items():
-                if f["persistable"]:
-                    states.setdefault(n, f["placement"])
         memo = _run_memo(folder, case.ranks, seed, steps)
         got = memo.load()
-        if got is None:
+        if got is None:  # the programs are read only to run them
+            sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
+                                                                    seed, steps)
+            swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
+            sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
+            sdata["main"] = sdata["main"].encode()
+            sdata["startup"] = sdata["startup"].encode()
+            ranks = {r: {"exported": _exported_rank(folder, r), "params": rinputs[r][0],
+                         "feeds": rinputs[r][1], "watch": rwatch[r]} for r in case.ranks}
+            states = {}  # placements of the states the startups write (lr, moments)
+            for r in case.ranks:
+                for n, f in rank_rels[r]["feeds"].items():
+                    if f["persistable"]:
+                        states.setdefault(n, f["placement"])
             got = offload.run_call(
                 "verify.numeric.planner_runs", "run_relation",
                 {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
@@ -519,6 +639,9 @@ def _advisory(out) -> list:
     return out
 
 
+# what decides the comparison of the runs (beyond SOURCES): its results are memoized
+COMPARE_SOURCES = ("verify/numeric/compare.py", "verify/numeric/divergence.py",
+                   "verify/verdicts.py", "passes/planner.py")
 SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
@@ -531,13 +654,46 @@ PROOF_SOURCES = ("verify/value/relation.py", "verify/value/proof.py",
                  "verify/ir/pir_snapshot.py", "verify/ir/snapshot.py")
 
 
+PLAN_FILES = ("main.json", "startup.json", "names.json", "planner.json", "serial.json",
+              "meta.json")
+_DIGESTS: dict = {}  # (folder, ranks, every file's stat) -> digest of their bytes
+
+
+def plan_files_digest(folder, ranks) -> bytes:
+    """sha256 of the bytes of every rank's program files and records and of
+    ``plan.json``: what the relation's memos are keyed by.  Hashed once per
+    process for files whose (mtime, size, inode) did not change since (the
+    run memo, the results memo and the proof memo of one application share
+    it; any rewrite of a file hashes its bytes anew)."""
+    import hashlib
+
+    paths = [folder / f"rank{r}" / f for r in ranks for f in PLAN_FILES] + \
+        [folder / "plan.json"]
+    stats = []
+    for path in paths:
+        try:
+            st = path.stat()
+            stats.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            stats.append((str(path), None))
+    key = (str(folder), tuple(ranks), tuple(stats))
+    got = _DIGESTS.get(key)
+    if got is None:
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(path.read_bytes() if path.is_file() else b"-")
+        got = _DIGESTS[key] = h.digest()
+    return got
+
+
 class _run_memo:
     """The executor runs of one relation (serial and ranks), memoized in the
     plan dir: keyed by every input that decides them -- the programs and
     records of every rank, the seed, the steps, the source of the modules
     that run and feed them, Paddle's version -- so a rerun of the same
-    programs reads the same arrays, and any change runs them afresh (the
-    comparison itself always runs).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
+    programs reads the same arrays, and any change runs them afresh (their
+    comparison is memoized apart, in ``relation-results/``).
+    ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
 
 
     def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs",
@@ -551,27 +707,23 @@ class _run_memo:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}:"
                            f"{settings}".encode())
-        for r in ranks:
-            for f in ("main.json", "startup.json", "names.json", "planner.json",
-                      "serial.json", "meta.json"):
-                path = folder / f"rank{r}" / f
-                h.update(path.read_bytes() if path.is_file() else b"-")
-        h.update((folder / "plan.json").read_bytes())
+        h.update(plan_files_digest(folder, ranks))
         for src in sources:
             h.update((root / src).read_bytes())
         self.path = folder / sub / f"{h.hexdigest()[:20]}.pkl"
 
     def load(self):
-        import pickle
-
         if not self.enabled or not self.path.is_file():
             return None
         try:
-            return pickle.loads(self.path.read_bytes())
+            return _unpickle(self.path.read_bytes())
         except Exception:
             return None
 
     def store(self, got) -> None:
+        self.store_at(self.path, got)
+
+    def store_at(self, path, got) -> None:
         import os
         import pickle
         import tempfile
@@ -579,11 +731,11 @@ class _run_memo:
         if not self.enabled:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".run-")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run-")
             with os.fdopen(fd, "wb") as f:
                 f.write(pickle.dumps(got))
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except OSError:
             pass  # a read-only plan dir: no memo
 
@@ -593,7 +745,8 @@ class _run_memo:
 # are not followed (the relation's modules; hashed by their own memos)
 STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
                 "verify/checks/shape_check.py", "verify/ir/snapshot.py",
-                "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py")
+                "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
+                "verify/checks/placement_coverage.py")
 
 
 def _module_file(root, dotted):
@@ -668,6 +821,24 @@ class _static_memo(_run_memo):
             h.update(src.encode())
             h.update((root / src).read_bytes())
         self.path = folder / "stage-checks" / f"{h.hexdigest()[:20]}.pkl"
+        self.outcomes_path = self.path.with_suffix(".outcomes")  # not *.pkl
+
+    def load_with_outcomes(self):
+        """``(checks, outcomes)`` on a hit, the outcomes' programs
+        :class:`LazySnapshot` (read from their own file when first used)."""
+        got = self.load()
+        if got is None or not self.outcomes_path.is_file():
+            return None
+        checks, keys = got
+        box = {"path": str(self.outcomes_path), "data": None}
+        return checks, [(r, LazySnapshot(box, r, 0), LazySnapshot(box, r, 1), err)
+                        for r, err in keys]
+
+    def store_with_outcomes(self, checks, outs) -> None:
+        """The outcomes' programs in their own file first (a hit needs both)."""
+        self.store_at(self.outcomes_path, {(r, k): snap for r, a, b, _ in outs
+                                           for k, snap in ((0, a), (1, b))})
+        self.store((checks, [(r, err) for r, _, _, err in outs]))
 
 
 ADAPTER = PlannerAdapter()

@@ -76,6 +76,29 @@ EDITS = {
         "                ):\n"
         "                    # MUTANT: another rank's op is kept\n"
         "                    continue\n"),
+    # the remove stage drops, on every rank, a one-process sub-mesh's ops whose
+    # results are unused (the optimizer's in-place updates of the head): the
+    # parameters stay, nothing updates them or reads their gradients
+    "remove_drops_sub_mesh_updates": (
+        f"{_STATIC}/pir_pass.py",
+        "                if (\n"
+        "                    op.dist_attr\n"
+        "                    and cur_rank not in op.dist_attr.process_mesh.process_ids\n"
+        "                ):\n"
+        "                    op.erase()\n",
+        "                # MUTANT: a one-process sub-mesh's ops with unused results are dropped\n"
+        "                if (\n"
+        "                    op.dist_attr\n"
+        "                    and len(op.dist_attr.process_mesh.process_ids) == 1\n"
+        "                    and all(v.use_empty() for v in op.results())\n"
+        "                ):\n"
+        "                    op.erase()\n"
+        "                    continue\n"
+        "                if (\n"
+        "                    op.dist_attr\n"
+        "                    and cur_rank not in op.dist_attr.process_mesh.process_ids\n"
+        "                ):\n"
+        "                    op.erase()\n"),
 }
 
 

@@ -370,13 +370,20 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.INCONCLUSIVE,
                 f"{where}: rank {r} updates none of the serial program's parameters"))
+        elif not compared:  # zero values compared is never a pass
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.INCONCLUSIVE,
+                f"{where}: rank {r}: no value compared (no loss, gradient or updated "
+                "parameter of the serial program on this rank)"))
         else:
+            has_loss = any(lb == "loss" for lb, *_ in items)
+            n = sum(1 for lb, *_ in items if lb.endswith("@GRAD"))
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.EQUIVALENT,
-                f"{where}: rank {r}: loss, {len(rel['params'])} gradients and updated "
-                f"parameters relate to the serial run through their placements for "
-                f"{steps} steps ({compared} comparisons, largest difference {worst:.3g}; "
-                "executor and simulated collectives)",
-                details={"compared": compared, "max_abs": worst,
-                         "params_elsewhere": missing}))
+                f"{where}: rank {r}: {'the loss, ' if has_loss else ''}{n} gradient(s) and "
+                f"{n} updated parameter(s) ({len(items)} values) relate to the serial run "
+                f"through their placements for {steps} steps ({compared} comparisons, "
+                f"largest difference {worst:.3g}; executor and simulated collectives)",
+                details={"compared": compared, "max_abs": worst, "values":
+                         [lb for lb, *_ in items], "params_elsewhere": missing}))
     return checks

@@ -534,18 +534,33 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
             f"{where} rank {r}: not proved: {unknown[0][0]}: {unknown[0][1]} "
             f"({len(proved)} of {len(pairs)} values proved)",
             details={**details, "reason": unknown[0][1], "not_proved": True})
-    if not proved:
+    if not proved:  # zero values compared is never a proof
         return CheckResult(KIND, NAME, r, Verdict.INCONCLUSIVE,
-                           f"{where} rank {r}: nothing to relate",
+                           f"{where} rank {r}: not proved: no value compared (the rank's "
+                           "program holds no loss, gradient or state of the serial program)",
                            details={**details, "not_proved": True})
     return CheckResult(
         KIND, NAME, r, Verdict.EQUIVALENT,
-        f"{where} rank {r}: PROVED at the real shapes: the loss, {len(rel['params'])} "
-        f"gradients and the state after the step ({len(proved)} values) relate to the serial "
-        f"program through their placements for all parameters, states and feeds related "
-        f"by placements (so for every step) ({stats['normal_form']} by canonical form, "
+        f"{where} rank {r}: PROVED at the real shapes: {compared_text(proved)} relate to "
+        f"the serial program through their placements for all parameters, states and feeds "
+        f"related by placements (so for every step) ({stats['normal_form']} by canonical form, "
         f"{stats['expanded']} by canonical form with cuts expanded, {stats['z3_proved']} by "
         f"Z3); {ROUNDING}", details=details)
+
+
+def compared_text(labels) -> str:
+    """What ``labels`` (``watched_pairs``' labels) are, counted by kind:
+    ``the loss, 4 gradients and 9 states after the step (14 values)``."""
+    loss = sum(1 for lb in labels if lb == "loss")
+    grads = sum(1 for lb in labels if lb.endswith("@GRAD"))
+    states = sum(1 for lb in labels if lb.endswith("(after the step)"))
+    parts = (["the loss"] if loss else []) + \
+        ([f"{grads} gradient{'s' if grads != 1 else ''}"] if grads else []) + \
+        ([f"{states} state{'s' if states != 1 else ''} after the step"] if states else [])
+    if not parts:
+        return f"{len(labels)} values"
+    text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{text} ({len(labels)} value{'s' if len(labels) != 1 else ''})"
 
 
 def plc_of(pairs, label):
