@@ -456,21 +456,27 @@ def test_pir_layer_norm_of_a_piece_of_rows_is_the_piece_of_the_whole():
         [e.i for e in part["out"][0].arr.reshape(-1)]
 
 
-def test_opaque_kernels_are_keyed_by_slots_and_shapes():
-    """One term per (slot, shape): the same values passed in another slot,
-    or viewed as [2,4,8] or [8,8], are different kernels' arguments (an
-    opaque row: every output element a function of all input elements)."""
+def _symbolic_store():
+    """A fresh term store, its kernels, and ``sym_tensor(shape, tag)``: a
+    Tensor of fresh symbols."""
     from verify.value.symbolic import Kernels, Store, T as Term
 
     store = Store()
     Term.store = store
-    k = Kernels(store)
 
     def sym_tensor(shape, tag):
         arr = np.empty(shape, dtype=object)
         for j, idx in enumerate(np.ndindex(*shape)):
             arr[idx] = Term(store.sym(f"{tag}{j}"))
         return S.Tensor(arr, S.leaf_dims(shape))
+    return store, Kernels(store), sym_tensor
+
+
+def test_opaque_kernels_are_keyed_by_slots_and_shapes():
+    """One term per (slot, shape): the same values passed in another slot,
+    or viewed as [2,4,8] or [8,8], are different kernels' arguments (an
+    opaque row: every output element a function of all input elements)."""
+    store, k, sym_tensor = _symbolic_store()
     x, c = sym_tensor((2, 4, 8), "x"), sym_tensor((8,), "c")
     x2 = S.Tensor(x.arr.reshape(8, 8), S.leaf_dims((8, 8)))
     row = S.uf_opaque("some_kernel", {"out": ("x", None)})
@@ -488,17 +494,7 @@ def test_layer_norm_rows_tell_scale_from_bias_and_rows_from_rows():
     """layer_norm is exact row by row: the same values as Scale or as Bias,
     or rows of 32 ([2,4,8] from axis 1) against rows of 8 (axis 2), are
     different values (issue 19's classes 3 and 4, on the exact rows)."""
-    from verify.value.symbolic import Kernels, Store, T as Term
-
-    store = Store()
-    Term.store = store
-    k = Kernels(store)
-
-    def sym_tensor(shape, tag):
-        arr = np.empty(shape, dtype=object)
-        for j, idx in enumerate(np.ndindex(*shape)):
-            arr[idx] = Term(store.sym(f"{tag}{j}"))
-        return S.Tensor(arr, S.leaf_dims(shape))
+    store, k, sym_tensor = _symbolic_store()
     x, c = sym_tensor((2, 4, 8), "x"), sym_tensor((8,), "c")
     ax2 = Op(0, "layer_norm", {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
     as_scale = S.ROWS["layer_norm"](ax2, {"X": [x], "Scale": [c]}, k)["Y"][0].arr

@@ -321,26 +321,12 @@ def _with_overlay_text(text: str, manifest: str) -> str:
     """``text`` with the overlay preamble inserted before its first statement
     that is not the docstring or a ``__future__`` import, so the standalone
     reproducer runs the checkout's sources too."""
-    import ast
-
-    from verify.repro.embedded import MARK as EMBEDDED
+    from verify.repro.embedded import MARK as EMBEDDED, after_header
 
     if not text or _OVERLAY_MARK in text or EMBEDDED in text:
         return text  # the run embedded the overlay's sources itself
-    try:
-        body = ast.parse(text).body
-    except SyntaxError:
-        return text
-    line = 0
-    for i, node in enumerate(body):
-        if (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)) or \
-                (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
-            line = node.end_lineno
-            continue
-        break
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[:line]) + overlay.preamble(manifest) + "".join(lines[line:])
+
+    return after_header(text, overlay.preamble(manifest))
 
 
 def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:

@@ -21,6 +21,7 @@ carry the pass it judges, never fall back to the installed one:
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -179,12 +180,20 @@ def overlay_preamble() -> str:
 def embed(text: str) -> str:
     """``text`` (a reproducer) with the overlay preamble before its first
     statement that is not the docstring or a ``__future__`` import."""
-    import ast
-
     pre = overlay_preamble()
     if not pre or MARK in text:
         return text
-    body = ast.parse(text).body
+    return after_header(text, "\n" + pre)
+
+
+def after_header(text: str, insert: str) -> str:
+    """``text`` (a script) with ``insert`` after its docstring and
+    ``from __future__`` imports (where statements may start); ``text``
+    unchanged if it does not parse."""
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return text
     line = 0
     for i, node in enumerate(body):
         if (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
@@ -194,4 +203,4 @@ def embed(text: str) -> str:
             continue
         break
     lines = text.splitlines(keepends=True)
-    return "".join(lines[:line]) + "\n" + pre + "".join(lines[line:])
+    return "".join(lines[:line]) + insert + "".join(lines[line:])
