@@ -241,7 +241,11 @@ def test_in_process_work_under_an_overlay_not_loaded_here_is_refused(tmp_path, m
     from verify import cli
     from verify.ir.paddle_overlay import ENV, OverlayError
 
-    monkeypatch.delenv(ENV, raising=False)  # export() sets both: put them back after
+    # export() sets both: recorded here so that teardown puts them back (a
+    # delenv of an unset var records nothing, and the overlay then leaked
+    # into every later test of this xdist worker)
+    monkeypatch.setenv(ENV, "")
+    monkeypatch.delenv(ENV)
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     spec = _pass_utils_edit(tmp_path)
     import io
