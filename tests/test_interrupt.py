@@ -23,12 +23,15 @@ def _workers(pid: int) -> set:
     return live_processes_marked(f"VERIFY_ISOLATION_PARENT={pid}")
 
 
-# state -> (pass file, extra args, when to signal: seconds after start, or
-# "worker" = once an isolation worker exists, "pass" = once the fault pass
-# runs, plus a delay; signal)
+# state -> (pass file, extra args, when to signal: seconds after the run's
+# handlers are installed, or "worker" = once an isolation worker exists,
+# "pass" = once the fault pass runs, plus a delay; signal).  No program can
+# handle a signal before its first line runs (Python's own default prints a
+# KeyboardInterrupt traceback there), so every state waits for the handlers;
+# under CI load the interpreter alone can take longer than a fixed delay.
 STATES = {
-    "start-up": ("loops.py", [], (0.3, None), signal.SIGINT),
-    "paddle import": ("loops.py", [], (2.5, None), signal.SIGINT),
+    "start-up": ("loops.py", [], (0.05, None), signal.SIGINT),
+    "paddle import": ("loops.py", [], (1.5, None), signal.SIGINT),
     "worker starting": ("loops.py", [], (0.0, "worker"), signal.SIGINT),
     "worker busy": ("loops.py", [], (4.0, "worker"), signal.SIGINT),
     "worker busy, SIGTERM": ("loops.py", [], (4.0, "worker"), signal.SIGTERM),
@@ -50,6 +53,9 @@ def _interrupt(state, out, results):
         env={**os.environ, "FAULT_STARTED": started})
     workers = set()
     deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _catches_sigterm(proc.pid) \
+            and proc.poll() is None:
+        time.sleep(0.01)
     if after == "worker":
         while time.monotonic() < deadline and not workers:
             time.sleep(0.05)
@@ -72,6 +78,19 @@ def _interrupt(state, out, results):
         time.sleep(0.1)
     results[state] = dict(code=proc.returncode, took=took, stderr=stderr, stdout=stdout,
                           left=[p for p in workers if _alive(p)], signum=signum)
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a SIGTERM handler: verify/interrupt.install()
+    has run (Python itself catches SIGINT from start-up, never SIGTERM)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except OSError:
+        pass
+    return False
 
 
 def _alive(pid: int) -> bool:
