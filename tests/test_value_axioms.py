@@ -395,9 +395,9 @@ def _layer_norm_by_paddle(x, sc, b, dy):
 
 
 def test_layer_norm_and_its_grad_against_paddle():
-    """The legacy rows (the PIR rows under the legacy slots: polynomial mean
-    and variance, a ``layer_norm.rstd`` kernel of the variance) against
-    Paddle's own layer_norm and its autograd."""
+    """The legacy rows (opaque kernels of all their inputs, evaluated by
+    verify/value/kernels.py's reference; the grad homogeneous in Y@GRAD)
+    against Paddle's own layer_norm and its autograd."""
     x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
     attrs = {"begin_norm_axis": 2, "epsilon": 1e-5}
     fwd = run("layer_norm", {"X": [x], "Scale": [sc], "Bias": [b]}, attrs)
@@ -490,8 +490,49 @@ def test_opaque_kernels_are_keyed_by_slots_and_shapes():
     assert as_a.reshape(-1)[0].i == again.reshape(-1)[0].i  # a key, not a fresh symbol
 
 
+def test_layer_norm_grad_is_homogeneous_in_its_dout():
+    """The claim the legacy layer_norm_grad row rests on, at concrete values
+    through Paddle's autograd: grad(x, c * dy) = c * grad(x, dy) for every
+    output (X@GRAD, Scale@GRAD, Bias@GRAD); and the row gives f(x, dy / 3)
+    and f(x, dy) / 3 one canonical form, while 2 * dy and dy + dy' stay
+    other values (only a common constant is taken out)."""
+    x, sc, b, dy = r(2, 3, 4), r(4), r(4), r(2, 3, 4)
+    base = _layer_norm_by_paddle(x, sc, b, dy)[1:]
+    for c in (0.37, -2.0):
+        for got, want in zip(_layer_norm_by_paddle(x, sc, b, c * dy)[1:], base):
+            close(got, c * want)
+    store, k, sym_tensor = _symbolic_store()
+    xs, ss, bs, gs = (sym_tensor((2, 3, 4), "x"), sym_tensor((4,), "s"),
+                      sym_tensor((4,), "b"), sym_tensor((2, 3, 4), "g"))
+    op = Op(0, "layer_norm_grad", {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
+    fwd = S.ROWS["layer_norm"](op, {"X": [xs], "Scale": [ss], "Bias": [bs]}, k)
+    row = S.ROWS["layer_norm_grad"]
+
+    def grad(g):
+        return row(op, {"X": [xs], "Scale": [ss], "Bias": [bs], "Mean": fwd["Mean"],
+                        "Variance": fwd["Variance"], "Y@GRAD": [g]}, k)
+
+    def ids(res):
+        return [e.i for s in sorted(res) for t in res[s] for e in t.arr.reshape(-1)]
+
+    third = k.const(Fraction(1, 3))
+    scaled = grad(S.Tensor(np.asarray(gs.arr * third), gs.dims))
+    after = {s: [S.Tensor(np.asarray(t.arr * third), t.dims) for t in ts]
+             for s, ts in grad(gs).items()}
+    assert ids(scaled) == ids(after)
+    doubled = grad(S.Tensor(np.asarray(gs.arr * k.const(2)), gs.dims))
+    assert ids(doubled) != ids(grad(gs))
+    other = sym_tensor((2, 3, 4), "h")
+    summed = grad(S.Tensor(np.asarray(gs.arr + other.arr), gs.dims))
+    one, two = grad(gs), grad(other)
+    plus = {s: [S.Tensor(np.asarray(a.arr + b.arr), a.dims)
+                for a, b in zip(one[s], two[s])] for s in one}
+    assert ids(summed) != ids(plus)  # additivity is not claimed: another kernel call
+
+
 def test_layer_norm_rows_tell_scale_from_bias_and_rows_from_rows():
-    """layer_norm is exact row by row: the same values as Scale or as Bias,
+    """layer_norm's rows (the legacy opaque kernel keyed by slots and
+    shapes): the same values as Scale or as Bias,
     or rows of 32 ([2,4,8] from axis 1) against rows of 8 (axis 2), are
     different values (issue 19's classes 3 and 4, on the exact rows)."""
     store, k, sym_tensor = _symbolic_store()

@@ -116,6 +116,19 @@ def test_the_work_count_is_the_same_in_other_processes():
     assert got == [[here.verdict.value, _units(here)]] * 2
 
 
+def test_a_store_past_its_memory_limit_is_inconclusive_and_the_same_on_rerun():
+    """The store's monomials are its memory: past ``stored_monomials`` the
+    proof stops, INCONCLUSIVE naming the count and the limit, identically on
+    rerun; the default limit proves the same rewrite."""
+    before, after = _mlp(False), _mlp(True)
+    assert _prove(before, after).verdict == Verdict.EQUIVALENT
+    res = _prove(before, after, budget={"stored_monomials": 200})
+    assert res.verdict == Verdict.INCONCLUSIVE, res.message
+    assert "past the memory limit" in res.message and "monomials stored of 200" in res.message
+    assert res.details["not_proved"]
+    assert _prove(before, after, budget={"stored_monomials": 200}).message == res.message
+
+
 def test_a_tiny_work_budget_is_inconclusive_naming_units_spent_and_limit():
     before, after = _mlp(False), _mlp(True)
     res = _prove(before, after, budget={"work_units": 500})

@@ -111,6 +111,9 @@ def _parser():
     run.add_argument("--value-work-units", type=int, default=None, metavar="N",
                      help="work units the value proof's symbolic executions may spend "
                           "per application (default: verify/value/proof.py DEFAULT_BUDGET)")
+    run.add_argument("--value-stored-monomials", type=int, default=None, metavar="N",
+                     help="monomials one symbolic execution's store may hold (its "
+                          "memory, ~180 bytes each; default: DEFAULT_BUDGET)")
     run.add_argument("--z3-rlimit", type=int, default=None, metavar="N",
                      help="Z3 resource limit (rlimit) of one value-proof query")
     run.add_argument("--z3-rlimit-total", type=int, default=None, metavar="N",
@@ -208,6 +211,7 @@ def _configure_value_budget(args) -> None:
 
     try:
         configure_budget(work_units=getattr(args, "value_work_units", None),
+                         stored_monomials=getattr(args, "value_stored_monomials", None),
                          z3_rlimit_per_query=getattr(args, "z3_rlimit", None),
                          z3_rlimit_per_application=getattr(args, "z3_rlimit_total", None))
     except ValueError as exc:

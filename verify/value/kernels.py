@@ -109,6 +109,46 @@ def _cast(x, at):
     return round_to(x, dst)
 
 
+def _layer_norm(kernel, args, at):
+    """layer_norm / layer_norm_grad rebuilt from the inputs' signature
+    (``semantics.kernel_key``: slots, shapes, in the order of ``args``)."""
+    _, out_slot, j = kernel.split(".")
+    sig = at["@inputs"]
+    vals, pos = {}, 0
+    for slot, tensors in sig:
+        shape = tuple(tensors[0][0])
+        n = int(np.prod(shape)) if shape else 1
+        vals[slot] = np.array([_f(a) for a in args[pos:pos + n]], dtype=np.float64).reshape(shape)
+        pos += n
+    x = vals["X"]
+    b = int(at.get("begin_norm_axis", 1))
+    eps = float(at.get("epsilon", 1e-5))
+    rows = int(np.prod(x.shape[:b])) if b else 1
+    x2 = x.reshape(rows, -1)
+    scale = vals.get("Scale", np.ones(x2.shape[1])).reshape(-1)
+    if kernel.startswith("layer_norm."):
+        mean = x2.mean(axis=1)
+        var = x2.var(axis=1)
+        xhat = (x2 - mean[:, None]) / np.sqrt(var[:, None] + eps)
+        bias = vals.get("Bias", np.zeros(x2.shape[1])).reshape(-1)
+        out = {"Y": xhat * scale + bias, "Mean": mean, "Variance": var}[out_slot]
+    else:  # the grad reads the forward's saved Mean and Variance
+        mean = vals["Mean"].reshape(-1)
+        var = vals["Variance"].reshape(-1)
+        dy = vals["Y@GRAD"].reshape(rows, -1)
+        inv = 1.0 / np.sqrt(var[:, None] + eps)
+        xhat = (x2 - mean[:, None]) * inv
+        if out_slot == "Scale@GRAD":
+            out = (dy * xhat).sum(axis=0)
+        elif out_slot == "Bias@GRAD":
+            out = dy.sum(axis=0)
+        else:
+            g = dy * scale
+            out = inv * (g - g.mean(axis=1, keepdims=True)
+                         - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    return float(np.asarray(out).reshape(-1)[int(j)])
+
+
 def _adam(kernel, a, at):
     p, g, m1, m2, lr, b1p, b2p = (_f(v) for v in a)
     b1, b2, eps = float(at["beta1"]), float(at["beta2"]), float(at["epsilon"])
@@ -168,6 +208,8 @@ def reference(kernel: str, attrs, args):
             if v <= 0:
                 raise NotAnInput(f"layer_norm of a variance {args[0]}")
             return 1.0 / math.sqrt(v)
+        if kernel.startswith(("layer_norm.", "layer_norm_grad.")) and "@inputs" in at:
+            return _layer_norm(kernel, args, at)
     except ZeroDivisionError as exc:
         raise NotAnInput(f"{kernel}: division by zero") from exc
     except (OverflowError, ValueError) as exc:

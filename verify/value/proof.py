@@ -96,6 +96,10 @@ REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
 # in all, 5.91 M the largest query: 12 M / 300 M are 2.0x / 2.1x margins.
 DEFAULT_BUDGET = {
     "work_units": 300_000_000,  # symbolic executions, all sizes, both versions
+    # monomials one execution's store may hold (its memory: ~180 bytes each
+    # with the memos, so ~9 GB); the largest of the default run, promotion on
+    # planned_gpt_tp2, stores 39.0 M (7.1 GB peak RSS)
+    "stored_monomials": 50_000_000,
     "z3_rlimit_per_query": 12_000_000,  # Z3's rlimit for one query
     "z3_rlimit_per_application": 300_000_000,  # rlimit count of all queries together
     "z3_random_seed": 0,
@@ -973,7 +977,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                              f"{size_note}: {exc}", details={"reason": str(exc),
                                                              "not_proved": True})
 
-        store = Store(work_limit=bud["work_units"] - work["spent"])
+        store = Store(work_limit=bud["work_units"] - work["spent"],
+                      stored_limit=bud["stored_monomials"])
         try:
             env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
                                    b or 1, feed_key)

@@ -392,7 +392,8 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
 def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
                  final_ops, rings, bud, start):
 
-    store = Store(work_limit=bud["work_units"])  # deterministic, as the value proof's
+    # deterministic, as the value proof's
+    store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
     T.store = store
     ex = Executor(store, rings, 1, None)
     try:

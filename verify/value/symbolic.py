@@ -119,9 +119,16 @@ def _accumulate_product(d, pa, pb):
 class Store:
     """Hash-consed polynomials (ids) over atoms (ids)."""
 
-    def __init__(self, work_limit=None):
+    def __init__(self, work_limit=None, stored_limit=None):
         self.work = 0  # units spent (module docstring): deterministic, never seconds
         self.work_limit = work_limit  # past it, Budget (None: no limit)
+        # monomials interned: what the store holds, so its memory (~180 bytes
+        # a monomial with the memos, measured); past it, Budget.  The work
+        # units count arithmetic, and a store that keeps most of what it
+        # computes grew past 11 GB within the work budget (promotion on
+        # planned_gpt_tp2 with exact layer_norm rows)
+        self.stored = 0
+        self.stored_limit = stored_limit
         self.atoms = []  # id -> ("sym", name) | ("uf", kernel, attrs, (pid, ...)) | ("cut", pid)
         self.atom_ix = {}
         self.polys = []  # id -> tuple((monomial, coeff), ...), monomial = sorted atom ids
@@ -146,6 +153,10 @@ class Store:
     def intern(self, items) -> int:
         pid = self.poly_ix.get(items)
         if pid is None:
+            self.stored += len(items)
+            if self.stored_limit is not None and self.stored > self.stored_limit:
+                raise Budget(f"past the memory limit: {self.stored} monomials stored "
+                             f"of {self.stored_limit}")
             pid = len(self.polys)
             self.polys.append(items)
             self.poly_ix[items] = pid
