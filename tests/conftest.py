@@ -46,6 +46,26 @@ def built_once(tmp_path_factory, name: str, build):
     return path
 
 
+def cli_in_process(*args):
+    """``python -m verify <args>`` as ``verify.cli.main`` in this process:
+    (exit code, stdout, stderr).  For tests of what the command line says
+    and returns on bad input, where a fresh interpreter (8-11 s of Paddle
+    import under CI load) adds nothing; each such file keeps one test that
+    spawns the real ``python -m verify`` and asserts its whole stderr."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from verify import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's own usage errors
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
 def live_processes_marked(marker: str) -> set:
     """PIDs of live (not zombie) processes whose environment holds the
     ``NAME=value`` entry ``marker`` (how the suite tags the worker processes

@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 
+from conftest import cli_in_process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "my_cases.py")
 
@@ -60,8 +62,22 @@ BAD = {
 
 @pytest.mark.parametrize("kind", sorted(BAD))
 def test_bad_case_file_is_one_line_and_exit_2(kind, tmp_path):
+    """In process (``cli.main``); the real process: the test below."""
     body, needle = BAD[kind]
     path = _file(tmp_path, f"{kind}.py", body)
+    code, out, err = cli_in_process("run", "--case-file", path,
+                                    "--report-dir", tmp_path / "r")
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: case file "), err
+    assert needle in lines[0], err
+
+
+def test_bad_case_file_in_a_real_process_is_its_only_stderr_line_and_exit_2(tmp_path):
+    """``python -m verify`` itself, on a file whose import raises (the kind
+    most likely to leak a traceback): exit 2, one line on stderr."""
+    body, needle = BAD["raises"]
+    path = _file(tmp_path, "raises.py", body)
     code, out, err = run("run", "--case-file", path, "--report-dir", str(tmp_path / "r"))
     assert code == 2, (out, err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -70,14 +86,14 @@ def test_bad_case_file_is_one_line_and_exit_2(kind, tmp_path):
 
 
 def test_missing_case_file_is_exit_2(tmp_path):
-    code, out, err = run("run", "--case-file", str(tmp_path / "nope.py"))
+    code, out, err = cli_in_process("run", "--case-file", tmp_path / "nope.py")
     assert code == 2 and err.strip().endswith("does not exist"), err
 
 
 def test_same_case_in_two_files_is_exit_2(tmp_path):
     a = _file(tmp_path, "a.py", GOOD_HEAD + "\nCASES = [case()]\n")
     b = _file(tmp_path, "b.py", GOOD_HEAD + "\nCASES = [case()]\n")
-    code, _, err = run("run", "--case-file", a, "--case-file", b)
+    code, _, err = cli_in_process("run", "--case-file", a, "--case-file", b)
     assert code == 2 and "case 'mine' is also defined in" in err, err
 
 

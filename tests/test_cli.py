@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from conftest import cli_in_process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTANTS = os.path.join(ROOT, "tests", "mutants")
 
@@ -25,22 +27,37 @@ def run(*args, cwd=ROOT):
     (["run", "--pass-file", os.path.join(MUTANTS, "registers_nothing.py")], "registers no pass"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(args, needle, tmp_path):
-    code, out, err = run(*args, "--report-dir", str(tmp_path / "r"))
+    """In process (``cli.main``): what it prints and returns; the real
+    process's whole stderr is the test below."""
+    code, out, err = cli_in_process(*args, "--report-dir", tmp_path / "r")
     assert code == 2, (out, err)
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and needle in lines[0], err
 
 
+def test_bad_input_in_a_real_process_is_its_only_stderr_line_and_exit_2(tmp_path):
+    """``python -m verify`` itself: exit 2 through ``sys.exit``, and nothing
+    else on stderr (no traceback, no start-up noise)."""
+    code, out, err = run("run", "--pass", "no_such_pass", "--report-dir", str(tmp_path / "r"))
+    assert code == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "unknown pass 'no_such_pass'" in lines[0], err
+    assert lines[0].startswith("error: "), err
+
+
 def test_unwritable_report_dir_is_exit_2(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, _, err = run("run", "--case", "col_3d_static", "--report-dir", str(blocker / "sub"))
+    code, _, err = cli_in_process("run", "--case", "col_3d_static",
+                                  "--report-dir", blocker / "sub")
     assert code == 2 and "cannot write report directory" in err
 
 
 def test_run_writes_the_report_and_exits_0(tmp_path):
-    code, out, err = run("run", "--pass", "overlap", "--case", "col_3d_*",
-                         "--report-dir", str(tmp_path / "r"))
+    # the default backends (simulator and real ranks) on one EQUIVALENT case
+    # and one a glob picks (the world-4 and in-place twins: the gate's)
+    code, out, err = run("run", "--pass", "overlap", "--case", "col_3d_static",
+                         "--case", "col_3d_d*", "--report-dir", str(tmp_path / "r"))
     assert code == 0, out + err
     rep = json.load(open(tmp_path / "r" / "report.json"))
     assert rep["schema"] == "pass-equivalence-report/1"
@@ -64,7 +81,7 @@ def test_pass_file_mutant_is_caught_and_exits_1(tmp_path):
 
 def test_pass_that_raises_is_pass_crashed_with_half_rewritten_program(tmp_path):
     code, out, _ = run("run", "--case", "col_3d_static", "--pass-file",
-                       os.path.join(MUTANTS, "overlap_raises.py"),
+                       os.path.join(MUTANTS, "overlap_raises.py"), "--backend", "none",
                        "--report-dir", str(tmp_path / "r"))
     assert code == 1
     app = json.load(open(tmp_path / "r" / "report.json"))["applications"][0]

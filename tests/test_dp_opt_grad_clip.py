@@ -351,15 +351,41 @@ def test_the_real_dp_opt_pass_agrees_with_the_clip_off_too():
 
 
 def test_contract_broken_says_values_kept_only_where_witnessed():
-    witnessed = _application("grad_clip", "engine_dp2_sgd_clip")
+    """A real CONTRACT_BROKEN application (the clip pass on DP2): witnessed by
+    the simulated runs (clip on and off) it says "values kept" naming them;
+    with nothing run, it says which ranks nothing witnessed.  Without the
+    value proof: its proof of this application is the gate's
+    (grad_clip-engine_dp2_sgd_clip, about 50 CPU s of Z3 that a run here only
+    repeated); that a proved value check is a witness is the next test's."""
+    from verify.engine.application import run_application
+    from verify.engine.matrix_runner import pick_backend
+
+    adapter, case = passes.get("grad_clip"), cases.all_cases()["engine_dp2_sgd_clip"]
+    _, simulated = pick_backend("simulated")
+    witnessed = run_application(adapter, case, numeric=simulated, value=False)
     assert witnessed.verdict == Verdict.CONTRACT_BROKEN
     assert any(n.startswith("CONTRACT_BROKEN, values kept: witnessed equal by") and
-               "value proof" in n and "simulated run (clip off)" in n
-               for n in witnessed.notes), witnessed.notes
-    from verify.engine.application import run_application
-
-    unwitnessed = run_application(passes.get("grad_clip"),
-                                  cases.all_cases()["engine_dp2_sgd_clip"], value=False)
+               "simulated run (clip off)" in n for n in witnessed.notes), witnessed.notes
+    unwitnessed = run_application(adapter, case, value=False)
     assert unwitnessed.verdict == Verdict.CONTRACT_BROKEN
     assert not any("values kept" in n for n in unwitnessed.notes)
     assert any("NOT witnessed equal on rank(s) [0, 1]" in n for n in unwitnessed.notes)
+
+
+def test_a_proved_value_check_on_every_rank_witnesses_the_values_kept():
+    """``values_statement`` (the note of every CONTRACT_BROKEN application):
+    value proofs EQUIVALENT on every rank witness "values kept"; a rank
+    without one, an INCONCLUSIVE proof or an advisory result does not."""
+    from verify.engine.application import values_statement
+    from verify.verdicts import CheckResult
+
+    def proof(rank, verdict=Verdict.EQUIVALENT, advisory=False):
+        return CheckResult("value", "value proof", rank, verdict, "m", advisory=advisory)
+
+    contract = CheckResult("contract", "global norm", 0, Verdict.CONTRACT_BROKEN, "m")
+    kept = values_statement([contract, proof(0), proof(1)], [0, 1])
+    assert kept == "CONTRACT_BROKEN, values kept: witnessed equal by value proof", kept
+    for checks in ([proof(0)], [proof(0), proof(1, Verdict.INCONCLUSIVE)],
+                   [proof(0), proof(1, advisory=True)]):
+        note = values_statement([contract, *checks], [0, 1])
+        assert "values kept" not in note and "NOT witnessed equal on rank(s) [1]" in note, note

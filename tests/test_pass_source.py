@@ -22,6 +22,7 @@ from verify.ir import legacy_ir  # noqa: F401  (before paddle)
 import cases  # noqa: E402
 import passes  # noqa: E402
 import noop_pass_file  # noqa: E402
+from conftest import cli_in_process  # noqa: E402
 from verify.ir.pass_files import load_pass_file  # noqa: E402
 from verify.engine import isolation  # noqa: E402
 from verify.engine.application import run_application  # noqa: E402
@@ -91,9 +92,9 @@ def test_a_pass_file_for_a_cpp_pass_is_refused(adapter, tmp_path):
                     "    def _check_conflict(self, other):\n        return True\n\n"
                     "    def _apply_single_impl(self, main, startup, context):\n"
                     "        pass\n")
-    for extra in ([], ["--pass", adapter.short]):
-        code, out, err = _cli("run", "--pass-file", str(path), *extra,
-                              "--report-dir", str(tmp_path / "r"))
+    for extra in ([], ["--pass", adapter.short]):  # in process: the refusal's words
+        code, out, err = cli_in_process("run", "--pass-file", str(path), *extra,
+                                        "--report-dir", str(tmp_path / "r"))
         assert code == 2, out + err
         lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
         assert len(lines) == 1 and "C++" in lines[0] and "build of Paddle" in lines[0], err
@@ -102,8 +103,8 @@ def test_a_pass_file_for_a_cpp_pass_is_refused(adapter, tmp_path):
 def test_a_pass_file_no_selected_adapter_applies_is_refused(tmp_path):
     path = noop_pass_file.write(tmp_path / "noop_overlap.py",
                                 passes.get("overlap").tested_passes())
-    code, out, err = _cli("run", "--pass", "promotion", "--pass-file", str(path),
-                          "--report-dir", str(tmp_path / "r"))
+    code, out, err = cli_in_process("run", "--pass", "promotion", "--pass-file", str(path),
+                                    "--report-dir", str(tmp_path / "r"))
     assert code == 2 and "none of the selected adapters (promotion)" in err, out + err
 
 

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from conftest import cli_in_process
 from test_program_dir import ROOT, one_error_line, run
 
 MODEL = os.path.join(ROOT, "examples", "tiny_mlp_pir.py")
@@ -90,8 +91,8 @@ def test_inserted_ops_are_told_from_kept_ops_with_redirected_operands():
 
 
 def test_bad_pir_plan_inputs_give_one_line(tmp_path):
-    code, _, err = run("plan", MODEL, "--ir", "pir", "--ranks", "2", "--out",
-                       str(tmp_path / "a"), "--strategy", str(tmp_path / "s.json"))
+    code, _, err = cli_in_process("plan", MODEL, "--ir", "pir", "--ranks", "2", "--out",
+                                  str(tmp_path / "a"), "--strategy", str(tmp_path / "s.json"))
     assert code == 2 and one_error_line(err, "--strategy applies to the legacy Engine"), err
     # a legacy model file (auto.shard_tensor) cannot be planned by dist.to_static
     code, _, err = run("plan", LEGACY_MODEL, "--ir", "pir", "--ranks", "2", "--out",

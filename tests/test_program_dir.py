@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from conftest import cli_in_process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "tiny_mlp.py")
 OVERLAP = "allreduce_matmul_grad_overlapping"
@@ -105,34 +107,38 @@ save({{r: case.build(r) for r in case.ranks}}, case.mesh, {str(tmp_path / 'mine'
 
 
 def test_bad_program_dirs_are_one_line_and_exit_2(tmp_path):
-    code, _, err = run("run", "--program-dir", str(tmp_path / "nope"))
+    """In process (``cli.main``: the message and the code; the real
+    process's stderr: the last bad plan input below)."""
+    code, _, err = cli_in_process("run", "--program-dir", str(tmp_path / "nope"))
     assert code == 2 and one_error_line(err, "does not exist"), err
     empty = tmp_path / "empty"
     empty.mkdir()
-    code, _, err = run("run", "--program-dir", str(empty))
+    code, _, err = cli_in_process("run", "--program-dir", str(empty))
     assert code == 2 and one_error_line(err, "no plan.json"), err
     (empty / "plan.json").write_text(json.dumps({"format": "other", "version": 1}))
-    code, _, err = run("run", "--program-dir", str(empty))
+    code, _, err = cli_in_process("run", "--program-dir", str(empty))
     assert code == 2 and one_error_line(err, "not a paddle-pass-verify/program-dir"), err
     (empty / "plan.json").write_text(json.dumps({
         "format": "paddle-pass-verify/program-dir", "version": 1, "name": "x",
         "mesh": [0, 1], "rings": {}}))
-    code, _, err = run("run", "--program-dir", str(empty))
+    code, _, err = cli_in_process("run", "--program-dir", str(empty))
     assert code == 2 and one_error_line(err, "rank0/main.pdmodel is missing"), err
 
 
 def test_bad_plan_input_is_one_line_and_exit_2(tmp_path):
-    code, _, err = run("plan", str(tmp_path / "none.py"), "--ranks", "2",
-                       "--out", str(tmp_path / "o"))
+    # what the command line checks itself: in process (cli.main)
+    code, _, err = cli_in_process("plan", str(tmp_path / "none.py"), "--ranks", "2",
+                                  "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "does not exist"), err
-    code, _, err = run("plan", MODEL, "--ranks", "2", "--mesh", "3x3",
-                       "--out", str(tmp_path / "o"))
+    code, _, err = cli_in_process("plan", MODEL, "--ranks", "2", "--mesh", "3x3",
+                                  "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "holds ranks"), err
-    code, _, err = run("plan", MODEL, "--ranks", "2", "--strategy",
-                       str(tmp_path / "none.json"), "--out", str(tmp_path / "o"))
+    code, _, err = cli_in_process("plan", MODEL, "--ranks", "2", "--strategy",
+                                  str(tmp_path / "none.json"), "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "strategy file"), err
     bad = tmp_path / "bad_model.py"
     bad.write_text("import paddle\ndef build_model(mesh):\n    return None\n")
+    # the planner's own failure, through a real ``python -m verify``
     code, _, err = run("plan", str(bad), "--ranks", "2", "--out", str(tmp_path / "o"))
     assert code == 2 and one_error_line(err, "defines no 'loss'"), err
 
