@@ -214,6 +214,16 @@ _PLANNER_HOLDS = Expect(True, "EQUIVALENT",
                         "the serial run and the ranks in lock step agree on the loss, every "
                         "gradient and every updated parameter for 3 steps")
 
+_PLANNER_GM = Expect(True, "INCONCLUSIVE",
+                     "planned with gradient merge (k_steps 2): every stage's program holds "
+                     "def-use, every rank plans from one serial program, the parameters are "
+                     "the slices their placements name and are tiled; but a merged rank "
+                     "program runs as the job schedule [forward, backward] * 2 + [optimize] "
+                     "(accumulators, the 1/k scale, the update and the zeroing), which the "
+                     "lock-step relation (each program run whole per step) does not model: "
+                     "the relation and its proof are not run (INCONCLUSIVE, saying so), and "
+                     "the micro-step oracle of the gradient-merge family runs one rank only")
+
 TP2 = {12: [[0, 1]]}
 # DP2 x TP2 (--mesh 2x2): the planner gives each DP pair its own ring id
 DP2_TP2 = {12: [[0, 2]], 13: [[1, 3]], 14: [[0, 1], [2, 3]]}
@@ -256,6 +266,13 @@ DECLARED += [
           "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
           "the TP plan of examples/zoo/zoo_families.py, TP2",
           "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+]
+DECLARED += [
+    _case("zoo_llama_tp2_gm",
+          "LLaMA, keyed plan, TP2, planned with gradient merge (strategy.gradient_merge: "
+          "k_steps 2, avg; examples/zoo/llama_gm.py's configure(strategy)): each gradient "
+          "accumulated over two micro-batches, one update",
+          "llama_gm.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_GM}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
 
