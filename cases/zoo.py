@@ -211,8 +211,9 @@ _PLANNER_HOLDS = Expect(True, "EQUIVALENT",
                         "Paddle's planner on the real model: every stage's program holds "
                         "def-use (shapes where rules exist), every rank plans from one serial "
                         "program, the parameters are the slices their placements name, and "
-                        "the serial run and the ranks in lock step agree on the loss, every "
-                        "gradient and every updated parameter for 3 steps")
+                        "the serial run and the ranks in lock step agree on the loss "
+                        "(paddleformers' masked sum / count, found as the backward's seed), "
+                        "every gradient and every updated parameter for 3 steps")
 
 _PLANNER_GM = Expect(True, "INCONCLUSIVE",
                      "planned with gradient merge (k_steps 2): every stage's program holds "
