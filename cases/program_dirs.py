@@ -52,7 +52,7 @@ def build_pir(case, rank: int):
     feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
                       f.get("split", "dp")) for f in meta["feeds"]]
     loss = meta.get("loss")
-    if loss is None:  # a loss that is no scalar mean (paddleformers' sum / count)
+    if loss is None:  # planned before format version 3: its meta names only a 0-D mean
         import paddle
 
         from verify.ir.loss_seed import seeded_loss

@@ -106,11 +106,20 @@ class PlannerAdapter(PirPassAdapter):
                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}",
                 details={"traceback": traceback.format_exc()}))
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
+        stale = stale_records(case, folder, records)
+        if stale:  # never reused: its loss may be unrecorded (and so compared nowhere)
+            checks.append(stale)
+            return {"checks": checks, "outcomes": outcomes, "notes": notes}
         checks += static_checks(case, folder, records, outcomes, notes)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
-        if not crashed:
+        merged = [] if crashed else merge_settings(case, records)
+        if merged:  # a relation run whole per step would be wrong here
+            checks += merged
+        elif not crashed:
             checks += relation_proof(case, folder, records, notes)
-        if numeric and not crashed:
+        if merged:
+            pass
+        elif numeric and not crashed:
             checks += relation_run(case, folder, records, notes)
         elif numeric:
             notes.append("planner relation not run: a planner stage raised")
@@ -120,6 +129,53 @@ class PlannerAdapter(PirPassAdapter):
                 f"planner on {case.name}: the serial-to-ranks relation was not run "
                 "(no numeric backend)"))
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
+
+
+def merge_settings(case, records) -> list:
+    """For a plan made with gradient merge (the records' ``gradient_merge``,
+    ``{"k_steps", "avg"}``): the relation and its proof, INCONCLUSIVE saying
+    why; else ``[]``.  A merged rank program runs as Paddle's job schedule,
+    ``[forward, backward] * k_steps + [optimize]`` by op role (accumulate each
+    micro-batch's gradient, then scale, update and zero once); the lock-step
+    relation runs each program whole per step, which is not that program's
+    meaning: comparing it would refute a faithful plan."""
+    from verify.value.relation import NAME
+
+    merged = {r: records[r].get("gradient_merge") for r in case.ranks
+              if records[r].get("gradient_merge")}
+    if not merged:
+        return []
+    r, gm = next(iter(merged.items()))
+    why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
+           f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as the job "
+           f"schedule [forward, backward] * {gm['k_steps']} + [optimize], which the lock-step "
+           "relation (every program run whole per step) does not model yet; not related "
+           "(the gradient-merge family's micro-step oracle runs one-rank programs only)")
+    return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE, why,
+                        details={"gradient_merge": gm}),
+            CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
+                        details={"not_proved": True, "gradient_merge": gm})]
+
+
+def stale_records(case, folder, records):
+    """An INCONCLUSIVE ``planner records`` check when a rank's records were
+    written by a planning process older than ``PLANNER_RECORDS_SINCE`` (they
+    name the loss only when it was a 0-D mean: a relation on them may compare
+    no loss), else None.  The plan caches are keyed by the planning modules'
+    source, so a cached plan never gets here: a user's program dir does."""
+    from verify.plan.program_format import PLANNER_RECORDS_SINCE
+
+    for r in case.ranks:
+        version = records[r].get("version", 2)  # version 2 records held no version
+        if not isinstance(version, int) or version < PLANNER_RECORDS_SINCE:
+            return CheckResult(
+                "case", "planner records", r, Verdict.INCONCLUSIVE,
+                f"case {case.name} rank {r}: planner records of program-dir format version "
+                f"{version}, older than {PLANNER_RECORDS_SINCE} (they name the loss only when "
+                "it is a 0-D mean, so the relation may compare no loss): not reused; re-plan "
+                f"with python -m verify plan MODEL --ir pir --out {folder}",
+                counterexample={"rank": r, "version": version})
+    return None
 
 
 def static_checks(case, folder, records, outcomes, notes) -> list:

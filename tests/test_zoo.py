@@ -149,3 +149,5 @@ def test_the_planner_on_a_planned_llama_holds_stage_by_stage():
             for r in case.ranks} <= stages
     rel = [c for c in app.checks if c.name == "planner relation"]
     assert sorted(c.rank for c in rel) == case.ranks and all(c.ok for c in rel)
+    # the loss (paddleformers' sum / count, the backward's seed) is compared too
+    assert all("loss" in c.details["values"] for c in rel), [c.message for c in rel]

@@ -177,8 +177,8 @@ def coverage_checks(where: str, serial_rel: dict, rank_rels: dict, ranks,
         return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
                             f"{where}: the serial program records no value to compare",
                             details=details)]
-    # said, not hidden: a serial program whose loss the records do not name
-    # (not the 0-D mean the relation tables look for) has its loss compared nowhere
+    # said, not hidden: a serial program whose records name no loss (no backward
+    # seed: verify/ir/loss_seed.py) has its loss compared nowhere
     no_loss = "" if serial_rel.get("loss") else \
         "; the serial program's records name no loss: the loss is compared nowhere"
     details["loss_recorded"] = bool(serial_rel.get("loss"))

@@ -49,6 +49,13 @@ def serial_counterparts(final_ops) -> dict:
     return out
 
 
+# ops whose results are shape or axes operands (a reshape's target, a sum's
+# axes), not model values: partition rewrites them to the rank's local sizes
+# by design (the zoo LLaMA's head count 2 is 1 on a TP2 rank), so they do not
+# relate through a placement; a wrong one shows in the value its reader makes
+SHAPE_OPERANDS = ("pd_op.full_int_array",)
+
+
 def first_divergent_op(final_ops, differs):
     """The first op of a rank's final program (program order) whose result no
     longer relates to its serial value, with the stage blamed; None if none.
@@ -69,6 +76,8 @@ def first_divergent_op(final_ops, differs):
     for i, op in enumerate(final_ops):
         if op["type"] in ("builtin.parameter", "pd_op.data"):
             continue  # inputs (equal by construction); fetched after the step's updates
+        if op["type"] in SHAPE_OPERANDS:
+            continue  # a shape/axes operand: partition gives it the rank's local sizes
         for res, plc in zip(op["results"], op["placements"]):
             ser = counterpart.get(res)
             if not res or not ser:

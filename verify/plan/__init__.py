@@ -9,4 +9,6 @@ def source_digest_parts() -> list:
     """The planner's own sources, in a fixed order: a cache of planned
     programs is keyed by them, so a change to any planning module replans."""
     here = _Path(__file__).resolve().parent
-    return [f.read_bytes() for f in sorted(here.glob("*.py"))]
+    # and the module that finds the loss the records name (verify/ir/loss_seed.py)
+    return [f.read_bytes() for f in sorted(here.glob("*.py"))] + \
+        [(here.parent / "ir" / "loss_seed.py").read_bytes()]

@@ -11,6 +11,13 @@ for ``--mesh DPxTP``); ``loss``, ``optimizer(parameters)``, ``inputs`` and
 ``labels`` (``InputSpec`` lists, the first dim the batch, ``-1`` allowed
 there only) and ``BATCH`` as for the legacy planner; integer inputs (token
 ids) are drawn from ``[0, VOCAB)`` (``VOCAB`` of the model file, default 2).
+Optional: ``wrap_optimizer(opt, mesh)`` (e.g. ``dist.shard_optimizer``) and
+``configure(strategy)`` (the legacy planner's hook, ``verify/plan/planner.py``),
+the one place a model file (a case) sets the planner's strategy: it is given
+a fresh ``dist.Strategy()`` to set (e.g. ``strategy.gradient_merge.enable =
+True; ...k_steps = 2``), which ``dist.to_static`` then plans with; without it
+no strategy is passed (Paddle's default, as before the hook).  A gradient
+merge the planner applied is recorded (``planner.json``'s ``gradient_merge``).
 
 How each rank is planned (in a fresh subprocess, ``python -m verify.plan.pir_rank
 --rank R ...``, because Paddle reads ``PADDLE_TRAINER_ID`` and friends once
@@ -28,7 +35,8 @@ program ``Engine`` executes: local shapes, no dist types:
 the parameters' initial fill; it runs on CPU), in PIR's own serialization,
 with the value-name table of ``verify.ir.pir_snapshot`` (so every tool names
 values alike), plus ``meta.json`` (feeds with concrete shapes, the loss
-value, the model output values, the process groups).  One attr is dropped
+value -- the value the backward is seeded from, ``verify/ir/loss_seed.py``,
+whatever computes it --, the model output values, the process groups).  One attr is dropped
 before serialization: ``chunk_id`` on ``builtin.parameter`` ops, which
 3.3.1's serializer refuses (``attr name chunk_id not supposed be
 serialized in WriteParameterOP``); it is a pipeline-chunk tag no pass under
@@ -140,7 +148,11 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     opt = model.optimizer(layer.parameters())
     if hasattr(model, "wrap_optimizer"):  # e.g. dist.shard_optimizer(opt, ShardingStage1)
         opt = model.wrap_optimizer(opt, pmesh)
-    dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt)
+    kwargs = {}
+    if hasattr(model, "configure"):  # the case's planner strategy (docstring)
+        kwargs["strategy"] = dist.Strategy()
+        model.configure(kwargs["strategy"])
+    dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt, **kwargs)
     try:
         dm.train()
     except Exception:
@@ -148,6 +160,9 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
             planner_capture.write(capture, out_dir)
         raise
     engine = dm._engine
+    gm = engine._strategy.gradient_merge  # the strategy the planner used
+    capture.gradient_merge = ({"k_steps": int(gm.k_steps), "avg": bool(gm.avg)}
+                              if gm.enable and int(gm.k_steps) > 1 else None)
     main = engine._pir_dense_main_progs["train"]
     startup = engine._pir_dist_startup_progs["train"]
     with paddle.pir_utils.IrGuard():
@@ -165,12 +180,9 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         feeds.append({"name": n, "shape": shape,
                       "concrete_shape": [local if d == -1 else d for d in shape],
                       "dtype": snap.vars[n].dtype, "split": "dp"})
-    loss_name = None
-    for op in snap.ops:  # the loss: the scalar mean that the backward starts from
-        if op.type == "pd_op.mean" and op.outputs.get("out"):
-            v = snap.vars.get(op.outputs["out"][0])
-            if v is not None and list(v.shape) == []:
-                loss_name = op.outputs["out"][0]
+    with paddle.pir_utils.IrGuard():  # the loss: the value the backward is seeded from
+        loss = planner_capture.loss_value(main)
+        loss_name = names.name(loss) if loss is not None else None
     meta = {
         "format": FORMAT, "version": VERSION, "ir": "pir", "rank": rank,
         "world_size": int(np.array(mesh).size),

@@ -4,7 +4,7 @@
 own script may write one too.  ``python -m verify run --program-dir DIR``
 (or ``--case-file DIR``) applies every pass to it with every check.
 
-Format ``paddle-pass-verify/program-dir``, version 2
+Format ``paddle-pass-verify/program-dir``, version 3
 ----------------------------------------------------
 ::
 
@@ -48,7 +48,9 @@ adds the planner's own records per rank; a reader of version 2 reads version
 1 dirs unchanged (they have no planner records, and the planner family does
 not pair with them)::
 
-    DIR/rank<R>/planner.json      {"stages": [{"stage", "error" (traceback |
+    DIR/rank<R>/planner.json      {"version" (since 3), "gradient_merge"
+                                  (since 3: {"k_steps", "avg"} | null), "stages": [{"stage",
+                                  "error" (traceback |
                                   null), "snapshot": "stages/<i>_<stage>.json",
                                   "shapes": "global" | "local", "ops"}],
                                   "not_run": [stage, ...], "serial_error",
@@ -65,6 +67,15 @@ not pair with them)::
     DIR/rank<R>/serial.json       the serial program made executable on
                                   global tensors (PIR serialization + names)
 
+Version 3 (PIR dirs): the loss (``meta.json``'s ``loss``, the records'
+``"loss"`` / ``"loss_placement"``) is the value the backward is seeded from
+(``verify/ir/loss_seed.py``), whatever computes it; version 2 named only a
+0-D ``pd_op.mean`` (none for paddleformers' ``sum / count``, whose loss the
+planner relation then never compared).  Version 2 records still read, but
+the planner family does not reuse them: it says to re-plan
+(``passes/planner.py``; the plan caches are keyed by the planning modules'
+source, so a cached plan is re-planned).
+
 A placement is ``{"process_ids", "mesh_shape", "dims_mapping", "partial":
 {mesh axis: "SUM" | "AVG" | "MAX" | ...}}`` (``verify/plan/stages.py``).
 
@@ -80,7 +91,11 @@ import os
 from pathlib import Path
 
 FORMAT = "paddle-pass-verify/program-dir"
-VERSION = 2  # 2: PIR dirs may hold the planner's stage records (above); 1 still read
+# 2: PIR dirs may hold the planner's stage records (above); 3: the loss recorded
+# is the backward's seed (above); 1 and 2 still read
+VERSION = 3
+# the oldest version whose planner records the planner family uses (the loss)
+PLANNER_RECORDS_SINCE = 3
 
 
 class ProgramDirError(Exception):

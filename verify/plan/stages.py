@@ -251,14 +251,15 @@ def param_name(value) -> str | None:
 
 
 def loss_value(program):
-    """The scalar mean the backward starts from (as ``verify/plan/pir_rank.py``
-    finds the loss): the last 0-D ``pd_op.mean`` that feeds a shadow output."""
-    found = None
-    for op in program.global_block().ops:
-        if op.name() == "pd_op.mean" and list(op.result(0).shape) == []:
-            if any(u.name() == "builtin.shadow_output" for u in op.result(0).all_used_ops()):
-                found = op.result(0)
-    return found
+    """The loss: the value the program's backward is seeded from
+    (``verify/ir/loss_seed.py``: the ``x`` of the ``full_like(x, 1.0)`` a grad op
+    reads), whatever computes it (a scalar mean, paddleformers' masked
+    ``sum / count``); None in a program without a backward.  Found by
+    structure, never by an op or value name, in the serial program and in
+    each rank's final program alike."""
+    from verify.ir.loss_seed import seeded_loss_value
+
+    return seeded_loss_value(program)
 
 
 def relation_table(program, names, placements_by_op=None) -> dict:
@@ -335,7 +336,14 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
 
     out = Path(out_dir)
     (out / "stages").mkdir(parents=True, exist_ok=True)
-    record = {"stages": [], "not_run": [], "serial_error": None}
+    from verify.plan.program_format import VERSION
+
+    # the format version: the planner family reuses no records older than its
+    # PLANNER_RECORDS_SINCE (verify/plan/program_format.py)
+    record = {"stages": [], "not_run": [], "serial_error": None, "version": VERSION,
+              # {"k_steps", "avg"} when the planner applied gradient merge: the rank's
+              # program then runs as [forward, backward] * k_steps + [optimize]
+              "gradient_merge": getattr(capture, "gradient_merge", None)}
     with paddle.pir_utils.IrGuard():
         for i, st in enumerate(capture.stages):
             entry = {"stage": st["stage"], "error": st["error"], "snapshot": None,
