@@ -354,8 +354,10 @@ def test_elementwise_kernel_rows_are_paddles():
     close(run("pd_op.gelu", {"x": [x]}, {"approximate": True})["out"], gy)
     close(run("pd_op.gelu_grad", {"x": [x], "out_grad": [g]}, {"approximate": True})["x_grad"],
           gdx, tol=1e-5)
-    for n in ("cos", "sin", "silu"):
-        close(run(f"pd_op.{n}", {"x": [x]})["out"], want[n])
+    # the rows spelled out: under xdist the completeness test may run in
+    # another worker and looks for each row's name in this file
+    for op_type, n in (("pd_op.cos", "cos"), ("pd_op.sin", "sin"), ("pd_op.silu", "silu")):
+        close(run(op_type, {"x": [x]})["out"], want[n])
     close(run("pd_op.rsqrt", {"x": [pos]})["out"], want["rsqrt"])
     close(run("pd_op.rsqrt_grad", {"out": [want["rsqrt"]], "out_grad": [g]})["x_grad"],
           want["rsqrt_grad"])
