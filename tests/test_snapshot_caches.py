@@ -160,3 +160,14 @@ def test_an_unstamped_program_is_never_remembered(monkeypatch, tmp_path):
     rank_snapshot.snapshot_of(rp, _Case, 0, "original")
     assert len(calls) == 2 and not list(tmp_path.iterdir())
     assert pickle.loads(pickle.dumps(_snap([_op(0)]))).to_dict() == _snap([_op(0)]).to_dict()
+
+
+def test_renames_of_an_untouched_program_and_of_a_renamed_read():
+    from verify.ir.renames import consumer_renames
+
+    ops = [_op(0), _op(1, inputs={"x": ["%0"], "y": ["w"]})]
+    assert consumer_renames(_snap(ops), _snap(copy.deepcopy(ops))) == {}
+    moved = copy.deepcopy(ops)
+    moved[0].outputs = {"out": ["%0@promote"]}
+    moved[1].inputs = {"x": ["%0@promote"], "y": ["w"]}
+    assert consumer_renames(_snap(ops), _snap(moved)) == {"%0": "%0@promote"}

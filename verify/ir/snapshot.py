@@ -196,11 +196,15 @@ def changed(before: ProgramSnapshot, after: ProgramSnapshot) -> bool:
 
 def diff(before: ProgramSnapshot, after: ProgramSnapshot, context: int = 2) -> str:
     """A unified diff of the two programs' op lines (main, then startup)."""
-    a, b = rendered(before.ops), rendered(after.ops)
-    out = list(difflib.unified_diff(a, b, "original", "rewritten", n=context, lineterm=""))
-    sa, sb = rendered(before.startup_ops), rendered(after.startup_ops)
-    out += list(difflib.unified_diff(sa, sb, "original startup", "rewritten startup",
-                                     n=context, lineterm=""))
+    out = []
+    for a, b, names in ((before.ops, after.ops, ("original", "rewritten")),
+                        (before.startup_ops, after.startup_ops,
+                         ("original startup", "rewritten startup"))):
+        key = render_key(a)
+        if key is not None and key == render_key(b):
+            continue  # equal lines: an empty diff, without difflib
+        out += list(difflib.unified_diff(rendered(a), rendered(b), *names, n=context,
+                                         lineterm=""))
     return "\n".join(out)
 
 
