@@ -171,3 +171,22 @@ def test_renames_of_an_untouched_program_and_of_a_renamed_read():
     moved[0].outputs = {"out": ["%0@promote"]}
     moved[1].inputs = {"x": ["%0@promote"], "y": ["w"]}
     assert consumer_renames(_snap(ops), _snap(moved)) == {"%0": "%0@promote"}
+
+
+def test_attr_order_is_not_a_change_but_a_nested_value_is():
+    a = [_op(0, attrs={"x": 1, "y": [1, 2]})]
+    b = [_op(0, attrs={"y": [1, 2], "x": 1})]  # an imported program's attr order
+    assert render_key(a) == render_key(b) and a[0].render() == b[0].render()
+    c = [_op(0, attrs={"x": 1, "y": [2, 1]})]
+    assert render_key(a) != render_key(c) and changed(_snap(a), _snap(c))
+
+
+def test_a_remembered_diff_follows_the_content():
+    ops = [_op(0), _op(1)]
+    edited = copy.deepcopy(ops)
+    edited[1].attrs["scale"] = 5
+    first = diff(_snap(ops), _snap(edited))
+    assert "scale=5" in first and diff(_snap(ops), _snap(edited)) == first
+    edited[1].attrs["scale"] = 6  # in place: another key, another diff
+    assert "scale=6" in diff(_snap(ops), _snap(edited))
+    assert diff(_snap(ops), _snap(copy.deepcopy(ops))) == ""
