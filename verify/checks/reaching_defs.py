@@ -47,10 +47,11 @@ def _renamed(op, renames):
 
 def op_keys(ops, renames=None) -> list:
     """``(render, occurrence)`` of each op: its identity across a rewrite."""
+    from verify.ir.snapshot import rendered
+
     seen = Counter()
     keys = []
-    for op in ops:
-        r = _renamed(op, renames).render()
+    for r in rendered([_renamed(op, renames) for op in ops] if renames else ops):
         keys.append((r, seen[r]))
         seen[r] += 1
     return keys

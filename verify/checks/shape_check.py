@@ -272,10 +272,11 @@ def inserted_ops(before, after) -> set:
     """Indices of ``after``'s ops that do not appear in ``before`` (by text)."""
     from collections import Counter
 
-    pool = Counter(o.render() for o in before.ops)
+    from verify.ir.snapshot import rendered
+
+    pool = Counter(rendered(before.ops))
     out = set()
-    for o in after.ops:
-        key = o.render()
+    for o, key in zip(after.ops, rendered(after.ops)):
         if pool[key]:
             pool[key] -= 1
         else:
