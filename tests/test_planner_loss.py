@@ -60,15 +60,11 @@ WRONG = "%wrong_count"  # the inserted value's name, the same on every rank
 def _edit_rank(folder, stage):
     import paddle
 
-    from verify.ir.pir_snapshot import export_programs, import_programs
+    from verify.ir.pir_snapshot import export_programs
+    from verify.plan.pir_rank import load_rank
 
-    meta = json.loads((folder / "meta.json").read_text())
-    data = {"main": (folder / "main.json").read_bytes(),
-            "startup": (folder / "startup.json").read_bytes(),
-            "names": json.loads((folder / "names.json").read_text()),
-            "counter": meta["counter"]}
+    main, startup, names, meta = load_rank(folder)
     with paddle.pir_utils.IrGuard():
-        main, startup, names = import_programs(data)
         op = _loss_op(main)
         assert op.name() in ("pd_op.divide", "pd_op.mean"), op.name()
         slot = 1 if op.name() == "pd_op.divide" else 0
