@@ -190,3 +190,46 @@ def test_a_remembered_diff_follows_the_content():
     edited[1].attrs["scale"] = 6  # in place: another key, another diff
     assert "scale=6" in diff(_snap(ops), _snap(edited))
     assert diff(_snap(ops), _snap(copy.deepcopy(ops))) == ""
+
+
+def test_recorded_placements_follow_the_bytes_of_planner_json(tmp_path, monkeypatch):
+    """Remembered by the digest of planner.json's bytes (in process and on
+    disk): one changed placement in the file is another key, never the old
+    record; a torn memo file is a miss."""
+    import json
+
+    from cases import program_dirs
+
+    monkeypatch.setenv("PADDLE_PASS_VERIFY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(program_dirs, "_PLACEMENTS", {})
+    rank = tmp_path / "rank0"
+    rank.mkdir()
+
+    def write(placement):
+        (rank / "planner.json").write_text(json.dumps({"final_ops": [
+            {"type": "builtin.parameter", "results": ["w"], "placements": [placement]},
+            {"type": "pd_op.matmul", "results": ["y"], "placements": [["S(0)"]]}]}))
+    write(["S(1)"])
+    assert program_dirs.recorded_placements(rank) == {"w": ["S(1)"]}
+    write(["R"])
+    assert program_dirs.recorded_placements(rank) == {"w": ["R"]}
+    (memo,) = [p for p in (tmp_path / "cache" / "placements").iterdir()
+               if json.loads(p.read_text()) == {"w": ["R"]}]
+    monkeypatch.setattr(program_dirs, "_PLACEMENTS", {})  # a new process: the disk
+    got = program_dirs.recorded_placements(rank)
+    got["w"].append("edited")  # each caller has its own copy
+    assert program_dirs.recorded_placements(rank) == {"w": ["R"]}
+    memo.write_text("{torn")
+    monkeypatch.setattr(program_dirs, "_PLACEMENTS", {})
+    assert program_dirs.recorded_placements(rank) == {"w": ["R"]}
+    (rank / "planner.json").unlink()
+    assert program_dirs.recorded_placements(rank) == {}
+
+
+def test_an_outcome_takes_identical_again_for_another_snapshot():
+    from verify.engine.application import RankOutcome
+
+    o = RankOutcome(0, _snap([_op(0)]), _snap([_op(0)]))
+    assert o.identical() and o.identical()
+    o.after = _snap([_op(0, type="pd_op.add")])  # another object: judged afresh
+    assert not o.identical()

@@ -27,6 +27,17 @@ class RankOutcome:
     error: str | None = None  # the pass's traceback when it raised
     build_error: str | None = None  # the case's traceback when it did not build
     run: object = None  # passes.PassRun (live programs), dropped from reports
+    # _identical(before, after), taken once for these two snapshot objects
+    _same: tuple = field(default=None, repr=False, compare=False)
+
+    def identical(self) -> bool:
+        """``_identical(before, after)``, remembered for these very snapshot
+        objects (the value proof and the verdict both ask; snapshots are
+        never edited in place, a new one is a new object)."""
+        got = self._same  # holds the two objects: no other object takes their id
+        if got is None or got[0] is not self.before or got[1] is not self.after:
+            got = self._same = (self.before, self.after, _identical(self.before, self.after))
+        return got[2]
 
     def to_dict(self, with_programs: bool = True) -> dict:
         d = {"rank": self.rank, "fired": self.fired, "error": self.error,
@@ -148,7 +159,7 @@ def value_checks(adapter, case, outcomes) -> list:
     from verify.ir.dead_values import unobserved
     from verify.value import prove_application
 
-    if outcomes and all(_identical(o.before, o.after) for o in outcomes):
+    if outcomes and all(o.identical() for o in outcomes):
         return _identity_proofs(adapter, case, outcomes)
     watched, split, renames, dead = {}, {}, {}, {}
     for o in outcomes:
@@ -291,7 +302,7 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
                 and not o.build_error]
     if value and complete and len(complete) == len(case.ranks):
         app.checks += value_checks(adapter, case, complete)
-        if all(_identical(o.before, o.after) for o in complete):
+        if all(o.identical() for o in complete):
             # the identity proof decides; a numeric backend that cannot run the
             # (unchanged) program is shown, not counted
             for c in app.checks:

@@ -34,15 +34,16 @@ def snapshot_of(rp, case, rank: int, which: str):
     if key is None:
         return _snapshot(rp, case, rank, which)
     memo_key = (key, case.name, rank)
-    blob = _MEMO.get(memo_key)
+    blob, s = _MEMO.get(memo_key), None
     if blob is not None:
         _MEMO.move_to_end(memo_key)
         STATS["hits"] += 1
         _name_values(rp)  # leave rp's name table as taking the snapshot would
     else:
         path = _disk_path(key, case.name, rank)
-        blob = _read(path)
-        if blob is not None:
+        got = _read(path)
+        if got is not None:
+            blob, s = got  # the copy unpickled to check the file is this caller's
             STATS["disk_hits"] += 1
             _name_values(rp)
         else:
@@ -53,9 +54,25 @@ def snapshot_of(rp, case, rank: int, which: str):
         _MEMO[memo_key] = blob
         while len(_MEMO) > SIZE:
             _MEMO.popitem(last=False)
-    s = pickle.loads(blob)  # a copy of its own (3-6x cheaper than deepcopy)
+    if s is None:
+        s = _loads(blob)  # a copy of its own (3-6x cheaper than deepcopy)
     s.meta["program"] = which
     return s
+
+
+def _loads(blob: bytes):
+    """``pickle.loads`` with the cyclic collector paused: a zoo snapshot is
+    ~10 k small containers, and the collections they trigger cost more than
+    the unpickling (nothing in a snapshot is cyclic garbage)."""
+    import gc
+
+    on = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(blob)
+    finally:
+        if on:
+            gc.enable()
 
 
 def disk_key(stamp: str, case_name: str, rank: int) -> str:
@@ -89,15 +106,15 @@ def _disk_path(stamp, case_name, rank) -> Path | None:
     return None if folder is None else folder / f"{disk_key(stamp, case_name, rank)}.pkl"
 
 
-def _read(path) -> bytes | None:
+def _read(path):
+    """``(blob, its unpickled snapshot)`` from the disk memo, or None."""
     if path is None:
         return None
     try:
         blob = path.read_bytes()
-        pickle.loads(blob)  # a torn or foreign file is a miss, never an error
+        return blob, _loads(blob)  # a torn or foreign file is a miss, never an error
     except Exception:
         return None
-    return blob
 
 
 def _write(path, blob: bytes) -> None:

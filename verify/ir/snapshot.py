@@ -81,10 +81,15 @@ _DIFFS: dict = {}  # (the four render keys, context) -> diff text
 LINES_MAX = 256
 
 
-def rendered(ops) -> list:
+_UNKEYED = object()
+
+
+def rendered(ops, key=_UNKEYED) -> list:
     """``[op.render() for op in ops]``, remembered by content (:func:`render_key`);
-    a fresh list each call."""
-    key = render_key(ops)
+    a fresh list each call.  ``key``: ``render_key(ops)`` when the caller
+    has just taken it (not taken twice)."""
+    if key is _UNKEYED:
+        key = render_key(ops)
     if key is None:
         return [o.render() for o in ops]
     lines = _LINES.get(key)
@@ -192,8 +197,8 @@ class ProgramSnapshot:
 def changed(before: ProgramSnapshot, after: ProgramSnapshot) -> bool:
     """Whether a pass changed anything: the one definition of "fired"."""
     def same(a, b):  # equal keys: equal lines, nothing rendered
-        ka = render_key(a)
-        return (ka is not None and ka == render_key(b)) or rendered(a) == rendered(b)
+        ka, kb = render_key(a), render_key(b)
+        return (ka is not None and ka == kb) or rendered(a, ka) == rendered(b, kb)
     return not (same(before.ops, after.ops) and same(before.startup_ops, after.startup_ops))
 
 
@@ -210,7 +215,7 @@ def diff(before: ProgramSnapshot, after: ProgramSnapshot, context: int = 2) -> s
              ("original startup", "rewritten startup"))):
         if ka is not None and ka == kb:
             continue  # equal lines: an empty diff, without difflib
-        out += list(difflib.unified_diff(rendered(a), rendered(b), *names, n=context,
+        out += list(difflib.unified_diff(rendered(a, ka), rendered(b, kb), *names, n=context,
                                          lineterm=""))
     text = "\n".join(out)
     if None not in keys:

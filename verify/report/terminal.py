@@ -43,8 +43,9 @@ def summary_table(apps, styled: bool = True) -> Table:
     return table
 
 
-def print_summary(apps, path, seconds, out) -> None:
-    """The end of a run, written to ``out``."""
+def print_summary(apps, path, seconds, out, summary=None) -> None:
+    """The end of a run, written to ``out``; ``summary``: the report's own
+    (``summarize`` of the same applications), else made here."""
     console = console_for(out)
     bad = [a for a in apps if not a.as_expected]
     console.print()
@@ -64,7 +65,7 @@ def print_summary(apps, path, seconds, out) -> None:
                       + (f" --case-file {a.case_file}" if a.case_file else ""),
                       style="cyan")
     console.print(summary_table(apps, styled=console.is_terminal))
-    summ = summarize(apps)
+    summ = summary if summary is not None else summarize(apps)
     console.print(f"{len(apps)} applications in {seconds:.1f}s: " +
                   ", ".join(f"{k} {v}" for k, v in sorted(summ["by_status"].items())))
     console.print("numeric evidence: " + ", ".join(f"{k} {v}" for k, v in
