@@ -813,30 +813,64 @@ def _module_file(root, dotted):
     return None
 
 
-def _imported(root, path):
-    """The project files ``path`` imports (any import statement, at any depth)."""
+def _imported(root, path, table=None, used=None):
+    """The project files ``path`` imports (any import statement, at any depth).
+    ``table``: the dotted names each file's bytes import, by digest (the
+    disk memo of ``static_sources``)."""
+    data = path.read_bytes()
+    names = None
+    if table is not None:
+        import hashlib
+
+        key = hashlib.sha256(str(path.relative_to(root)).encode() + b"\0" + data).hexdigest()
+        names = table.get(key)
+        if used is not None:
+            used.add(key)
+    if names is None:
+        names = _import_names(root, path, data)
+        if table is not None:
+            table[key] = names
+    return [f for f in (_module_file(root, n) for n in names if n) if f]
+
+
+def _import_names(root, path, data: bytes) -> list:
+    """The dotted names ``path``'s import statements may load (a parse)."""
     import ast
 
     rel = path.relative_to(root).with_suffix("")
     pkg = list(rel.parts[:-1])  # the package a relative import starts from
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(data.decode())):
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            out += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = ".".join(pkg[:len(pkg) - node.level + 1] if node.level else [])
             mod = ".".join(x for x in (base, node.module or "") if x)
-            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
-        else:
-            continue
-        out += [f for f in (_module_file(root, n) for n in names if n) if f]
+            out += [mod] + [f"{mod}.{a.name}" for a in node.names]
     return out
+
+
+def _imports_table_path():
+    import os
+
+    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / \
+        "static-imports.json"
 
 
 @functools.lru_cache(maxsize=None)  # the list (parsing 0.5 s); the key hashes their bytes
 def static_sources() -> tuple:
     """Repo-relative paths of every module the static checks' results come from."""
     root = Path(__file__).resolve().parent.parent
+    # each file's import names by the digest of its path and bytes, on disk
+    # (parsing them all took ~1 CPU s per process): a changed file is parsed anew
+    store = _imports_table_path()
+    try:
+        table = json.loads(store.read_text())
+        table = table if isinstance(table, dict) else {}
+    except (OSError, ValueError):
+        table = {}
+    known, used = len(table), set()
     seen, todo = set(), [root / r for r in STATIC_ROOTS]
     while todo:
         f = todo.pop()
@@ -844,7 +878,21 @@ def static_sources() -> tuple:
             continue
         seen.add(f)
         if f.name != "planner.py" or f.parent.name != "passes":
-            todo += _imported(root, f)
+            todo += _imported(root, f, table, used)
+    if len(table) > 4096:  # old files' entries: keep this tree's only
+        table = {k: v for k, v in table.items() if k in used}
+    if len(table) != known:
+        import os
+        import tempfile
+
+        try:  # written whole, then renamed
+            store.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".static-imports-")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(table, fh)
+            os.replace(tmp, store)
+        except OSError:
+            pass  # a read-only cache costs speed, not results
     return tuple(sorted(str(f.relative_to(root)) for f in seen))
 
 
