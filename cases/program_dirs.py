@@ -47,8 +47,9 @@ def build_pir(case, rank: int):
     folder = Path(case.params["dir"]) / f"rank{rank}"
     main, startup, names, meta = load_rank(folder)
     # every file this function and load_rank read, by content (not path)
-    plan_digest = digest(rank, *(p.read_bytes() if p.is_file() else b"<absent>"
-                                 for p in (folder / n for n in _RANK_FILES)))
+    files = {n: (folder / n).read_bytes() if (folder / n).is_file() else None
+             for n in _RANK_FILES}
+    plan_digest = digest(rank, *(b"<absent>" if b is None else b for b in files.values()))
     feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
                       f.get("split", "dp")) for f in meta["feeds"]]
     loss = meta.get("loss")
@@ -63,7 +64,7 @@ def build_pir(case, rank: int):
                           params_grads=[], feeds=feeds, loss=loss,
                           fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
                           names=names,
-                          placements=recorded_placements(folder),
+                          placements=_placements_of(files["planner.json"]),
                           plan_digest=plan_digest)
 
 
@@ -76,14 +77,51 @@ def recorded_placements(folder: Path) -> dict:
     the rank's final program reads (``planner.json``'s ``final_ops``, as the
     planner recorded them before dist2dense); empty without the record."""
     path = folder / "planner.json"
-    if not path.is_file():
+    return _placements_of(path.read_bytes() if path.is_file() else None)
+
+
+_PLACEMENTS: dict = {}  # sha256 of planner.json's bytes -> its placements
+
+
+def _placements_of(data: bytes | None) -> dict:
+    """``recorded_placements`` of ``planner.json``'s bytes, remembered by
+    their digest in this process and on disk (``<cache>/placements/``): the
+    record is ~1 MB of stage snapshots per zoo rank, parsed for a few dozen
+    names every time a rank is built.  A copy per call."""
+    import copy
+    import hashlib
+    import os
+
+    if data is None:
         return {}
-    out = {}
-    for op in json.loads(path.read_text()).get("final_ops", []):
-        if op.get("type") in ("builtin.parameter", "pd_op.data") and op.get("results") \
-                and op.get("placements") and op["placements"][0] is not None:
-            out[op["results"][0]] = op["placements"][0]
-    return out
+    key = hashlib.sha256(b"placements/1\0" + data).hexdigest()
+    got = _PLACEMENTS.get(key)
+    if got is None:
+        base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
+        path = (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / \
+            "placements" / f"{key}.json"
+        try:
+            got = json.loads(path.read_text())
+            if not isinstance(got, dict):
+                got = None
+        except (OSError, ValueError):
+            got = None
+        if got is None:
+            got = {}
+            for op in json.loads(data).get("final_ops", []):
+                if op.get("type") in ("builtin.parameter", "pd_op.data") and \
+                        op.get("results") and op.get("placements") and \
+                        op["placements"][0] is not None:
+                    got[op["results"][0]] = op["placements"][0]
+            try:  # written whole, then renamed
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(got))
+                os.replace(tmp, path)
+            except OSError:
+                pass  # a read-only cache costs speed, not results
+        _PLACEMENTS[key] = got
+    return copy.deepcopy(got)
 
 
 def load_program_dir(path: str):
