@@ -84,7 +84,7 @@ def disk_key(stamp: str, case_name: str, rank: int) -> str:
 
     paddle = paddle_module()
     h = hashlib.sha256()
-    for part in ("rank-snapshot/1", stamp, case_name, str(rank), paddle.__version__,
+    for part in ("rank-snapshot/2", stamp, case_name, str(rank), paddle.__version__,
                  str(paddle.version.commit), fingerprint()):
         b = part.encode()
         h.update(len(b).to_bytes(8, "little") + b)
@@ -131,6 +131,14 @@ def _write(path, blob: bytes) -> None:
 
 
 def _snapshot(rp, case, rank: int, which: str):
+    from verify.ir.snapshot import canonical
+
+    s = _taken(rp, case, rank, which)
+    canonical(s)  # slots and attrs sorted: equal programs, equal render keys
+    return s
+
+
+def _taken(rp, case, rank: int, which: str):
     meta = {"case": case.name, "rank": rank, "program": which}
     if getattr(case, "ir", "legacy") == "pir":  # the same snapshot form, from PIR
         from verify.ir.pir_snapshot import snapshot_rank
