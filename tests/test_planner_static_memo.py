@@ -118,3 +118,24 @@ def test_the_key_covers_every_module_the_static_checks_run(plan, monkeypatch):
     ours.discard("cases/base.py")
     assert "verify/checks/shape_check.py" in ours and "verify/checks/def_use.py" in ours
     assert ours <= set(static_sources()), sorted(ours - set(static_sources()))
+
+
+def test_the_import_names_memo_follows_each_files_bytes(tmp_path):
+    """``static_sources`` finds the modules by a memo of each file's import
+    names keyed by its path and bytes: a file that now imports another
+    module is parsed anew (a stale entry of the old bytes is never used)."""
+    from passes import planner
+
+    root = tmp_path
+    (root / "verify").mkdir()
+    for n in ("a", "b", "c"):
+        (root / "verify" / f"{n}.py").write_text("")
+    a = root / "verify" / "a.py"
+    a.write_text("from verify import b\n")
+    table, used = {}, set()
+    assert planner._imported(root, a, table, used) == [root / "verify" / "b.py"]
+    assert len(table) == 1 and used == set(table)
+    assert planner._imported(root, a, table, set()) == [root / "verify" / "b.py"]  # a hit
+    a.write_text("from . import c\n")
+    assert planner._imported(root, a, table, set()) == [root / "verify" / "c.py"]
+    assert len(table) == 2
