@@ -802,7 +802,9 @@ class _run_memo:
 STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
                 "verify/checks/shape_check.py", "verify/ir/snapshot.py",
                 "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
-                "verify/checks/placement_coverage.py")
+                "verify/checks/placement_coverage.py",
+                # the loader of the project's modules runs on every import they make
+                "verify/bytecode.py")
 
 
 def _module_file(root, dotted):
