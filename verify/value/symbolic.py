@@ -347,27 +347,66 @@ class Store:
         key = self.atoms[aid]
         return key[1] if key[0] == "cut" else None
 
-    def render(self, pid, depth=2, limit=6) -> str:
-        items = self.polys[pid]
-        if not items:
-            return "0"
-        parts = []
-        for m, c in items[:limit]:
-            factors = [self.render_atom(a, depth) for a in m]
-            coef = "" if c == 1 and factors else str(c) + ("*" if factors else "")
-            parts.append(coef + "*".join(factors))
-        more = f" + ...({len(items) - limit} more)" if len(items) > limit else ""
-        return " + ".join(parts) + more
+    def render(self, pid, depth=2, limit=6, max_chars=None) -> str:
+        """The polynomial as text: at most ``limit`` monomials a polynomial,
+        kernel arguments ``depth`` levels down (cuts shown inside parentheses,
+        at the same depth).  ``max_chars``: only the first ``max_chars``
+        characters of that text, produced without rendering the rest (cuts
+        nest at the same depth, so the whole text of a deep term graph is
+        rendered as a tree: exponential in its depth; a counterexample shows
+        600 characters of it)."""
+        return self._render([("p", pid, depth, limit)], max_chars)
 
     def render_atom(self, aid, depth=2) -> str:
-        key = self.atoms[aid]
-        if key[0] == "sym":
-            return key[1]
-        if key[0] == "cut":
-            return f"({self.render(key[1], depth, 4)})" if depth > 0 else f"cut{aid}"
-        args = ", ".join(self.render(p, depth - 1, 3) if depth > 0 else "..."
-                         for p in key[3][:4])
-        return f"{key[1]}({args}{', ...' if len(key[3]) > 4 else ''})"
+        return self._render([("a", aid, depth)], None)
+
+    def _render(self, stack, max_chars) -> str:
+        # left to right with an explicit stack (no recursion): a task is text,
+        # ("p", pid, depth, limit) or ("a", aid, depth)
+        out, n = [], 0
+        polys, atoms = self.polys, self.atoms
+        while stack:
+            task = stack.pop()
+            if task.__class__ is str:
+                out.append(task)
+                n += len(task)
+                if max_chars is not None and n >= max_chars:
+                    break
+                continue
+            seq = []
+            if task[0] == "p":
+                _, pid, depth, limit = task
+                items = polys[pid]
+                if not items:
+                    seq.append("0")
+                for k, (m, c) in enumerate(items[:limit]):
+                    if k:
+                        seq.append(" + ")
+                    if not (c == 1 and m):
+                        seq.append(str(c) + ("*" if m else ""))
+                    for j, a in enumerate(m):
+                        if j:
+                            seq.append("*")
+                        seq.append(("a", a, depth))
+                if len(items) > limit:
+                    seq.append(f" + ...({len(items) - limit} more)")
+            else:
+                _, aid, depth = task
+                key = atoms[aid]
+                if key[0] == "sym":
+                    seq.append(key[1])
+                elif key[0] == "cut":
+                    seq += ["(", ("p", key[1], depth, 4), ")"] if depth > 0 else [f"cut{aid}"]
+                else:
+                    seq.append(f"{key[1]}(")
+                    for j, p in enumerate(key[3][:4]):
+                        if j:
+                            seq.append(", ")
+                        seq.append(("p", p, depth - 1, 3) if depth > 0 else "...")
+                    seq.append(", ...)" if len(key[3]) > 4 else ")")
+            stack.extend(reversed(seq))
+        text = "".join(out)
+        return text if max_chars is None else text[:max_chars]
 
 
 class T:
