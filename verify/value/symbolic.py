@@ -609,15 +609,19 @@ class Executor:
         if store.work_limit is not None and store.work > store.work_limit:
             raise Budget(f"past the work limit before rank {st.rank} op {op.idx} "
                          f"({op.type})")
-        if startup and (op.type in RANDOM_INIT or _placeholder(st, op)):
+        if startup and (op.type in RANDOM_INIT or _constant_parameter(st, op)):
             # a random draw is an input symbol keyed by what draws it (type and
             # attrs, the seed aside): a pass that changes the distribution
-            # changes the symbol; so is a planner's placeholder parameter
+            # changes the symbol; so is a parameter's constant initialisation
+            # (its value in the key: a pass changing the init changes it)
             shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
             how = attrs_key(op, skip=RANDOM_ATTRS_ASIDE)
             tag = hashlib.sha1(repr((op.type, how)).encode()).hexdigest()[:6]
+            stored = getattr(st, "param_stores", None) or {}
             for name in op.writes():
-                st.env[name] = self.leaf(f"{name}@r{st.rank}~{op.type}#{tag}", shape,
+                # a PIR parameter's constant is named by the parameter it is
+                label = stored.get(name, name) if op.type in CONST_INIT else name
+                st.env[name] = self.leaf(f"{label}@r{st.rank}~{op.type}#{tag}", shape,
                                          getattr(st.snap.vars.get(name), "dtype", ""))
             return
         if op.type == "nop":  # names vars for the executor's ordering; reads no data
@@ -758,23 +762,34 @@ class Executor:
             self.ops_run += 1
 
 
-def _placeholder(st, op) -> bool:
-    """Whether startup ``op`` is a planner's placeholder of a parameter: a
-    ``pd_op.full`` whose value has a dist type and is stored by
-    ``builtin.set_parameter``.  Paddle's planner writes every parameter so
-    (0.0 at its global shape); ``Engine._initialize``, which the planner
-    does not run, loads the real values.  A proof over that constant would
-    be a proof at zero weights, so the parameter is an input (a symbol keyed
-    by the op and its attrs, as a random draw), as the numeric runs treat
-    every parameter (``inputs.initial_params``)."""
-    if op.type != "pd_op.full":
+# startup ops that initialise a var with a constant (an attr, no operand)
+CONST_INIT = {"fill_constant", "assign_value", "pd_op.full", "pd_op.assign_value",
+              "pd_op.assign_value_"}
+
+
+def _constant_parameter(st, op) -> bool:
+    """Whether startup ``op`` initialises a trainable parameter with a
+    constant: a ``CONST_INIT`` op writing only parameters -- legacy: vars
+    the main program declares parameters (``is_parameter``); PIR: values
+    ``builtin.set_parameter`` stores.  A parameter changes from the first
+    optimizer step on (and the planner's ``pd_op.full`` 0.0 placeholder of
+    every parameter is replaced by ``Engine._initialize``), so a proof at
+    its initial constant (a bias 0) would be a proof at one point of the
+    parameter's values: it is an input symbol keyed by the op and its
+    attrs, value included, as a random draw, as the numeric runs draw every
+    parameter (``inputs.initial_params``).  Optimizer states, accumulators
+    and the learning rate are not parameters: they keep the constants the
+    startup computes."""
+    if op.type not in CONST_INIT or not op.writes():
         return False
-    stored = getattr(st, "param_stores", None)
-    if stored is None:
-        stored = st.param_stores = {n for o in st.snap.startup_ops
-                                    if o.type == "builtin.set_parameter" for n in o.reads()}
-    dist = (st.snap.meta or {}).get("dist_values") or {}
-    return bool(op.writes()) and all(n in stored and n in dist for n in op.writes())
+    if op.type.startswith("pd_op."):
+        stored = getattr(st, "param_stores", None)
+        if stored is None:
+            stored = st.param_stores = {n: o.writes()[0] for o in st.snap.startup_ops
+                                        if o.type == "builtin.set_parameter" and o.writes()
+                                        for n in o.reads()}
+        return all(n in stored for n in op.writes())
+    return all(getattr(st.snap.vars.get(n), "is_parameter", False) for n in op.writes())
 
 
 def _startup_pieces(st, rank):
