@@ -153,8 +153,9 @@ def test_a_tiny_work_budget_is_inconclusive_naming_units_spent_and_limit():
 def _assoc(regroup: bool, n_out: int = 1):
     """z_k = (x @ v) @ w_k, or x @ (v @ w_k) with ``regroup``: equal, but
     x @ v has 30 monomials and is cut (CUT_SIZE), so the canonical forms
-    differ (c * w against the expanded sum) and only Z3, expanding the cut,
-    proves it (probes and the arbitrary-kernel model find them equal)."""
+    differ (c * w against the expanded sum); probes and the arbitrary-kernel
+    model find them equal; the cut expansion (``expand.py``) proves it, or,
+    with the expansion limited below 30 monomials (``_z3_only``), only Z3."""
     ops, shapes = [], {"x": [1, 30], "v": [30, 1], "h": [1, 1]}
     if not regroup:
         ops.append(("matmul_v2", {"X": ["x"], "Y": ["v"]}, {"Out": ["h"]}, {}))
@@ -169,7 +170,33 @@ def _assoc(regroup: bool, n_out: int = 1):
     return _snap(ops, shapes, ["x", "v"] + [f"w{k}" for k in range(n_out)])
 
 
-def test_a_z3_query_over_its_rlimit_is_inconclusive_and_the_same_on_rerun():
+@pytest.fixture
+def _z3_only(monkeypatch):
+    """The cut expansion limited to one monomial: x @ v (30) is expanded one
+    level only, so the regrouped product is Z3's to decide."""
+    from verify.value import expand
+
+    monkeypatch.setattr(expand, "LIMIT", 1)
+
+
+def test_the_cut_expansion_proves_a_regrouped_cut_and_spends_work_units():
+    """Equal polynomials cut at other places: proved by canonical forms with
+    the cut expanded, no Z3 query; the expansion's units are in the count,
+    and a budget that ends inside it is INCONCLUSIVE saying so."""
+    before, after = _assoc(False), _assoc(True)
+    res = _prove(before, after, ("z",))
+    assert res.verdict == Verdict.EQUIVALENT, res.message
+    assert res.details["by_expanded_form"] == 1 and res.details["queries"] == 0
+    assert "1 by canonical form with cuts expanded" in res.message, res.message
+    spent = _units(res)
+    short = _prove(before, after, ("z",), budget={"work_units": spent - 1})
+    assert short.verdict == Verdict.INCONCLUSIVE, short.message
+    assert "over budget" in short.message and "expanding cuts" in short.message, \
+        short.message
+    assert _units(short) >= spent - 1
+
+
+def test_a_z3_query_over_its_rlimit_is_inconclusive_and_the_same_on_rerun(_z3_only):
     before, after = _assoc(False), _assoc(True)
     tight = {"z3_rlimit_per_query": 20}
     res = _prove(before, after, ("z",), budget=tight)

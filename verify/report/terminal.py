@@ -74,7 +74,8 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
     if any(vp.values()):
         console.print(f"value proofs (per rank): proved {vp['proved']}, "
                       f"refuted {vp['refuted']}, unknown {vp['unknown']}; values proved by "
-                      f"canonical form {vp.get('values_by_canonical_form', 0)}, by Z3 "
+                      f"canonical form {vp.get('values_by_canonical_form', 0)}, with cuts expanded "
+                      f"{vp.get('values_by_expanded_form', 0)}, by Z3 "
                       f"{vp.get('values_by_z3', 0)}; refutations replayed "
                       f"{vp.get('refutations_replayed', 0)}")
     witnessed = summ.get("witnessed_not_proved") or []

@@ -77,10 +77,13 @@ def summarize(apps) -> dict:
             "value_proofs_by_rank": {"proved": proofs.get("EQUIVALENT", 0),
                                      "refuted": proofs.get("NOT_EQUIVALENT", 0),
                                      "unknown": proofs.get("INCONCLUSIVE", 0),
-                                     # how: values proved by canonical form, by Z3;
-                                     # refutations replayed on the real program
+                                     # how: values proved by canonical form, with
+                                     # cuts expanded, by Z3; refutations replayed
+                                     # on the real program
                                      "values_by_canonical_form":
                                          sum(d.get("by_normal_form", 0) for d in value),
+                                     "values_by_expanded_form":
+                                         sum(d.get("by_expanded_form", 0) for d in value),
                                      "values_by_z3": sum(d.get("by_z3", 0) for d in value),
                                      "refutations_replayed":
                                          sum(d.get("refuted_replayed", 0) for d in value)},

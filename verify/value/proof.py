@@ -24,11 +24,14 @@ For each rank and watched var:
      a Z3 model's (a difference refutes, none is INCONCLUSIVE: equal, if
      at all, by an identity of the real kernels such as sqrt(4 s) =
      2 sqrt(s), which no term here models), and Z3 is not asked;
-  4. only what that model cannot tell apart either (equal by expanding
-     cuts) goes to Z3, after every watched
-     value of the rank was probed and only while none of them differs (a
-     refuted rank's verdict cannot change; the others are then listed
-     unknown, "not asked of Z3") (one query, cuts
+  4. what that model cannot tell apart either is compared once more, after
+     every watched value of the rank was probed and only while none of
+     them differs (a refuted rank's verdict cannot change; the others are
+     then listed unknown, "not asked of Z3"): by canonical forms with every
+     cut expanded (``expand.py``: one polynomial cut at other places, e.g.
+     a bias added before or after an all-reduce; equal forms are a proof
+     for every kernel interpretation, ``by_expanded_form``; the expansion
+     spends work units), and only what stays unequal goes to Z3 (one query, cuts
      expanded, a resource limit per query and per application): unsat
      proves it (``by_z3``); a model is REPLAYED: its input values pushed
      through the terms with the real kernels; a difference there refutes,
@@ -37,6 +40,16 @@ For each rank and watched var:
 A refutation therefore always names inputs, at the real shapes, a user can
 feed (``counterexample["inputs"]``), on which the real kernels give
 different values.
+
+"All inputs" (``INPUTS``) are every feed and every trainable parameter: a
+parameter the startup draws at random or sets to a constant (every zero
+bias, a LayerNorm scale of 1, the planner's 0.0 placeholder) is an input
+symbol keyed by the op and its attrs, value included (``symbolic.py``),
+since training moves it from the first step on: a rewrite that drops or
+doubles a zero bias is refuted, not proved at bias 0.  What the startup
+sets that is no parameter (optimizer moments and accumulators, the
+learning rate) keeps the value the startup computes: a proof covers one
+step from those states, at all parameter values and all feeds.
 
 Over the reals a proof ignores rounding: the numeric check stays the
 witness of precision.
@@ -70,6 +83,7 @@ import z3
 from verify.numeric.startup_pieces import Unresolved
 from verify.verdicts import CheckResult, Verdict
 
+from .expand import expander
 from .kernels import NoReference, NotAnInput, reference, round_to
 from .rational import Q, is_exact, to_q
 from .semantics import Unsupported, dtype_name
@@ -79,12 +93,14 @@ KIND, NAME = "value", "value proof"
 ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
 BATCH_SIZES = (1, 2, 3)  # every -1 dim at 1 and two larger sizes
 # What "all inputs" covers (one step of the programs from their startup):
-# every feed and every randomly drawn parameter are symbols; a parameter the
-# startup sets to a constant (a zero bias), optimizer states and the learning
-# rate are the values the startup sets (so a proof holds at those values).
-INPUTS = ("all inputs (every feed and every randomly initialised parameter; constant-"
-          "initialised parameters, optimizer states and learning rate as the startup "
-          "sets them)")
+# every feed and every trainable parameter, drawn at random or set to a
+# constant by the startup (a zero bias, a LayerNorm scale of 1: training
+# moves it from the first step on), are symbols (symbolic.py); what the
+# startup sets that is no parameter (optimizer moments and accumulators,
+# the learning rate) is the value the startup sets.
+INPUTS = ("all inputs (every feed and every trainable parameter value, randomly or "
+          "constant-initialised; optimizer states, accumulators and learning rate as "
+          "the startup sets them)")
 REL_TOL = 1e-9  # a float64 replay (transcendental kernels) differs beyond this
 
 # The budget of one application (module docstring).  Work units: the
@@ -828,6 +844,17 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
             unknown.append((name, "not asked of Z3: another watched value of this rank "
                                   "differs already (probes could not tell this one apart)"))
             continue
+        try:  # one polynomial cut at other places (expand.py): a proof
+            same = expander(store).equal(pairs)
+        except Budget as exc:
+            record(name, ta, peer, new, ("unknown", f"over budget expanding cuts: {exc} "
+                                                    f"({store.work} work units of this "
+                                                    f"size's {store.work_limit})"))
+            continue
+        if same:
+            stats["expanded"] = stats.get("expanded", 0) + 1
+            record(name, ta, peer, new, None)
+            continue
         ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
         record(name, ta, peer, new, _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats))
     return names, proved, refuted, unknown, cexs, absent
@@ -1028,6 +1055,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         ops_total += ops_a + ops_b
         work["spent"] += store.work
         zt = Z3Terms(store)
+        compared = store.work  # the comparisons' expansions spend units too
         for r in live:
             p = per[r]
             names, proved, refuted, unknown, cexs, absent = _compare_rank(
@@ -1040,6 +1068,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             p["cexs"] += cexs
             p["unknown"] += [(n, f"{why} ({size_note})") for n, why in unknown]
             p["absent"] = sorted(set(p["absent"]) | set(absent))
+        work["spent"] += store.work - compared
     secs = time.perf_counter() - start
     results = []
     for r in ranks:
@@ -1052,7 +1081,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                    "cpu_seconds": round(time.process_time() - cpu0, 4),
                    "proved": proved, "refuted": refuted,
                    "unknown": [n for n, _ in unknown], "absent_in_rewritten": p["absent"],
-                   "by_normal_form": st["normal_form"], "by_z3": st["z3_proved"],
+                   "by_normal_form": st["normal_form"],
+                   "by_expanded_form": st.get("expanded", 0), "by_z3": st["z3_proved"],
                    "refuted_replayed": st["probe_refuted"] + st["z3_refuted"],
                    "refuted_by_probe": st["probe_refuted"], "refuted_by_z3": st["z3_refuted"],
                    "shapes": note, "batch_sizes": [b for b in sizes if b is not None],
@@ -1088,8 +1118,9 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
             results.append(CheckResult(
                 KIND, NAME, r, Verdict.EQUIVALENT,
                 f"{where} rank {r}: PROVED {note}: {len(proved)} watched values equal for "
-                f"{INPUTS} ({st['normal_form']} by canonical form, {st['z3_proved']} by Z3, "
-                f"{st['queries']} Z3 queries); {ROUNDING}"
+                f"{INPUTS} ({st['normal_form']} by canonical form, "
+                f"{st.get('expanded', 0)} by canonical form with cuts expanded, "
+                f"{st['z3_proved']} by Z3, {st['queries']} Z3 queries); {ROUNDING}"
                 + (f"; not compared, stale on purpose and dead: {', '.join(sorted(dead))}"
                    if dead else ""), details=details))
     return results
