@@ -110,6 +110,9 @@ def test_a_rewrite_dropping_or_scaling_a_zero_bias_is_refuted(ir):
 def test_a_faithful_rewrite_is_proved(ir):
     res = _prove(_snap(ir), _snap(ir, bias_scale=1.0))
     assert res.verdict == Verdict.EQUIVALENT, res.message
+    # the message says what "all inputs" covers
+    assert "every trainable parameter value, randomly or constant-initialised; " \
+           "optimizer states" in res.message, res.message
 
 
 @pytest.mark.parametrize("ir", [LEGACY, PIR], ids=["legacy", "pir"])
@@ -126,3 +129,114 @@ def test_a_constant_state_that_is_no_parameter_stays_the_constant(ir):
     rewrite that drops ``+ m`` (m a persistable 0, no parameter) is proved."""
     res = _prove(_snap(ir, add_state=True), _snap(ir))
     assert res.verdict == Verdict.EQUIVALENT, res.message
+
+
+def _layer_norm(ir, with_scale=True):
+    """``y = layer_norm(x, scale, bias)`` (one rank; ``with_scale`` False:
+    the rewrite dropped the scale), ``scale`` initialised to 1.0 and
+    ``bias`` to 0.0 by the startup, as Paddle's LayerNorm does: at those
+    constants both programs agree.  Legacy ``layer_norm`` is an opaque
+    kernel (a replay decides), PIR ``pd_op.layer_norm`` a polynomial row
+    (``... * scale + bias``: canonical forms decide)."""
+    pir = ir is PIR
+    vars_ = {"s": Var("s", [4], "float32", persistable=True, is_parameter=True),
+             "c": Var("c", [4], "float32", persistable=True, is_parameter=True),
+             "x": Var("x", [2, 4], "float32", is_data=True),
+             "y": Var("y", [2, 4], "float32"),
+             "mu": Var("mu", [2], "float32"), "var": Var("var", [2], "float32")}
+    startup = []
+    for name, value in (("s", 1.0), ("c", 0.0)):
+        out = f"startup%{len(startup)}" if pir else name
+        startup.append(Op(len(startup), ir["const"][0], {}, {ir["const"][1]: [out]},
+                          {"shape": [4], "value": value, "dtype": "float32"}))
+        if pir:
+            startup.append(Op(len(startup), "builtin.set_parameter", {"operands": [out]},
+                              {"parameter": [name]}, {"parameter_name": name}))
+    attrs = {"epsilon": 1e-5, "begin_norm_axis": 1}
+    if pir:
+        ops = [Op(0, "builtin.parameter", {}, {"results": ["s"]}, {"parameter_name": "s"}),
+               Op(1, "builtin.parameter", {}, {"results": ["c"]}, {"parameter_name": "c"}),
+               Op(2, "pd_op.data", {}, {"out": ["x"]}, {"name": "x"})]
+        ins = {"x": ["x"], "bias": ["c"], **({"scale": ["s"]} if with_scale else {})}
+        ops.append(Op(3, "pd_op.layer_norm", ins,
+                      {"out": ["y"], "mean": ["mu"], "variance": ["var"]}, attrs))
+    else:
+        ins = {"X": ["x"], "Bias": ["c"], **({"Scale": ["s"]} if with_scale else {})}
+        ops = [Op(0, "layer_norm", ins, {"Y": ["y"], "Mean": ["mu"], "Variance": ["var"]},
+                  attrs)]
+    return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=startup, feeds=["x"])
+
+
+@pytest.mark.parametrize("ir", [LEGACY, PIR], ids=["legacy", "pir"])
+def test_a_rewrite_dropping_a_layer_norm_scale_initialised_to_one_is_refuted(ir):
+    """A member of the class the bias tests were not written for: a
+    LayerNorm scale the startup sets to 1.0 (a multiplicative parameter, no
+    bias, no zero).  Dropping it is the identity at 1.0, refuted over every
+    scale value naming the scale input; keeping it is proved."""
+    res = _prove(_layer_norm(ir), _layer_norm(ir, with_scale=False))
+    assert res.verdict == Verdict.NOT_EQUIVALENT, res.message
+    assert res.counterexample["var"] == "y"
+    assert any(str(n).startswith("s@r0") for n in res.counterexample["inputs"]), \
+        res.counterexample["inputs"]
+    same = _prove(_layer_norm(ir), _layer_norm(ir))
+    assert same.verdict == Verdict.EQUIVALENT, same.message
+
+
+def _row_parallel(rank, promoted=False, bias_scale=1.0):
+    """One rank of ``y = all_reduce(x_r @ w_r) + b`` (TP 2, ring 0), ``b`` a
+    replicated parameter the startup sets to 0.0 and broadcasts from rank
+    0; ``promoted``: rank 0 adds ``bias_scale * b`` before the all-reduce,
+    rank 1 adds nothing (the promotion pass's rewrite).  Each rank's
+    partial sum has 16 monomials: the original's sum over ranks (32) is
+    cut before ``b`` is added, the promoted one after, so the canonical
+    forms differ and the cut expansion decides."""
+    vars_ = {"w": Var("w", [16, 2], "float32", persistable=True, is_parameter=True),
+             "b": Var("b", [2], "float32", persistable=True, is_parameter=True),
+             "x": Var("x", [1, 16], "float32", is_data=True)}
+    for n in ("h", "hb", "z", "y", "b2"):
+        vars_[n] = Var(n, [2] if n == "b2" else [1, 2], "float32")
+    startup = [Op(0, "uniform_random", {}, {"Out": ["w"]},
+                  {"shape": [16, 2], "dtype": "float32", "min": -1.0, "max": 1.0, "seed": 0}),
+               Op(1, "fill_constant", {}, {"Out": ["b"]},
+                  {"shape": [2], "value": 0.0, "dtype": "float32"}),
+               Op(2, "c_broadcast", {"X": ["b"]}, {"Out": ["b"]}, {"ring_id": 0, "root": 0})]
+    ops = [Op(0, "matmul_v2", {"X": ["x"], "Y": ["w"]}, {"Out": ["h"]},
+              {"trans_x": False, "trans_y": False})]
+    add = lambda a, c, out: ops.append(Op(len(ops), "elementwise_add", {"X": [a], "Y": [c]},
+                                          {"Out": [out]}, {"axis": -1}))
+    allreduce = lambda a, out: ops.append(Op(len(ops), "c_allreduce_sum", {"X": [a]},
+                                             {"Out": [out]}, {"ring_id": 0}))
+    if not promoted:
+        allreduce("h", "z")
+        add("z", "b", "y")
+    elif rank == 0:
+        bias = "b"
+        if bias_scale != 1.0:
+            ops.append(Op(len(ops), "scale", {"X": ["b"]}, {"Out": ["b2"]},
+                          {"scale": bias_scale, "bias": 0.0, "bias_after_scale": True}))
+            bias = "b2"
+        add("h", bias, "hb")
+        allreduce("hb", "y")
+    else:
+        allreduce("h", "y")
+    return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=startup, feeds=["x"])
+
+
+def _prove_tp(**kw):
+    before = {r: _row_parallel(r) for r in (0, 1)}
+    after = {r: _row_parallel(r, promoted=True, **kw) for r in (0, 1)}
+    return prove_application("promotion-like", [0, 1], {0: [[0, 1]]}, before, after,
+                             {r: ["y"] for r in (0, 1)}, feed_key=lambda r, n: f"tp{r}")
+
+
+def test_a_bias_promoted_before_the_all_reduce_is_proved_with_the_cut_expanded():
+    """The faithful promotion with the bias an input: the sum of the ranks'
+    partial sums is cut before the bias is added in one program and after
+    it in the other; canonical forms with the cut expanded prove it (no Z3
+    query).  The bias doubled before the all-reduce is refuted naming it."""
+    for res in _prove_tp():
+        assert res.verdict == Verdict.EQUIVALENT, res.message
+        assert res.details["by_expanded_form"] >= 1 and res.details["queries"] == 0, \
+            res.details
+    for res in _prove_tp(bias_scale=2.0):
+        _refuted_naming_bias(res)
