@@ -12,7 +12,9 @@ input is the slice of the serial symbol its placement names
 (``Shard(d)``: the rank's chunk along ``d``; ``Replicate``: the whole;
 ``Partial(SUM)``: the first rank of the axis holds it, the others zero),
 after its own startup program (whatever the serial program has no
-counterpart of keeps the rank's own startup value).  All ranks run in lock
+counterpart of keeps the rank's own startup value; a trainable parameter
+that startup sets to a constant is an input symbol, as in the value proof:
+``symbolic._constant_parameter``).  All ranks run in lock
 step, collectives over the plan's rings.
 
 Compared on every rank, each through its placement in the rank's program

@@ -16,8 +16,14 @@ about a second per application.
   uninterpreted functions (two polynomials over the reals are equal as
   functions iff their canonical forms are; congruence follows from
   hash-consing the arguments), so an identical form is a proof; a
-  different form goes to Z3 (``proof.py``) with every cut expanded, which
-  proves it (unsat) or gives a model the proof confirms with Fractions.
+  different form is compared again with every cut expanded (``expand.py``,
+  spending work units), and what stays different goes to Z3
+  (``proof.py``), which proves it (unsat) or gives a model the proof
+  confirms with Fractions.
+* Inputs: feeds, and every trainable parameter the startup initialises,
+  drawn at random or set to a constant (``_constant_parameter``: a zero
+  bias is an input, not 0); other startup constants (optimizer states,
+  the learning rate) are the values the startup computes.
 * Cut points keep the cost linear: a value whose polynomial is the same in
   both programs is the same id and the same cut atom, so everything after
   it is shared; an op whose inputs are ids already seen (the other program,
