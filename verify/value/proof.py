@@ -24,7 +24,7 @@ For each rank and watched var:
      a Z3 model's (a difference refutes, none is INCONCLUSIVE: equal, if
      at all, by an identity of the real kernels such as sqrt(4 s) =
      2 sqrt(s), which no term here models), and Z3 is not asked;
-  4. what that model cannot tell apart either is compared once more, after
+  4. what that model cannot tell apart is compared once more, after
      every watched value of the rank was probed and only while none of
      them differs (a refuted rank's verdict cannot change; the others are
      then listed unknown, "not asked of Z3"): by canonical forms with every
@@ -651,14 +651,15 @@ def _free_kernel_model(store, ea, eb, pairs, why_not, stats):
                        + ("; " + "; ".join(why_not[:2]) if why_not else ""))
 
 
-def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats):
+def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats, model_checked=False):
     """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
     tell apart, within the budget (same returns as ``_compare``); not asked
     where a model with arbitrary kernels already shows it cannot prove
-    them (``_free_kernel_model``)."""
-    out = _free_kernel_model(store, ea, eb, pairs, why_not, stats)
-    if out is not None:
-        return out
+    them (``_free_kernel_model``; ``model_checked``: the caller asked it)."""
+    if not model_checked:
+        out = _free_kernel_model(store, ea, eb, pairs, why_not, stats)
+        if out is not None:
+            return out
     if z3b.left <= 0:
         return "unknown", (f"the application's Z3 budget is spent ({z3b.spent} of "
                            f"{z3b.total} rlimit units)")
@@ -844,6 +845,13 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
             unknown.append((name, "not asked of Z3: another watched value of this rank "
                                   "differs already (probes could not tell this one apart)"))
             continue
+        ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
+        # apart with arbitrary kernels: no expansion can prove them either (one
+        # evaluation, cheaper than expanding: the grad clip's sqrt(4 s))
+        out = _free_kernel_model(store, ea, eb, pairs, why_not, stats)
+        if out is not None:
+            record(name, ta, peer, new, out)
+            continue
         try:  # one polynomial cut at other places (expand.py): a proof
             same = expander(store).equal(pairs)
         except Budget as exc:
@@ -855,8 +863,8 @@ def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, 
             stats["expanded"] = stats.get("expanded", 0) + 1
             record(name, ta, peer, new, None)
             continue
-        ea, eb = ta.arr.reshape(-1), tb.arr.reshape(-1)
-        record(name, ta, peer, new, _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats))
+        record(name, ta, peer, new, _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats,
+                                            model_checked=True))
     return names, proved, refuted, unknown, cexs, absent
 
 
