@@ -17,9 +17,22 @@ abbreviations.
 Bounded and deterministic: every monomial multiplied, added and interned
 spends ``Store.work`` units, as the symbolic execution does, so the step
 stops (:class:`Budget`) past the store's work limit, at the same place on
-every machine; a polynomial whose expansion would pass ``limit`` monomials
-is expanded one level only (``Expander``); what stays unequal goes on to
-the next step (the arbitrary-kernel model, then Z3)."""
+every machine; a polynomial whose expansion could pass ``limit`` monomials
+(an upper bound counted before multiplying, ``Expander.bound``) is expanded
+one level only, without trying; what stays unequal goes on to Z3.
+
+Why the bound (issue 19, measured): an activation's grad is ``kernel'(x) *
+dout`` (``semantics.uf_linear_grad``), so a gradient several layers deep is
+a chain of products of an opaque derivative, weights and the cut grad of
+the layer after it.  Multiplied out, a bias grad of the planned two-MLP
+case is ~7e7 monomials; trying each such form up to ``limit`` before giving
+up spent 2^18 units on every one of hundreds of forms (the promotion proof
+ran past the application's 300 M units: > 6 CPU minutes).  The programs
+differ only deep inside (the bias added before or after the all-reduce),
+and the one-level forms meet there.  Lazily, too: ``Staged.equal`` first
+compares with a small ``limit`` (``SMALL``: cheap forms, most values) and
+only the values still unequal with the large one (the loss, a sum of
+squares of a cut difference, equal only multiplied out)."""
 from __future__ import annotations
 
 import sys
@@ -27,6 +40,7 @@ import sys
 from .symbolic import Budget, _accumulate_product
 
 LIMIT = 1 << 18  # monomials of one expanded form (the work units bound its cost)
+SMALL = 1 << 10  # the first, cheap stage's limit (``Staged``)
 
 
 class _TooBig(Exception):
@@ -48,8 +62,35 @@ class Expander:
     :class:`Budget` past the store's work limit."""
 
     def __init__(self, store, limit=None):
-        self.s, self.memo, self.amemo = store, {}, {}
+        self.s, self.memo, self.amemo, self.bounds = store, {}, {}, {}
         self.limit = LIMIT if limit is None else limit
+
+    def bound(self, pid) -> int:
+        """An upper bound of the monomials of ``pid`` multiplied out (each
+        monomial the product of its cut atoms' bounds, before like terms
+        merge), capped just past ``limit``: an expansion above it is not
+        tried.  Cut atoms only (a kernel's arguments are expanded on their
+        own); one unit per monomial read, each form once."""
+        got = self.bounds.get(pid)
+        if got is not None:
+            return got
+        s, cap = self.s, self.limit + 1
+        atoms, polys, total = s.atoms, s.polys, 0
+        self._spend(1 + len(polys[pid]))
+        for mono, _ in polys[pid]:
+            n = 1
+            for a in mono:
+                key = atoms[a]
+                if key[0] == "cut":
+                    n *= self.bound(key[1])
+                    if n >= cap:
+                        break
+            total += n
+            if total >= cap:
+                total = cap
+                break
+        self.bounds[pid] = total
+        return total
 
     def _spend(self, units):
         s = self.s
@@ -60,9 +101,13 @@ class Expander:
     def poly(self, pid) -> int:
         got = self.memo.get(pid)
         if got is None:
-            try:
-                got = self._expanded(pid, full=True)
-            except _TooBig:
+            got = None
+            if self.bound(pid) <= self.limit:  # else multiplying out is not tried
+                try:
+                    got = self._expanded(pid, full=True)
+                except _TooBig:  # not expected (the bound holds); kept as a guard
+                    got = None
+            if got is None:
                 got = self._expanded(pid, full=False)
             self.memo[pid] = got
         return got
@@ -144,9 +189,28 @@ class Expander:
             sys.setrecursionlimit(old)
 
 
-def expander(store) -> Expander:
-    """The store's one Expander (its memo shared by every rank's values)."""
+class Staged:
+    """Two expanders on one store: values are compared with the small
+    ``SMALL`` limit first (cheap forms: a grad deep in a network, whose
+    programs differ only at a cut deep inside, meets there one level at a
+    time), and only the pairs still unequal with the large ``LIMIT`` (the
+    loss: a sum of squares of a cut difference, equal only multiplied
+    out).  Both are proofs when equal; both spend the store's units."""
+
+    def __init__(self, store):
+        self.small = Expander(store, min(SMALL, LIMIT))
+        self.large = Expander(store, LIMIT) if LIMIT > SMALL else None
+
+    def equal(self, pairs) -> bool:
+        """Every ``(i, a, b)`` equal once expanded (``Expander.equal``)."""
+        rest = [(i, a, b) for i, a, b in pairs if not self.small.equal([(i, a, b)])]
+        return not rest or (self.large is not None and self.large.equal(rest))
+
+
+def expander(store) -> Staged:
+    """The store's one staged expander (its memos shared by every rank's
+    values)."""
     ex = getattr(store, "expander", None)
     if ex is None:
-        ex = store.expander = Expander(store)
+        ex = store.expander = Staged(store)
     return ex
