@@ -90,3 +90,35 @@ def test_a_budget_inside_the_expansion_raises_budget():
     except Budget:
         return
     raise AssertionError("the work limit was not enforced inside the expansion")
+
+
+def _bias_times_grad(bias_scale):
+    """Element: ``sum_t x_t * D_t`` with ``x_t`` a row's output, the bias
+    inside its cut sum in one program (``cut(S_t + b)``, as after a bias
+    promoted before an all-reduce) and beside it in the other
+    (``cut(S_t) + b``), times the same large grad ``D_t`` (a flat sum of
+    products, as a gradient fully expanded): a weight grad ``x^T dout``."""
+    s = Store()
+    one, two = [], []
+    b = s.sym("b")
+    for t in range(8):
+        dot = s.sum_many([s.mul(s.sym(f"x{t}_{i}"), s.sym(f"v{i}")) for i in range(32)])
+        grad = s.cut(s.sum_many([s.mul(s.sym(f"g{t}_{j}"), s.sym(f"u{j}")) for j in range(40)]))
+        one.append(s.mul(s.add(s.cut(dot), b), grad))
+        two.append(s.mul(s.cut(s.add(dot, s.mul(s.const(bias_scale), b))), grad))
+    return s, [(0, s.sum_many(one), s.sum_many(two))]
+
+
+def test_a_bias_inside_or_beside_a_cut_sum_times_a_large_grad_is_proved(monkeypatch):
+    """Neither stage may multiply the products out (limits scaled down so
+    the product of the two sums is past both): the smaller flat factor is
+    multiplied out against the larger one kept as one atom, on both
+    sides; a doubled bias is not proved."""
+    monkeypatch.setattr(expand, "LIMIT", 1 << 10)
+    monkeypatch.setattr(expand, "SMALL", 1 << 8)
+    s, pairs = _bias_times_grad(1)
+    assert pairs[0][1] != pairs[0][2]
+    assert expand.Expander(s).bound(pairs[0][1]) > expand.LIMIT
+    assert expand.expander(s).equal(pairs)
+    s2, wrong = _bias_times_grad(2)
+    assert not expand.expander(s2).equal(wrong)

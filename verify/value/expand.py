@@ -29,7 +29,11 @@ case is ~7e7 monomials; trying each such form up to ``limit`` before giving
 up spent 2^18 units on every one of hundreds of forms (the promotion proof
 ran past the application's 300 M units: > 6 CPU minutes).  The programs
 differ only deep inside (the bias added before or after the all-reduce),
-and the one-level forms meet there.  Lazily, too: ``Staged.equal`` first
+and the one-level forms meet there: a weight grad ``x^T dout`` whose
+``x`` is ``cut(S) + b`` in one program and ``cut(S + b)`` in the other
+meets once the small flat factor is multiplied out against the large grad
+kept as one atom (``_split``; measured: without it the promotion proof on
+the planned two-MLP case left 256 elements unequal to Z3, past 250 s).  Lazily, too: ``Staged.equal`` first
 compares with a small ``limit`` (``SMALL``: cheap forms, most values) and
 only the values still unequal with the large one (the loss, a sum of
 squares of a cut difference, equal only multiplied out)."""
@@ -53,16 +57,18 @@ class Expander:
     polynomial whose expansion stays within ``limit`` monomials (every
     product and the sum) is expanded in full: equal polynomials, equal
     forms.  A larger one is expanded one level: its monomials over the
-    expanded atoms, each factor of several monomials abbreviated by the cut
-    atom of its expanded form (the loss, a sum over the batch of squared
-    differences, each difference expanded in full): equal where both
-    programs build it of equal factors.  Either form is the same polynomial
+    expanded atoms, in each monomial the largest factor of several
+    monomials abbreviated by the cut atom of its expanded form and the
+    smaller ones multiplied out where they have no cut atom (``_split``;
+    all abbreviated where that passes ``limit``): equal where both programs
+    build it of equal factors, wherever a bias sits in a cut sum.  Either form is the same polynomial
     as the term, so equal forms are a proof.  One per store: the forms are
     memoised, so the values of every rank share them.  ``equal`` raises
     :class:`Budget` past the store's work limit."""
 
     def __init__(self, store, limit=None):
         self.s, self.memo, self.amemo, self.bounds = store, {}, {}, {}
+        self.flat = {}  # expanded form -> whether it has no cut atom
         self.limit = LIMIT if limit is None else limit
 
     def bound(self, pid) -> int:
@@ -116,8 +122,9 @@ class Expander:
         s, d = self.s, {}
         polys, atom = s.polys, self.atom
         self._spend(1 + len(polys[pid]))
+        monos = []  # (coefficient, atoms that stay one atom, expanded wide factors)
         for mono, c in polys[pid]:
-            plain, wide = [], []  # atoms that stay one atom; expanded polynomials
+            plain, wide = [], []
             for a in mono:
                 ap = atom(a)
                 p = polys[ap]
@@ -125,23 +132,79 @@ class Expander:
                     plain.append(p[0][0][0])
                 else:
                     wide.append(ap)
-            if not full:
-                term = self._abbreviated(plain, c, wide)
-            else:
-                term = ((tuple(sorted(plain)), c),)
-                for ap in wide:
-                    p = polys[ap]
-                    if len(term) * len(p) > self.limit:
-                        raise _TooBig()
-                    self._spend(len(term) * len(p))
-                    acc = _accumulate_product({}, term, p)
-                    term = tuple((m, v) for m, v in acc.items() if v)
+            monos.append((c, plain, wide))
+        if full:
+            for c, plain, wide in monos:
+                term = self._product(((tuple(sorted(plain)), c),), wide, _TooBig)
+                self._spend(len(term))
+                for m, v in term:
+                    d[m] = d.get(m, 0) + v
+                if len(d) > self.limit:
+                    raise _TooBig()
+            return s._finish(d)  # spends len(d), checks the limit
+        # one level: in each monomial the largest factor stays one atom and the
+        # smaller flat ones are multiplied out (``_split``), where the whole
+        # form stays within ``limit`` (counted before multiplying); else
+        # every factor stays one atom
+        plans = [self._split(wide) for _, _, wide in monos]
+        total = 0
+        for spread, _ in plans:
+            n = 1
+            for x in spread:
+                n *= len(polys[x])
+            total += n
+        self._spend(len(monos))
+        fits = total <= self.limit
+        for (c, plain, wide), (spread, kept) in zip(monos, plans):
+            if not fits:
+                spread, kept = [], wide
+            term = self._abbreviated(plain, c, kept)
+            if spread:
+                term = self._product(term, spread, None)
             self._spend(len(term))
             for m, v in term:
                 d[m] = d.get(m, 0) + v
-            if full and len(d) > self.limit:
-                raise _TooBig()
-        return s._finish(d)  # spends len(d), checks the limit
+        return s._finish(d)
+
+    def _split(self, wide):
+        """(factors to multiply out, factors to keep as one atom) of one
+        monomial's expanded ``wide`` factors: the largest (by monomials,
+        then id: one choice for equal factors) kept, and every other factor
+        with a cut atom; the smaller flat ones multiplied out.  So a bias
+        added inside a cut sum or beside it, times the same large grad,
+        gives the same monomials: ``(S + b) * D`` and ``S * D + b * D``
+        both become ``sum(m * cut(D))``."""
+        if len(wide) <= 1:
+            return [], wide
+        order = sorted(wide, key=lambda x: (len(self.s.polys[x]), x))
+        spread = [x for x in order[:-1] if self._flat(x)]
+        kept = [x for x in order[:-1] if not self._flat(x)] + order[-1:]
+        return spread, kept
+
+    def _product(self, term, factors, too_big):
+        """``term`` times every polynomial of ``factors`` multiplied out
+        (``too_big`` raised past ``limit`` monomials, if given)."""
+        polys = self.s.polys
+        for ap in factors:
+            p = polys[ap]
+            if too_big is not None and len(term) * len(p) > self.limit:
+                raise too_big()
+            self._spend(len(term) * len(p))
+            acc = _accumulate_product({}, term, p)
+            term = tuple((m, v) for m, v in acc.items() if v)
+        return term
+
+    def _flat(self, pid) -> bool:
+        """Whether the expanded form ``pid`` has no cut atom (a polynomial
+        over input symbols and kernels: its monomials are its own, whatever
+        cuts the programs built it from)."""
+        got = self.flat.get(pid)
+        if got is None:
+            atoms = self.s.atoms
+            self._spend(1 + len(self.s.polys[pid]))
+            got = self.flat[pid] = not any(atoms[a][0] == "cut"
+                                           for m, _ in self.s.polys[pid] for a in m)
+        return got
 
     def _abbreviated(self, plain, c, wide):
         """The monomial ``c * plain * prod(wide)`` too large multiplied out:
