@@ -530,6 +530,48 @@ def test_layer_norm_grad_is_homogeneous_in_its_dout():
     assert ids(summed) != ids(plus)  # additivity is not claimed: another kernel call
 
 
+def test_layer_norm_grad_takes_one_constant_out_of_every_form_of_its_dout():
+    """One dout polynomial the programs cut at other places (a bias beside
+    a cut sum, ``cut(S) + 3 b``, or inside it, ``cut(S + 3 b)``: different
+    lead coefficients, 3 and 1) gives grads of one polynomial:
+    the constant taken out is the dout's value at a fixed point, not its
+    form's lead coefficient, so the grads are equal once cuts are expanded
+    (``expand.py``); a different dout (``6 b``) stays another."""
+    from verify.value import expand
+    from verify.value.symbolic import T as Term
+
+    store, k, sym_tensor = _symbolic_store()
+    xs, ss, bs = sym_tensor((1, 2, 4), "x"), sym_tensor((4,), "s"), sym_tensor((4,), "b")
+    op = Op(0, "layer_norm_grad", {}, {}, {"begin_norm_axis": 2, "epsilon": 1e-5})
+    fwd = S.ROWS["layer_norm"](op, {"X": [xs], "Scale": [ss], "Bias": [bs]}, k)
+    sums = [store.sum_many([store.mul(store.sym(f"u{j}_{i}"), store.sym(f"v{i}"))
+                            for i in range(30)]) for j in range(8)]
+    bias = store.sym("bias")  # after the sums' symbols: its monomial sorts last
+
+    def dout(scale, inside):
+        arr = np.empty((1, 2, 4), dtype=object)
+        for j, idx in enumerate(np.ndindex(1, 2, 4)):
+            b = store.mul(store.const(scale), bias)
+            arr[idx] = Term(store.cut(store.add(sums[j], b)) if inside else
+                            store.add(store.cut(sums[j]), b))
+        return S.Tensor(arr, S.leaf_dims((1, 2, 4)))
+
+    def ids(g):
+        res = S.ROWS["layer_norm_grad"](op, {"X": [xs], "Scale": [ss], "Bias": [bs],
+                                             "Mean": fwd["Mean"], "Variance": fwd["Variance"],
+                                             "Y@GRAD": [g]}, k)
+        return [e.i for s in sorted(res) for t in res[s] for e in t.arr.reshape(-1)]
+
+    def equal(one, two):  # the kernel's arguments compared expanded (congruence)
+        return expand.expander(store).equal(list(zip(range(len(one)), one, two)))
+
+    beside, inside = dout(3, False), dout(3, True)
+    lead = [store.polys[t.arr.reshape(-1)[0].i][0][1] for t in (beside, inside)]
+    assert lead[0] != lead[1]  # the forms' lead coefficients differ (the class)
+    assert equal(ids(beside), ids(inside))
+    assert not equal(ids(dout(6, True)), ids(beside))
+
+
 def test_layer_norm_rows_tell_scale_from_bias_and_rows_from_rows():
     """layer_norm's rows (the legacy opaque kernel keyed by slots and
     shapes): the same values as Scale or as Bias,

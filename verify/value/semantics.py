@@ -709,11 +709,15 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
     """``uf_opaque`` for a kernel linear in its input ``linear_slot`` (every
     output: layer_norm_grad in Y@GRAD).  Only homogeneity is used:
     ``f(.., c * g) = c * f(.., g)`` for a constant c.  The common constant
-    ``c`` (the lead coefficient of the first nonzero element of ``g``) is
-    taken out before the kernel is keyed and multiplied back after, so
-    ``f(x, g / n)`` and ``f(x, g) / n`` are one canonical form; a zero
-    ``g`` gives zero outputs.  Tested against Paddle's grad at concrete
-    values (tests/test_value_axioms.py)."""
+    ``c`` (the value of the first element of ``g`` at one fixed point,
+    ``Store.point_value``, the first nonzero one) is taken out before the
+    kernel is keyed and multiplied back after, so ``f(x, g / n)`` and
+    ``f(x, g) / n`` are one canonical form, and so are the forms of one
+    ``g`` the programs cut at other places (a lead coefficient would
+    depend on the cuts: a bias inside or beside a cut sum); a zero ``g``
+    gives zero outputs; no element nonzero at that point (or terms too
+    deep to evaluate): nothing taken out (any nonzero c is sound).  Tested
+    against Paddle's grad at concrete values (tests/test_value_axioms.py)."""
     inner = uf_opaque(kernel, out_like)
 
     def row(op, ins, k):
@@ -722,15 +726,17 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
             return inner(op, ins, k)
         g = _t(ins, linear_slot)
         polys = store.polys
-        lead = None
+        lead, zero = None, True
         for e in g.arr.reshape(-1):
-            p = polys[e.i] if hasattr(e, "i") else polys[store.const(e)]
-            if p:
-                lead = p[0][1]
-                break
-        if lead == 1:
+            pid = e.i if hasattr(e, "i") else store.const(e)
+            if polys[pid]:
+                zero = False
+                lead = store.point_value(pid)
+                if lead:
+                    break
+        if not zero and not lead or lead == 1:  # nothing to take out
             return inner(op, ins, k)
-        if lead is None:  # g == 0: every output of a linear kernel is 0
+        if zero:  # g == 0: every output of a linear kernel is 0
             lead, unit = 0, g
         else:
             unit = Tensor(np.asarray(g.arr * k.const(1 / Fraction(lead))), g.dims, g.dtype)

@@ -58,6 +58,7 @@ time is in benchmarks/README.md.
 from __future__ import annotations
 
 import hashlib
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -346,6 +347,63 @@ class Store:
             of[j] = T(self.cut(e.i)) if isinstance(e, T) and \
                 len(self.polys[e.i]) > CUT_SIZE else e
         return Tensor(out, t.dims, t.dtype)
+
+    # -- a value that depends on the polynomial, not on its cuts -----------
+    def point_value(self, pid):
+        """The exact value of ``pid`` at one fixed point, or None (terms
+        nested too deep): every symbol a small integer drawn from its name,
+        every kernel a small integer drawn from its name, attrs and its
+        arguments' values (an arbitrary function: equal arguments, equal
+        values), every cut atom its polynomial's value.  So equal
+        polynomials have equal values whatever cuts the programs built them
+        with, and ``point_value(c * p) == c * point_value(p)``: the scale a
+        homogeneous kernel's linear input is divided by
+        (``semantics.uf_opaque_homogeneous``), one for every form of one
+        polynomial.  One work unit per monomial read, each term once."""
+        memo = self.__dict__.setdefault("point_values", {})
+        amemo = self.__dict__.setdefault("point_atoms", {})
+        polys, atoms = self.polys, self.atoms
+
+        def draw(key):
+            digest = hashlib.sha1(repr(key).encode()).digest()
+            return 2 + int.from_bytes(digest[:4], "big") % 97
+
+        def atom(aid):
+            v = amemo.get(aid)
+            if v is None:
+                key = atoms[aid]
+                if key[0] == "sym":
+                    v = draw(("sym", key[1]))
+                elif key[0] == "cut":
+                    v = poly(key[1])
+                else:
+                    args = tuple((int(x.numerator), int(x.denominator))
+                                 for x in (poly(p) for p in key[3]))
+                    v = draw(("uf", key[1], key[2], args))
+                amemo[aid] = v
+            return v
+
+        def poly(q):
+            v = memo.get(q)
+            if v is None:
+                self.work += 1 + len(polys[q])
+                v = Fraction(0)
+                for mono, c in polys[q]:
+                    t = Fraction(c)
+                    for a in mono:
+                        t *= atom(a)
+                    v += t
+                memo[q] = v
+            return v
+
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 20000))
+        try:
+            return poly(pid)
+        except RecursionError:
+            return None
+        finally:
+            sys.setrecursionlimit(old)
 
     # -- reading -----------------------------------------------------------
     def uncut(self, aid):
