@@ -715,8 +715,9 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
     ``f(x, g) / n`` are one canonical form, and so are the forms of one
     ``g`` the programs cut at other places (a lead coefficient would
     depend on the cuts: a bias inside or beside a cut sum); a zero ``g``
-    gives zero outputs; no element nonzero at that point (or terms too
-    deep to evaluate): nothing taken out (any nonzero c is sound).  Tested
+    gives zero outputs; no element nonzero at that point: nothing taken
+    out (any nonzero c is sound); terms too deep or too many to evaluate
+    (``POINT_WORK``): the first nonzero element's lead coefficient.  Tested
     against Paddle's grad at concrete values (tests/test_value_axioms.py)."""
     inner = uf_opaque(kernel, out_like)
 
@@ -730,8 +731,12 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
         for e in g.arr.reshape(-1):
             pid = e.i if hasattr(e, "i") else store.const(e)
             if polys[pid]:
+                if zero:
+                    form_lead = polys[pid][0][1]
                 zero = False
                 lead = store.point_value(pid)
+                if lead is None:  # past the store's limit: the form's lead
+                    lead = form_lead
                 if lead:
                     break
         if not zero and not lead or lead == 1:  # nothing to take out

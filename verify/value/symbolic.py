@@ -72,6 +72,7 @@ from .views import Uninitialised, Views
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+POINT_WORK = 4_000_000  # units Store.point_value may spend on one store
 MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
 # attrs of a random-init op that say nothing about the distribution
 RANDOM_ATTRS_ASIDE = ("seed", "op_role", "op_role_var", "op_namescope", "op_callstack",
@@ -359,40 +360,54 @@ class Store:
         with, and ``point_value(c * p) == c * point_value(p)``: the scale a
         homogeneous kernel's linear input is divided by
         (``semantics.uf_opaque_homogeneous``), one for every form of one
-        polynomial.  One work unit per monomial read, each term once."""
+        polynomial.  One work unit per monomial read, each term once; past
+        ``POINT_WORK`` units on this store (a large model: the first grad
+        of a deep network reads nearly every term, measured 5 M terms and
+        minutes on planned_gpt_tp2) None for every later call, so the
+        caller's fallback (a form's lead coefficient) is one rule for the
+        rest of both programs."""
+        if self.__dict__.get("point_spent", 0) > POINT_WORK:
+            return None  # past the limit once: the caller's fallback from then on
         memo = self.__dict__.setdefault("point_values", {})
         amemo = self.__dict__.setdefault("point_atoms", {})
+        seeds = self.__dict__.setdefault("point_seeds", {})
         polys, atoms = self.polys, self.atoms
 
-        def draw(key):
-            digest = hashlib.sha1(repr(key).encode()).digest()
-            return 2 + int.from_bytes(digest[:4], "big") % 97
+        def seed(key):  # sha1, not hash(): a str's hash differs between processes
+            got = seeds.get(key)
+            if got is None:
+                got = seeds[key] = int.from_bytes(
+                    hashlib.sha1(repr(key).encode()).digest()[:8], "big")
+            return got
 
         def atom(aid):
-            v = amemo.get(aid)
-            if v is None:
-                key = atoms[aid]
-                if key[0] == "sym":
-                    v = draw(("sym", key[1]))
-                elif key[0] == "cut":
-                    v = poly(key[1])
-                else:
-                    args = tuple((int(x.numerator), int(x.denominator))
-                                 for x in (poly(p) for p in key[3]))
-                    v = draw(("uf", key[1], key[2], args))
-                amemo[aid] = v
+            key = atoms[aid]
+            if key[0] == "sym":
+                v = 2 + seed(("sym", key[1])) % 97
+            elif key[0] == "cut":
+                v = poly(key[1])
+            else:  # a tuple of ints hashes alike in every process
+                args = tuple([(int(x.numerator), int(x.denominator))
+                              for x in map(poly, key[3])])
+                v = 2 + hash((seed((key[1], key[2])), args)) % 97
+            amemo[aid] = v
             return v
 
         def poly(q):
             v = memo.get(q)
             if v is None:
-                self.work += 1 + len(polys[q])
-                v = Fraction(0)
-                for mono, c in polys[q]:
-                    t = Fraction(c)
+                items = polys[q]
+                self.work += 1 + len(items)
+                self.point_spent = self.__dict__.get("point_spent", 0) + 1 + len(items)
+                if self.point_spent > POINT_WORK:
+                    raise RecursionError  # over the limit: None, as too deep
+                v = 0  # in the coefficients' own exact type (GMP's where installed)
+                get = amemo.get
+                for mono, c in items:
                     for a in mono:
-                        t *= atom(a)
-                    v += t
+                        x = get(a)
+                        c = c * (atom(a) if x is None else x)
+                    v += c
                 memo[q] = v
             return v
 
