@@ -67,3 +67,24 @@ def test_normalizing_past_the_work_limit_is_over_budget():
     s.work_limit = s.work + 10
     with pytest.raises(Budget, match="work limit"):
         LinearForm(s).equal([(0, serial, rank)])
+
+
+def test_the_relation_input_cap_is_the_budget_setting_in_force():
+    """The planner relation proof's input cap is a budget setting (recorded in
+    the memo key with the rest): raised, a plan over the default is attempted;
+    at the default it is INCONCLUSIVE "not attempted", never a proof."""
+    from verify.value import proof
+    from verify.value.relation import input_limit, prove_relation
+
+    rel = {"parameters": {"w": {"shape": [80, 80], "dtype": "float32"}}, "feeds": {}}
+    out = prove_relation("planner on x", None, {0: None}, rel, {}, {}, {})
+    assert out[0].verdict.value == "INCONCLUSIVE" and "not attempted" in out[0].message
+    assert "--value-relation-inputs" in out[0].message
+    try:
+        proof.configure_budget(relation_input_elements=10_000)
+        assert input_limit() == 10_000
+        assert proof.budget_settings()["relation_input_elements"] == 10_000
+    finally:
+        proof.configure_budget(relation_input_elements=proof.DEFAULT_BUDGET[
+            "relation_input_elements"])
+    assert input_limit() == 4096
