@@ -703,7 +703,8 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 # what decides the relation's value proof: the proof's modules, the op table
-PROOF_SOURCES = ("verify/value/relation.py", "verify/value/proof.py",
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
+                 "verify/value/proof.py",
                  "verify/value/symbolic.py", "verify/value/semantics.py",
                  "verify/value/kernels.py", "verify/value/rational.py",
                  "verify/numeric/placements.py", "verify/numeric/divergence.py",
