@@ -88,3 +88,10 @@ def test_the_relation_input_cap_is_the_budget_setting_in_force():
         proof.configure_budget(relation_input_elements=proof.DEFAULT_BUDGET[
             "relation_input_elements"])
     assert input_limit() == 4096
+
+
+def test_a_form_above_its_limit_proves_nothing():
+    s = Store()
+    serial, rank = _split(s)
+    assert not LinearForm(s, limit=N // 2).equal([(0, serial, rank)])
+    assert LinearForm(s, limit=N).equal([(0, serial, rank)])

@@ -33,11 +33,16 @@ import sys
 from .symbolic import Budget
 
 
-class LinearForm:
-    """Normal forms of one store's polynomials (memoized per id)."""
+class _TooLarge(Exception):
+    pass
 
-    def __init__(self, store):
-        self.s, self.memo, self.amemo = store, {}, {}
+
+class LinearForm:
+    """Normal forms of one store's polynomials (memoized per id); a form
+    above ``limit`` monomials gives up (proves nothing: the caller goes on)."""
+
+    def __init__(self, store, limit=4096):
+        self.s, self.limit, self.memo, self.amemo = store, limit, {}, {}
 
     def _charge(self, units):
         s = self.s
@@ -49,6 +54,8 @@ class LinearForm:
         """The normal form (a polynomial id of the same store) of ``pid``."""
         got = self.memo.get(pid)
         if got is not None:
+            if got < 0:
+                raise _TooLarge()
             return got
         s = self.s
         d = {}
@@ -60,6 +67,9 @@ class LinearForm:
                 self._charge(len(sub))
                 for m, v in sub:
                     d[m] = d.get(m, 0) + c * v
+                if len(d) > self.limit:
+                    self.memo[pid] = -1
+                    raise _TooLarge()
                 continue
             atoms, coef = [], c
             for a in mono:
@@ -96,7 +106,7 @@ class LinearForm:
         sys.setrecursionlimit(max(old, 50000))  # nested cuts: one frame pair each
         try:
             return all(self.poly(a) == self.poly(b) for _, a, b in pairs)
-        except RecursionError:
+        except (RecursionError, _TooLarge):
             return False
         finally:
             sys.setrecursionlimit(old)
