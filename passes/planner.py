@@ -638,7 +638,7 @@ def relation_proof(case, folder, records, notes) -> list:
     result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
     advisory: the numeric relation decides, the application is then
     "witnessed, not proved"); a proof or a replayed refutation decides."""
-    from verify.value.relation import MAX_INPUT_ELEMENTS, NAME, input_elements, prove_relation
+    from verify.value.relation import NAME, input_elements, input_limit, prove_relation
 
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
@@ -664,7 +664,7 @@ def relation_proof(case, folder, records, notes) -> list:
                          f"modules ({memo.path.name})")
             return _advisory(out)
         try:
-            if input_elements(serial_rel) > MAX_INPUT_ELEMENTS:  # decided before loading
+            if input_elements(serial_rel) > input_limit():  # decided before loading
                 serial, snaps = None, {r: None for r in case.ranks}
             else:
                 serial, snaps = _relation_snapshots(folder, case.ranks, r0)
@@ -703,7 +703,9 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 # what decides the relation's value proof: the proof's modules, the op table
-PROOF_SOURCES = ("verify/value/relation.py", "verify/value/proof.py",
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
+                 "verify/value/expand.py",
+                 "verify/value/proof.py",
                  "verify/value/symbolic.py", "verify/value/semantics.py",
                  "verify/value/kernels.py", "verify/value/rational.py",
                  "verify/numeric/placements.py", "verify/numeric/divergence.py",

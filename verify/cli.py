@@ -114,6 +114,10 @@ def _parser():
     run.add_argument("--value-stored-monomials", type=int, default=None, metavar="N",
                      help="monomials one symbolic execution's store may hold (its "
                           "memory, ~180 bytes each; default: DEFAULT_BUDGET)")
+    run.add_argument("--value-relation-inputs", type=int, default=None, metavar="N",
+                     help="input elements (serial parameters, states, feeds) up to which "
+                          "the planner relation proof is attempted (default 4096: the "
+                          "real-model plans cost minutes cold; benchmarks/README.md)")
     run.add_argument("--z3-rlimit", type=int, default=None, metavar="N",
                      help="Z3 resource limit (rlimit) of one value-proof query")
     run.add_argument("--z3-rlimit-total", type=int, default=None, metavar="N",
@@ -212,6 +216,8 @@ def _configure_value_budget(args) -> None:
     try:
         configure_budget(work_units=getattr(args, "value_work_units", None),
                          stored_monomials=getattr(args, "value_stored_monomials", None),
+                         relation_input_elements=getattr(args, "value_relation_inputs",
+                                                         None),
                          z3_rlimit_per_query=getattr(args, "z3_rlimit", None),
                          z3_rlimit_per_application=getattr(args, "z3_rlimit_total", None))
     except ValueError as exc:

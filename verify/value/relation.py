@@ -51,13 +51,14 @@ from verify.verdicts import CheckResult, Verdict
 from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _counterexample, \
     _Z3Budget, budget_settings
 from .expand import expander
+from .linear_form import LinearForm
 from .semantics import Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
 KIND, NAME = "value", "planner relation proof"
 # inputs (elements of the serial program's parameters, states and feeds) above
-# which the proof is not attempted: a gate application's budget (the real-model
-# plans hold ~10^4 and their terms do not fit it)
+# which the proof is not attempted by default: a budget setting
+# (proof.DEFAULT_BUDGET "relation_input_elements", --value-relation-inputs)
 MAX_INPUT_ELEMENTS = 4096
 SERIAL = "serial"  # the leaf suffix of the serial program's input symbols
 
@@ -216,13 +217,14 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
 @_collector_paused
 def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                    rank_rels: dict, final_ops: dict, rings: dict, hang_guard_s: float = 600.0,
-                   max_inputs: int = MAX_INPUT_ELEMENTS) -> list:
+                   max_inputs: int | None = None) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  ``rank_snaps``/``rank_rels``/``final_ops``
     by rank; ``rings``: the plan's ``{ring: [groups]}``.  The budget is
     deterministic: past the value proof's work units
     (``proof.budget_settings``), past its Z3 rlimits, or with more than
-    ``max_inputs`` input elements, INCONCLUSIVE "over budget".
+    ``max_inputs`` input elements (default: the budget setting
+    ``relation_input_elements``), INCONCLUSIVE "over budget".
     ``hang_guard_s`` CPU seconds is a hang guard, not the budget (no case
     comes near it; INCONCLUSIVE, saying so, never memoized)."""
     start = time.perf_counter()
@@ -234,14 +236,24 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                                      "not_proved": verdict != Verdict.EQUIVALENT, **details})
                 for r in ranks]
 
+    if max_inputs is None:
+        max_inputs = input_limit()
     size = input_elements(serial_rel)
     if size > max_inputs:
         return every(Verdict.INCONCLUSIVE, f"not proved: not attempted: the serial program's "
                      f"parameters, states and feeds hold {size} elements, over the relation "
-                     f"proof's {max_inputs}", reason="over budget (inputs)")
+                     f"proof's {max_inputs} (--value-relation-inputs; the real-model plans "
+                     "spend the work budget cold and leave values unproved: "
+                     "benchmarks/README.md)", reason="over budget (inputs)")
     with _cpu_limit(hang_guard_s):
         return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
                       final_ops, rings, budget_settings(), start)
+
+
+def input_limit() -> int:
+    """The input elements above which the proof is not attempted (the budget
+    setting ``relation_input_elements`` in force)."""
+    return int(budget_settings().get("relation_input_elements", MAX_INPUT_ELEMENTS))
 
 
 def input_elements(serial_rel) -> int:
@@ -370,7 +382,7 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
 def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, rank_snap,
                 rel, final_ops, start):
     stats = {"queries": 0, "normal_form": 0, "z3_proved": 0, "probe_refuted": 0,
-             "z3_refuted": 0, "expanded": 0}
+             "z3_refuted": 0, "expanded": 0, "linear": 0}
     proved, refuted, unknown, cexs, pending = [], [], [], [], []
     pairs = watched_pairs(serial_snap, serial_rel, rank_snap, rel)
     for label, sname, rname, plc in pairs:
@@ -385,15 +397,20 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
             cexs.append(_cex(store, r, label, rname, plc, expected, out[1]))
         else:
             unknown.append((label, out[1]))
+    expand, linear = expander(store), LinearForm(store)
     for label, rname, plc, expected, (_, zpairs, why_not) in pending:
-        try:  # one polynomial cut at other places (expand.py): a proof
-            same = expander(store).equal(zpairs)
-        except Budget as exc:
-            unknown.append((label, f"over budget expanding cuts: {exc}"))
-            continue
-        if same:
-            proved.append(label)
-            stats["expanded"] += 1
+        try:  # the cheap normal form first, then every cut expanded (expand.py)
+            if linear.equal(zpairs):
+                proved.append(label)
+                stats["linear"] += 1
+                continue
+            if expand.equal(zpairs):
+                proved.append(label)
+                stats["expanded"] += 1
+                continue
+        except Budget as exc:  # deterministic (work units)
+            unknown.append((label, f"over budget expanding cuts: {exc} ({store.work} "
+                                   f"work units of {store.work_limit})"))
             continue
         if refuted:
             unknown.append((label, "not asked of Z3: another value of this rank differs "
@@ -416,7 +433,9 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
     secs = round(time.perf_counter() - start, 3)
     details = {"seconds": secs, "proved": proved, "refuted": refuted,
                "unknown": [n for n, _ in unknown], "queries": stats["queries"],
-               "by_normal_form": stats["normal_form"], "by_expanded_form": stats["expanded"],
+               "by_normal_form": stats["normal_form"], "by_linear_form": stats["linear"],
+               "by_expanded_form": stats["expanded"], "work_units": store.work,
+               "stored_monomials": store.stored,
                "by_z3": stats["z3_proved"],
                "refuted_replayed": stats["probe_refuted"] + stats["z3_refuted"],
                "shapes": "at the programs' real shapes (global on the serial side)",
@@ -455,6 +474,7 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
         f"{where} rank {r}: PROVED at the real shapes: {compared_text(proved)} relate to "
         f"the serial program through their placements for all parameters, states and feeds "
         f"related by placements (so for every step) ({stats['normal_form']} by canonical form, "
+        f"{stats['linear']} by canonical form with linear cuts expanded, "
         f"{stats['expanded']} by canonical form with cuts expanded, {stats['z3_proved']} by "
         f"Z3); {ROUNDING}", details=details)
 
