@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from verify import cache_files
 from verify.plan.program_format import (FORMAT, VERSION, ProgramDirError, _check_format,
                                         _read_json)
 
@@ -90,16 +91,13 @@ def _placements_of(data: bytes | None) -> dict:
     names every time a rank is built.  A copy per call."""
     import copy
     import hashlib
-    import os
 
     if data is None:
         return {}
     key = hashlib.sha256(b"placements/1\0" + data).hexdigest()
     got = _PLACEMENTS.get(key)
     if got is None:
-        base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
-        path = (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / \
-            "placements" / f"{key}.json"
+        path = cache_files.root() / "placements" / f"{key}.json"
         try:
             got = json.loads(path.read_text())
             if not isinstance(got, dict):
@@ -113,13 +111,7 @@ def _placements_of(data: bytes | None) -> dict:
                         op.get("results") and op.get("placements") and \
                         op["placements"][0] is not None:
                     got[op["results"][0]] = op["placements"][0]
-            try:  # written whole, then renamed
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(got))
-                os.replace(tmp, path)
-            except OSError:
-                pass  # a read-only cache costs speed, not results
+            cache_files.write_whole(path, json.dumps(got).encode())
         _PLACEMENTS[key] = got
     return copy.deepcopy(got)
 

@@ -27,6 +27,8 @@ import os
 import sys
 from pathlib import Path
 
+from verify.cache_files import memo_dir, write_whole
+
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: verify/, cases/, passes/
 PACKAGES = ("verify", "cases", "passes")
 STATS = {"hits": 0, "misses": 0}
@@ -34,13 +36,7 @@ _INSTALLED: dict = {}
 
 
 def cache_dir() -> Path | None:
-    own = os.environ.get("PADDLE_PASS_VERIFY_PYCACHE", "")
-    if own == "0":
-        return None
-    if own not in ("", "1"):
-        return Path(own)
-    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "pycache"
+    return memo_dir("PADDLE_PASS_VERIFY_PYCACHE", "pycache")
 
 
 def key_of(path: str, source: bytes) -> str:
@@ -72,13 +68,7 @@ class CachedSourceLoader(machinery.SourceFileLoader):
             pass
         STATS["misses"] += 1
         code = self.source_to_code(source, path)
-        try:  # written whole, then renamed: no reader sees half
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(marshal.dumps(code))
-            os.replace(tmp, file)
-        except OSError:
-            pass  # a read-only cache costs speed, not results
+        write_whole(file, marshal.dumps(code))
         return code
 
 

@@ -15,11 +15,11 @@ deserializer and Python API make the program the snapshot reads) and a
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 from collections import OrderedDict
 from pathlib import Path
 
+from verify.cache_files import memo_dir, write_whole
 from verify.ir.origin import key_of
 
 SIZE = 32
@@ -92,13 +92,7 @@ def disk_key(stamp: str, case_name: str, rank: int) -> str:
 
 
 def disk_dir() -> Path | None:
-    own = os.environ.get("PADDLE_PASS_VERIFY_SNAPSHOT_CACHE", "")
-    if own == "0":
-        return None
-    if own not in ("", "1"):
-        return Path(own)
-    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "snapshots"
+    return memo_dir("PADDLE_PASS_VERIFY_SNAPSHOT_CACHE", "snapshots")
 
 
 def _disk_path(stamp, case_name, rank) -> Path | None:
@@ -120,14 +114,8 @@ def _read(path):
 def _write(path, blob: bytes) -> None:
     if path is None:
         return
-    try:  # written whole, then renamed: no reader sees half
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, path)
+    if write_whole(path, blob):
         STATS["disk_writes"] += 1
-    except OSError:
-        pass  # a read-only cache costs speed, not results
 
 
 def _snapshot(rp, case, rank: int, which: str):

@@ -55,6 +55,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
+from verify.cache_files import memo_dir, write_whole
+
 SIZE = 32
 _MEMO: OrderedDict = OrderedDict()
 STATS = {"hits": 0, "misses": 0}
@@ -106,13 +108,7 @@ def fingerprint() -> bytes:
 
 def disk_dir() -> Path | None:
     """Where results are kept on disk, or None when that is turned off."""
-    own = os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "")
-    if own == "0":
-        return None
-    if own not in ("", "1"):
-        return Path(own)
-    base = os.environ.get("PADDLE_PASS_VERIFY_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "paddle-pass-verify") / "runs"
+    return memo_dir("PADDLE_PASS_VERIFY_RUN_CACHE", "runs")
 
 
 class session:
@@ -178,16 +174,9 @@ def remembered(key_payload, run, disk=False):
     STATS["misses"] += 1
     result = run()
     _keep(key, result)
-    if path is not None:  # written whole, then renamed: no reader sees half
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-            DISK_STATS["writes"] += 1
-        except OSError:
-            pass  # a read-only cache costs speed, not results
+    if path is not None and write_whole(
+            path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)):
+        DISK_STATS["writes"] += 1
     return result
 
 
