@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import sys
 
-from .symbolic import Budget, _accumulate_product
+from .symbolic import _accumulate_product
 
 LIMIT = 1 << 18  # monomials of one expanded form (the work units bound its cost)
 SMALL = 1 << 10  # the first, cheap stage's limit (``Staged``)
@@ -99,10 +99,7 @@ class Expander:
         return total
 
     def _spend(self, units):
-        s = self.s
-        s.work += units
-        if s.work_limit is not None and s.work > s.work_limit:
-            raise Budget("past the work limit expanding cuts")
+        self.s.spend(units, "expanding cuts")
 
     def poly(self, pid) -> int:
         got = self.memo.get(pid)

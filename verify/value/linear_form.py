@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import sys
 
-from .symbolic import Budget
 
 
 class _TooLarge(Exception):
@@ -45,10 +44,7 @@ class LinearForm:
         self.s, self.limit, self.memo, self.amemo = store, limit, {}, {}
 
     def _charge(self, units):
-        s = self.s
-        s.work += units
-        if s.work_limit is not None and s.work > s.work_limit:
-            raise Budget("past the work limit normalizing cuts")
+        self.s.spend(units, "normalizing cuts")
 
     def poly(self, pid) -> int:
         """The normal form (a polynomial id of the same store) of ``pid``."""

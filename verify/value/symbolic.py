@@ -157,6 +157,13 @@ class Store:
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), Q(1)),))
 
+    def spend(self, units: int, doing: str) -> None:
+        """Count ``units`` of work; past the limit, Budget saying what was
+        being done (the expansion and normal forms above the store spend here)."""
+        self.work += units
+        if self.work_limit is not None and self.work > self.work_limit:
+            raise Budget(f"past the work limit {doing}")
+
     # -- interning ---------------------------------------------------------
     def intern(self, items) -> int:
         pid = self.poly_ix.get(items)
