@@ -189,6 +189,18 @@ def test_attr_order_is_not_a_change_but_a_nested_value_is():
     assert render_key(sa.ops) != render_key(sc.ops) and changed(sa, sc)
 
 
+def test_canonical_keeps_the_operands_order():
+    """Slot order is operand order (an in-place op writes its first operand):
+    canonical sorts attrs only."""
+    ops = [_op(0, inputs={"x": ["acc"], "values": ["%0"], "starts": ["%1"]},
+               attrs={"z": 1, "a": 2})]
+    s = _snap(copy.deepcopy(ops))
+    sm.canonical(s)
+    assert list(s.ops[0].inputs) == ["x", "values", "starts"]
+    assert next(iter(s.ops[0].inputs.values())) == ["acc"]
+    assert list(s.ops[0].attrs) == ["a", "z"]
+
+
 def test_a_remembered_diff_follows_the_content():
     ops = [_op(0), _op(1)]
     edited = copy.deepcopy(ops)

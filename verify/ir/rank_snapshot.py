@@ -84,7 +84,7 @@ def disk_key(stamp: str, case_name: str, rank: int) -> str:
 
     paddle = paddle_module()
     h = hashlib.sha256()
-    for part in ("rank-snapshot/2", stamp, case_name, str(rank), paddle.__version__,
+    for part in ("rank-snapshot/3", stamp, case_name, str(rank), paddle.__version__,
                  str(paddle.version.commit), fingerprint()):
         b = part.encode()
         h.update(len(b).to_bytes(8, "little") + b)
@@ -122,7 +122,7 @@ def _snapshot(rp, case, rank: int, which: str):
     from verify.ir.snapshot import canonical
 
     s = _taken(rp, case, rank, which)
-    canonical(s)  # slots and attrs sorted: equal programs, equal render keys
+    canonical(s)  # attrs sorted: equal programs, equal render keys
     return s
 
 

@@ -68,7 +68,7 @@ def render_key(ops) -> bytes | None:
     here cost 3/4 of the time): the same content in another order is
     another key, and the callers fall back to the rendered lines, which
     sort (:func:`changed` still says unchanged).  Snapshots the engine takes
-    (``verify/ir/rank_snapshot.py``) list them sorted (:func:`canonical`),
+    (``verify/ir/rank_snapshot.py``) list attrs sorted (:func:`canonical`),
     so an imported program, which lists an op's attrs in another order,
     keys as the original."""
     buf = io.BytesIO()
@@ -81,17 +81,18 @@ def render_key(ops) -> bytes | None:
 
 
 def canonical(snapshot) -> None:
-    """Every op's slots and attrs in sorted order, as :meth:`Op.render` lists
-    them (in place; the content is the same): equal programs then have
-    equal :func:`render_key`, whatever order their importer listed attrs in."""
+    """Every op's attrs in sorted order, as :meth:`Op.render` lists them (in
+    place; the content is the same): equal programs then have equal
+    :func:`render_key`, whatever order their importer listed attrs in.  The
+    slots keep their order: it is the operands' order (checks read an
+    in-place op's first operand as the buffer it writes)."""
     for o in list(snapshot.ops) + list(snapshot.startup_ops):
-        for name in ("inputs", "outputs", "attrs"):
-            d = getattr(o, name)
-            try:
-                if isinstance(d, dict) and list(d) != sorted(d):
-                    setattr(o, name, dict(sorted(d.items())))
-            except TypeError:  # keys that do not sort: left as they are
-                pass
+        d = o.attrs
+        try:
+            if isinstance(d, dict) and list(d) != sorted(d):
+                o.attrs = dict(sorted(d.items()))
+        except TypeError:  # keys that do not sort: left as they are
+            pass
 
 
 # render_key -> the lines; an application renders each rank's programs a
