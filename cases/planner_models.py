@@ -165,6 +165,25 @@ _HOLDS = ("every stage's program holds def-use (shapes where rules exist), every
           "placements name, and the serial run and the ranks in lock step agree on the "
           "loss, every gradient and every updated parameter for 3 steps")
 
+# the same Paddle defect as the zoo's LLaMA planned with gradient merge
+# (cases/zoo.py, zoo_llama_tp2_gm), on a model the test suite plans in seconds
+_GM_ZEROING = Expect(
+    True, "NOT_EQUIVALENT",
+    "Paddle's defect: 3.3.1's PIR auto_parallel_gradient_merge_pass zeroes each "
+    "parameter's @GRAD@MERGE accumulator with a pd_op.set_value_with_tensor_ whose result "
+    "is typed with the gradient's global shape; on a TP-sharded parameter it declares the "
+    "global shape while it writes the local accumulator (the row-parallel weight's "
+    "[8, 8] piece declared [16, 8], the column-parallel weight's and bias's alike). The "
+    "in-place write runs on the local buffer, so the types, not the values, are wrong. The stage checks name the gradient_merge stage "
+    "(recorded apart since the stage recorder wraps the engine's new_pass); every other "
+    "stage holds. A merged rank program runs as [forward, backward] * 2 + [optimize], which "
+    "the lock-step relation does not model: the relation and its proof are INCONCLUSIVE "
+    "saying so",
+    evidence="the shape check of the stage programs: 'op 66 (pd_op.set_value_with_tensor_): "
+    "output %63 dim 0 is declared 16 but is 8' on rank 0 and rank 1 after gradient_merge, its "
+    "x linear_1.w_0.dist@GRAD@MERGE [8, 8]; "
+    "reproduce: python -m verify run --pass planner --case planner_tp2_gm")
+
 CASES = [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
@@ -187,4 +206,9 @@ CASES = [
           "input shared onto it (global_to_sub), its output broadcast back (sub_to_global); "
           "rank 3's partition drops the head's ops",
           "planner_sub_mesh.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_tp2_gm", "examples/planner_tp2_gm.py: tiny_mlp_pir.py planned for TP2 "
+          "with gradient merge (k_steps 2, avg): the engine's "
+          "auto_parallel_gradient_merge_pass recorded as its own stage",
+          "planner_tp2_gm.py", [0, 1], _GM_ZEROING,
+          uses=["tiny_mlp_pir.py"]),
 ]

@@ -219,11 +219,11 @@ _PLANNER_HOLDS = Expect(True, "EQUIVALENT",
 _PLANNER_GM = Expect(
     True, "NOT_EQUIVALENT",
     "Paddle's defect, planned with gradient merge (k_steps 2): 3.3.1's PIR "
-    "auto_parallel_gradient_merge_pass (it runs between the remove stage and dist2dense, "
-    "which the recorder does not split: the stage checks name dist2dense) zeroes each "
+    "auto_parallel_gradient_merge_pass (it runs between the remove stage and dist2dense; "
+    "the recorder keeps its program as the gradient_merge stage) zeroes each "
     "parameter's @GRAD@MERGE accumulator with a pd_op.set_value_with_tensor_ (op_role "
-    "optimize) whose result is typed with the gradient's global shape: after dist2dense "
-    "every TP-sharded parameter's zeroing declares the global shape while it writes the "
+    "optimize) whose result is typed with the gradient's global shape: on the rank's dense "
+    "program every TP-sharded parameter's zeroing declares the global shape while it writes the "
     "local accumulator (9 of 12 per rank: lm_head [32, 8] declared [32, 16], down_proj "
     "[16, 16] declared [32, 16], q/k/v [16, 8] declared [16, 16], ...); the in-place "
     "write runs on the local buffer, so the types, not the values, are wrong. The other "
@@ -235,8 +235,9 @@ _PLANNER_GM = Expect(
     "one-rank programs only",
     evidence="the shape check of the stage programs (snapshots of the live programs in the "
     "planning process): 'op 432 (pd_op.set_value_with_tensor_): output %439 dim 1 is "
-    "declared 16 but is 8' on rank 0 and rank 1 after dist2dense and after remove_comm, its "
-    "x lm_head_0.w_0.dist@GRAD@MERGE [32, 8]; reproduce: python -m verify run --pass "
+    "declared 16 but is 8' on rank 0 and rank 1 after gradient_merge (op 424 after "
+    "remove_comm, which drops 8 ops), its x lm_head_0.w_0.dist@GRAD@MERGE [32, 8]; "
+    "reproduce: python -m verify run --pass "
     "planner --case zoo_llama_tp2_gm (models group installed)")
 
 TP2 = {12: [[0, 1]]}

@@ -149,6 +149,23 @@ def test_planner_cases_hold(case_name):
                       "after dist2dense", "after remove_comm"}
 
 
+def test_gradient_merge_is_a_stage_of_its_own():
+    """A plan made with gradient merge records the engine's gradient-merge
+    pass as a stage between remove and dist2dense (``verify/plan/stages.py``
+    wraps its ``new_pass``), so a wrong type it makes is named there: 3.3.1
+    types each sharded accumulator's zeroing with the global shape."""
+    app = _apply("planner_tp2_gm")
+    r0 = app.ranks[0]
+    assert [c.name for c in app.checks if c.name.startswith("after ") and c.rank == r0] == [
+        "after serial", "after partition", "after reshard", "after remove",
+        "after gradient_merge", "after dist2dense", "after remove_comm"]
+    bad = [c for c in app.checks if c.verdict.value == "NOT_EQUIVALENT"]
+    assert app.verdict.value == "NOT_EQUIVALENT" and bad
+    assert {c.name for c in bad} == {"after gradient_merge"}, [c.message for c in bad]
+    cex = bad[0].counterexample
+    assert cex["op_type"] == "pd_op.set_value_with_tensor_" and cex["declared"] != cex["inferred"]
+
+
 def _caught(app, stage):
     bad = [c for c in _relation(app) if c.verdict.value == "NOT_EQUIVALENT"]
     assert app.verdict.value == "NOT_EQUIVALENT", [c.message for c in app.checks][:4]

@@ -152,6 +152,9 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     if hasattr(model, "configure"):  # the case's planner strategy (docstring)
         kwargs["strategy"] = dist.Strategy()
         model.configure(kwargs["strategy"])
+        st = kwargs["strategy"]
+        if st.gradient_merge.enable or st.pipeline.enable:  # the engine then merges
+            capture.optional.add("gradient_merge")  # so "not run" names it after a crash
     dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt, **kwargs)
     try:
         dm.train()

@@ -22,6 +22,10 @@ own reshard in ``_initialize`` is not run when planning without running)::
                   pieces under global dist types)
     remove        after RemovePasses.apply_all (other ranks' ops gone; a dense
                   clone, as reshard)
+    gradient_merge  after auto_parallel_gradient_merge_pass, only where the
+                  strategy enables gradient merge (or a pipeline, which turns
+                  it on): the accumulators, their zeroing and the merged
+                  optimizer step (a dense clone, as reshard)
     dist2dense    after apply_dist2dense_pass on the clone (local shapes)
     remove_comm   after remove_unuseful_comm_op_pass: the rank's program
 
@@ -43,8 +47,14 @@ from __future__ import annotations
 
 import traceback
 
-STAGES = ("serial", "partition", "reshard", "remove", "dist2dense", "remove_comm")
-LOCAL_STAGES = ("reshard", "remove")  # snapshotted through dist2dense of a clone
+STAGES = ("serial", "partition", "reshard", "remove", "gradient_merge", "dist2dense",
+          "remove_comm")
+LOCAL_STAGES = ("reshard", "remove", "gradient_merge")  # snapshotted through dist2dense of a clone
+# stages of the dist program (their op ids map the final ops back to a stage)
+DIST_STAGES = ("partition", "reshard", "remove", "gradient_merge")
+# run only where the strategy asks for them (``Capture.optional``)
+OPTIONAL_STAGES = ("gradient_merge",)
+GRADIENT_MERGE_PASS = "auto_parallel_gradient_merge_pass"
 
 
 def placement_of(value) -> dict | None:
@@ -109,6 +119,7 @@ class Capture:
         self.serial_ids = []  # op ids of the dist program before partition, by position
         self.ids_after = {}  # stage -> op ids of the dist program after it
         self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
+        self.optional = set()  # the optional stages this plan's strategy runs
 
     def record(self, stage, prog, error=None):
         entry = {"stage": stage, "program": None if prog is None else prog.clone(),
@@ -123,7 +134,7 @@ class Capture:
             except Exception as exc:
                 entry["local_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         self.stages.append(entry)
-        if prog is not None and stage in ("partition", "reshard", "remove"):
+        if prog is not None and stage in DIST_STAGES:
             self.ids_after[stage] = {op.id() for op in prog.global_block().ops}
             self.last_dist_ids = [op.id() for op in prog.global_block().ops]
 
@@ -136,13 +147,18 @@ class Capture:
             return None, None
         if did in self.serial_pos:
             return "serial", self.serial_pos[did]
-        for stage in ("partition", "reshard", "remove"):
+        for stage in DIST_STAGES:
             if did in self.ids_after.get(stage, ()):
                 return stage, None
         return None, None
 
+    def expected(self) -> list:
+        """The stages this plan runs, in order (the optional ones its
+        strategy enables)."""
+        return [s for s in STAGES if s not in OPTIONAL_STAGES or s in self.optional]
+
     def not_run_after(self, stage):
-        names = list(STAGES)
+        names = self.expected()
         return names[names.index(stage) + 1:]
 
 
@@ -156,6 +172,7 @@ def install(capture: Capture) -> None:
     _ORIGINAL.setdefault("remove", E.RemovePasses.apply_all)
     _ORIGINAL.setdefault("dist2dense", libpaddle.pir.apply_dist2dense_pass)
     _ORIGINAL.setdefault("remove_comm", E.remove_unuseful_comm_op_pass)
+    _ORIGINAL.setdefault("new_pass", E.new_pass)
 
     def staged(stage, fn, main_of=lambda a: a[0], before=None):
         def wrapper(*args, **kwargs):
@@ -206,6 +223,17 @@ def install(capture: Capture) -> None:
     libpaddle.pir.apply_dist2dense_pass = staged("dist2dense", _ORIGINAL["dist2dense"],
                                                  before=before_dense)
     E.remove_unuseful_comm_op_pass = remove_comm
+
+    def new_pass(name, *args, **kwargs):
+        # the engine makes its gradient-merge pass with new_pass and applies
+        # it to ([dist main], [startup]) between remove and dist2dense
+        made = _ORIGINAL["new_pass"](name, *args, **kwargs)
+        if name == GRADIENT_MERGE_PASS:
+            capture.optional.add("gradient_merge")
+            made.apply = staged("gradient_merge", made.apply, main_of=lambda a: a[0][0])
+        return made
+
+    E.new_pass = new_pass
 
 
 def optimizer_ops(program) -> list:
@@ -364,7 +392,7 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
         if failed:
             record["not_run"] = capture.not_run_after(failed[0])
         else:
-            record["not_run"] = [s for s in STAGES if s not in done]
+            record["not_run"] = [s for s in capture.expected() if s not in done]
         if capture.serial is not None:
             try:
                 g = globalize(capture.serial)
