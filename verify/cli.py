@@ -225,6 +225,13 @@ def _configure_value_budget(args) -> None:
 
 
 def cmd_run(args, out=sys.stdout) -> int:
+    from verify.engine import collector
+
+    with collector.run_scope():  # the collector settled per application (see there)
+        return _cmd_run(args, out)
+
+
+def _cmd_run(args, out) -> int:
     from verify.report import write as report_mod
     from verify.engine.matrix_runner import run_matrix
 

@@ -8,6 +8,7 @@ import sys
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from verify.engine import collector
 from verify.engine.application import run_application
 from verify.engine.console import console_for, verdict_style
 
@@ -86,6 +87,7 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
             # this application's verdict may rest on it, so it is not kept
             interrupt.check()
             apps.append(app)
+            collector.settle()  # within a run's scope: what it left collected once
             if console is not None:
                 console.print(styled_line(app, len(apps), total))
             if progress is not None:
