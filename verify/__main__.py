@@ -15,6 +15,11 @@ if "--paddle-file" in " ".join(sys.argv[1:]):  # before Paddle is imported: the
 
     install_early(sys.argv[1:])
 try:
+    if sys.argv[1:2] == ["run"] and not {"--no-isolation", "-h", "--help"} & set(sys.argv):
+        # the isolation worker imports Paddle while this process does, not after
+        from verify.engine.isolation import prestart
+
+        prestart()
     from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
     from verify.cli import main
 except BaseException:  # noqa: B036  an interrupt during start-up (maybe swallowed)

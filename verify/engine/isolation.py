@@ -204,6 +204,8 @@ class _Worker:
                                        f"{START_TIMEOUT:.0f} s:\n" + self.log_tail())
                 ready, _, _ = select.select([listener], [], [], 0.1)
                 interrupt.check()  # an interrupt swallowed while the worker starts
+                if _ABORT.is_set():  # shutdown() while a prestarted worker starts
+                    raise BackendError("the isolation worker was shut down while starting")
                 if not ready:
                     continue
                 conn = accept_authenticated(listener, key)
@@ -355,7 +357,17 @@ interrupt.on_force_exit(_force_kill)
 
 
 def shutdown() -> None:
-    """Kill every idle worker of this process (busy ones die with their job)."""
+    """Kill every idle worker of this process and one :func:`prestart` is
+    starting (busy ones die with their job)."""
+    if _STARTING:
+        _ABORT.set()
+        try:
+            for t in list(_STARTING):
+                if t is not threading.current_thread():
+                    t.join(timeout=5.0)
+        finally:
+            _ABORT.clear()
+            _STARTING[:] = [t for t in _STARTING if t.is_alive()]
     locked = _LOCK.acquire(timeout=1.0)
     try:
         while _IDLE:
@@ -370,8 +382,53 @@ def workers() -> list:
     return [w.pid for w in _IDLE if w.alive()]
 
 
-def _acquire() -> _Worker:
+def _on_exit() -> None:
+    """Have this process kill its workers at exit and on SIGTERM/SIGHUP (once)."""
     global _ATEXIT
+    with _LOCK:
+        if _ATEXIT:
+            return
+        _ATEXIT = True
+        atexit.register(shutdown)
+        try:  # the rank pool's SIGTERM/SIGHUP handlers: also kill our workers
+            from verify.numeric import rank_pool
+
+            rank_pool._install_handlers()
+            rank_pool.also_on_shutdown(shutdown)
+        except Exception:
+            pass
+
+
+_STARTING: list = []  # the thread of prestart(), until a job waits for it
+_ABORT = threading.Event()  # set by shutdown(): a starting worker gives up
+
+
+def prestart() -> None:
+    """Start one worker now, in a thread, into the idle pool: its start-up
+    (importing Paddle, the cases and the passes; 3-5 s on the zoo machine)
+    overlaps this process's own instead of the first job waiting for it.
+    Nothing when isolation is off or a worker is idle or starting already;
+    a worker that fails to start is dropped (the first job starts its own
+    and reports why)."""
+    if not enabled() or _STARTING or _IDLE:
+        return
+    _on_exit()
+
+    def start():
+        try:
+            w = _Worker()
+        except BaseException:  # noqa: B036  (an interrupt included: the job sees it)
+            return
+        _release(w)
+
+    t = threading.Thread(target=start, name="isolation-prestart", daemon=True)
+    _STARTING.append(t)
+    t.start()
+
+
+def _acquire() -> _Worker:
+    while _STARTING:  # a worker prestart() is starting: wait for it, then take it
+        _STARTING.pop().join()
     with _LOCK:
         while _IDLE:
             w = _IDLE.pop()
@@ -381,16 +438,7 @@ def _acquire() -> _Worker:
                     w.overlay == os.environ.get(_OVERLAY_ENV):
                 return w
             w.kill()
-        if not _ATEXIT:
-            _ATEXIT = True
-            atexit.register(shutdown)
-            try:  # the rank pool's SIGTERM/SIGHUP handlers: also kill our workers
-                from verify.numeric import rank_pool
-
-                rank_pool._install_handlers()
-                rank_pool.also_on_shutdown(shutdown)
-            except Exception:
-                pass
+    _on_exit()
     return _Worker()
 
 
