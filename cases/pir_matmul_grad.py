@@ -191,3 +191,78 @@ CASES = [
                  "untransposed; shapes agree, values differ", evidence=_TRANSPOSE_EV),
           tx=True, ty=True, seq=8),
 ]
+
+
+class LazyPirRankProgram(PirRankProgram):
+    """A :class:`PirRankProgram` whose ``main``, ``startup`` and ``names``
+    are deserialized on first read, by ``load() -> (main, startup, names)``.
+
+    The engine snapshots a stamped program from its caches by the stamp
+    (``verify/engine/origins.py``): an application whose every original and
+    rewrite is found there reads the metadata (feeds, loss, fetches, plan
+    digest) and never these three; on the zoo, deserializing them was 3.1 of
+    the parent's CPU s.  Anything that reads one (a cache miss, a pass
+    applied in process, a numeric run to make) loads all three, once.
+    ``dataclasses.replace`` of one gives one already loaded (it reads the
+    three unless they are replaced)."""
+
+    def __init__(self, load=None, **fields):
+        self.__dict__["_load"] = load
+        self.__dict__["_loaded"] = {}
+        self.__dict__["_then"] = []  # callables run on the loaded rp
+        self.__dict__["_token"] = object()
+        for which in ("main", "startup", "names"):
+            fields.setdefault(which, _UNLOADED)
+        PirRankProgram.__init__(self, **fields)
+
+    def _get(self, which):
+        got = self.__dict__["_loaded"]
+        if got.get(which, _UNLOADED) is _UNLOADED:
+            load, self.__dict__["_load"] = self.__dict__["_load"], None
+            if load is None:
+                raise RuntimeError("LazyPirRankProgram: its programs failed to load before")
+            from paddle.utils import unique_name
+
+            with unique_name.guard():  # as Case.build deserialized it: a fresh generator
+                main, startup, names = load()
+            for k, v in (("main", main), ("startup", startup), ("names", names)):
+                if got.get(k, _UNLOADED) is _UNLOADED:
+                    got[k] = v
+            then, self.__dict__["_then"] = self.__dict__["_then"], []
+            for fn in then:
+                fn(self)
+        return got[which]
+
+    def _set(self, which, value):
+        if which in ("main", "startup"):  # other programs: a stamp no longer names them
+            self.__dict__["_token"] = object()
+        self.__dict__["_loaded"][which] = value
+
+    def programs_token(self):
+        """The same object while main and startup are the ones ``load``
+        gives (read or not); another once either is set
+        (``verify.ir.origin``'s stamps hold it instead of the programs)."""
+        return self.__dict__["_token"]
+
+    def when_loaded(self, fn) -> None:
+        """``fn(self)`` once the programs are deserialized (now if they are)."""
+        if self.loaded():
+            fn(self)
+        else:
+            self.__dict__["_then"].append(fn)
+
+    def loaded(self) -> bool:
+        """Whether the programs were deserialized (tests, benchmarks)."""
+        return self.__dict__["_load"] is None
+
+    main = property(lambda s: s._get("main"), lambda s, v: s._set("main", v))
+    startup = property(lambda s: s._get("startup"), lambda s, v: s._set("startup", v))
+    names = property(lambda s: s._get("names"), lambda s, v: s._set("names", v))
+
+
+class _Unloaded:
+    def __repr__(self):
+        return "<not loaded>"
+
+
+_UNLOADED = _Unloaded()

@@ -40,17 +40,22 @@ def build(case, rank: int):
 def build_pir(case, rank: int):
     """A rank's PIR RankProgram from a dir planned with ``--ir pir``."""
     from cases.base import FeedSpec
-    from cases.pir_matmul_grad import PirRankProgram
-    from verify.plan.pir_rank import load_rank
+    from cases.pir_matmul_grad import LazyPirRankProgram
+    from verify.plan.pir_rank import load_rank, rank_data
 
     from verify.ir.origin import digest
 
     folder = Path(case.params["dir"]) / f"rank{rank}"
-    main, startup, names, meta = load_rank(folder)
     # every file this function and load_rank read, by content (not path)
     files = {n: (folder / n).read_bytes() if (folder / n).is_file() else None
              for n in _RANK_FILES}
     plan_digest = digest(rank, *(b"<absent>" if b is None else b for b in files.values()))
+    data, meta = rank_data(folder, files)
+
+    def load():  # the programs of exactly the bytes digested above
+        main, startup, names, _ = load_rank(folder, (data, meta))
+        return main, startup, names
+
     feeds = [FeedSpec(f["name"], tuple(f.get("concrete_shape", f["shape"])), f["dtype"],
                       f.get("split", "dp")) for f in meta["feeds"]]
     loss = meta.get("loss")
@@ -59,14 +64,18 @@ def build_pir(case, rank: int):
 
         from verify.ir.loss_seed import seeded_loss
 
+        main, startup, names = load()
         with paddle.pir_utils.IrGuard():
             loss = seeded_loss(main, names)
-    return PirRankProgram(rank=rank, main=main, startup=startup, dist_context=None,
-                          params_grads=[], feeds=feeds, loss=loss,
-                          fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
-                          names=names,
-                          placements=_placements_of(files["planner.json"]),
-                          plan_digest=plan_digest)
+        loaded = (main, startup, names)
+        load = lambda: loaded  # noqa: E731
+    # main, startup and names deserialized on first read: a stamped rank
+    # whose snapshot is cached is never deserialized (verify/engine/origins.py)
+    return LazyPirRankProgram(load, rank=rank, dist_context=None,
+                              params_grads=[], feeds=feeds, loss=loss,
+                              fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
+                              placements=_placements_of(files["planner.json"]),
+                              plan_digest=plan_digest)
 
 
 # the files of a PIR rank folder build_pir reads (load_rank, recorded_placements)

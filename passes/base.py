@@ -216,15 +216,25 @@ class PirPassAdapter(PassAdapter):
             return export_programs(rp.main, rp.startup, rp.names)
 
     def import_rewritten(self, fresh, exported):
-        """A RankProgram from :meth:`export_rewritten` and a fresh build."""
+        """A RankProgram from :meth:`export_rewritten` and a fresh build:
+        its programs deserialized on first read (a rewrite whose snapshot
+        the caches hold by its stamp is never deserialized)."""
         import dataclasses
 
         import paddle
 
+        from cases.pir_matmul_grad import LazyPirRankProgram, PirRankProgram
         from verify.ir.pir_snapshot import import_programs
 
-        with paddle.pir_utils.IrGuard():
-            main, startup, names = import_programs(exported)
+        def load():
+            with paddle.pir_utils.IrGuard():
+                return import_programs(exported)
+
+        if type(fresh) in (PirRankProgram, LazyPirRankProgram):
+            fields = {f.name: getattr(fresh, f.name) for f in dataclasses.fields(fresh)
+                      if f.init and f.name not in ("main", "startup", "names")}
+            return LazyPirRankProgram(load, **fields)
+        main, startup, names = load()
         return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
 

@@ -309,3 +309,25 @@ def test_report_dir_vanishing_mid_run_is_one_clear_error(tmp_path):
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1].startswith("error: cannot write the report")
     assert "PASS_CRASHED" in stdout  # the summary is still printed
+
+
+def test_a_prestarted_worker_is_the_first_jobs_and_shutdown_aborts_one_starting():
+    """``python -m verify run`` starts its first worker beside its own
+    start-up (``isolation.prestart``): the first job takes that worker; a
+    shutdown while one starts leaves no process behind."""
+    isolation.shutdown()
+    assert not _my_workers()
+    isolation.prestart()
+    isolation.shutdown()  # at once: the starting worker gives up and is killed
+    assert not isolation._STARTING and not isolation.workers()
+    deadline = time.monotonic() + 10
+    while _my_workers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _my_workers()
+    isolation.prestart()
+    w = isolation._acquire()  # waits for the prestarted one and takes it
+    try:
+        assert w.alive() and _my_workers() == {w.pid}
+    finally:
+        isolation._release(w)
+    assert isolation.workers() == [w.pid]

@@ -134,3 +134,51 @@ def test_canonical_serialization_orders_named_attributes_only():
     assert canonical_serialization(a) != canonical_serialization(c)
     assert canonical_serialization(a) != canonical_serialization(d)
     assert canonical_serialization(b"not json") == b"not json"
+
+
+def test_a_planned_rank_is_deserialized_only_when_read_and_a_stamp_survives_the_read(
+        planned, monkeypatch):
+    """A program dir's rank and a rewrite imported from a worker's bytes are
+    deserialized on first read (``LazyPirRankProgram``): stamping and keying
+    read nothing; the stamp holds across the read and is lost when a program
+    is replaced; an application whose snapshots are remembered by stamp
+    deserializes neither side, and takes the same snapshots."""
+    import passes
+    from cases.program_dirs import load_program_dir
+    from verify.engine import isolation
+    from verify.engine.application import run_application
+    from verify.engine.origins import stamp_built
+    from verify.ir import pir_snapshot, rank_snapshot
+    from verify.ir.rank_snapshot import _snapshot
+
+    imports = []
+    real = pir_snapshot.import_programs
+    monkeypatch.setattr(pir_snapshot, "import_programs",
+                        lambda data: imports.append(1) or real(data))
+    case = load_program_dir(str(planned))
+    imports.clear()
+    rp = case.build(0)
+    assert stamp_built(rp) and key_of(rp) and not rp.loaded() and not imports
+    key = key_of(rp)
+    n_ops = len(rp.main.global_block().ops)  # read: deserialized once, the stamp kept
+    assert rp.loaded() and len(imports) == 1 and key_of(rp) == key and n_ops
+    assert rp.names is not None and len(imports) == 1
+    other = case.build(0)
+    stamp_built(other)
+    other.startup = rp.startup  # another program: the stamp no longer names it
+    assert key_of(other) is None
+    if not isolation.enabled():
+        pytest.skip("stamps of rewrites are made by the isolation path")
+    adapter = passes.get("rs_fuse")
+    rank_snapshot.clear()
+    first = run_application(adapter, case, value=False)  # snapshots taken (or on disk)
+    imports.clear()
+    second = run_application(adapter, case, value=False)
+    assert not imports, "a remembered application deserialized a program"
+    assert second.verdict == first.verdict
+    for a, b in zip(first.outcomes, second.outcomes):
+        assert a.before.to_dict() == b.before.to_dict()
+        assert a.after.to_dict() == b.after.to_dict()
+    fresh = case.build(0)
+    assert second.outcomes[0].before.to_dict() == _snapshot(fresh, case, 0,
+                                                            "original").to_dict()

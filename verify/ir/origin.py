@@ -37,17 +37,31 @@ def digest(*parts) -> str:
     return h.hexdigest()
 
 
+def _pinned(rp) -> tuple:
+    """What a stamp holds on to: ``rp``'s two programs; for programs
+    deserialized on first read (``rp.programs_token()``,
+    ``cases.pir_matmul_grad.LazyPirRankProgram``) a token that stays while
+    they are the ones its bytes give, read or not, and changes when one is
+    set to another program; reading it deserializes nothing."""
+    token = getattr(rp, "programs_token", None)
+    if callable(token):
+        return token(), None
+    return rp.main, rp.startup
+
+
 def stamp(rp, key: str) -> None:
     """Record that ``rp``'s programs are, untouched, what ``key`` names."""
-    rp.origin = Origin(key, rp.main, rp.startup)
+    rp.origin = Origin(key, *_pinned(rp))
 
 
 def key_of(rp) -> str | None:
     """``rp``'s stamp, or None (never stamped, forgotten, or its programs are
     no longer the ones stamped)."""
     o = getattr(rp, "origin", None)
-    if isinstance(o, Origin) and o.main is rp.main and o.startup is rp.startup:
-        return o.key
+    if isinstance(o, Origin):
+        main, startup = _pinned(rp)
+        if o.main is main and o.startup is startup:
+            return o.key
     return None
 
 

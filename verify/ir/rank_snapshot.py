@@ -142,6 +142,14 @@ def _taken(rp, case, rank: int, which: str):
 
 
 def _name_values(rp) -> None:
+    later = getattr(rp, "when_loaded", None)
+    if callable(later):  # programs deserialized on first read: named then, if ever
+        later(_assign_names)
+        return
+    _assign_names(rp)
+
+
+def _assign_names(rp) -> None:
     names = getattr(rp, "names", None)
     if names is not None and hasattr(names, "assign"):
         import paddle

@@ -205,18 +205,30 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 
 
-def load_rank(folder: Path):
+def rank_data(folder: Path, files: dict | None = None):
+    """``(exported programs, meta)`` of a PIR rank folder, as
+    :func:`load_rank` imports them, without importing; ``files``: ``{file
+    name: bytes}`` already read (the rest is read here)."""
+    files = files or {}
+
+    def read(name):
+        got = files.get(name)
+        return got if got is not None else (folder / name).read_bytes()
+
+    meta = json.loads(read("meta.json"))
+    data = {"main": read("main.json"), "startup": read("startup.json"),
+            "names": json.loads(read("names.json")), "counter": meta["counter"]}
+    return data, meta
+
+
+def load_rank(folder: Path, read=None):
     """``(main, startup, names, meta)`` of a PIR rank folder (PIR mode is
-    entered here: call from any process)."""
+    entered here: call from any process); ``read``: its :func:`rank_data`."""
     import paddle
 
     from verify.ir.pir_snapshot import import_programs
 
-    meta = json.loads((folder / "meta.json").read_text())
-    data = {"main": (folder / "main.json").read_bytes(),
-            "startup": (folder / "startup.json").read_bytes(),
-            "names": json.loads((folder / "names.json").read_text()),
-            "counter": meta["counter"]}
+    data, meta = read if read is not None else rank_data(folder)
     with paddle.pir_utils.IrGuard():
         main, startup, names = import_programs(data)
     return main, startup, names, meta
