@@ -258,12 +258,12 @@ def test_interrupted_run_writes_a_partial_report(tmp_path, signum, code):
          "--case", "col_seq1", "--case", "col_trans_y", "--pass-file",
          os.path.join(FAULTS, "loops.py"), "--backend", "none", "--timeout", "60",
          "--report-dir", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "FAULT_STARTED": str(tmp_path / "started")})
     deadline = time.monotonic() + 60
-    workers = set()
-    while time.monotonic() < deadline and not workers:  # wait for a busy worker
-        time.sleep(0.5)
-        workers = _children_of(proc.pid)
+    while time.monotonic() < deadline and not (tmp_path / "started").exists():
+        time.sleep(0.2)  # a busy worker: the looping pass runs (one exists from start-up)
+    workers = _children_of(proc.pid)
     time.sleep(1.0)
     os.kill(proc.pid, signum)
     stdout, stderr = proc.communicate(timeout=60)
@@ -298,10 +298,11 @@ def test_report_dir_vanishing_mid_run_is_one_clear_error(tmp_path):
         [sys.executable, "-m", "verify", "run", "--pass", "overlap", "--case", "col_3d_static",
          "--pass-file", os.path.join(FAULTS, "loops.py"), "--backend", "none",
          "--timeout", "4", "--report-dir", str(out)], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FAULT_STARTED": str(tmp_path / "started")})
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _children_of(proc.pid):
-        time.sleep(0.2)
+    while time.monotonic() < deadline and not (tmp_path / "started").exists():
+        time.sleep(0.2)  # the run goes on: the looping pass runs in its worker
     os.rmdir(out)
     out.write_text("not a directory any more")
     stdout, stderr = proc.communicate(timeout=90)

@@ -22,9 +22,14 @@ try:
         prestart()
     from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
     from verify.cli import main
+
+    if "verify.engine.isolation" in sys.modules:  # Paddle's SIGTERM handler is in: ours over it
+        sys.modules["verify.engine.isolation"].arm_signals()
 except BaseException:  # noqa: B036  an interrupt during start-up (maybe swallowed)
     if interrupt.received() is None:
         raise
+    if "verify.engine.isolation" in sys.modules:  # a prestarted worker: not left behind
+        sys.modules["verify.engine.isolation"].shutdown()
     print(f"interrupted ({interrupt.received()}) during start-up", file=sys.stderr)
     sys.stderr.flush()
     # Not sys.exit: nothing is started yet to clean up, and a half-done import

@@ -341,6 +341,7 @@ class _Worker:
 _IDLE: list = []
 _LOCK = threading.RLock()
 _ATEXIT = False
+_SIGNALS = False
 _LIVE: set = set()  # pids (= process groups) of the workers this process started
 
 
@@ -382,14 +383,18 @@ def workers() -> list:
     return [w.pid for w in _IDLE if w.alive()]
 
 
-def _on_exit() -> None:
-    """Have this process kill its workers at exit and on SIGTERM/SIGHUP (once)."""
-    global _ATEXIT
+def _on_exit(signals: bool = True) -> None:
+    """Have this process kill its workers at exit and, with ``signals``, on
+    SIGTERM/SIGHUP (once each).  Not the signals before Paddle is imported:
+    its import installs its own SIGTERM handler in C, under Python's."""
+    global _ATEXIT, _SIGNALS
     with _LOCK:
-        if _ATEXIT:
+        if not _ATEXIT:
+            _ATEXIT = True
+            atexit.register(shutdown)
+        if not signals or _SIGNALS:
             return
-        _ATEXIT = True
-        atexit.register(shutdown)
+        _SIGNALS = True
         try:  # the rank pool's SIGTERM/SIGHUP handlers: also kill our workers
             from verify.numeric import rank_pool
 
@@ -397,6 +402,13 @@ def _on_exit() -> None:
             rank_pool.also_on_shutdown(shutdown)
         except Exception:
             pass
+
+
+def arm_signals() -> None:
+    """Kill this process's workers on SIGTERM/SIGHUP from now on: call once
+    Paddle is imported, after :func:`prestart` (the first job does too)."""
+    if _ATEXIT:
+        _on_exit()
 
 
 _STARTING: list = []  # the thread of prestart(), until a job waits for it
@@ -412,7 +424,7 @@ def prestart() -> None:
     and reports why)."""
     if not enabled() or _STARTING or _IDLE:
         return
-    _on_exit()
+    _on_exit(signals=False)  # the first job installs them (after Paddle's import)
 
     def start():
         try:
