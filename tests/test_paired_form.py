@@ -127,3 +127,22 @@ def test_a_product_of_cuts_is_opened_within_the_limit_only():
     assert not PairedForm(s, limit=n * n - 1).equal([(0, cut_side, flat)])
     assert PairedForm(s).equal([(0, cut_side, flat)])
     assert all(va == vb for va, vb in (_values(s, cut_side, flat, seed) for seed in range(2)))
+
+
+def test_the_relations_probes_spend_work_units():
+    """A store that asks for it (``probe_work``: the planner relation's)
+    charges the probes' exact evaluation to its work units, deterministically,
+    and stops past the limit; the value proof's stores do not charge it."""
+    def spent(flag, limit=None):
+        s = Store()
+        serial, rank = _grads(s)
+        s.probe_work = flag
+        s.work_limit = None if limit is None else s.work + limit
+        w0 = s.work
+        _values(s, serial, rank, 0)
+        return s.work - w0
+
+    units = spent(True)
+    assert units > 0 and spent(True) == units and spent(False) == 0
+    with pytest.raises(Budget, match="evaluating probes"):
+        spent(True, limit=units // 2)

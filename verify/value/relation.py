@@ -313,6 +313,7 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
 
     # deterministic, as the value proof's
     store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
+    store.probe_work = True  # the probes' exact evaluation spends work units too
     T.store = store
     ex = Executor(store, rings, 1, None)
     try:
@@ -372,7 +373,11 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
                            f"{list(expected.arr.shape)} its placement {describe(plc)} names"
                 if plc is not None else "no placement recorded, and it is not the whole "
                 "serial value"), None
-    out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
+    try:
+        out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
+    except Budget as exc:  # deterministic: the probes' evaluation spends work units
+        return ("unknown", f"over budget evaluating probes: {exc} ({store.work} work "
+                           f"units of {store.work_limit})"), None
     if plc is None and out is not None and out[0] == "refuted":
         # with no placement recorded the piece may be any slice: not a refutation
         return ("unknown", "no placement recorded, and it is not the whole serial value"), \
@@ -424,8 +429,12 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
             continue
         got = assembled({q: env[rname] for q, env in envs.items() if rname in env}, plc, r,
                         store)
-        res = _ask_z3(store, zt, expected.arr.reshape(-1), got.arr.reshape(-1), zpairs,
-                      why_not, z3b, stats)
+        try:
+            res = _ask_z3(store, zt, expected.arr.reshape(-1), got.arr.reshape(-1), zpairs,
+                          why_not, z3b, stats)
+        except Budget as exc:  # a model's replay spends work units too
+            unknown.append((label, f"over budget replaying a model: {exc}"))
+            continue
         if res is None:
             proved.append(label)
         elif res[0] == "refuted" and plc is None:  # the piece may be any slice
@@ -546,7 +555,10 @@ def _locate(store, zt, senv, envs, r, final_ops):
         if expected.arr.shape != got.arr.shape:
             return "shape", {}
         stats = {"normal_form": 0, "probe_refuted": 0}
-        out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
+        try:
+            out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
+        except Budget:  # the location is a help, not the verdict
+            return None
         if out is None or out[0] != "refuted":
             return None
         info = out[1]
