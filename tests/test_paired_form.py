@@ -115,6 +115,20 @@ def test_opening_past_the_work_limit_is_over_budget():
         PairedForm(s).equal([(0, serial, rank)])
 
 
+def test_one_values_share_of_the_work_ends_its_attempt_only():
+    """Past ``units`` one value's attempt is not proved (deterministic: the
+    same count everywhere), and the next value starts its own share."""
+    s = Store()
+    serial, rank = _grads(s)
+    pf = PairedForm(s)
+    w0 = s.work
+    assert not pf.equal([(0, serial, rank)], units=20)
+    assert s.work - w0 < 20 + 5000  # stopped at its share (one step past it at most)
+    s2 = Store()
+    serial2, rank2 = _grads(s2)
+    assert PairedForm(s2).equal([(0, serial2, rank2)], units=10_000_000)
+
+
 def test_a_product_of_cuts_is_opened_within_the_limit_only():
     """``cut(P) * cut(Q)`` against the product multiplied out: no key to
     group by, so the cuts are opened (step 4), within ``limit`` only."""

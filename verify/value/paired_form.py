@@ -56,6 +56,14 @@ from .symbolic import _accumulate_product
 
 LIMIT = 4096  # monomials of one side after opening its cuts
 DEPTH = 400  # nested pairs (a decoder's gradient is opened level by level)
+# work units one value's attempt may spend (zoo_llama_tp2's costliest value,
+# the attention norm weight's gradient, 16 elements: 6.0 M, the first to open
+# the decoder's cuts; later values reuse the memo)
+VALUE_UNITS = 8_000_000
+
+
+class _OverValue(Exception):
+    pass
 
 
 class PairedForm:
@@ -70,9 +78,12 @@ class PairedForm:
         self.memo = {}  # (a, b), a < b -> bool (False while under proof)
         self.top = {}  # pid -> frozenset of the atoms its monomials hold
         self.level = 0
+        self.stop = None  # the work count past which this value's attempt ends
 
     def _spend(self, units):
         self.s.spend(units, "comparing paired forms")
+        if self.stop is not None and self.s.work > self.stop:
+            raise _OverValue()
 
     def _atoms(self, pid) -> frozenset:
         got = self.top.get(pid)
@@ -176,7 +187,7 @@ class PairedForm:
         pick_a = [x for x in cuts_a if self._atoms(s.atoms[x][1]) & held_b]
         pick_b = [x for x in cuts_b if self._atoms(s.atoms[x][1]) & held_a]
         if not pick_a and not pick_b:
-            pick_a, pick_b = cuts_a, cuts_b
+            return None  # nothing the other side holds: opening would only grow
         na = self._opened(pa, set(pick_a)) if pick_a else pa
         nb = self._opened(pb, set(pick_b)) if pick_b else pb
         if na is None and nb is None:
@@ -214,14 +225,19 @@ class PairedForm:
                 d[k] = d.get(k, 0) + v
         return s._finish(d)
 
-    def equal(self, pairs) -> bool:
+    def equal(self, pairs, units=VALUE_UNITS) -> bool:
         """Every ``(i, a, b)`` of ``pairs`` proved equal (a proof); False
-        proves nothing.  :class:`symbolic.Budget` past the work limit."""
+        proves nothing, and so does an attempt past ``units`` work units
+        (one value's share: a pair the form cannot meet gives up at the same
+        count on every machine, not after the application's whole budget).
+        :class:`symbolic.Budget` past the store's work limit."""
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 100000))
+        self.stop = None if units is None else self.s.work + units
         try:
             return all(self.equal_ids(a, b) for _, a, b in pairs)
-        except RecursionError:
+        except (RecursionError, _OverValue):
             return False
         finally:
+            self.stop = None
             sys.setrecursionlimit(old)
