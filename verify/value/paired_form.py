@@ -27,9 +27,10 @@ is opened, and only where the other side holds it:
 4. else an own cut atom of one side is replaced by the polynomial it
    abbreviates (multiplied out: the factor goes into the cut, or comes out of
    it) where that polynomial holds an atom the other side holds outside its
-   cuts ("where the other side holds it there"); if no cut qualifies, each
-   side's own cuts are opened where the product stays within ``limit``
-   monomials; then step 1 again on the new pair.
+   cuts ("where the other side holds it there") and the product stays
+   within ``limit`` monomials; then step 1 again on the new pair.  No cut
+   qualifies: not proved (opening cuts the other side has nothing of would
+   only grow both forms).
 
 Sound (equal forms imply equal polynomials, for every input and every
 interpretation of the kernels): every step rewrites a side into a term of
@@ -43,7 +44,8 @@ proves nothing: the caller goes on (the full expansion, Z3).
 
 Bounded and deterministic: every monomial read, regrouped or multiplied
 spends the store's work units (``Store.spend``: :class:`symbolic.Budget`
-past its limit), an expansion above ``limit`` monomials is not tried, and
+past its limit), one value's attempt ends, not proved, past ``VALUE_UNITS``
+of them, an expansion above ``limit`` monomials is not tried, and
 the recursion is at most ``depth`` pairs deep; the answers are memoized per
 pair of ids (the values of every rank share them).
 """
