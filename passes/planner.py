@@ -704,6 +704,7 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 # what decides the relation's value proof: the proof's modules, the op table
 PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
+                 "verify/value/paired_form.py",
                  "verify/value/expand.py",
                  "verify/value/proof.py",
                  "verify/value/symbolic.py", "verify/value/semantics.py",

@@ -67,12 +67,14 @@ class LinearForm:
                     self.memo[pid] = -1
                     raise _TooLarge()
                 continue
-            atoms, coef = [], c
+            atoms, coef, same = [], c, True
             for a in mono:
                 m2, k = self.atom(a)
                 atoms += m2
-                coef = coef * k
-            m = tuple(sorted(atoms))
+                if k != 1:  # most atoms are their own form (a Fraction product is slow)
+                    coef = coef * k
+                same = same and len(m2) == 1 and m2[0] == a
+            m = mono if same else tuple(sorted(atoms))
             d[m] = d.get(m, 0) + coef
         out = self.memo[pid] = s._finish(d)
         return out

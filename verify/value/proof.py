@@ -258,10 +258,16 @@ class Evaluator:
     def __init__(self, store, sym_value, uf_value):
         self.s, self.sym_value, self.uf_value = store, sym_value, uf_value
         self.pm, self.am = {}, {}
+        # where the store asks for it (``store.probe_work``: the planner
+        # relation), each polynomial evaluated spends 1 + its monomials of the
+        # store's work units, each kernel call 1: Budget past the limit
+        self.charge = store.spend if getattr(store, "probe_work", False) else None
 
     def poly(self, pid):
         v = self.pm.get(pid)
         if v is None:
+            if self.charge is not None:
+                self.charge(1 + len(self.s.polys[pid]), "evaluating probes")
             # exact (int, Fraction, mpq) while every value is; a float64
             # kernel's result makes what it touches a float, as Fraction * float
             # is (mpq * float would be an mpfr)
@@ -289,6 +295,8 @@ class Evaluator:
             elif key[0] == "cut":
                 v = self.poly(key[1])
             else:
+                if self.charge is not None:
+                    self.charge(1, "evaluating probes")
                 v = self.uf_value(key[1], key[2], tuple(self.poly(p) for p in key[3]))
             if v is None:
                 raise ValueError("irrational model value")

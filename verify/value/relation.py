@@ -52,6 +52,7 @@ from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _cou
     _Z3Budget, budget_settings
 from .expand import expander
 from .linear_form import LinearForm
+from .paired_form import PairedForm
 from .semantics import Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
@@ -312,6 +313,7 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
 
     # deterministic, as the value proof's
     store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
+    store.probe_work = True  # the probes' exact evaluation spends work units too
     T.store = store
     ex = Executor(store, rings, 1, None)
     try:
@@ -371,7 +373,11 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
                            f"{list(expected.arr.shape)} its placement {describe(plc)} names"
                 if plc is not None else "no placement recorded, and it is not the whole "
                 "serial value"), None
-    out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
+    try:
+        out = _compare(store, zt, expected, got, z3b, stats, ask_z3=False)
+    except Budget as exc:  # deterministic: the probes' evaluation spends work units
+        return ("unknown", f"over budget evaluating probes: {exc} ({store.work} work "
+                           f"units of {store.work_limit})"), None
     if plc is None and out is not None and out[0] == "refuted":
         # with no placement recorded the piece may be any slice: not a refutation
         return ("unknown", "no placement recorded, and it is not the whole serial value"), \
@@ -382,7 +388,7 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
 def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, rank_snap,
                 rel, final_ops, start):
     stats = {"queries": 0, "normal_form": 0, "z3_proved": 0, "probe_refuted": 0,
-             "z3_refuted": 0, "expanded": 0, "linear": 0}
+             "z3_refuted": 0, "expanded": 0, "linear": 0, "paired": 0}
     proved, refuted, unknown, cexs, pending = [], [], [], [], []
     pairs = watched_pairs(serial_snap, serial_rel, rank_snap, rel)
     for label, sname, rname, plc in pairs:
@@ -397,12 +403,17 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
             cexs.append(_cex(store, r, label, rname, plc, expected, out[1]))
         else:
             unknown.append((label, out[1]))
-    expand, linear = expander(store), LinearForm(store)
+    expand, linear = expander(store), _linear_form(store)
+    paired = _paired_form(store, linear)
     for label, rname, plc, expected, (_, zpairs, why_not) in pending:
         try:  # the cheap normal form first, then every cut expanded (expand.py)
             if linear.equal(zpairs):
                 proved.append(label)
                 stats["linear"] += 1
+                continue
+            if paired.equal(zpairs):  # cuts opened only where the sides differ
+                proved.append(label)
+                stats["paired"] += 1
                 continue
             if expand.equal(zpairs):
                 proved.append(label)
@@ -418,8 +429,12 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
             continue
         got = assembled({q: env[rname] for q, env in envs.items() if rname in env}, plc, r,
                         store)
-        res = _ask_z3(store, zt, expected.arr.reshape(-1), got.arr.reshape(-1), zpairs,
-                      why_not, z3b, stats)
+        try:
+            res = _ask_z3(store, zt, expected.arr.reshape(-1), got.arr.reshape(-1), zpairs,
+                          why_not, z3b, stats)
+        except Budget as exc:  # a model's replay spends work units too
+            unknown.append((label, f"over budget replaying a model: {exc}"))
+            continue
         if res is None:
             proved.append(label)
         elif res[0] == "refuted" and plc is None:  # the piece may be any slice
@@ -434,6 +449,7 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
     details = {"seconds": secs, "proved": proved, "refuted": refuted,
                "unknown": [n for n, _ in unknown], "queries": stats["queries"],
                "by_normal_form": stats["normal_form"], "by_linear_form": stats["linear"],
+               "by_paired_form": stats["paired"],
                "by_expanded_form": stats["expanded"], "work_units": store.work,
                "stored_monomials": store.stored,
                "by_z3": stats["z3_proved"],
@@ -475,8 +491,26 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
         f"the serial program through their placements for all parameters, states and feeds "
         f"related by placements (so for every step) ({stats['normal_form']} by canonical form, "
         f"{stats['linear']} by canonical form with linear cuts expanded, "
+        f"{stats['paired']} by canonical forms with cuts opened where the sides differ, "
         f"{stats['expanded']} by canonical form with cuts expanded, {stats['z3_proved']} by "
         f"Z3); {ROUNDING}", details=details)
+
+
+def _linear_form(store) -> LinearForm:
+    """The store's one linear form (its memo shared by every rank's values)."""
+    lf = getattr(store, "linear_form", None)
+    if lf is None:
+        lf = store.linear_form = LinearForm(store)
+    return lf
+
+
+def _paired_form(store, linear) -> PairedForm:
+    """The store's one paired form (its memo of proved pairs shared by every
+    rank's values: a rank's gradient proved once)."""
+    pf = getattr(store, "paired_form", None)
+    if pf is None:
+        pf = store.paired_form = PairedForm(store, linear)
+    return pf
 
 
 def compared_text(labels) -> str:
@@ -521,7 +555,10 @@ def _locate(store, zt, senv, envs, r, final_ops):
         if expected.arr.shape != got.arr.shape:
             return "shape", {}
         stats = {"normal_form": 0, "probe_refuted": 0}
-        out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
+        try:
+            out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
+        except Budget:  # the location is a help, not the verdict
+            return None
         if out is None or out[0] != "refuted":
             return None
         info = out[1]
