@@ -109,6 +109,11 @@ def _accumulate_product(d, pa, pb):
                     y, z, w = m2
                     m = (x, y, z, w) if x <= y else (y, x, z, w) if x <= z else \
                         (y, z, x, w) if x <= w else (y, z, w, x)
+                elif n == 4:  # a matmul grad's input grad, a dout with cuts
+                    y, z, w, u = m2
+                    m = (x, y, z, w, u) if x <= y else (y, x, z, w, u) if x <= z else \
+                        (y, z, x, w, u) if x <= w else (y, z, w, x, u) if x <= u else \
+                        (y, z, w, u, x)
                 elif n:
                     m = tuple(sorted(m2 + m1))
                 else:
@@ -117,6 +122,28 @@ def _accumulate_product(d, pa, pb):
                     c2 = c1 * c2
                 v = get(m)
                 d[m] = c2 if v is None else v + c2
+        elif len(m1) == 2:  # a weight grad's input row (two atoms) times a dout
+            x, y = m1  # x <= y
+            for m2, c2 in pb:
+                if len(m2) == 3:  # merged by comparison, as above
+                    a, b, z = m2
+                    if y <= a:
+                        m = (x, y, a, b, z)
+                    elif x <= a:
+                        m = (x, a, y, b, z) if y <= b else (x, a, b, y, z) if y <= z else \
+                            (x, a, b, z, y)
+                    elif x <= b:
+                        m = (a, x, y, b, z) if y <= b else (a, x, b, y, z) if y <= z else \
+                            (a, x, b, z, y)
+                    elif x <= z:
+                        m = (a, b, x, y, z) if y <= z else (a, b, x, z, y)
+                    else:
+                        m = (a, b, z, x, y)
+                else:
+                    m = tuple(sorted(m1 + m2)) if m2 else m1
+                c = c2 if one else c1 * c2
+                v = get(m)
+                d[m] = c if v is None else v + c
         else:
             for m2, c2 in pb:
                 m = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
@@ -158,6 +185,7 @@ class Store:
         self.feeds = {}  # (input values, leaf) -> a counterexample's feed (proof.py)
         self.coefs = {}  # (numerator, denominator) -> the one coefficient object (_coef)
         self.coef_ids = set()  # id() of the objects in coefs
+        self.quotients = {}  # lead -> {coefficient: coefficient / lead} (cut)
         self.ONE_Q = self._coef(Q(1))
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), self.ONE_Q),))
@@ -240,7 +268,18 @@ class Store:
             if lead == 1:
                 c = self.atom_poly(("cut", pid))
             else:  # p divided by a nonzero constant: still sorted, nothing cancels
-                monic = self._finish_sorted([(m, v / lead) for m, v in p])
+                # few coefficient values (a cut's are mostly 1 / lead): each
+                # quotient computed once per store, the same object (``_coef``)
+                quot = self.quotients.get(lead)
+                if quot is None:
+                    quot = self.quotients[lead] = {}
+                monic = []
+                for m, v in p:
+                    q = quot.get(v)
+                    if q is None:
+                        q = quot[v] = self._coef(v / lead)
+                    monic.append((m, q))
+                monic = self._finish_sorted(monic)
                 c = self.intern((((self.atom(("cut", monic)),), lead),))
             self.cut_of[pid] = c
         return c
