@@ -23,16 +23,58 @@ def _random_poly(rng, atoms=8, terms=4, degree=3):
 
 
 def test_merged_monomials_are_the_sorted_ones():
-    """A one-atom monomial merged by comparison gives the sorted monomial."""
+    """A one- or two-atom monomial merged by comparison gives the sorted
+    monomial, and the memoised coefficients the exact products and sums."""
     rng = random.Random(0)
+    st = Store()
     for _ in range(4000):
-        pa, pb = _random_poly(rng, degree=rng.choice((3, 4))), _random_poly(rng)
+        pa = _random_poly(rng, degree=rng.choice((2, 3, 4)))
+        pb = _random_poly(rng, degree=rng.choice((3, 4)))
         naive = {}
         for m1, c1 in pa:
             for m2, c2 in pb:
                 m = tuple(sorted(m1 + m2))
                 naive[m] = naive.get(m, 0) + c1 * c2
-        assert _accumulate_product({}, pa, pb) == naive, (pa, pb)
+        assert _accumulate_product({}, pa, pb, st) == naive, (pa, pb)
+    # every position of a one-atom monomial in four atoms and of a two-atom
+    # one in three (equal atoms too)
+    for m1 in [(x,) for x in range(6)] + [(x, y) for x in range(6) for y in range(x, 6)]:
+        for m2 in [(a, b, c) for a in range(5) for b in range(a, 5) for c in range(b, 5)] + \
+                [(a, b, c, e) for a in range(5) for b in range(a, 5) for c in range(b, 5)
+                 for e in range(c, 5)]:
+            got = _accumulate_product({}, ((m1, rational.Q(1, 2)),), ((m2, 3),), st)
+            assert got == {tuple(sorted(m1 + m2)): Fraction(3, 2)}, (m1, m2, got)
+
+
+def test_store_coefficients_are_one_object_per_value(monkeypatch):
+    """The store's arithmetic keeps one coefficient object per value (their
+    hashes computed once: issue 19's 48-block stack), with the exact values
+    of plain arithmetic, also when its memos fill and start again."""
+    from verify.value import symbolic
+    if rational.FAST:
+        st, _, pids = _store_with_polys(3, n=200)
+        objs = {}
+        for pid in pids:
+            for _, c in st.polys[pid]:
+                if c.__class__ is rational.Q:
+                    assert objs.setdefault((c.numerator, c.denominator), c) is c, c
+    for memo in (symbolic.COEF_MEMO, 3):
+        monkeypatch.setattr(symbolic, "COEF_MEMO", memo)
+        st, rng, pids = _store_with_polys(7, n=120)
+        assert all(c != 0 for pid in pids for _, c in st.polys[pid])
+        x, y = st.sym("x0"), st.sym("x1")
+        half, third = st.const(Fraction(1, 2)), st.const(Fraction(1, 3))
+        p = st.add(st.mul(x, half), st.mul(y, third))
+        q = st.add(st.mul(p, p), st.mul(p, half), -1)
+        expect = {}
+        for m1, c1 in st.polys[p]:
+            for m2, c2 in st.polys[p]:
+                m = tuple(sorted(m1 + m2))
+                expect[m] = expect.get(m, 0) + Fraction(c1) * Fraction(c2)
+        for m, c in st.polys[p]:
+            expect[m] = expect.get(m, 0) - Fraction(c) / 2
+        assert {m: Fraction(c) for m, c in st.polys[q]} == \
+            {m: c for m, c in expect.items() if c}
 
 
 def _store_with_polys(seed, n=60):

@@ -187,7 +187,7 @@ class Expander:
             if too_big is not None and len(term) * len(p) > self.limit:
                 raise too_big()
             self._spend(len(term) * len(p))
-            acc = _accumulate_product({}, term, p)
+            acc = _accumulate_product({}, term, p, self.s)
             term = tuple((m, v) for m, v in acc.items() if v)
         return term
 

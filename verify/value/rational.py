@@ -16,13 +16,20 @@ import numbers
 from fractions import Fraction
 
 try:  # GMP's rationals, exact like Fraction and ~10x faster
+    from gmpy2 import denom, numer
     from gmpy2 import mpq as Q
     FAST = True
 except ImportError:  # pragma: no cover - the dependency is declared
     Q = Fraction
     FAST = False
 
-__all__ = ["Q", "FAST", "is_exact", "to_q", "to_fraction"]
+    def numer(q):
+        return q.numerator
+
+    def denom(q):
+        return q.denominator
+
+__all__ = ["Q", "FAST", "denom", "is_exact", "numer", "to_q", "to_fraction"]
 
 
 def to_q(v):

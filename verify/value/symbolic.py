@@ -60,18 +60,20 @@ from __future__ import annotations
 import hashlib
 import sys
 from fractions import Fraction
+from operator import itemgetter
 
 import numpy as np
 
 from verify.ir.collectives import COLLECTIVES, communicates, root_of
 
-from .rational import FAST, Q, to_q
+from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
 from .views import Uninitialised, Views
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+COEF_MEMO = 1 << 20  # entries of one coefficient memo of a store (Store.coef)
 POINT_WORK = 4_000_000  # units Store.point_value may spend on one store
 MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
 # attrs of a random-init op that say nothing about the distribution
@@ -80,19 +82,24 @@ RANDOM_ATTRS_ASIDE = ("seed", "op_role", "op_role_var", "op_namescope", "op_call
 
 
 _ONE = (((), 1),)  # the polynomial 1
+_MONOMIAL = itemgetter(0)  # a (monomial, coefficient) pair's sort key
 
 
-def _accumulate_product(d, pa, pb):
+def _accumulate_product(d, pa, pb, store):
     """d += pa * pb (monomials as sorted atom tuples -> coefficients).
     The shorter factor is the outer loop, and a one-atom monomial (a symbol,
     a kernel, a cut: most of a matmul's factors) is merged by comparison
     into one of up to three atoms, not sorted: the same monomials, 2x
-    faster (measured)."""
+    faster (measured).  Coefficients are multiplied and added through the
+    store's memos (``Store.times``, ``Store.plus``): the store's objects of
+    the exact products and sums."""
     get = d.get
+    sums, plus = store.sums, store.plus
     if len(pa) > len(pb):
         pa, pb = pb, pa
     for m1, c1 in pa:
         one = c1 == 1
+        row = None if one else store.times(c1)
         if len(m1) == 1:
             x = m1[0]
             for m2, c2 in pb:
@@ -107,20 +114,70 @@ def _accumulate_product(d, pa, pb):
                     y, z, w = m2
                     m = (x, y, z, w) if x <= y else (y, x, z, w) if x <= z else \
                         (y, z, x, w) if x <= w else (y, z, w, x)
+                elif n == 4:  # a matmul grad's input grad, a dout with cuts
+                    y, z, w, u = m2
+                    m = (x, y, z, w, u) if x <= y else (y, x, z, w, u) if x <= z else \
+                        (y, z, x, w, u) if x <= w else (y, z, w, x, u) if x <= u else \
+                        (y, z, w, u, x)
                 elif n:
                     m = tuple(sorted(m2 + m1))
                 else:
                     m = m1
-                if not one:
-                    c2 = c1 * c2
+                if row is not None:
+                    c = row.get(c2)
+                    if c is None:
+                        c = row[c2] = store.coef(c1 * c2)
+                    c2 = c
                 v = get(m)
-                d[m] = c2 if v is None else v + c2
+                if v is None:
+                    d[m] = c2
+                else:
+                    c = sums.get((v, c2))
+                    d[m] = plus(v, c2) if c is None else c
+        elif len(m1) == 2:  # a weight grad's input row (two atoms) times a dout
+            x, y = m1  # x <= y
+            for m2, c2 in pb:
+                if len(m2) == 3:  # merged by comparison, as above
+                    a, b, z = m2
+                    if y <= a:
+                        m = (x, y, a, b, z)
+                    elif x <= a:
+                        m = (x, a, y, b, z) if y <= b else (x, a, b, y, z) if y <= z else \
+                            (x, a, b, z, y)
+                    elif x <= b:
+                        m = (a, x, y, b, z) if y <= b else (a, x, b, y, z) if y <= z else \
+                            (a, x, b, z, y)
+                    elif x <= z:
+                        m = (a, b, x, y, z) if y <= z else (a, b, x, z, y)
+                    else:
+                        m = (a, b, z, x, y)
+                else:
+                    m = tuple(sorted(m1 + m2)) if m2 else m1
+                if row is not None:
+                    c = row.get(c2)
+                    if c is None:
+                        c = row[c2] = store.coef(c1 * c2)
+                    c2 = c
+                v = get(m)
+                if v is None:
+                    d[m] = c2
+                else:
+                    c = sums.get((v, c2))
+                    d[m] = plus(v, c2) if c is None else c
         else:
             for m2, c2 in pb:
                 m = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
-                c = c2 if one else c1 * c2
+                if row is not None:
+                    c = row.get(c2)
+                    if c is None:
+                        c = row[c2] = store.coef(c1 * c2)
+                    c2 = c
                 v = get(m)
-                d[m] = c if v is None else v + c
+                if v is None:
+                    d[m] = c2
+                else:
+                    c = sums.get((v, c2))
+                    d[m] = plus(v, c2) if c is None else c
     return d
 
 
@@ -154,8 +211,15 @@ class Store:
         self.read_names = ({}, {})  # leaf base -> bit, kernel -> bit (the masks' bits)
         self.read_atoms = {}  # aid -> (leaf mask, kernel mask, pids it reads)
         self.feeds = {}  # (input values, leaf) -> a counterexample's feed (proof.py)
+        self.coefs = {}  # (numerator, denominator) -> the one coefficient object (coef)
+        self.coef_ids = set()  # id() of the objects in coefs
+        self.quotients = {}  # lead -> {coefficient: coefficient / lead} (cut)
+        self.prods = {}  # a -> {b: a * b} (times)
+        self.sums = {}  # (a, b) -> a + b (plus)
+        self.negs = {}  # a -> -a (minus)
+        self.ONE_Q = self.coef(Q(1))
         self.ZERO = self.intern(())
-        self.ONE = self.intern((((), Q(1)),))
+        self.ONE = self.intern((((), self.ONE_Q),))
 
     def spend(self, units: int, doing: str) -> None:
         """Count ``units`` of work; past the limit, Budget saying what was
@@ -165,16 +229,72 @@ class Store:
             raise Budget(f"past the work limit {doing}")
 
     # -- interning ---------------------------------------------------------
+    # -- coefficients: one object per value, products and sums memoised ---
+    # gmpy2 caches an mpq's hash in the object, and computing it costs ~4 us
+    # (a modular inverse), ~7x a lookup by numerator and denominator; interning
+    # a polynomial hashes every coefficient, and plain arithmetic makes a new
+    # object of every coefficient it touches: that was most of interning's
+    # time on the layer stack (measured).  A program has few distinct
+    # coefficients, so the store keeps one object per value and memoises
+    # products and sums of them (values, so the same canonical forms; a memo
+    # past COEF_MEMO entries starts again: its memory stays bounded).
+    def coef(self, c):
+        """The store's one object of the value ``c`` (a ``Q``; anything else,
+        an int, as it is)."""
+        if c.__class__ is not Q:
+            return c
+        key = (_numer(c), _denom(c))
+        coefs = self.coefs
+        got = coefs.get(key)
+        if got is None:
+            if len(coefs) > COEF_MEMO:
+                coefs.clear()
+                self.coef_ids.clear()
+            got = coefs[key] = c
+            self.coef_ids.add(id(c))  # kept alive by coefs: the id stays its own
+        return got
+
+    def times(self, a) -> dict:
+        """{b: a * b} memoised for the coefficient ``a`` (the caller fills it
+        with ``coef(a * b)``)."""
+        got = self.prods.get(a)
+        if got is None:
+            if len(self.prods) > COEF_MEMO:
+                self.prods.clear()
+            got = self.prods[a] = {}
+        elif len(got) > COEF_MEMO:
+            got.clear()
+        return got
+
+    def plus(self, a, b):
+        """``a + b``, the store's object, memoised (``sums[(a, b)]``)."""
+        sums = self.sums
+        if len(sums) > COEF_MEMO:
+            sums.clear()
+        got = sums[(a, b)] = self.coef(a + b)
+        return got
+
+    def minus(self, a):
+        """``-a``, the store's object, memoised."""
+        got = self.negs.get(a)
+        if got is None:
+            if len(self.negs) > COEF_MEMO:
+                self.negs.clear()
+            got = self.negs[a] = self.coef(-a)
+        return got
+
     def intern(self, items) -> int:
-        pid = self.poly_ix.get(items)
-        if pid is None:
+        # one lookup: a tuple does not cache its hash, and hashing a large
+        # polynomial (every monomial, every coefficient) is most of interning
+        n = len(self.polys)
+        pid = self.poly_ix.setdefault(items, n)
+        if pid == n:
             self.stored += len(items)
             if self.stored_limit is not None and self.stored > self.stored_limit:
+                del self.poly_ix[items]
                 raise Budget(f"past the memory limit: {self.stored} monomials stored "
                              f"of {self.stored_limit}")
-            pid = len(self.polys)
             self.polys.append(items)
-            self.poly_ix[items] = pid
         return pid
 
     def atom(self, key) -> int:
@@ -186,11 +306,11 @@ class Store:
         return aid
 
     def atom_poly(self, key) -> int:
-        return self.intern((((self.atom(key),), Q(1)),))
+        return self.intern((((self.atom(key),), self.ONE_Q),))
 
     def const(self, value) -> int:
         c = to_q(value)
-        return self.ZERO if c == 0 else self.intern((((), c),))
+        return self.ZERO if c == 0 else self.intern((((), self.coef(c)),))
 
     def sym(self, name: str, dtype: str = "") -> int:
         if dtype:
@@ -215,8 +335,19 @@ class Store:
             lead = p[0][1]
             if lead == 1:
                 c = self.atom_poly(("cut", pid))
-            else:
-                monic = self._finish({m: v / lead for m, v in p})
+            else:  # p divided by a nonzero constant: still sorted, nothing cancels
+                # few coefficient values (a cut's are mostly 1 / lead): each
+                # quotient computed once per store, the same object (``coef``)
+                quot = self.quotients.get(lead)
+                if quot is None:
+                    quot = self.quotients[lead] = {}
+                monic = []
+                for m, v in p:
+                    q = quot.get(v)
+                    if q is None:
+                        q = quot[v] = self.coef(v / lead)
+                    monic.append((m, q))
+                monic = self._finish_sorted(monic, own=True)
                 c = self.intern((((self.atom(("cut", monic)),), lead),))
             self.cut_of[pid] = c
         return c
@@ -236,13 +367,16 @@ class Store:
             r = b
         else:
             d = dict(pa)
+            get, sums, plus, minus = d.get, self.sums, self.plus, self.minus
             for m, c in pb:
-                v = d.get(m, 0) + (c if sign == 1 else -c)
-                if v:
-                    d[m] = v
-                else:
-                    d.pop(m, None)
-            r = self._finish(d)
+                if sign != 1:
+                    c = minus(c)
+                v = get(m)
+                if v is not None:
+                    s = sums.get((v, c))
+                    c = plus(v, c) if s is None else s
+                d[m] = c  # a zero is dropped by _finish
+            r = self._finish(d, own=True)
         self.memo[key] = r
         return r
 
@@ -250,15 +384,19 @@ class Store:
         """The sum of many polynomials, interned once (a matmul's or a
         reduction's partial sums are never interned)."""
         d = {}
-        get, polys = d.get, self.polys
+        get, polys, sums, plus = d.get, self.polys, self.sums, self.plus
         work = 1
         for pid in pids:
             work += 1 + len(polys[pid])
             for m, c in polys[pid]:
                 v = get(m)
-                d[m] = c if v is None else v + c
+                if v is None:
+                    d[m] = c
+                else:
+                    s = sums.get((v, c))
+                    d[m] = plus(v, c) if s is None else s
         self.work += work
-        return self._finish(d)
+        return self._finish(d, own=True)
 
     def _factors(self, a, b):
         """The polynomials a product a * b multiplies: ``a`` and ``b``, with
@@ -284,8 +422,8 @@ class Store:
         d = {}
         pa, pb = self._factors(a, b)
         self.work += 1 + len(pa) * len(pb)
-        _accumulate_product(d, pa, pb)
-        r = self._finish(d)
+        _accumulate_product(d, pa, pb, self)
+        r = self._finish(d, own=True)
         self.memo[key] = r
         return r
 
@@ -310,7 +448,7 @@ class Store:
             r = memo.get(("*", a, b))
             if r is not None:  # a product already built: its monomials
                 work += len(polys[r])
-                _accumulate_product(d, polys[r], _ONE)
+                _accumulate_product(d, polys[r], _ONE, self)
                 continue
             pa, pb = polys[a], polys[b]
             if not pa or not pb:
@@ -318,21 +456,42 @@ class Store:
             if len(pa) * len(pb) > MUL_LIMIT:  # else _factors leaves both as they are
                 pa, pb = self._factors(a, b)
             work += len(pa) * len(pb)
-            _accumulate_product(d, pa, pb)
+            _accumulate_product(d, pa, pb, self)
         self.work += work
-        r = memo[key] = self._finish(d)
+        r = memo[key] = self._finish(d, own=True)
         return r
 
-    def _finish(self, d) -> int:
-        self.work += len(d)
+    def _finish(self, d, own=False) -> int:
+        """The canonical form of ``d`` ({monomial: coefficient}), interned
+        (``own``: every coefficient is the store's object already)."""
+        # sorted by monomial alone (the keys are distinct): comparing the
+        # (monomial, coefficient) pairs themselves costs 2.7x (measured)
+        return self._finish_sorted(sorted(d.items(), key=_MONOMIAL), own)
+
+    def _finish_sorted(self, items, own=False) -> int:
+        """The canonical form of ``items``, (monomial, coefficient) pairs
+        sorted by distinct monomials: zero coefficients dropped, interned;
+        a work unit a pair.  ``own``: every coefficient is the store's
+        object already (made by its memos), else each is looked up."""
+        self.work += len(items)
         if self.work_limit is not None and self.work > self.work_limit:
             raise Budget("past the work limit")
-        if FAST:  # mpq hashes fast; equal numbers hash alike whatever their type
-            return self.intern(tuple([mc for mc in sorted(d.items()) if mc[1]]))
+        if FAST and own:
+            return self.intern(tuple([mc for mc in items if mc[1]]))
+        if FAST:  # each coefficient the store's one object of its value (``coef``)
+            known = self.coef_ids
+            out = []
+            for mc in items:
+                c = mc[1]
+                if c:
+                    if id(c) not in known:
+                        mc = (mc[0], self.coef(c))
+                    out.append(mc)
+            return self.intern(tuple(out))
         # integral coefficients as ints: Fraction's hash is slow, and equal
         # numbers hash alike, so the canonical form is unchanged
         out = []
-        for m, c in sorted(d.items()):
+        for m, c in items:
             if c.__class__ is Fraction:
                 if c._denominator == 1:
                     c = c._numerator
