@@ -220,7 +220,7 @@ class PairedForm:
                 if x in cuts:
                     p = polys[atoms[x][1]]
                     self._spend(len(term) * len(p))
-                    acc = _accumulate_product({}, term, p)
+                    acc = _accumulate_product({}, term, p, s)
                     term = tuple((k, v) for k, v in acc.items() if v)
             self._spend(len(term))
             for k, v in term:
