@@ -11,7 +11,9 @@ about a second per application.
   polynomial, shared by both programs and all ranks).  Atoms are input
   symbols (a feed, a startup-initialised parameter, one per element), an
   uninterpreted kernel applied to canonical polynomials (gelu(p), adamw
-  update(p, g, ...)), or a CUT: a large polynomial abbreviated by one atom.
+  update(p, g, ...)), or a CUT: a large polynomial abbreviated by one atom
+  (an op result's few input-symbol monomials, a bias, kept beside it:
+  ``Store.cut_result``).
   Canonical forms decide equality in the theory of commutative rings with
   uninterpreted functions (two polynomials over the reals are equal as
   functions iff their canonical forms are; congruence follows from
@@ -72,6 +74,9 @@ from .views import Uninitialised, Views
 
 MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
+# an op result's monomials that are one input symbol each (a bias, a feed),
+# up to this many, stay beside its cut atom (``Store.cut_result``)
+PEEL_MAX = 4
 POINT_WORK = 4_000_000  # units Store.point_value may spend on one store
 MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
 # attrs of a random-init op that say nothing about the distribution
@@ -340,11 +345,40 @@ class Store:
                 out.append((m, c))
         return self.intern(tuple(out))
 
+    def cut_result(self, pid) -> int:
+        """An op result's polynomial above CUT_SIZE monomials, abbreviated:
+        ``cut(R) + L``, ``L`` its monomials that are one input symbol each
+        (``c * b``: a bias, a feed) where there are 1 to ``PEEL_MAX`` of
+        them, ``R`` the rest; else ``cut(p)``.  The same polynomial, and a
+        function of its canonical form alone (sound: equal forms, equal
+        values).  Why: a pass that adds a bias before a sum instead of after
+        it (the promotion: ``S0 + b`` all-reduced with ``S1``) builds ``S +
+        b`` where the original builds ``cut(S) + b``; peeled, both are
+        ``cut(S) + b``, one canonical form, so everything computed from it
+        is shared and proved by canonical form instead of by expanding cuts
+        (measured: planned_two_mlp_tp2's promotion 41 of 62 values per rank
+        by expansion before)."""
+        p = self.polys[pid]
+        got = self.cut_of.get(("peel", pid))
+        if got is not None:
+            return got
+        atoms = self.atoms
+        lin = [mc for mc in p if len(mc[0]) == 1 and atoms[mc[0][0]][0] == "sym"]
+        if not lin or len(lin) > PEEL_MAX:
+            got = self.cut(pid)
+        else:
+            rest = self.intern(tuple([mc for mc in p if not (
+                len(mc[0]) == 1 and atoms[mc[0][0]][0] == "sym")]))
+            self.work += len(p)
+            got = self.add(self.cut(rest), self.intern(tuple(lin)))
+        self.cut_of[("peel", pid)] = got
+        return got
+
     def cut_tensor(self, t):
-        """An op's result with every element above CUT_SIZE monomials cut.
-        Cutting only op results (never partial sums inside an op) makes the
-        cut depend on the value alone, so equal values cut alike in both
-        programs whatever order each op summed in."""
+        """An op's result with every element above CUT_SIZE monomials cut
+        (``cut_result``).  Cutting only op results (never partial sums
+        inside an op) makes the cut depend on the value alone, so equal
+        values cut alike in both programs whatever order each op summed in."""
         flat = t.arr.reshape(-1)
         if t.arr.dtype != object or not any(
                 isinstance(e, T) and len(self.polys[e.i]) > CUT_SIZE for e in flat):
@@ -352,7 +386,7 @@ class Store:
         out = np.empty(t.arr.shape, dtype=object)
         of = out.reshape(-1)
         for j, e in enumerate(flat):
-            of[j] = T(self.cut(e.i)) if isinstance(e, T) and \
+            of[j] = T(self.cut_result(e.i)) if isinstance(e, T) and \
                 len(self.polys[e.i]) > CUT_SIZE else e
         return Tensor(out, t.dims, t.dtype)
 
