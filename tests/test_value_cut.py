@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from verify.value.symbolic import CUT_SIZE, PEEL_MAX, Store, _accumulate_product
+from verify.value.symbolic import CUT_SIZE, MUL_LIMIT, PEEL_MAX, Store, _accumulate_product
 
 
 def _products(st, n, tag="x"):
@@ -68,3 +68,15 @@ def test_only_a_few_input_symbols_stay_beside_the_cut():
     q = st.add(_products(st, CUT_SIZE + 2), st.add(st.uf("gelu", [st.sym("z")]),
                                                    st.mul(st.sym("b"), st.sym("b"))))
     assert len(st.polys[st.cut_result(q)]) == 1
+
+
+def test_a_product_past_mul_limit_is_the_same_polynomial():
+    """Products above MUL_LIMIT multiply cut atoms: expanded, the product."""
+    st = Store()
+    a = st.sum_many([st.sym(f"a{i}") for i in range(MUL_LIMIT + 1)])
+    b = st.add(st.sym("u"), st.sym("v"))
+    r = st.mul(a, b)
+    assert len(st.polys[r]) < (MUL_LIMIT + 1) * 2  # cut: not multiplied out
+    full = st.sum_many([st.mul(st.sym(f"a{i}"), x) for i in range(MUL_LIMIT + 1)
+                        for x in (st.sym("u"), st.sym("v"))])
+    assert _expanded(st, r) == _plain(st, full)

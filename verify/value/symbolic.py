@@ -72,7 +72,13 @@ from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
 from .views import Uninitialised, Views
 
-MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
+# a product above this many monomials multiplies cut atoms.  Measured on
+# promotion x planned_gpt_tp2 once biases are inputs (issue 19): at 64 a
+# weight grad x^T dout multiplied each attention output's 16 monomials
+# (softmax times v = cut + bias) by dout's 4, 1024 monomials an element,
+# and the original program alone stored past the 50 M monomial limit; at 8
+# both programs store 24.5 M (benchmarks/README.md)
+MUL_LIMIT = 8
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
 # an op result's monomials that are one input symbol each (a bias, a feed),
 # up to this many, stay beside its cut atom (``Store.cut_result``)
@@ -268,10 +274,12 @@ class Store:
     def _factors(self, a, b):
         """The polynomials a product a * b multiplies: ``a`` and ``b``, with
         the larger (then both) cut where the product would exceed MUL_LIMIT
-        monomials.  The decision depends on the operands' canonical forms
-        only, so ``mul`` and ``dot`` multiply alike."""
+        monomials (a constant factor adds none: never cut).  The decision
+        depends on the operands' canonical forms only, so ``mul`` and
+        ``dot`` multiply alike."""
         pa, pb = self.polys[a], self.polys[b]
-        if len(pa) * len(pb) > MUL_LIMIT:
+        if len(pa) * len(pb) > MUL_LIMIT and not (
+                len(pa) == 1 and not pa[0][0] or len(pb) == 1 and not pb[0][0]):
             a2, b2 = (self.cut(a), b) if len(pa) >= len(pb) else (a, self.cut(b))
             if len(self.polys[a2]) * len(self.polys[b2]) > MUL_LIMIT:
                 a2, b2 = self.cut(a2), self.cut(b2)
