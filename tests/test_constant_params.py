@@ -182,19 +182,20 @@ def test_a_rewrite_dropping_a_layer_norm_scale_initialised_to_one_is_refuted(ir)
     assert same.verdict == Verdict.EQUIVALENT, same.message
 
 
-def _row_parallel(rank, promoted=False, bias_scale=1.0):
+def _row_parallel(rank, promoted=False, bias_scale=1.0, squared=False):
     """One rank of ``y = all_reduce(x_r @ w_r) + b`` (TP 2, ring 0), ``b`` a
     replicated parameter the startup sets to 0.0 and broadcasts from rank
     0; ``promoted``: rank 0 adds ``bias_scale * b`` before the all-reduce,
     rank 1 adds nothing (the promotion pass's rewrite).  Each rank's
     partial sum has 16 monomials: the original's sum over ranks (32) is
-    cut before ``b`` is added, the promoted one after, so the canonical
-    forms differ and the cut expansion decides."""
+    cut before ``b`` is added, the promoted one after.  ``squared``: the
+    term added is ``b * b`` (an op result, no input symbol), in both
+    programs."""
     vars_ = {"w": Var("w", [16, 2], "float32", persistable=True, is_parameter=True),
              "b": Var("b", [2], "float32", persistable=True, is_parameter=True),
              "x": Var("x", [1, 16], "float32", is_data=True)}
-    for n in ("h", "hb", "z", "y", "b2"):
-        vars_[n] = Var(n, [2] if n == "b2" else [1, 2], "float32")
+    for n in ("h", "hb", "z", "y", "b2", "bb"):
+        vars_[n] = Var(n, [2] if n in ("b2", "bb") else [1, 2], "float32")
     startup = [Op(0, "uniform_random", {}, {"Out": ["w"]},
                   {"shape": [16, 2], "dtype": "float32", "min": -1.0, "max": 1.0, "seed": 0}),
                Op(1, "fill_constant", {}, {"Out": ["b"]},
@@ -206,11 +207,15 @@ def _row_parallel(rank, promoted=False, bias_scale=1.0):
                                           {"Out": [out]}, {"axis": -1}))
     allreduce = lambda a, out: ops.append(Op(len(ops), "c_allreduce_sum", {"X": [a]},
                                              {"Out": [out]}, {"ring_id": 0}))
+    bias = "b"
+    if squared:
+        ops.append(Op(len(ops), "elementwise_mul", {"X": ["b"], "Y": ["b"]}, {"Out": ["bb"]},
+                      {"axis": -1}))
+        bias = "bb"
     if not promoted:
         allreduce("h", "z")
-        add("z", "b", "y")
+        add("z", bias, "y")
     elif rank == 0:
-        bias = "b"
         if bias_scale != 1.0:
             ops.append(Op(len(ops), "scale", {"X": ["b"]}, {"Out": ["b2"]},
                           {"scale": bias_scale, "bias": 0.0, "bias_after_scale": True}))
@@ -222,21 +227,34 @@ def _row_parallel(rank, promoted=False, bias_scale=1.0):
     return ProgramSnapshot(ops=ops, vars=vars_, startup_ops=startup, feeds=["x"])
 
 
-def _prove_tp(**kw):
-    before = {r: _row_parallel(r) for r in (0, 1)}
-    after = {r: _row_parallel(r, promoted=True, **kw) for r in (0, 1)}
+def _prove_tp(squared=False, **kw):
+    before = {r: _row_parallel(r, squared=squared) for r in (0, 1)}
+    after = {r: _row_parallel(r, promoted=True, squared=squared, **kw) for r in (0, 1)}
     return prove_application("promotion-like", [0, 1], {0: [[0, 1]]}, before, after,
                              {r: ["y"] for r in (0, 1)}, feed_key=lambda r, n: f"tp{r}")
 
 
-def test_a_bias_promoted_before_the_all_reduce_is_proved_with_the_cut_expanded():
+def test_a_bias_promoted_before_the_all_reduce_is_proved_by_canonical_form():
     """The faithful promotion with the bias an input: the sum of the ranks'
     partial sums is cut before the bias is added in one program and after
-    it in the other; canonical forms with the cut expanded prove it (no Z3
-    query).  The bias doubled before the all-reduce is refuted naming it."""
+    it in the other; the cut keeps the bias (an input symbol) beside its
+    atom (``Store.cut_result``), so both canonical forms are ``cut(S) + b``
+    (no expansion, no Z3 query).  The bias doubled before the all-reduce is
+    refuted naming it."""
     for res in _prove_tp():
+        assert res.verdict == Verdict.EQUIVALENT, res.message
+        assert res.details["by_normal_form"] >= 1 and res.details["by_expanded_form"] == 0 \
+            and res.details["queries"] == 0, res.details
+    for res in _prove_tp(bias_scale=2.0):
+        _refuted_naming_bias(res)
+
+
+def test_a_product_promoted_before_the_all_reduce_is_proved_with_the_cut_expanded():
+    """The same promotion of ``b * b`` (a term that is no input symbol, so
+    it stays inside the cut): the forms differ, ``cut(S) + b^2`` against
+    ``cut(S + b^2)``, and canonical forms with the cut expanded prove it
+    (no Z3 query)."""
+    for res in _prove_tp(squared=True):
         assert res.verdict == Verdict.EQUIVALENT, res.message
         assert res.details["by_expanded_form"] >= 1 and res.details["queries"] == 0, \
             res.details
-    for res in _prove_tp(bias_scale=2.0):
-        _refuted_naming_bias(res)

@@ -114,7 +114,7 @@ DEFAULT_BUDGET = {
     "work_units": 300_000_000,  # symbolic executions, all sizes, both versions
     # monomials one execution's store may hold (its memory: ~180 bytes each
     # with the memos, so ~9 GB); the largest of the default run, promotion on
-    # planned_gpt_tp2, stores 39.0 M (7.1 GB peak RSS)
+    # planned_gpt_tp2, stores 25.3 M (5.0 GB peak RSS; every bias an input)
     "stored_monomials": 50_000_000,
     "z3_rlimit_per_query": 12_000_000,  # Z3's rlimit for one query
     "z3_rlimit_per_application": 300_000_000,  # rlimit count of all queries together

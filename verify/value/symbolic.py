@@ -11,7 +11,9 @@ about a second per application.
   polynomial, shared by both programs and all ranks).  Atoms are input
   symbols (a feed, a startup-initialised parameter, one per element), an
   uninterpreted kernel applied to canonical polynomials (gelu(p), adamw
-  update(p, g, ...)), or a CUT: a large polynomial abbreviated by one atom.
+  update(p, g, ...)), or a CUT: a large polynomial abbreviated by one atom
+  (an op result's few input-symbol monomials, a bias, kept beside it:
+  ``Store.cut_result``).
   Canonical forms decide equality in the theory of commutative rings with
   uninterpreted functions (two polynomials over the reals are equal as
   functions iff their canonical forms are; congruence follows from
@@ -71,9 +73,18 @@ from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
                         collective, collective_kind, leaf_dims)
 from .views import Uninitialised, Views
 
-MUL_LIMIT = 64  # a product above this many monomials multiplies cut atoms
+# a product above this many monomials multiplies cut atoms.  Measured on
+# promotion x planned_gpt_tp2 once biases are inputs (issue 19): at 64 a
+# weight grad x^T dout multiplied each attention output's 16 monomials
+# (softmax times v = cut + bias) by dout's 4, 1024 monomials an element,
+# and the original program alone stored past the 50 M monomial limit; at 8
+# both programs store 24.5 M (benchmarks/README.md)
+MUL_LIMIT = 8
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
 COEF_MEMO = 1 << 20  # entries of one coefficient memo of a store (Store.coef)
+# an op result's monomials that are one input symbol each (a bias, a feed),
+# up to this many, stay beside its cut atom (``Store.cut_result``)
+PEEL_MAX = 4
 POINT_WORK = 4_000_000  # units Store.point_value may spend on one store
 MAX_LEAF_ELEMENTS = 1 << 16  # one leaf's elements: above, the proof is over budget
 # attrs of a random-init op that say nothing about the distribution
@@ -401,10 +412,12 @@ class Store:
     def _factors(self, a, b):
         """The polynomials a product a * b multiplies: ``a`` and ``b``, with
         the larger (then both) cut where the product would exceed MUL_LIMIT
-        monomials.  The decision depends on the operands' canonical forms
-        only, so ``mul`` and ``dot`` multiply alike."""
+        monomials (a constant factor adds none: never cut).  The decision
+        depends on the operands' canonical forms only, so ``mul`` and
+        ``dot`` multiply alike."""
         pa, pb = self.polys[a], self.polys[b]
-        if len(pa) * len(pb) > MUL_LIMIT:
+        if len(pa) * len(pb) > MUL_LIMIT and not (
+                len(pa) == 1 and not pa[0][0] or len(pb) == 1 and not pb[0][0]):
             a2, b2 = (self.cut(a), b) if len(pa) >= len(pb) else (a, self.cut(b))
             if len(self.polys[a2]) * len(self.polys[b2]) > MUL_LIMIT:
                 a2, b2 = self.cut(a2), self.cut(b2)
@@ -499,11 +512,40 @@ class Store:
                 out.append((m, c))
         return self.intern(tuple(out))
 
+    def cut_result(self, pid) -> int:
+        """An op result's polynomial above CUT_SIZE monomials, abbreviated:
+        ``cut(R) + L``, ``L`` its monomials that are one input symbol each
+        (``c * b``: a bias, a feed) where there are 1 to ``PEEL_MAX`` of
+        them, ``R`` the rest; else ``cut(p)``.  The same polynomial, and a
+        function of its canonical form alone (sound: equal forms, equal
+        values).  Why: a pass that adds a bias before a sum instead of after
+        it (the promotion: ``S0 + b`` all-reduced with ``S1``) builds ``S +
+        b`` where the original builds ``cut(S) + b``; peeled, both are
+        ``cut(S) + b``, one canonical form, so everything computed from it
+        is shared and proved by canonical form instead of by expanding cuts
+        (measured: planned_two_mlp_tp2's promotion 41 of 62 values per rank
+        by expansion before)."""
+        p = self.polys[pid]
+        got = self.cut_of.get(("peel", pid))
+        if got is not None:
+            return got
+        atoms = self.atoms
+        lin = [mc for mc in p if len(mc[0]) == 1 and atoms[mc[0][0]][0] == "sym"]
+        if not lin or len(lin) > PEEL_MAX:
+            got = self.cut(pid)
+        else:
+            rest = self.intern(tuple([mc for mc in p if not (
+                len(mc[0]) == 1 and atoms[mc[0][0]][0] == "sym")]))
+            self.work += len(p)
+            got = self.add(self.cut(rest), self.intern(tuple(lin)))
+        self.cut_of[("peel", pid)] = got
+        return got
+
     def cut_tensor(self, t):
-        """An op's result with every element above CUT_SIZE monomials cut.
-        Cutting only op results (never partial sums inside an op) makes the
-        cut depend on the value alone, so equal values cut alike in both
-        programs whatever order each op summed in."""
+        """An op's result with every element above CUT_SIZE monomials cut
+        (``cut_result``).  Cutting only op results (never partial sums
+        inside an op) makes the cut depend on the value alone, so equal
+        values cut alike in both programs whatever order each op summed in."""
         flat = t.arr.reshape(-1)
         if t.arr.dtype != object or not any(
                 isinstance(e, T) and len(self.polys[e.i]) > CUT_SIZE for e in flat):
@@ -511,7 +553,7 @@ class Store:
         out = np.empty(t.arr.shape, dtype=object)
         of = out.reshape(-1)
         for j, e in enumerate(flat):
-            of[j] = T(self.cut(e.i)) if isinstance(e, T) and \
+            of[j] = T(self.cut_result(e.i)) if isinstance(e, T) and \
                 len(self.polys[e.i]) > CUT_SIZE else e
         return Tensor(out, t.dims, t.dtype)
 
