@@ -77,9 +77,12 @@ from .views import Uninitialised, Views
 # promotion x planned_gpt_tp2 once biases are inputs (issue 19): at 64 a
 # weight grad x^T dout multiplied each attention output's 16 monomials
 # (softmax times v = cut + bias) by dout's 4, 1024 monomials an element,
-# and the original program alone stored past the 50 M monomial limit; at 8
-# both programs store 24.5 M (benchmarks/README.md)
-MUL_LIMIT = 8
+# and the original program alone stored past the 50 M monomial limit.  At 8
+# both programs stored 24.5 M, but the grad-clip proofs' Z3 queries grew;
+# at 32, measured in one run (CPU s): promotion x planned_gpt_tp2 EQUIVALENT
+# in 55 s (5.5 GB), grad clip x engine_dp2_sgd_clip 12.8 s (at 8: 72, 16:
+# 67, 64: 28), the engine pipeline x engine_pipeline_dp2_clip_default 19.8 s
+MUL_LIMIT = 32
 CUT_SIZE = 24  # a result above this many monomials becomes a cut atom
 COEF_MEMO = 1 << 20  # entries of one coefficient memo of a store (Store.coef)
 # an op result's monomials that are one input symbol each (a bias, a feed),
