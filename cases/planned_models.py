@@ -199,16 +199,17 @@ CASES = [
                "-> 174 ops). The value proof at the GPT's real shapes, every"
                " constant-initialised parameter (each zero bias, each "
                "LayerNorm scale of 1) an input symbol, proves every watched "
-               "value equal on both ranks by canonical form (25.3 M of its "
-               "50 M stored monomials, 54.5 M of its 300 M work units: the "
-               "same on every machine); the simulated 3-step run matches",
+               "value equal on both ranks by canonical form, within the "
+               "store's 50 M monomial and 300 M work-unit limits (the same on "
+               "every machine); the simulated 3-step run matches",
                evidence="python -m verify run --backend none --no-isolation"
-                        " --pass promotion --case planned_gpt_tp2 (branch "
-                        "g19e-gpt): EQUIVALENT on both ranks, 71 values per "
-                        "rank by canonical form, 0 expanded, 0 by Z3; 54498148"
-                        " work units, 72 CPU s of value proof, 5.0 GB peak RSS"
-                        " (before: INCONCLUSIVE past the memory limit, 50000155"
-                        " monomials stored of 50000000)"),
+                        " --pass promotion --case planned_gpt_tp2: EQUIVALENT "
+                        "on both ranks, 71 values per rank by canonical form, 0 "
+                        "expanded, 0 by Z3; 36 CPU s of value proof, 55 CPU s "
+                        "in all, 5.5 GB peak RSS at MUL_LIMIT 32 (g19e at 8: "
+                        "25.3 M monomials stored, 54.5 M work units; before "
+                        "the bias peel and the limit: INCONCLUSIVE past the "
+                        "memory limit, 50000155 monomials stored of 50000000)"),
            SP_OPT: _SP_ABSENT}),
     _case("planned_two_mlp_tp2",
           "examples/two_mlp.py planned by the Engine on TP2: LN, two column+row MLP "
