@@ -44,6 +44,9 @@ from verify.verdicts import CheckResult, Verdict, combine
 from .base import PirPassAdapter
 
 STEPS = 3
+# optimizer steps of a plan made with gradient merge: the second catches an
+# accumulator not zeroed after the update
+MERGED_STEPS = 2
 
 
 def planner_dir(case):
@@ -112,15 +115,13 @@ class PlannerAdapter(PirPassAdapter):
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
         checks += static_checks(case, folder, records, outcomes, notes)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
-        merged = [] if crashed else merge_settings(case, records)
-        if merged:  # a relation run whole per step would be wrong here
-            checks += merged
+        merge = None if crashed else merged_plan(case, records)
+        if merge:  # the proof has no model of the job schedule
+            checks += merged_proof(case, merge)
         elif not crashed:
             checks += relation_proof(case, folder, records, notes)
-        if merged:
-            pass
-        elif numeric and not crashed:
-            checks += relation_run(case, folder, records, notes)
+        if numeric and not crashed:
+            checks += relation_run(case, folder, records, notes, merge=merge)
         elif numeric:
             notes.append("planner relation not run: a planner stage raised")
         else:  # nothing else decides the values
@@ -131,29 +132,32 @@ class PlannerAdapter(PirPassAdapter):
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
 
 
-def merge_settings(case, records) -> list:
-    """For a plan made with gradient merge (the records' ``gradient_merge``,
-    ``{"k_steps", "avg"}``): the relation and its proof, INCONCLUSIVE saying
-    why; else ``[]``.  A merged rank program runs as Paddle's job schedule,
-    ``[forward, backward] * k_steps + [optimize]`` by op role (accumulate each
-    micro-batch's gradient, then scale, update and zero once); the lock-step
-    relation runs each program whole per step, which is not that program's
-    meaning: comparing it would refute a faithful plan."""
+def merged_plan(case, records):
+    """``(rank, {"k_steps", "avg"})`` when ``case`` was planned with gradient
+    merge (the records' ``gradient_merge``), else None."""
+    for r in case.ranks:
+        gm = records[r].get("gradient_merge")
+        if gm:
+            return r, gm
+    return None
+
+
+def merged_proof(case, merge) -> list:
+    """The relation proof of a merged plan: INCONCLUSIVE, advisory.  A merged
+    rank program runs as Paddle's job schedule, ``[forward, backward] *
+    k_steps + [optimize]`` by op role; the symbolic relation executes each
+    program whole per step and has no model of that schedule (nor of the
+    keyword block arguments the accumulators are), so it claims nothing: the
+    numeric relation (``verify/numeric/merged_relation.py``) decides."""
     from verify.value.relation import NAME
 
-    merged = {r: records[r].get("gradient_merge") for r in case.ranks
-              if records[r].get("gradient_merge")}
-    if not merged:
-        return []
-    r, gm = next(iter(merged.items()))
+    r, gm = merge
     why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
            f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as the job "
-           f"schedule [forward, backward] * {gm['k_steps']} + [optimize], which the lock-step "
-           "relation (every program run whole per step) does not model yet; not related "
-           "(the gradient-merge family's micro-step oracle runs one-rank programs only)")
-    return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE, why,
-                        details={"gradient_merge": gm}),
-            CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
+           f"schedule [forward, backward] * {gm['k_steps']} + [optimize], which the "
+           "symbolic relation does not model; not proved (the numeric relation drives "
+           "that schedule)")
+    return [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
                         details={"not_proved": True, "gradient_merge": gm})]
 
 
@@ -512,17 +516,21 @@ def _gone_after(folder, records, key, ranks) -> str:
 
 
 def _exported_rank(folder, r):
-    meta = json.loads((folder / f"rank{r}" / "meta.json").read_text())
-    return {"main": (folder / f"rank{r}" / "main.json").read_bytes(),
-            "startup": (folder / f"rank{r}" / "startup.json").read_bytes(),
-            "names": json.loads((folder / f"rank{r}" / "names.json").read_text()),
-            "counter": meta["counter"]}
+    from verify.plan.pir_rank import rank_data
+
+    return rank_data(folder / f"rank{r}")[0]
 
 
-def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS) -> list:
+def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS,
+                 merge=None) -> list:
     """The numeric relation (``verify/numeric/planner_runs.py``), in an
-    isolation worker when isolation is on (``verify/numeric/offload.py``)."""
+    isolation worker when isolation is on (``verify/numeric/offload.py``).
+    ``merge`` (:func:`merged_plan`): a plan made with gradient merge, its ranks
+    driven as Paddle's job schedule against the serial micro-steps
+    (``verify/numeric/merged_relation.py``), for ``MERGED_STEPS`` optimizer steps."""
     where = f"planner on {case.name}"
+    if merge:
+        steps = MERGED_STEPS
     r0 = case.ranks[0]
     serial_rel = records[r0].get("serial_relation")
     rank_rels = {r: records[r].get("relation") for r in case.ranks}
@@ -548,15 +556,17 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                      "seed, steps and comparing modules)")
         return out
     out = _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
-                        rank_rels)
+                        rank_rels, merge)
     if not any("traceback" in c.details for c in out):  # a run that failed is never kept
         results.store(out)
     return out
 
 
 def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
-                  rank_rels) -> list:
+                  rank_rels, merge=None) -> list:
     from verify.numeric import offload, planner_runs
+
+    k = int(merge[1]["k_steps"]) if merge else 1  # micro-batches per optimizer step
 
     r0 = case.ranks[0]
     final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
@@ -568,7 +578,7 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
         got = memo.load()
         if got is None:  # the programs are read only to run them
             sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
-                                                                    seed, steps)
+                                                                    seed, steps * k)
             swatch, rwatch = planner_runs.watched(serial_rel, rank_rels, final_ops)
             sdata = json.loads((folder / f"rank{r0}" / "serial.json").read_text())
             sdata["main"] = sdata["main"].encode()
@@ -580,15 +590,22 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                 for n, f in rank_rels[r]["feeds"].items():
                     if f["persistable"]:
                         states.setdefault(n, f["placement"])
-            got = offload.run_call(
-                "verify.numeric.planner_runs", "run_relation",
-                {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
-                 "ranks": ranks, "rings": rings, "state_placements": states,
-                 "steps": steps, "where": f"{where}: ranks", "seed": seed,
-                 "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"].items()
-                                      if f["persistable"]} for r in case.ranks}}, where,
-                # one budget for the serial run and one per rank: the job runs them all
-                budgets=1 + len(case.ranks))
+            args = {"serial": {**sdata, "params": sparams, "feeds": sfeeds, "watch": swatch},
+                    "ranks": ranks, "rings": rings, "state_placements": states,
+                    "where": f"{where}: ranks", "seed": seed,
+                    "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"]
+                                         .items() if f["persistable"]} for r in case.ranks}}
+            if merge:
+                args.update(k=k, avg=bool(merge[1]["avg"]), cycles=steps,
+                            grads=[p["grad"] for p in serial_rel["params"].values()],
+                            loss=serial_rel.get("loss"),
+                            rank_losses={r: rank_rels[r].get("loss") for r in case.ranks})
+                fn = ("verify.numeric.merged_relation", "run_merged_relation")
+            else:
+                args["steps"] = steps
+                fn = ("verify.numeric.planner_runs", "run_relation")
+            # one budget for the serial run and one per rank: the job runs them all
+            got = offload.run_call(*fn, args, where, budgets=1 + len(case.ranks))
             memo.store(got)
         else:
             notes.append(f"planner relation: the executor runs of these programs, seed and "
@@ -603,10 +620,16 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                             f"{where}: the runs did not complete: {error_line(str(exc)) if str(exc) else type(exc).__name__}",
                             details={"traceback": tb})]
-    notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
-                 "process, ranks in lock step (PIR executor, simulated collectives)")
+    if merge:
+        notes.append(f"planner relation: seed {seed}, {steps} optimizer steps of {k} "
+                     "micro-steps; the serial program's micro-steps (gradients merged) on one "
+                     "process, the ranks' job schedule [forward, backward] * "
+                     f"{k} + [optimize] in lock step (PIR executor, simulated collectives)")
+    else:
+        notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
+                     "process, ranks in lock step (PIR executor, simulated collectives)")
     out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
-                                    rank_outs, steps)
+                                    rank_outs, steps, micro_steps=k if merge else 0)
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out
@@ -699,6 +722,7 @@ def _advisory(out) -> list:
 COMPARE_SOURCES = ("verify/numeric/compare.py", "verify/numeric/divergence.py",
                    "verify/verdicts.py", "passes/planner.py")
 SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
+           "verify/numeric/merged_relation.py", "verify/numeric/pir_segments.py",
            "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")

@@ -99,6 +99,21 @@ EDITS = {
         "                    and cur_rank not in op.dist_attr.process_mesh.process_ids\n"
         "                ):\n"
         "                    op.erase()\n"),
+    # the gradient merge's avg scale is left out: the optimizer reads the sum of
+    # the k micro-batch gradients where the strategy asks for their mean
+    "gm_no_avg_scale": (
+        "distributed/passes/auto_parallel_gradient_merge.py",
+        "        _insert_scale_op_after(target_value, optimizer_op, 1.0 / k_steps)\n",
+        "        # MUTANT: the merged gradient is not averaged\n"
+        "        _insert_scale_op_after(target_value, optimizer_op, 1.0)\n"),
+    # the accumulators are never zeroed after the update: the second optimizer
+    # step merges the first step's gradients again
+    "gm_never_zeroed": (
+        "distributed/passes/auto_parallel_gradient_merge.py",
+        "        # reset gradient merge var to zero after finishing optimization\n",
+        "        # MUTANT: the accumulator is never zeroed\n"
+        "        new_params_grads.append((param, new_gradient_merge_var))\n"
+        "        continue\n"),
 }
 
 

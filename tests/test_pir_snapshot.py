@@ -211,3 +211,58 @@ def test_nested_blocks_are_noted_and_control_flow_is_read_safely():
     assert s.meta["nested_blocks"] == [{"program": "main", "op_index": op.idx,
                                         "op_type": "pd_op.if", "ops": [3, 3]}]
     assert all("blocks" not in o.attrs for o in s.ops if o is not op)
+
+
+def _merged_program():
+    """The one-rank merge case's programs after the installed gradient merge:
+    its accumulators are keyword block arguments."""
+    import paddle
+    from paddle.distributed.passes import new_pass
+
+    from cases import pir_gradient_merge
+    from verify.ir.pir_snapshot import value_names
+
+    main, startup, _, params_grads, _ = pir_gradient_merge.build_programs(
+        {"opt": "sgd", "avg": True, "k": 2})
+    with paddle.pir_utils.IrGuard():
+        names = value_names(main)
+        with paddle.static.program_guard(main, startup):
+            new_pass("auto_parallel_gradient_merge_pass",
+                     {"k_steps": 2, "avg": True, "params_grads": params_grads,
+                      "gradient_sync_after_accumulate": True}).apply([main], [startup])
+    return main, startup, names
+
+
+def test_keyword_block_arguments_travel_with_the_program():
+    """PIR's serializer drops keyword block arguments (3.3.1): their readers'
+    operands come back null.  The export records them with their readers and
+    the import puts them back: the imported program snapshots as the one
+    exported, and runs the same (the merge's micro-steps, bitwise)."""
+    import json
+
+    import numpy as np
+    import paddle
+    from verify.ir.pir_snapshot import export_programs, from_pir_programs, import_programs
+    from verify.numeric.micro_steps import _run, state_names
+
+    main, startup, names = _merged_program()
+    with paddle.pir_utils.IrGuard():
+        before = from_pir_programs(main, startup, names)
+        data = export_programs(main, startup, names)
+        assert {kw["name"] for kw in data["kwargs"]} == {"w@GRAD@MERGE", "b@GRAD@MERGE"}
+        assert all(kw["uses"] for kw in data["kwargs"])
+        bare = dict(data, kwargs=[])  # what the serializer alone gives back
+        main2, startup2, names2 = import_programs(data)
+        nulls = [sum(not op.operand_source(j).initialized() for op in m.global_block().ops
+                     for j in range(op.num_operands()))  # optional operands are null too
+                 for m in (import_programs(bare)[0], main2)]
+        assert nulls[0] - nulls[1] == sum(len(kw["uses"]) for kw in data["kwargs"])
+        after = from_pir_programs(main2, startup2, names2)
+        assert json.loads(after.to_json()) == json.loads(before.to_json())
+        assert sorted(main2.global_block().kwargs()) == ["b@GRAD@MERGE", "w@GRAD@MERGE"]
+        feeds = [("x", [2, 8], "float32"), ("y", [2, 4], "float32")]
+        watch = state_names(before)
+        runs = [_run(m, s, {}, feeds, watch, 2, 2, 0, merged=True)
+                for m, s in ((main, startup), (main2, startup2))]
+    assert all(np.array_equal(a[n], b[n]) for ca, cb in zip(*runs) for a, b in zip(ca, cb)
+               for n in watch)

@@ -303,3 +303,40 @@ def test_paddle_file_names_the_installed_module_it_replaces(tmp_path):
     label = source_label({mod: path})
     assert command_flags(label) == f" --paddle-file {path}"
     assert command_flags("installed") == "" and command_flags("/x/p.py") == " --pass-file /x/p.py"
+
+
+# -- a plan made with gradient merge: the ranks' job schedule ----------------
+def test_a_merged_plan_is_related_through_its_job_schedule():
+    """The ranks of a plan made with gradient merge run as Paddle's jobs,
+    ``[forward, backward] * k + [optimize]``, against the serial program's
+    micro-steps with the gradients merged (their mean, ``avg``): every
+    micro-step's loss, the merged gradients and the updates relate, for two
+    optimizer steps (``verify/numeric/merged_relation.py``)."""
+    app = _apply("planner_tp2_gm")
+    rel = _relation(app)
+    assert len(rel) == len(app.ranks) and all(c.verdict.value == "EQUIVALENT" for c in rel), \
+        [c.message for c in rel]
+    values = rel[0].details["values"]
+    assert "loss (micro-step 1)" in values and "loss (micro-step 2)" in values
+    assert "2 optimizer steps of 2 micro-steps" in rel[0].message
+    (proof,) = [c for c in app.checks if c.name == "planner relation proof"]
+    assert proof.verdict.value == "INCONCLUSIVE" and proof.advisory  # never a proof here
+
+
+def test_a_merge_that_does_not_average_is_caught(monkeypatch):
+    """The merge's 1/k scale left out: the optimizer reads the sum of the k
+    micro-batch gradients where the strategy asks for their mean."""
+    app = _apply("planner_tp2_gm", ["gm_no_avg_scale"], monkeypatch)
+    cex = _caught(app, "gradient_merge")
+    assert cex["step"] == 0 and cex["value"].endswith("@GRAD"), cex
+    assert cex["serial"] == pytest.approx(cex["rank_piece"] / 2, rel=1e-4, abs=1e-6)
+
+
+def test_an_accumulator_never_zeroed_is_caught_at_the_second_update(monkeypatch):
+    """Without the zeroing after the update the second optimizer step merges
+    the first step's gradients again: the first step relates, the second not."""
+    app = _apply("planner_tp2_gm", ["gm_never_zeroed"], monkeypatch)
+    bad = [c for c in _relation(app) if c.verdict.value == "NOT_EQUIVALENT"]
+    assert bad, [c.message for c in _relation(app)]
+    cex = bad[0].counterexample
+    assert cex["step"] == 1 and cex["value"].endswith("@GRAD"), cex

@@ -211,24 +211,26 @@ def test_records_older_than_the_loss_by_its_seed_are_not_reused(tmp_path):
     assert stale_records(case, _planned("planner_tp2"), records) is None
 
 
-def test_a_plan_made_with_gradient_merge_is_not_related_step_by_step():
-    """A merged rank program runs as [forward, backward] * k + [optimize]; the
-    lock-step relation runs programs whole: on such records it says so
-    (INCONCLUSIVE, the proof advisory) instead of refuting a faithful plan;
-    records without a merge are related as before."""
+def test_a_plan_made_with_gradient_merge_is_related_through_its_jobs_not_proved():
+    """A merged rank program runs as [forward, backward] * k + [optimize]: the
+    records' merge settings send the relation to the job-schedule driver
+    (``merged_plan``), and the symbolic proof, which has no model of that
+    schedule, says so (INCONCLUSIVE, advisory: never a proof); records
+    without a merge are related and proved as before."""
     from types import SimpleNamespace
 
-    from passes.planner import merge_settings
+    from passes.planner import merged_plan, merged_proof
 
     case = SimpleNamespace(name="x", ranks=[0, 1])
     gm = {"k_steps": 2, "avg": True}
-    out = merge_settings(case, {0: {"gradient_merge": gm}, 1: {"gradient_merge": gm}})
-    assert [(c.name, c.verdict.value, c.advisory) for c in out] == [
-        ("planner relation", "INCONCLUSIVE", False),
-        ("planner relation proof", "INCONCLUSIVE", True)]
-    assert "k_steps 2" in out[0].message and "[forward, backward] * 2 + [optimize]" in \
-        out[0].message
-    assert merge_settings(case, {0: {"gradient_merge": None}, 1: {}}) == []
+    merge = merged_plan(case, {0: {"gradient_merge": gm}, 1: {"gradient_merge": gm}})
+    assert merge == (0, gm)
+    (proof,) = merged_proof(case, merge)
+    assert (proof.name, proof.verdict.value, proof.advisory) == (
+        "planner relation proof", "INCONCLUSIVE", True)
+    assert "k_steps 2" in proof.message and "[forward, backward] * 2 + [optimize]" in \
+        proof.message and proof.details["not_proved"]
+    assert merged_plan(case, {0: {"gradient_merge": None}, 1: {}}) is None
 
 
 @needs_models

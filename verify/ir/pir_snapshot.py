@@ -55,8 +55,11 @@ The form
 * A keyword block argument (``block.add_kwarg``: a persistable read by name
   from the scope, such as the gradient merge's ``w@GRAD@MERGE``) is named by
   its keyword, declared persistable, and listed in ``meta["block_kwargs"]``.
-  PIR's serializer drops keyword arguments on 3.3.1, so a program holding
-  them cannot travel to an isolation worker.
+  PIR's serializer drops keyword arguments on 3.3.1 (their readers' operands
+  come back null), so :func:`export_programs` records each keyword with its
+  type and readers (op index, operand index) beside the bytes, and
+  :func:`import_programs` adds it back (``add_kwarg``) and reconnects them:
+  the imported program is the one exported, keyword arguments included.
 
 The one Paddle-touching entry is :func:`from_pir_programs`; Paddle must be in
 PIR mode while it runs (``paddle.pir_utils.IrGuard()``: this process runs
@@ -398,7 +401,8 @@ def export_programs(main, startup, names: Names) -> dict:
     names.assign(main)
     out = {"names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
                      for op in main.global_block().ops], "counter": names.counter,
-           "attrs": [_scalar_attrs(op) for op in main.global_block().ops]}
+           "attrs": [_scalar_attrs(op) for op in main.global_block().ops],
+           "kwargs": block_kwarg_uses(main)}
     with tempfile.TemporaryDirectory() as d:
         for which, prog in (("main", main), ("startup", startup)):
             path = os.path.join(d, which + ".json")
@@ -436,7 +440,59 @@ def import_programs(data: dict):
                 names.table[(op.id(), i)] = n
     for op, attrs in zip(ops, data.get("attrs") or []):
         _restore_attrs(op, attrs)
+    restore_block_kwargs(progs["main"], data.get("kwargs") or [])
     return progs["main"], progs["startup"], names
+
+
+def block_kwarg_uses(main) -> list:
+    """``[{"name", "shape", "dtype", "persistable", "uses": [[op index, operand
+    index]]}]``: the global block's keyword arguments and who reads them (what
+    3.3.1's serializer drops; :func:`restore_block_kwargs` puts it back)."""
+    kwargs = _block_kwargs(main)
+    if not kwargs:
+        return []
+    out = []
+    ops = list(main.global_block().ops)
+    for key, kv in kwargs:
+        uses = []
+        for i, op in enumerate(ops):
+            for j in range(op.num_operands()):
+                src = op.operand_source(j)
+                if not _is_null(src) and src.is_same(kv):
+                    uses.append([i, j])
+        out.append({"name": key, "shape": [int(d) for d in kv.shape],
+                    "dtype": str(kv.dtype).replace("paddle.", ""),
+                    "persistable": bool(getattr(kv, "persistable", True)), "uses": uses})
+    return out
+
+
+def restore_block_kwargs(main, kwargs: list) -> None:
+    """Add each recorded keyword argument to ``main``'s global block (a dense
+    tensor of its shape and dtype, persistable, as the pass made it) and
+    reconnect its readers' operands.  Raises ``ValueError`` when a recorded
+    reader is not there (the bytes and the record disagree)."""
+    if not kwargs:
+        return
+    ops = list(main.global_block().ops)
+    for kw in kwargs:
+        value = main.global_block().add_kwarg(kw["name"], _dense_type(kw["shape"],
+                                                                      kw["dtype"]))
+        value.persistable = bool(kw.get("persistable", True))
+        for i, j in kw["uses"]:
+            if i >= len(ops) or j >= ops[i].num_operands():
+                raise ValueError(f"keyword argument {kw['name']}: op {i} operand {j} "
+                                 f"recorded, the program has {len(ops)} ops")
+            ops[i].operand(j).set_source(value)
+
+
+def _dense_type(shape, dtype):
+    """The PIR type of a dense tensor of ``shape`` and ``dtype`` (made by a
+    ``pd_op.data`` in a scratch program; types are shared by the context)."""
+    import paddle
+
+    scratch = paddle.static.Program()
+    with paddle.static.program_guard(scratch):
+        return paddle.static.data("__kwarg_type", list(shape), dtype).type()
 
 
 def _scalar_attrs(op) -> dict:

@@ -92,7 +92,9 @@ def _refuse_state_before_cut(main, cut_ops, where, rank):
             continue
         for v in op.operands_source():
             d = v.get_defining_op() if v.initialized() else None
-            if d is not None and d.name() in ("builtin.parameter", "pd_op.data") and \
+            # a parameter, a persistable data, or a keyword block argument (no op)
+            if v.initialized() and (d is None or d.name() in ("builtin.parameter",
+                                                              "pd_op.data")) and \
                     getattr(v, "persistable", False):
                 raise BackendError(f"{where}: rank {rank} op {idx} ({name}) writes the "
                                    "persistable value in place before the last collective; "
@@ -105,7 +107,7 @@ class _PirRank:
     (the interface ``simulated_ranks._lockstep`` drives)."""
 
     def __init__(self, rank, exported, params, feeds, watch, where, restore_state=False,
-                 seed=0, last_stage_only=False, segments=False, states=None):
+                 seed=0, last_stage_only=False, segments=False, states=None, scope=None):
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
@@ -130,6 +132,8 @@ class _PirRank:
                             else op.attrs()["name"] for op in ops
                             if op.name() in ("builtin.parameter", "pd_op.data")
                             and getattr(op.result(0), "persistable", False)]
+        # keyword block arguments (a gradient merge's accumulators) live in the scope too
+        self.state_names += list(main.global_block().kwargs().keys())
         # segments (pir_segments.py): each op once per step; else prefix stages
         self.carried, self.why_prefix = None, "not asked for"
         if segments and not last_stage_only:
@@ -163,16 +167,20 @@ class _PirRank:
             self.stages = [None] * first + [_stage(main, self.cut_ops, j, watch_pos) + ([],)
                                             for j in range(first, len(self.cut_ops) + 1)]
         self.place = paddle.CPUPlace()
-        self.scope = paddle.static.Scope()
         self.exe = paddle.static.Executor(self.place)  # the startup's
         self._exes = {}
-        with paddle.static.scope_guard(self.scope):
-            run_startup(self.exe, startup, seed)
-        # what the startup wrote coarser than the main reads: the rank's piece
-        set_startup_states(self.scope, states or {}, rank, self.place)
-        for name, value in params.items():
-            if self.scope.find_var(name) is not None:
-                self.scope.var(name).get_tensor().set(np.ascontiguousarray(value), self.place)
+        # scope: another program of this rank already set it up (a job of the
+        # rank's schedule, verify/numeric/merged_relation.py): shared as is
+        self.scope = scope if scope is not None else paddle.static.Scope()
+        if scope is None:
+            with paddle.static.scope_guard(self.scope):
+                run_startup(self.exe, startup, seed)
+            # what the startup wrote coarser than the main reads: the rank's piece
+            set_startup_states(self.scope, states or {}, rank, self.place)
+            for name, value in params.items():
+                if self.scope.find_var(name) is not None:
+                    self.scope.var(name).get_tensor().set(np.ascontiguousarray(value),
+                                                          self.place)
         self.feeds = feeds  # [{name: array}] per step
         self.values, self.result, self.pos, self.step = {}, None, 0, 0
 

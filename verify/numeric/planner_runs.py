@@ -81,6 +81,18 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     TP mesh, the parameter's TP piece not yet split over ``dp`` (the planned
     startup is not resharded when the planner runs without
     ``Engine._initialize``) gives its slice, on both sides."""
+    sstates = assembled_states(ranks, state_placements, state_shapes, seed)
+    serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
+                                     serial["feeds"], serial["watch"], steps, seed)
+    rank_outs = run_ranks_in_waves(ranks, rings, steps, where, seed)
+    return serial_out, rank_outs
+
+
+def assembled_states(ranks, state_placements, state_shapes=None, seed: int = 0) -> dict:
+    """The serial run's states (``{name: ndarray}``) assembled through their
+    placements from what the ranks' startup programs write; a rank's state
+    written coarser than its main program reads is cut to its piece, in
+    ``ranks[r]["params"]`` too (see :func:`run_relation`)."""
     from .placements import assemble_global, piece_from_coarser
 
     states = {r: startup_states(d["exported"], seed) for r, d in ranks.items()}
@@ -98,10 +110,7 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     for n in names:
         pieces = {r: s[n] for r, s in states.items() if n in s}
         sstates[n] = assemble_global(pieces, state_placements.get(n))
-    serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
-                                     serial["feeds"], serial["watch"], steps, seed)
-    rank_outs = run_ranks_in_waves(ranks, rings, steps, where, seed)
-    return serial_out, rank_outs
+    return sstates
 
 
 def collective_waves(main, cut_ops) -> list:
@@ -305,23 +314,33 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
 
 
 def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
-                 steps) -> list:
+                 steps, micro_steps: int = 0) -> list:
     """One CheckResult per rank: the loss, every gradient and every updated
-    parameter related to the serial run, step by step."""
+    parameter related to the serial run, step by step.  ``micro_steps``: the
+    runs are of a gradient merge's job schedule (``merged_relation.py``), a
+    step an optimizer step; the loss of each micro-step is compared
+    (``<loss>@micro<i>``) and the gradients are the merged ones."""
     from .placements import PlacementError, describe
 
-    depth = _depth(serial_rel, len(rank_rels), steps)
+    depth = _depth(serial_rel, len(rank_rels), steps * max(micro_steps, 1))
     checks = []
     for r in sorted(rank_rels):
         rel = rank_rels[r]
         items = []
-        if rel.get("loss") and serial_rel.get("loss"):
+        if rel.get("loss") and serial_rel.get("loss") and micro_steps:
+            items += [(f"loss (micro-step {i + 1})", f"{serial_rel['loss']}@micro{i}",
+                       f"{rel['loss']}@micro{i}", rel.get("loss_placement"))
+                      for i in range(micro_steps)]
+        elif rel.get("loss") and serial_rel.get("loss"):
             items.append(("loss", serial_rel["loss"], rel["loss"], rel.get("loss_placement")))
         for pname, p in rel["params"].items():
             sp = serial_rel["params"].get(pname)
             if sp is None:
                 continue
-            items.append((f"{pname}@GRAD", sp["grad"], p["grad"], p["grad_placement"]))
+            # merged: the serial gradient of the last micro-step stays under its
+            # name (a counterpart), the merged one is <name>@merged
+            items.append((f"{pname}@GRAD", sp["grad"] + ("@merged" if micro_steps else ""),
+                          p["grad"], p["grad_placement"]))
             items.append((f"{pname} (after the update)", sp["param"], p["param"],
                           p["placement"]))
         missing = sorted(set(serial_rel["params"]) - set(rel["params"]))
@@ -376,13 +395,15 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                 f"{where}: rank {r}: no value compared (no loss, gradient or updated "
                 "parameter of the serial program on this rank)"))
         else:
-            has_loss = any(lb == "loss" for lb, *_ in items)
+            has_loss = any(lb.startswith("loss") for lb, *_ in items)
             n = sum(1 for lb, *_ in items if lb.endswith("@GRAD"))
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.EQUIVALENT,
-                f"{where}: rank {r}: {'the loss, ' if has_loss else ''}{n} gradient(s) and "
-                f"{n} updated parameter(s) ({len(items)} values) relate to the serial run "
-                f"through their placements for {steps} steps ({compared} comparisons, "
+                f"{where}: rank {r}: {'the loss, ' if has_loss else ''}{n} "
+                f"{'merged ' if micro_steps else ''}gradient(s) and "
+                f"{n} updated parameter(s) ({len(items)} values) relate to the serial "
+                f"{'micro-steps' if micro_steps else 'run'} through their placements for "
+                f"{steps} {'optimizer steps of ' + str(micro_steps) + ' micro-steps' if micro_steps else 'steps'} ({compared} comparisons, "
                 f"largest difference {worst:.3g}; executor and simulated collectives)",
                 details={"compared": compared, "max_abs": worst, "values":
                          [lb for lb, *_ in items], "params_elsewhere": missing}))

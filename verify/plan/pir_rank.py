@@ -195,6 +195,9 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         "process_groups": {str(g.id): list(g.ranks) for g in get_all_process_groups()},
         "feeds": feeds, "loss": loss_name, "fetches": [],
         "counter": exported["counter"],
+        # the keyword block arguments (a gradient merge's accumulators) with their
+        # readers: PIR's serializer drops them, import_programs adds them back
+        "block_kwargs": exported["kwargs"],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     with paddle.pir_utils.IrGuard():
@@ -217,7 +220,8 @@ def rank_data(folder: Path, files: dict | None = None):
 
     meta = json.loads(read("meta.json"))
     data = {"main": read("main.json"), "startup": read("startup.json"),
-            "names": json.loads(read("names.json")), "counter": meta["counter"]}
+            "names": json.loads(read("names.json")), "counter": meta["counter"],
+            "kwargs": meta.get("block_kwargs", [])}
     return data, meta
 
 

@@ -41,7 +41,11 @@ has ``"ir": "pir"`` in ``plan.json`` and per rank ``main.json`` /
 ``startup.json`` (PIR's own serialization, ``serialize_pir_program``),
 ``names.json`` (the value names of ``verify/ir/pir_snapshot.py`` by op and
 result index) and ``meta.json`` (feeds, loss and fetches by value name,
-process groups, ``counter``); PIR programs carry their dist attrs themselves.
+process groups, ``counter``, and ``block_kwargs``: the main program's keyword
+block arguments, e.g. a gradient merge's accumulators, with their readers,
+which PIR's serializer drops on 3.3.1; absent in dirs planned before it, whose
+merged programs then read null operands); PIR programs carry their dist attrs
+themselves.
 
 Version 2 (PIR dirs planned since the planner family, ``passes/planner.py``)
 adds the planner's own records per rank; a reader of version 2 reads version

@@ -290,6 +290,19 @@ def loss_value(program):
     return seeded_loss_value(program)
 
 
+def _keyword_of(program, value):
+    """The keyword of ``value`` when it is a keyword block argument of
+    ``program`` (a gradient merge's accumulator an optimizer reads unscaled),
+    else None."""
+    try:
+        for key, kv in program.global_block().kwargs().items():
+            if value.is_same(kv):
+                return key
+    except Exception:
+        pass
+    return None
+
+
 def relation_table(program, names, placements_by_op=None) -> dict:
     """What the planner relation compares in ``program`` (the serial global
     program, or a rank's final program with ``placements_by_op``): by
@@ -308,7 +321,7 @@ def relation_table(program, names, placements_by_op=None) -> dict:
         pname = param_name(p)
         # the parameter itself, fetched after the step: its value then is the
         # update (in place, or gathered back from the updated slices)
-        params[pname] = {"param": names.name(p), "grad": names.name(g),
+        params[pname] = {"param": names.name(p), "grad": names.name(g) or _keyword_of(program, g),
                          "placement": placement(p), "grad_placement": placement(g),
                          "shape": [int(d) for d in p.shape],
                          "dtype": str(p.dtype).replace("paddle.", ""),
