@@ -176,9 +176,11 @@ _GM_ZEROING = Expect(
     "[8, 8] piece declared [16, 8], the column-parallel weight's and bias's alike). The "
     "in-place write runs on the local buffer, so the types, not the values, are wrong. The stage checks name the gradient_merge stage "
     "(recorded apart since the stage recorder wraps the engine's new_pass); every other "
-    "stage holds. A merged rank program runs as [forward, backward] * 2 + [optimize], which "
-    "the lock-step relation does not model: the relation and its proof are INCONCLUSIVE "
-    "saying so",
+    "stage holds. The relation drives each rank's merged program as its job schedule, "
+    "[forward, backward] * 2 + [optimize], against the serial program's micro-steps with "
+    "the gradients merged (verify/numeric/merged_relation.py): every micro-step's loss, "
+    "the merged gradients and the updates relate on both ranks for 2 optimizer steps "
+    "(the symbolic proof does not model the schedule: witnessed, not proved)",
     evidence="the shape check of the stage programs: 'op 66 (pd_op.set_value_with_tensor_): "
     "output %63 dim 0 is declared 16 but is 8' on rank 0 and rank 1 after gradient_merge, its "
     "x linear_1.w_0.dist@GRAD@MERGE [8, 8]; "

@@ -120,3 +120,36 @@ def test_pir_scale_keeps_its_input_shape_and_a_wrong_declared_shape_is_caught():
     snap.vars[scale.outputs["out"][0]] = Var(scale.outputs["out"][0], [2, 4, 3], "float32")
     bad = shape_check.check_snapshot(snap, 0, "test", {}, every)
     assert any(r.verdict != Verdict.EQUIVALENT for r in bad)
+
+
+def _stale_scale(declared_out, declared_z=(2, 3)):
+    """x[2,3] -> scale -> y -> scale -> z, with y's and z's declared shapes given."""
+    vars_ = {"x": Var("x", [2, 3], "float32", is_data=True),
+             "y": Var("y", list(declared_out), "float32"),
+             "z": Var("z", list(declared_z), "float32")}
+    ops = [Op(0, "pd_op.scale", {"x": ["x"]}, {"out": ["y"]}, {"scale": 2.0, "bias": 0.0}),
+           Op(1, "pd_op.scale", {"x": ["y"]}, {"out": ["z"]}, {"scale": 1.0, "bias": 0.0})]
+    return ProgramSnapshot(ops, vars_, feeds=["x"], meta={"ir": "pir"})
+
+
+def test_a_finding_the_original_already_has_is_inherited_not_the_passs():
+    """A stale declared shape in the program the pass was given, kept by the
+    pass: reported, advisory, marked inherited (the pass did not make it);
+    the same stale shape made by the pass (absent before) decides."""
+    from verify.checks import CheckContext
+
+    def run(before, after):
+        ctx = CheckContext(pass_name="p", case_name="c", rank=0, before=before, after=after,
+                           symbols={})
+        return [c for c in shape_check.run(ctx) if c.verdict in (Verdict.NOT_EQUIVALENT,
+                                                                  Verdict.CONTRACT_BROKEN)]
+
+    kept = run(_stale_scale([3, 2]), _stale_scale([3, 2]))
+    assert kept and all(c.advisory and c.details["inherited"] for c in kept), \
+        [c.message for c in kept]
+    assert "inherited" in kept[0].message and kept[0].verdict == Verdict.CONTRACT_BROKEN
+    made = run(_stale_scale([2, 3]), _stale_scale([3, 2]))
+    assert made and not any(c.advisory for c in made), [c.message for c in made]
+    # another stale shape beside an inherited one is the pass's
+    both = run(_stale_scale([3, 2]), _stale_scale([3, 2], declared_z=(6,)))
+    assert {c.advisory for c in both} == {True, False}, [c.message for c in both]

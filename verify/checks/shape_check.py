@@ -17,6 +17,8 @@ the element order is the one the consumer expects.
 """
 from __future__ import annotations
 
+import re
+
 import z3
 
 from ..verdicts import CheckResult, Verdict
@@ -285,5 +287,30 @@ def inserted_ops(before, after) -> set:
 
 
 def run(ctx) -> list:
-    return check_snapshot(ctx.after, ctx.rank, ctx.where(), ctx.symbols,
-                          inserted_ops(ctx.before, ctx.after))
+    """The rule table over the program the pass built.  A finding the
+    original program already has (same op text, same value names, same
+    reason: the pass kept it, did not make it) is kept in the report but
+    advisory, marked ``inherited``: a pass is not judged by its input's
+    defects (a planner's stale declared shape, say)."""
+    out = check_snapshot(ctx.after, ctx.rank, ctx.where(), ctx.symbols,
+                         inserted_ops(ctx.before, ctx.after))
+    bad = [c for c in out if c.verdict in (Verdict.NOT_EQUIVALENT, Verdict.CONTRACT_BROKEN)]
+    if bad and ctx.before is not None and ctx.before is not ctx.after:
+        had = {finding_key(c) for c in check_snapshot(ctx.before, ctx.rank, ctx.where(),
+                                                        ctx.symbols, set())
+               if c.verdict in (Verdict.NOT_EQUIVALENT, Verdict.CONTRACT_BROKEN)}
+        for c in bad:
+            if finding_key(c) in had:
+                c.advisory = True
+                c.details["inherited"] = True
+                c.message += " (inherited: the original program has it too; not this pass's)"
+    return out
+
+
+def finding_key(check) -> tuple:
+    """What identifies a shape finding across a rewrite: its check name, the
+    op type and the reason (value names included, which a rewrite keeps),
+    not the op index (a pass may insert ops before it)."""
+    cex = check.counterexample or {}
+    why = re.sub(r"^.*?: op \d+ \(", "(", check.message, count=1)
+    return check.name, cex.get("op_type"), why
