@@ -102,6 +102,25 @@ def _refuse_state_before_cut(main, cut_ops, where, rank):
                                    "cannot run it", rank)
 
 
+def _argument_reads_copied(main) -> None:
+    """A collective reading a keyword block argument directly (a gradient
+    merge's accumulator all-reduced in the optimize job) reads it through a
+    ``pd_op.assign`` inserted just before it: the simulator fetches each
+    collective's input, and a block argument cannot be fetched (3.3.1's
+    executor crashes on it).  The copy is the value read, unchanged."""
+    import paddle
+
+    with paddle.static.program_guard(main):
+        for op in list(main.global_block().ops):
+            if not communicates(op.name()) or op.num_operands() < 1:
+                continue
+            src = op.operand_source(0)
+            if src.initialized() and src.get_defining_op() is None:
+                paddle.pir.set_insertion_point(op)
+                op.operand(0).set_source(paddle._C_ops.assign(src))
+        paddle.pir.reset_insertion_point_to_end()
+
+
 class _PirRank:
     """One rank: its stages, scope, and the values exchanged at collectives
     (the interface ``simulated_ranks._lockstep`` drives)."""
@@ -118,6 +137,7 @@ class _PirRank:
         self.rank = rank
         self.where = where
         main, startup, names = import_programs(exported)
+        _argument_reads_copied(main)
         ops = list(main.global_block().ops)
         self.cut_ops = [i for i, op in enumerate(ops) if communicates(op.name())]
         for i in self.cut_ops:

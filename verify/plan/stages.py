@@ -9,8 +9,10 @@ edited: the wrappers call the installed functions, in the planning process
 only, and a user's changed planner module (the overlay, ``verify/premerge/overlay.py``)
 is what they call when one is given.
 
-Stages recorded, in order (the main program only; the startup program's
-own reshard in ``_initialize`` is not run when planning without running)::
+Stages recorded, in order (the main program; from the gradient merge on,
+with the startup program it extended, which writes its accumulators; the
+startup program's own reshard in ``_initialize`` is not run when planning
+without running)::
 
     serial        the dist program before partition (after mix2dist, the
                   backward, the optimizer, mix2dist again, recompute): global
@@ -120,10 +122,16 @@ class Capture:
         self.ids_after = {}  # stage -> op ids of the dist program after it
         self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
         self.optional = set()  # the optional stages this plan's strategy runs
+        self.startup = None  # the startup program a stage extended (record)
 
-    def record(self, stage, prog, error=None):
+    def record(self, stage, prog, error=None, startup=None):
+        if startup is not None and error is None:
+            # the startup program a stage extended (the gradient merge's zeroed
+            # accumulators): it goes with this stage's snapshot and every later one,
+            # so their reads of those persistables have their writer
+            self.startup = startup.clone()
         entry = {"stage": stage, "program": None if prog is None else prog.clone(),
-                 "error": error, "shapes": "global"}
+                 "error": error, "shapes": "global", "startup": getattr(self, "startup", None)}
         if prog is not None and error is None and stage in LOCAL_STAGES:
             # after reshard the reshard functions' ops compute local pieces under
             # global dist types: the stage is checked on its dense clone (local shapes)
@@ -174,7 +182,7 @@ def install(capture: Capture) -> None:
     _ORIGINAL.setdefault("remove_comm", E.remove_unuseful_comm_op_pass)
     _ORIGINAL.setdefault("new_pass", E.new_pass)
 
-    def staged(stage, fn, main_of=lambda a: a[0], before=None):
+    def staged(stage, fn, main_of=lambda a: a[0], before=None, startup_of=None):
         def wrapper(*args, **kwargs):
             prog = main_of(args)
             if before is not None:
@@ -184,7 +192,7 @@ def install(capture: Capture) -> None:
             except Exception:
                 capture.record(stage, prog, traceback.format_exc())
                 raise
-            capture.record(stage, prog)
+            capture.record(stage, prog, startup=startup_of(args) if startup_of else None)
             return out
         return wrapper
 
@@ -230,7 +238,8 @@ def install(capture: Capture) -> None:
         made = _ORIGINAL["new_pass"](name, *args, **kwargs)
         if name == GRADIENT_MERGE_PASS:
             capture.optional.add("gradient_merge")
-            made.apply = staged("gradient_merge", made.apply, main_of=lambda a: a[0][0])
+            made.apply = staged("gradient_merge", made.apply, main_of=lambda a: a[0][0],
+                                startup_of=lambda a: a[1][0])
         return made
 
     E.new_pass = new_pass
@@ -391,7 +400,7 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
                      "shapes": st["shapes"], "local_error": st.get("local_error")}
             if st["program"] is not None:
                 try:
-                    snap = from_pir_programs(st["program"], None,
+                    snap = from_pir_programs(st["program"], st.get("startup"),
                                              meta={"stage": st["stage"]})
                     fname = f"stages/{i:02d}_{st['stage']}.json"
                     (out / fname).write_text(snap.to_json())
