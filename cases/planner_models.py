@@ -195,6 +195,19 @@ _GM_SUM = Expect(
     "serial micro-steps with the gradients summed holds for 2 optimizer steps (witnessed, "
     "not proved: the symbolic proof does not model the schedule)")
 
+_UNEVEN = Expect(
+    True, "PASS_CRASHED",
+    "Paddle's defect: 3.3.1's s_to_r reshard of a value sharded unevenly (a dim not "
+    "divisible by its mesh dim: here each micro-step's single row over dp=2, the engine "
+    "feeding BATCH / k_steps rows) takes reshard_s_to_r_with_padding, which calls "
+    "get_defining_op() on the list paddle._C_ops.split returns: the reshard stage raises "
+    "AttributeError on every rank, so no uneven Shard can be gathered back (the same model "
+    "with a batch of 4 plans and relates: planner_dp2_gm_sum)",
+    evidence="the reshard stage's traceback on rank 0 and rank 1: s_to_r_reshard_func.py "
+    "line 291, split_op = tmp_split_values.get_defining_op(): AttributeError: 'list' object "
+    "has no attribute 'get_defining_op'; the later stages not run; reproduce: python -m "
+    "verify run --pass planner --case planner_dp2_gm_uneven")
+
 CASES = [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
@@ -227,4 +240,9 @@ CASES = [
           "reads its accumulator unscaled, the DP all-reduce inside the merged schedule",
           "planner_dp2_gm_sum.py", [[0], [1]], _GM_SUM,
           uses=["planner_dp_mlp.py"]),
+    _case("planner_dp2_gm_uneven", "examples/planner_dp2_gm_uneven.py: planner_dp2_gm_sum.py "
+          "with a batch of 2: each micro-step's single row sharded over dp=2 (uneven: the "
+          "reshards' padding path)",
+          "planner_dp2_gm_uneven.py", [[0], [1]], _UNEVEN,
+          uses=["planner_dp2_gm_sum.py", "planner_dp_mlp.py"]),
 ]

@@ -231,16 +231,17 @@ _PLANNER_GM = Expect(
     "parameters are their placements' slices and tiled), and the relation, driving each "
     "rank's merged program as its job schedule [forward, backward] * 2 + [optimize] "
     "against the serial program's micro-steps with the gradients merged "
-    "(verify/numeric/merged_relation.py), holds on both ranks for 2 optimizer steps: every "
+    "(verify/numeric/merged_relation.py), holds on every rank for 2 optimizer steps: every "
     "micro-step's loss, 12 merged gradients and 12 updates (witnessed, not proved: the "
     "symbolic proof does not model the schedule)",
     evidence="the shape check of the stage programs (snapshots of the live programs in the "
     "planning process): 'op 432 (pd_op.set_value_with_tensor_): output %439 dim 1 is "
-    "declared 16 but is 8' on rank 0 and rank 1 after gradient_merge (inherited, so not "
-    "blamed again, after dist2dense and remove_comm), its x lm_head_0.w_0.dist@GRAD@MERGE "
-    "[32, 8]; "
+    "declared 16 but is 8' on every rank after gradient_merge (TP2; op 460 on DP2 x TP2), "
+    "its x lm_head_0.w_0.dist@GRAD@MERGE [32, 8], and again after remove_comm (op 424; "
+    "op 452), which drops 8 ops and renames the values, so the stage check cannot tell it "
+    "is the same op; "
     "reproduce: python -m verify run --pass "
-    "planner --case zoo_llama_tp2_gm (models group installed)")
+    "planner --case 'zoo_llama_*_gm' (models group installed)")
 
 TP2 = {12: [[0, 1]]}
 # DP2 x TP2 (--mesh 2x2): the planner gives each DP pair its own ring id
@@ -292,6 +293,11 @@ DECLARED += [
           "accumulated over two micro-batches, one update",
           "llama_gm.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_OWN,
                                                 PLANNER: _PLANNER_GM}),
+    _case("zoo_llama_dp2_tp2_gm",
+          "LLaMA, keyed plan, DP2 x TP2 (batch split over dp), planned with gradient merge "
+          "(examples/zoo/llama_dp_gm.py: k_steps 2, avg; a batch of 4, 2 rows a micro-step)",
+          "llama_dp_gm.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_OWN,
+                                                      PLANNER: _PLANNER_GM}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
 
