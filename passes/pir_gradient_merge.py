@@ -30,10 +30,18 @@ program equal one step of the original on the concatenated micro-batches
 (mean or sum of the k gradients, per ``avg``), and the states do not move
 before the optimize job.
 
-Applied in this process, never in an isolation worker: the merged program
-reads its accumulators as keyword block arguments, which PIR's serializer
-drops on 3.3.1 (a worker could not send it back).  The numeric runs rebuild
-and re-apply in a worker instead.
+Applied in this process: the adapter's numeric runs re-apply the pass in a
+worker and run both programs live there (``micro_steps.run_rebuilt``).  (The
+merged program reads its accumulators as keyword block arguments, which
+PIR's serializer drops on 3.3.1; ``pir_snapshot.export_programs`` now records
+and restores them, so a merged program travels whole, as a planned merged
+program does: ``verify/numeric/merged_relation.py``.)
+
+Several ranks: not paired here.  The pass needs the dist program (its
+gradients' local shapes and op dist attrs), which a planned case's dense
+rank programs no longer are; a merge on several ranks is checked where the
+Engine applies it, in the planner family (cases planned with gradient merge,
+``passes/planner.py``).
 """
 from __future__ import annotations
 
@@ -64,10 +72,8 @@ class PirGradientMerge(PassAdapter):
     ir = "pir"
 
     def handles(self, case) -> bool:
-        """PIR cases of one rank.  Not yet: cases with collectives (DP over a
-        ring), whose programs the micro-step oracle cannot run in one process
-        (it has no multi-rank driver yet); they are not paired rather than
-        reported INCONCLUSIVE on every multi-rank case."""
+        """PIR cases of one rank (see the module docstring: several ranks are
+        checked through the planner family's merged plans)."""
         return super().handles(case) and len(case.ranks) == 1
 
     def attrs(self, case, rp) -> dict:

@@ -599,7 +599,10 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                 args.update(k=k, avg=bool(merge[1]["avg"]), cycles=steps,
                             grads=[p["grad"] for p in serial_rel["params"].values()],
                             loss=serial_rel.get("loss"),
-                            rank_losses={r: rank_rels[r].get("loss") for r in case.ranks})
+                            rank_losses={r: rank_rels[r].get("loss") for r in case.ranks},
+                            params=[p["param"] for p in serial_rel["params"].values()],
+                            rank_params={r: [p["param"] for p in rank_rels[r]["params"].values()]
+                                         for r in case.ranks})
                 fn = ("verify.numeric.merged_relation", "run_merged_relation")
             else:
                 args["steps"] = steps

@@ -350,3 +350,34 @@ def test_an_accumulator_never_zeroed_is_caught_at_the_second_update(monkeypatch)
     assert bad, [c.message for c in _relation(app)]
     cex = bad[0].counterexample
     assert cex["step"] == 1 and cex["value"].endswith("@GRAD"), cex
+
+
+def test_a_merged_run_that_updates_before_the_optimize_job_is_caught():
+    """The comparison of a merged plan's runs (``compare_runs`` with
+    ``micro_steps``): a parameter must be unchanged after each micro-step's
+    accumulate job (the update is deferred); one that moved after micro-step
+    1 is NOT_EQUIVALENT naming that micro-step, even when the final update
+    happens to agree; the faithful runs relate."""
+    from verify.numeric.planner_runs import compare_runs
+
+    rep = _p([0, 1], [2], [-1])
+    serial_rel = {"loss": "L", "params": {"w": {"param": "w", "grad": "g", "shape": [3]}}}
+    rank_rels = {r: {"loss": "l", "loss_placement": _p([0, 1], [2], []),
+                     "params": {"w": {"param": "w", "grad": "gm", "placement": rep,
+                                      "grad_placement": rep}}} for r in (0, 1)}
+    w0, w1 = np.array([1.0, 2.0, 3.0], "float32"), np.array([0.5, 1.5, 2.5], "float32")
+    serial = [{"L@micro0": np.float32(1), "L@micro1": np.float32(2), "g@merged": w0 - w1,
+               "w": w1, "w@micro0": w0, "w@micro1": w0}]
+
+    def rank(moved):
+        return [{"l@micro0": np.float32(1), "l@micro1": np.float32(2), "gm": w0 - w1,
+                 "w": w1, "w@micro0": w0 + (0.25 if moved else 0), "w@micro1": w0}]
+
+    ok = compare_runs("t", serial_rel, rank_rels, {}, serial,
+                      {0: rank(False), 1: rank(False)}, 1, micro_steps=2)
+    assert [c.verdict.value for c in ok] == ["EQUIVALENT", "EQUIVALENT"], [c.message for c in ok]
+    assert "w (after micro-step 2)" in ok[0].details["values"]
+    bad = compare_runs("t", serial_rel, rank_rels, {}, serial,
+                       {0: rank(True), 1: rank(False)}, 1, micro_steps=2)
+    assert bad[0].verdict.value == "NOT_EQUIVALENT", bad[0].message
+    assert bad[0].counterexample["value"] == "w (after micro-step 1)"

@@ -184,13 +184,16 @@ def watch_split(exported, watch):
 
 def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, where,
                         grads, loss=None, rank_losses=None, state_shapes=None,
-                        seed: int = 0):
+                        seed: int = 0, params=(), rank_params=None):
     """Both sides in one worker call; ``(serial outputs, {rank: outputs})``,
     one dict per optimizer step (``planner_runs.compare_runs`` reads them):
     the values of the last micro-step's accumulate job and of the optimize
     job; the merged gradients (serial ``grads``: names) as ``<name>@merged``
     (under its own name a gradient is the last micro-step's); the loss of each
-    micro-step ``i`` as ``<loss>@micro<i>``.  ``serial`` / ``ranks[r]`` as
+    micro-step ``i`` as ``<loss>@micro<i>``, and each parameter (serial
+    ``params``, ``rank_params[r]``: names) as it is in the scope after that
+    micro-step's accumulate job, ``<name>@micro<i>`` (the update is deferred:
+    still the value at the start of the optimizer step).  ``serial`` / ``ranks[r]`` as
     ``planner_runs.run_relation``'s, their feeds one dict per micro-step
     (``cycles * k``)."""
     from .pir_ranks import serial_interpreter
@@ -201,12 +204,22 @@ def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, 
     sstates = assembled_states(ranks, state_placements, state_shapes, seed)
     with paddle.pir_utils.IrGuard(), serial_interpreter():
         serial_out = _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
-                                 grads, loss, seed)
-        rank_outs = _run_ranks(ranks, rings, k, cycles, where, rank_losses or {}, seed)
+                                 grads, loss, seed, list(params))
+        rank_outs = _run_ranks(ranks, rings, k, cycles, where, rank_losses or {}, seed,
+                               rank_params or {})
     return serial_out, rank_outs
 
 
-def _run_serial(serial, params, k, avg, cycles, grads, loss, seed):
+def _scope_values(scope, names) -> dict:
+    out = {}
+    for n in names:
+        var = scope.find_var(n)
+        if var is not None and var.get_tensor()._is_initialized():
+            out[n] = np.array(var.get_tensor())
+    return out
+
+
+def _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_params=()):
     import paddle
 
     from verify.ir.pir_snapshot import import_programs
@@ -238,6 +251,8 @@ def _run_serial(serial, params, k, avg, cycles, grads, loss, seed):
                 micro.append(step)
                 if loss and loss in step:
                     got[f"{loss}@micro{i}"] = step[loss]
+                for n, v in _scope_values(scope, watched_params).items():
+                    got[f"{n}@micro{i}"] = v
             got.update(micro[-1])
             merged = {}
             for name, fed, _, _ in crossing:
@@ -264,7 +279,7 @@ def _values(program, names, watch):
     return [pos[n] for n in watch]
 
 
-def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed):
+def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed, rank_params):
     from .pir_ranks import _PirRank
     from .simulated_ranks import _lockstep
 
@@ -293,12 +308,12 @@ def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed):
                 loss = rank_losses.get(r)
                 if loss and loss in st.result:
                     got[r][f"{loss}@micro{i}"] = st.result[loss]
+                for n, v in _scope_values(st.scope, rank_params.get(r, ())).items():
+                    got[r][f"{n}@micro{i}"] = v
         for r, st in acc.items():
             got[r].update(st.result)  # the last micro-step's values
-            for n in scope_reads[r]:  # an accumulator the optimizer reads as is
-                var = st.scope.find_var(n)
-                if var is not None and var.get_tensor()._is_initialized():
-                    got[r][n] = np.array(var.get_tensor())
+            # an accumulator the optimizer reads as is
+            got[r].update(_scope_values(st.scope, scope_reads[r]))
             opt[r].feeds[c] = {fed: st.result[name] for name, fed, _, _ in crossing[r]}
         for st in opt.values():
             st.start(c)

@@ -77,9 +77,7 @@ def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed, merged_params
     """In a worker: rebuild ``rank`` of the case and re-apply the adapter's
     pass (``blob`` = pickled ``(adapter, case)``; the worker has the
     parent's pass files loaded, verify/engine/isolation.py), then run both
-    programs live: a merged PIR
-    program holds keyword block arguments, which PIR's serializer drops on
-    3.3.1, so it cannot travel.  ``params`` / ``merged_params``: ``{name:
+    programs live (the pass applied where it runs, the runs beside it).  ``params`` / ``merged_params``: ``{name:
     ndarray}`` set after each side's startup (the merged side's default to
     ``params``).  ``{"reference": [state per optimizer step],
     "merged": [[states] per optimizer step], "applied": [pass records]}``

@@ -343,6 +343,9 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                           p["grad"], p["grad_placement"]))
             items.append((f"{pname} (after the update)", sp["param"], p["param"],
                           p["placement"]))
+            # merged: the update deferred, the parameter as it was after each micro-step
+            items += [(f"{pname} (after micro-step {i + 1})", f"{sp['param']}@micro{i}",
+                       f"{p['param']}@micro{i}", p["placement"]) for i in range(micro_steps)]
         missing = sorted(set(serial_rel["params"]) - set(rel["params"]))
         failure, compared, worst = None, 0, 0.0
         for k in range(steps):
@@ -397,13 +400,19 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
         else:
             has_loss = any(lb.startswith("loss") for lb, *_ in items)
             n = sum(1 for lb, *_ in items if lb.endswith("@GRAD"))
+            if micro_steps:
+                what = (f"{'the loss of every micro-step, ' if has_loss else ''}{n} merged "
+                        f"gradient(s), {n} parameter(s) unchanged through the micro-steps "
+                        f"and updated once ({len(items)} values) relate to the serial "
+                        f"micro-steps through their placements for {steps} optimizer steps "
+                        f"of {micro_steps} micro-steps")
+            else:
+                what = (f"{'the loss, ' if has_loss else ''}{n} gradient(s) and {n} updated "
+                        f"parameter(s) ({len(items)} values) relate to the serial run "
+                        f"through their placements for {steps} steps")
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.EQUIVALENT,
-                f"{where}: rank {r}: {'the loss, ' if has_loss else ''}{n} "
-                f"{'merged ' if micro_steps else ''}gradient(s) and "
-                f"{n} updated parameter(s) ({len(items)} values) relate to the serial "
-                f"{'micro-steps' if micro_steps else 'run'} through their placements for "
-                f"{steps} {'optimizer steps of ' + str(micro_steps) + ' micro-steps' if micro_steps else 'steps'} ({compared} comparisons, "
+                f"{where}: rank {r}: {what} ({compared} comparisons, "
                 f"largest difference {worst:.3g}; executor and simulated collectives)",
                 details={"compared": compared, "max_abs": worst, "values":
                          [lb for lb, *_ in items], "params_elsewhere": missing}))
