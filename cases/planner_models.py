@@ -234,15 +234,15 @@ CASES = [
           "with gradient merge (k_steps 2, avg): the engine's "
           "auto_parallel_gradient_merge_pass recorded as its own stage",
           "planner_tp2_gm.py", [0, 1], _GM_ZEROING,
-          uses=["tiny_mlp_pir.py"]),
+          uses=["tiny_mlp_pir.py", "gradient_merge_of.py"]),
     _case("planner_dp2_gm_sum", "examples/planner_dp2_gm_sum.py: planner_dp_mlp.py planned "
           "for DP2 (mesh 2x1) with gradient merge (k_steps 2, avg False): each optimizer "
           "reads its accumulator unscaled, the DP all-reduce inside the merged schedule",
           "planner_dp2_gm_sum.py", [[0], [1]], _GM_SUM,
-          uses=["planner_dp_mlp.py"]),
+          uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
     _case("planner_dp2_gm_uneven", "examples/planner_dp2_gm_uneven.py: planner_dp2_gm_sum.py "
           "with a batch of 2: each micro-step's single row sharded over dp=2 (uneven: the "
           "reshards' padding path)",
           "planner_dp2_gm_uneven.py", [[0], [1]], _UNEVEN,
-          uses=["planner_dp2_gm_sum.py", "planner_dp_mlp.py"]),
+          uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
 ]

@@ -1,15 +1,12 @@
 """Gradient merge on a data-parallel plan whose micro-batch does not split
-evenly over ``dp``: ``planner_dp2_gm_sum.py`` with ``BATCH = 2`` (the engine
-feeds each micro-step ``BATCH / k_steps`` = 1 row, sharded over 2 ranks, so
-its reshards take Paddle's padding path).  For ``cases/planner_models.py``."""
-import importlib.util
+evenly over ``dp``: ``planner_dp2_gm_sum.py``'s model with ``BATCH = 2`` (the
+engine feeds each micro-step ``BATCH / k_steps`` = 1 row, sharded over 2
+ranks, so its reshards take Paddle's padding path).  For
+``cases/planner_models.py``."""
 import os
+import sys
 
-_spec = importlib.util.spec_from_file_location(
-    "_planner_dp2_gm_sum", os.path.join(os.path.dirname(__file__), "planner_dp2_gm_sum.py"))
-_base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_base)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gradient_merge_of import merged  # noqa: E402
 
-build_model, loss, optimizer = _base.build_model, _base.loss, _base.optimizer
-inputs, labels, configure = _base.inputs, _base.labels, _base.configure
-BATCH = 2
+merged("planner_dp_mlp.py", globals(), k_steps=2, avg=False, batch=2)
