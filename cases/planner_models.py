@@ -147,8 +147,15 @@ def build(case, rank: int):
 
     from cases.program_dirs import build_pir
 
-    return build_pir(dataclasses.replace(case, params={**case.params,
-                                                       "dir": str(planned_dir(case))}), rank)
+    folder = planned_dir(case)
+    failed = json.loads((folder / "plan.json").read_text()).get("planner_failed")
+    if failed:  # a stage raised: the records say which, and no rank program exists
+        r, why = next(iter(sorted(failed.items())))
+        raise RuntimeError(f"case {case.name}: Paddle's planner raised on rank {r} ({why}); "
+                           "no rank program to build (the planner family reports the stage: "
+                           f"python -m verify run --pass planner --case {case.name})")
+    return build_pir(dataclasses.replace(case, params={**case.params, "dir": str(folder)}),
+                     rank)
 
 
 def _case(name, summary, model, mesh, expect, uses=()):

@@ -973,8 +973,40 @@ def _pir_same(slot_in, *slots_out):
     return rule
 
 
+def _pir_layer_norm(s):
+    """``out`` is ``x``; ``mean`` / ``variance`` keep the dims before
+    ``begin_norm_axis``; ``scale`` and ``bias`` (optional) are 1-D of the
+    normalised dims' size."""
+    x = list(s("x"))
+    axis = int(s.attr("begin_norm_axis", 1))
+    axis = axis + len(x) if axis < 0 else axis
+    inner = prod(x[axis:])
+    for slot in ("scale", "bias"):
+        for p in s.all(slot):
+            s.need(len(p) == 1, f"{slot} must be 1-D, is {list(p)}")
+            if len(p) == 1:
+                s.need(eq(p[0], inner), f"{slot} has {p[0]} elements, the normalised dims "
+                                        f"{inner}")
+    return {"out": [x], "mean": [x[:axis]], "variance": [x[:axis]]}
+
+
+def _pir_layer_norm_grad(s):
+    """``x_grad`` is ``x`` (and ``out_grad``); ``scale_grad`` / ``bias_grad``
+    their parameters' shapes where those are given."""
+    x, g = list(s("x")), list(s("out_grad"))
+    s.need(len(x) == len(g), f"out_grad has rank {len(g)}, x {len(x)}")
+    for i, (a, b) in enumerate(zip(x, g)):
+        s.need(eq(a, b), f"out_grad dim {i} ({b}) is not x's ({a})")
+    out = {"x_grad": [x]}
+    for slot in ("scale", "bias"):
+        got = s.all(slot)
+        if got:
+            out[f"{slot}_grad"] = [list(got[0])]
+    return out
+
+
 _UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
-          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu"]
+          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu", "pd_op.relu", "pd_op.share_data_"]
 
 RULES.update({t: _pir_same("x", "out") for t in _UNARY})
 RULES.update({
@@ -1000,6 +1032,9 @@ RULES.update({
     "pd_op.silu_grad": _pir_same("x", "x_grad"),
     "pd_op.pow_grad": _pir_same("x", "x_grad"),
     "pd_op.gelu_grad": _pir_same("x", "x_grad"),
+    "pd_op.relu_grad": _pir_softmax_grad,  # x_grad is out (and out_grad), as softmax's
+    "pd_op.layer_norm": _pir_layer_norm,
+    "pd_op.layer_norm_grad": _pir_layer_norm_grad,
     "pd_op.softmax_grad": _pir_softmax_grad,
     "pd_op.cross_entropy_with_softmax": _pir_cross_entropy,
     "pd_op.cross_entropy_with_softmax_grad": _pir_cross_entropy_grad,

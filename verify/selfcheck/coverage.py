@@ -71,14 +71,25 @@ def has_value_row(op_type: str, startup: bool = False) -> bool:
     return op_type in ROWS or op_type in COLLECTIVES or op_type == "c_identity"
 
 
-def scan(chosen) -> tuple[dict, list]:
-    """``({op type: OpType}, [Stop])`` over every rank of ``chosen`` cases."""
+def scan(chosen, unbuilt: list | None = None) -> tuple[dict, list]:
+    """``({op type: OpType}, [Stop])`` over every rank of ``chosen`` cases.
+    A case whose programs cannot be built (a plan Paddle's planner crashed
+    on) has no op to scan: ``(case, rank, reason)`` is appended to
+    ``unbuilt`` (said, never skipped silently), else the error propagates."""
     from verify.ir.rank_snapshot import snapshot_of
+    from verify.verdicts import error_line
 
     types, stops = {}, []
     for case in chosen:
         for rank in case.ranks:
-            rp = case.build(rank)
+            try:
+                rp = case.build(rank)
+            except Exception as exc:
+                if unbuilt is None:
+                    raise
+                unbuilt.append((case.name, rank, error_line(str(exc)) if str(exc)
+                                else type(exc).__name__))
+                break
             snap = snapshot_of(rp, case, rank, "original")
             first = {}
             for program, ops in (("startup", snap.startup_ops), ("main", snap.ops)):
@@ -172,8 +183,12 @@ def main(argv=None, out=sys.stdout) -> int:
     except _Usage as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    types, stops = scan(chosen)
+    unbuilt = []
+    types, stops = scan(chosen, unbuilt)
     render(types, stops, out)
+    for name, rank, why in unbuilt:
+        print(f"case {name}: not scanned, rank {rank}'s programs could not be built: {why}",
+              file=out)
     return 1 if stops else 0
 
 
