@@ -71,11 +71,14 @@ def build_pir(case, rank: int):
         load = lambda: loaded  # noqa: E731
     # main, startup and names deserialized on first read: a stamped rank
     # whose snapshot is cached is never deserialized (verify/engine/origins.py)
-    return LazyPirRankProgram(load, rank=rank, dist_context=None,
-                              params_grads=[], feeds=feeds, loss=loss,
-                              fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
-                              placements=_placements_of(files["planner.json"]),
-                              plan_digest=plan_digest)
+    rp = LazyPirRankProgram(load, rank=rank, dist_context=None,
+                            params_grads=[], feeds=feeds, loss=loss,
+                            fetches=list(meta.get("fetches", [])) + ([loss] if loss else []),
+                            placements=_placements_of(files["planner.json"]),
+                            plan_digest=plan_digest)
+    if files["planner.json"] is not None:  # {"k_steps", "avg"} of a merged plan
+        rp.merge = json.loads(files["planner.json"]).get("gradient_merge")
+    return rp
 
 
 # the files of a PIR rank folder build_pir reads (load_rank, recorded_placements)

@@ -381,3 +381,56 @@ def test_a_merged_run_that_updates_before_the_optimize_job_is_caught():
                        {0: rank(True), 1: rank(False)}, 1, micro_steps=2)
     assert bad[0].verdict.value == "NOT_EQUIVALENT", bad[0].message
     assert bad[0].counterexample["value"] == "w (after micro-step 1)"
+
+
+def test_a_merged_program_is_run_as_its_job_schedule():
+    """A differential run of merged rank programs (the original against a
+    pass's rewrite, ``pir_runner.run_ranks``) drives both as the Engine's
+    jobs (``merge_k``), so a rewrite that moves the scale and the update into
+    the backward role (an update every micro-step instead of one per k)
+    differs from the original there, while running each program whole per
+    step cannot tell them apart (same ops, same order)."""
+    import paddle
+
+    import cases
+    from verify.ir.pir_snapshot import snapshot_rank
+    from verify.numeric.pir_runner import run_ranks
+
+    import dataclasses
+
+    from passes.planner import planner_dir
+    from verify.plan.pir_rank import rings_of
+
+    case = cases.all_cases()["planner_tp2_gm"]
+    # a planner-family case states no rings: the plan's (as a program dir's case does)
+    case = dataclasses.replace(case, rings=rings_of(planner_dir(case), case.ranks))
+    r0 = case.ranks[0]
+
+    def programs(move):
+        rps = {r: case.build(r) for r in case.ranks}
+        if move:  # the scale and the update given the backward role (the zeroing kept)
+            with paddle.pir_utils.IrGuard():
+                for rp in rps.values():
+                    ops = list(rp.main.global_block().ops)
+                    zeroing = {o.id() for o in ops if o.name() == "pd_op.set_value_with_tensor_"}
+                    for o in ops:
+                        if o.name() == "pd_op.set_value_with_tensor_":
+                            zeroing |= {v.get_defining_op().id() for v in o.operands_source()
+                                        if v.initialized() and v.get_defining_op()}
+                    for o in ops:
+                        if o.op_role == 2 and o.id() not in zeroing:
+                            o.op_role = 1
+        return rps
+
+    def losses(rps, merge_k):
+        snaps = {r: snapshot_rank(rp) for r, rp in rps.items()}
+        out = run_ranks(case, rps, snaps, {r: [rp.loss] for r, rp in rps.items()}, 0, 2,
+                        "test", merge_k=merge_k)
+        return [float(step[rps[r0].loss]) for step in out[r0]]
+
+    original, rewritten = programs(False), programs(True)
+    assert getattr(original[r0], "merge", None) == {"k_steps": 2, "avg": True}
+    whole = losses(original, None), losses(rewritten, None)
+    assert whole[0] == whole[1]  # the roles do not matter to a program run whole
+    jobs = losses(original, 2), losses(rewritten, 2)
+    assert jobs[0][0] != pytest.approx(jobs[1][0], rel=1e-6, abs=1e-9), jobs

@@ -279,6 +279,29 @@ def _values(program, names, watch):
     return [pos[n] for n in watch]
 
 
+def run_schedule(ranks, rings, steps, k, where, seed: int = 0) -> dict:
+    """Merged rank programs as the Engine runs them, for a differential run
+    (the original against a pass's rewrite, ``pir_runner``): ``{rank:
+    [{name: ndarray}] per optimizer step}``, each of ``k`` micro-steps (the
+    feeds one dict per micro-step), the watched values of the last
+    micro-step's accumulate job and of the optimize job."""
+    import paddle
+
+    from .pir_ranks import serial_interpreter
+
+    with paddle.pir_utils.IrGuard(), serial_interpreter():
+        got = _run_ranks(ranks, rings, k, steps, where, {}, seed, {})
+    out = {}
+    for r, outs in got.items():
+        watch = list(ranks[r]["watch"])
+        missing = [n for n in watch if outs and n not in outs[0]]
+        if missing:
+            raise KeyError(f"{where}: rank {r}: watched value {missing[0]} is made by neither "
+                           "job of the merged program")
+        out[r] = [{n: step[n] for n in watch} for step in outs]
+    return out
+
+
 def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed, rank_params):
     from .pir_ranks import _PirRank
     from .simulated_ranks import _lockstep

@@ -132,6 +132,22 @@ def _remembered(name, payload, exports: _Exports, run):
     return run_memo.remembered((name, payload(exports.stamp)), by_bytes, disk=True)
 
 
+def merged_steps(outcomes) -> int | None:
+    """``k_steps`` when the programs went through a gradient merge (their
+    snapshots hold keyword block arguments, the accumulators): the Engine runs
+    them as ``[forward, backward] * k + [optimize]``, and so do the numeric
+    runs.  ``k`` is the case's (``rp.merge``, a plan's records), else 2."""
+    if not any((o.before.meta or {}).get("block_kwargs") or
+               (o.after is not None and (o.after.meta or {}).get("block_kwargs"))
+               for o in outcomes):
+        return None
+    for o in outcomes:
+        got = getattr(o.run.original, "merge", None)
+        if got:
+            return int(got.get("k_steps", 2))
+    return 2
+
+
 def multi_rank(case, outcomes) -> bool:
     """Whether a case's programs need every rank at once (several ranks, or a
     collective anywhere): then :func:`run_ranks` runs them in lock step."""
@@ -186,7 +202,7 @@ def _param_draws(snap, rank: int) -> tuple:
 
 
 def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
-              where: str = "", originals=None) -> dict:
+              where: str = "", originals=None, merge_k: int | None = None) -> dict:
     """Every rank's PIR programs in lock step (``verify/numeric/pir_ranks.py``),
     in an isolation worker when isolation is enabled; ``{rank: [{name:
     ndarray}] per step}``.  ``watch``: ``{rank: [value names]}``;
@@ -195,12 +211,13 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
     from . import offload
 
     rest = {}
-    for r, rp in rps.items():
-        params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps,
+    for r, rp in rps.items():  # a merged program: a feed per micro-step
+        params, feeds = rank_inputs(case, r, rp, snaps[r], seed, steps * (merge_k or 1),
                                     (originals or {}).get(r))
         rest[r] = {"params": params, "feeds": feeds,
                    "watch": list(watch[r]), "states": startup_states(snaps[r], r)}
-    common = {"rings": dict(case.rings), "steps": steps, "seed": seed}
+    common = {"rings": dict(case.rings), "steps": steps, "seed": seed,
+              **({"merge_k": int(merge_k)} if merge_k else {})}
     exports = _Exports(rps)
 
     def payload(by):  # ``where`` names the run, not part of it
@@ -292,7 +309,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
     if notes is not None and "ranks" in backends:
         notes.append("ranks backend not run: PIR programs are run by Paddle's executor in "
                      "one process (pir_runner); numeric evidence comes from it only")
-    multi = bool(outcomes) and multi_rank(case, outcomes)
+    merge_k = merged_steps(outcomes)
+    multi = bool(outcomes) and (multi_rank(case, outcomes) or bool(merge_k))
     plan = {}
     for o in outcomes:
         rp_o = o.run.original
@@ -312,7 +330,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             ref_all = run_ranks(case, {o.rank: o.run.original for o in outcomes},
                                 {o.rank: o.before for o in outcomes},
                                 {r: p[0] for r, p in plan.items()}, seed, steps,
-                                where + " (original)")
+                                where + " (original)", merge_k=merge_k)
             for o in outcomes:
                 reused.setdefault(o.rank, {})["original"] = dict(run_memo.LAST)
         except Exception as exc:
@@ -323,7 +341,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                                      {o.rank: o.after for o in outcomes},
                                      {r: p[2] for r, p in plan.items()}, seed, steps,
                                      where + " (rewritten)",
-                                     {o.rank: o.before for o in outcomes})
+                                     {o.rank: o.before for o in outcomes}, merge_k=merge_k)
                 for o in outcomes:
                     reused.setdefault(o.rank, {})["rewritten"] = dict(run_memo.LAST)
             except Exception as exc:
@@ -434,6 +452,11 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
             r.details["run_reused"] = got
             r.message += "".join(f" [{k} run reused: key {v['key']} from {v['reused_from']}]"
                                  for k, v in got.items())
+        if merge_k and r.verdict != Verdict.INCONCLUSIVE:
+            r.message += (f" [merged programs: both driven as the Engine's job schedule, "
+                          f"[forward, backward] * {merge_k} + [optimize], a step an optimizer "
+                          "step]")
+            r.details["merge_k"] = merge_k
         r.details["witness"] = "simulator only"
         r.details["seed"] = seed  # parameters, feeds and the startup programs' draws
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
