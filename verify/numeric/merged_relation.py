@@ -279,7 +279,7 @@ def _values(program, names, watch):
     return [pos[n] for n in watch]
 
 
-def run_schedule(ranks, rings, steps, k, where, seed: int = 0) -> dict:
+def run_schedule(ranks, rings, steps, k, where="PIR simulator", seed: int = 0) -> dict:
     """Merged rank programs as the Engine runs them, for a differential run
     (the original against a pass's rewrite, ``pir_runner``): ``{rank:
     [{name: ndarray}] per optimizer step}``, each of ``k`` micro-steps (the

@@ -279,21 +279,14 @@ def serial_interpreter():
 
 
 def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
-                       restore_state: bool = False, seed: int = 0, segments: bool = True,
-                       merge_k: int | None = None):
+                       restore_state: bool = False, seed: int = 0, segments: bool = True):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",
     "params": {name: array}, "feeds": [{name: array}] per step, "watch"}}``
     (see :func:`verify.numeric.pir_runner.run_ranks`); each rank's startup
-    program runs seeded by ``seed`` before ``params`` are set.  ``merge_k``:
-    the programs went through a gradient merge and run as the Engine runs
-    them, each step one optimizer step of ``merge_k`` micro-steps
-    (``merged_relation.run_schedule``; the feeds one dict per micro-step)."""
+    program runs seeded by ``seed`` before ``params`` are set.  (Programs that
+    went through a gradient merge run as the Engine's jobs instead:
+    ``merged_relation.run_schedule``.)"""
     import paddle
-
-    if merge_k:
-        from .merged_relation import run_schedule
-
-        return run_schedule(ranks, rings, steps, int(merge_k), where, seed)
 
     with paddle.pir_utils.IrGuard(), serial_interpreter():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],

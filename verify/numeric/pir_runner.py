@@ -217,15 +217,18 @@ def run_ranks(case, rps: dict, snaps: dict, watch: dict, seed: int, steps: int,
         rest[r] = {"params": params, "feeds": feeds,
                    "watch": list(watch[r]), "states": startup_states(snaps[r], r)}
     common = {"rings": dict(case.rings), "steps": steps, "seed": seed,
-              **({"merge_k": int(merge_k)} if merge_k else {})}
+              **({"k": int(merge_k)} if merge_k else {})}
     exports = _Exports(rps)
+    # merged programs run as the Engine's job schedule (merged_relation.run_schedule)
+    module, function = ("verify.numeric.merged_relation", "run_schedule") if merge_k else \
+        ("verify.numeric.pir_ranks", "run_exported_ranks")
 
     def payload(by):  # ``where`` names the run, not part of it
         return {"ranks": {r: {**by(r), **rest[r]} for r in rps}, **common}
 
     return _remembered(
-        "run_exported_ranks", payload, exports,
-        lambda: offload.run_call("verify.numeric.pir_ranks", "run_exported_ranks",
+        function, payload, exports,
+        lambda: offload.run_call(module, function,
                                  {**payload(lambda r: {"exported": exports.get(r)}),
                                   "where": where or "PIR simulator"},
                                  where or "PIR simulator run"))
