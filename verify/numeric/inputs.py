@@ -215,6 +215,19 @@ def describe_init_changes(changes: list) -> str:
     return "; ".join(parts)
 
 
+def scope_values(scope, names) -> dict:
+    """``{name: ndarray}`` of the variables of ``names`` that ``scope`` holds
+    initialised (the others are left out)."""
+    import numpy as np
+
+    out = {}
+    for n in names:
+        var = scope.find_var(n)
+        if var is not None and var.get_tensor()._is_initialized():
+            out[n] = np.array(var.get_tensor())
+    return out
+
+
 def run_startup(exe, startup, seed: int):
     """Run ``startup`` with Paddle's generator seeded by ``seed``: the draws
     of its random ops (seed attr 0) are the same on every run."""

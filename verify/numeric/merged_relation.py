@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import scope_values
+
 OPTIMIZE = 2  # Paddle's OpRole.Optimize
 SOURCES = ("builtin.parameter", "pd_op.data")
 
@@ -210,15 +212,6 @@ def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, 
     return serial_out, rank_outs
 
 
-def _scope_values(scope, names) -> dict:
-    out = {}
-    for n in names:
-        var = scope.find_var(n)
-        if var is not None and var.get_tensor()._is_initialized():
-            out[n] = np.array(var.get_tensor())
-    return out
-
-
 def _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_params=()):
     import paddle
 
@@ -251,7 +244,7 @@ def _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_param
                 micro.append(step)
                 if loss and loss in step:
                     got[f"{loss}@micro{i}"] = step[loss]
-                for n, v in _scope_values(scope, watched_params).items():
+                for n, v in scope_values(scope, watched_params).items():
                     got[f"{n}@micro{i}"] = v
             got.update(micro[-1])
             merged = {}
@@ -331,12 +324,12 @@ def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed, rank_params):
                 loss = rank_losses.get(r)
                 if loss and loss in st.result:
                     got[r][f"{loss}@micro{i}"] = st.result[loss]
-                for n, v in _scope_values(st.scope, rank_params.get(r, ())).items():
+                for n, v in scope_values(st.scope, rank_params.get(r, ())).items():
                     got[r][f"{n}@micro{i}"] = v
         for r, st in acc.items():
             got[r].update(st.result)  # the last micro-step's values
             # an accumulator the optimizer reads as is
-            got[r].update(_scope_values(st.scope, scope_reads[r]))
+            got[r].update(scope_values(st.scope, scope_reads[r]))
             opt[r].feeds[c] = {fed: st.result[name] for name, fed, _, _ in crossing[r]}
         for st in opt.values():
             st.start(c)

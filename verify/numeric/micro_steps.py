@@ -57,7 +57,7 @@ from verify.verdicts import CheckResult, Verdict
 
 from .compare import compare
 from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
-                     run_startup, snapshot_inits)
+                     run_startup, scope_values, snapshot_inits)
 from .run_spec import ProcessCrash
 
 KIND = "numeric"
@@ -104,7 +104,6 @@ def _micro_feed(seed, feeds, i):
 
 
 def _run(main, startup, params, feeds, watch, k, cycles, seed, merged):
-    import numpy as np
     import paddle
 
     with paddle.pir_utils.IrGuard():
@@ -117,12 +116,7 @@ def _run(main, startup, params, feeds, watch, k, cycles, seed, merged):
         exe = paddle.static.Executor(paddle.CPUPlace())
 
         def read():
-            out = {}
-            for n in watch:
-                v = scope.find_var(n)
-                if v is not None and v.get_tensor()._is_initialized():
-                    out[n] = np.array(v.get_tensor())
-            return out
+            return scope_values(scope, watch)
 
         results = []
         flag = "FLAGS_new_executor_sequential_run"

@@ -51,7 +51,7 @@ def startup_states(exported, seed: int = 0) -> dict:
 
     from verify.ir.pir_snapshot import import_programs
 
-    from .inputs import run_startup
+    from .inputs import run_startup, scope_values
 
     with paddle.pir_utils.IrGuard():
         main, startup, _ = import_programs(exported)
@@ -61,12 +61,7 @@ def startup_states(exported, seed: int = 0) -> dict:
         exe = paddle.static.Executor(paddle.CPUPlace())
         with paddle.static.scope_guard(scope):
             run_startup(exe, startup, seed)
-        out = {}
-        for n in wanted:
-            var = scope.find_var(n)
-            if var is not None and var.get_tensor()._is_initialized():
-                out[n] = np.array(var.get_tensor())
-        return out
+        return scope_values(scope, wanted)
 
 
 def run_relation(serial, ranks, rings, state_placements, steps, where,
