@@ -111,7 +111,7 @@ def _run(main, startup, params, feeds, watch, k, cycles, seed, merged):
         for prog in (main, startup):
             paddle.base.libpaddle.pir.apply_dist2dense_pass(prog)
         if merged:
-            accumulate, optimize = _job(main, False), _job(main, True)
+            accumulate, optimize = _jobs(main)
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
 
@@ -156,41 +156,20 @@ def _steps(exe, scope, main, startup, params, feeds, k, cycles, seed, merged, re
                 results.append(states)
 
 
-def _job(main, keep_optimize: bool):
-    """A clone of ``main`` holding only its optimize-role ops (``op_role`` 2,
-    after Paddle's own ``forward_complete_op_role`` fills unset roles), or
-    only the others: the Engine's optimize job, or its forward+backward jobs.
-    The optimize job keeps the parameters and persistable data ops it reads
-    (variables read by name from the scope).  Raises ``ValueError`` when an
-    op of one job reads a value another job computes (the Engine's split
-    hands such a value over through a variable; this runner does not)."""
-    from paddle.distributed.passes.pass_utils import forward_complete_op_role
+def _jobs(main):
+    """``(forward+backward job, optimize job)`` of ``main``: the Engine's job
+    split by op role (``merged_relation.split_jobs``).  Raises ``ValueError``
+    when an optimize op reads a value the other job computes (the Engine's
+    split hands such a value over through a variable; this runner does not)."""
+    from verify.ir.pir_snapshot import value_names
 
-    forward_complete_op_role(main)
-    job = main.clone()
-    for idx, op in reversed(list(enumerate(job.global_block().ops))):
-        if (op.op_role == 2) == keep_optimize:
-            continue
-        used = any(r.initialized() and not r.use_empty() for r in op.results())
-        if used and keep_optimize and _persistable_source(op):
-            continue
-        if used:
-            raise ValueError(f"op {idx} ({op.name()}, op_role {op.op_role}) feeds an op of the "
-                             f"{'optimize' if keep_optimize else 'forward/backward'} job: "
-                             "the program cannot be split into jobs here")
-        op.erase()
-    return job
+    from .merged_relation import split_jobs
 
-
-def _persistable_source(op) -> bool:
-    if op.name() == "builtin.parameter":
-        return True
-    if op.name() == "pd_op.data":
-        try:
-            return bool(op.result(0).persistable)
-        except Exception:
-            return False
-    return False
+    (accumulate, _), (optimize, _), crossing = split_jobs(main, value_names(main))
+    if crossing:
+        raise ValueError(f"an optimize op reads {crossing[0][0]}, which the forward/backward "
+                         "job computes: the program cannot be split into jobs here")
+    return accumulate, optimize
 
 
 def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool,
