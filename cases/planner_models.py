@@ -80,6 +80,7 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
     """Plan ``model`` for every rank of ``mesh`` into ``out`` (see the module
     docstring); RuntimeError naming the rank when one fails outside a stage."""
     from verify.plan import pir_rank as pir_plan
+    from verify.plan.crash_records import how_it_died, write_killed
     from verify.plan.program_format import FORMAT, VERSION, write_plan_json
 
     ids = _ids(mesh)
@@ -96,9 +97,13 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
             p.kill()
             p.communicate()
             raise RuntimeError(f"case {name}: rank {r} planning timed out after {timeout:g} s")
+        p.stderr_text = se or so
         if p.returncode != 0:
             lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
-            failed[r] = lines[-1] if lines else f"exit {p.returncode}"
+            failed[r] = lines[-1] if lines else how_it_died(p.returncode)
+    for r, p in procs.items():  # killed inside a stage (SIGABRT): records from its trace
+        if p.returncode and not (out / f"rank{r}" / "planner.json").is_file():
+            write_killed(out / f"rank{r}", p.returncode, p.stderr_text)
     lost = [r for r in failed if not (out / f"rank{r}" / "planner.json").is_file()]
     if lost:
         raise RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "

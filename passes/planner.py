@@ -278,6 +278,13 @@ def stage_checks(case, folder, records, outcomes) -> list:
                     f"{error_line(st['error'])}",
                     details={"stage": st["stage"], "traceback": st["error"]}))
                 continue
+            if not st.get("snapshot") and st.get("lost"):  # verify/plan/crash_records.py
+                out.append(CheckResult(
+                    "contract", name, r, Verdict.INCONCLUSIVE,
+                    f"stage {st['stage']} on case {case.name} rank {r}: ran, but its program "
+                    "was lost with the planning process, killed in a later stage",
+                    advisory=True, details={"stage": st["stage"], "lost": True}))
+                continue
             if not st.get("snapshot"):
                 out.append(CheckResult(
                     "contract", name, r, Verdict.INCONCLUSIVE,

@@ -67,6 +67,25 @@ def _load_model(path: str):
     return module
 
 
+def mesh_dims(model, mesh) -> list:
+    """The mesh's dim names: the model file's ``MESH_DIMS`` (e.g. ``["pp",
+    "mp"]`` for a pipeline), else ``["mp"]`` for a 1-D mesh and ``["dp",
+    "mp"]`` for a 2-D one."""
+    import numpy as np
+
+    from verify.plan.common import PlanError
+
+    ndim = np.array(mesh).ndim
+    names = getattr(model, "MESH_DIMS", None)
+    if names is None:
+        return ["mp"] if ndim == 1 else ["dp", "mp"]
+    names = [str(n) for n in names]
+    if len(names) != ndim:
+        raise PlanError(f"the model file's MESH_DIMS {names} name {len(names)} dims; the "
+                        f"mesh {mesh} has {ndim}")
+    return names
+
+
 def _loader(model, batch: int, mesh):
     """Seeded samples of the input specs' per-sample shapes, batched."""
     import numpy as np
@@ -95,7 +114,12 @@ def _loader(model, batch: int, mesh):
     loader = paddle.io.DataLoader(Samples(), batch_size=batch, shuffle=False)
     shard_dims = "dp" if "dp" in mesh.dim_names else None
     _numpy2_process_mesh_rank()
-    return dist.shard_dataloader(loader, meshes=[mesh], shard_dims=shard_dims)
+    meshes = [mesh]
+    if "pp" in mesh.dim_names:  # inputs on the first stage's mesh, labels on the last's
+        stages = mesh.get_mesh_with_dim("pp")
+        meshes = [stages[0], stages[len(stages.process_ids) // max(
+            1, len(stages[0].process_ids)) - 1]]
+    return dist.shard_dataloader(loader, meshes=meshes, shard_dims=shard_dims)
 
 
 def _numpy2_process_mesh_rank() -> None:
@@ -137,12 +161,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     Engine._initialize = lambda self, *a, **k: None
     # Record the program after every planner stage (verify/plan/stages.py).
     capture = planner_capture.Capture()
+    from verify.plan.crash_records import TRACE
+
+    capture.trace = out_dir / TRACE  # names the stage running (a SIGABRT leaves it)
     planner_capture.install(capture)
     planner_capture.install_engine_hook(capture)
     paddle.seed(SEED)
-    names_ = ["mp"] if np.array(mesh).ndim == 1 else ["dp", "mp"]
-    pmesh = dist.ProcessMesh(mesh, dim_names=names_)
     model = _load_model(model_path)
+    names_ = mesh_dims(model, mesh)
+    pmesh = dist.ProcessMesh(mesh, dim_names=names_)
     batch = int(getattr(model, "BATCH", 2))
     layer = model.build_model(pmesh)
     opt = model.optimizer(layer.parameters())
@@ -177,7 +204,7 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         snap = from_pir_programs(main, startup, names)
         exported = export_programs(main, startup, names)
     feeds = []  # the dense program's feeds have local shapes; a -1 is the local batch
-    local = batch // len(mesh) if names_ == ["dp", "mp"] else batch
+    local = batch // (np.array(mesh).shape[names_.index("dp")] if "dp" in names_ else 1)
     for n in snap.feeds:
         shape = [int(d) for d in snap.vars[n].shape]
         feeds.append({"name": n, "shape": shape,

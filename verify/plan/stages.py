@@ -30,6 +30,12 @@ without running)::
                   optimizer step (a dense clone, as reshard)
     dist2dense    after apply_dist2dense_pass on the clone (local shapes)
     remove_comm   after remove_unuseful_comm_op_pass: the rank's program
+    pipeline_scheduler  after the engine's ``pipeline_scheduler_<mode>`` pass,
+                  only for a pipeline: the rank's program (the pass completes
+                  op roles and sets stream attrs on it in place) with the job
+                  plan it made -- the job list (type, micro-batch) and one
+                  sub-program per job type (``Capture.job_plan``), what the
+                  Engine's executor runs
 
 A stage that raises is recorded with its traceback and re-raised (the
 planner stops there, as it would for a user).
@@ -50,13 +56,14 @@ from __future__ import annotations
 import traceback
 
 STAGES = ("serial", "partition", "reshard", "remove", "gradient_merge", "dist2dense",
-          "remove_comm")
+          "remove_comm", "pipeline_scheduler")
 LOCAL_STAGES = ("reshard", "remove", "gradient_merge")  # snapshotted through dist2dense of a clone
 # stages of the dist program (their op ids map the final ops back to a stage)
 DIST_STAGES = ("partition", "reshard", "remove", "gradient_merge")
 # run only where the strategy asks for them (``Capture.optional``)
-OPTIONAL_STAGES = ("gradient_merge",)
+OPTIONAL_STAGES = ("gradient_merge", "pipeline_scheduler")
 GRADIENT_MERGE_PASS = "auto_parallel_gradient_merge_pass"
+SCHEDULER_PREFIX = "pipeline_scheduler_"  # + FThenB, 1F1B, VPP, ...
 
 
 def placement_of(value) -> dict | None:
@@ -123,6 +130,22 @@ class Capture:
         self.dense_of_dist = {}  # op id in the dense clone -> op id in the dist program
         self.optional = set()  # the optional stages this plan's strategy runs
         self.startup = None  # the startup program a stage extended (record)
+        # the pipeline scheduler's plan: {"pass", "jobs": [(type, micro)], "programs":
+        # {type: live sub-program}} (None without a pipeline)
+        self.job_plan = None
+        self.trace = None  # a file naming the stage being run (a crash that kills
+        # the process, SIGABRT in a pass, leaves it behind: verify/plan/crash_records.py)
+
+    def enter(self, stage) -> None:
+        """Name ``stage`` as running in the trace file, before it runs."""
+        if self.trace is not None:
+            import json
+            from pathlib import Path
+
+            Path(self.trace).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.trace).write_text(json.dumps({
+                "stage": stage, "done": [s["stage"] for s in self.stages],
+                "expected": self.expected()}))
 
     def record(self, stage, prog, error=None, startup=None):
         if startup is not None and error is None:
@@ -187,6 +210,7 @@ def install(capture: Capture) -> None:
             prog = main_of(args)
             if before is not None:
                 before(prog)
+            capture.enter(stage)
             try:
                 out = fn(*args, **kwargs)
             except Exception:
@@ -240,9 +264,28 @@ def install(capture: Capture) -> None:
             capture.optional.add("gradient_merge")
             made.apply = staged("gradient_merge", made.apply, main_of=lambda a: a[0][0],
                                 startup_of=lambda a: a[1][0])
+        elif name.startswith(SCHEDULER_PREFIX):
+            # pipeline_pass applies it to ([dense], [dense], context) after remove_comm
+            capture.optional.add("pipeline_scheduler")
+            apply = staged("pipeline_scheduler", made.apply, main_of=lambda a: a[0][0])
+
+            def apply_keeping_plan(mains, startups, context=None):
+                out = apply(mains, startups, context)
+                plan = context.get_attr("plan")
+                capture.job_plan = {
+                    "pass": name, "jobs": [(j.type(), int(j.micro_batch_id()))
+                                           for j in plan.job_list()],
+                    "programs": {t: plan.ir_program(t) for t in plan.job_types()}}
+                return out
+
+            made.apply = apply_keeping_plan
         return made
 
     E.new_pass = new_pass
+    # pipeline_pass (pir_pass.py) makes the scheduler pass with its own import
+    from paddle.distributed.auto_parallel.static import pir_pass
+
+    pir_pass.new_pass = new_pass
 
 
 def optimizer_ops(program) -> list:
@@ -415,6 +458,8 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
             record["not_run"] = capture.not_run_after(failed[0])
         else:
             record["not_run"] = [s for s in capture.expected() if s not in done]
+        if capture.job_plan is not None:
+            record["pipeline"] = write_job_plan(capture.job_plan, out)
         if capture.serial is not None:
             try:
                 g = globalize(capture.serial)
@@ -442,6 +487,44 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
                                             locals().get("serial_names", {}))
     (out / "planner.json").write_text(json.dumps(record, indent=1, sort_keys=True))
     return record
+
+
+def write_job_plan(plan: dict, out) -> dict:
+    """Write each job type's sub-program to ``out/jobs/<type>.json`` (PIR's
+    serialization, the value-name table and the keyword block arguments,
+    through which the sub-programs hand values to each other); the
+    record: ``{"pass", "jobs": [[type, micro-batch]], "programs": {type: file}}``."""
+    import json
+    from pathlib import Path
+
+    import paddle
+
+    from verify.ir.pir_snapshot import export_programs, value_names
+
+    (Path(out) / "jobs").mkdir(parents=True, exist_ok=True)
+    files = {}
+    for kind, prog in plan["programs"].items():
+        _clear_chunk_ids(prog)
+        names = value_names(prog)
+        exported = export_programs(prog, paddle.static.Program(), names)
+        fname = f"jobs/{kind}.json"
+        (Path(out) / fname).write_text(json.dumps({
+            "main": exported["main"].decode(), "startup": exported["startup"].decode(),
+            "names": exported["names"], "counter": exported["counter"],
+            "attrs": exported["attrs"], "kwargs": exported["kwargs"]}))
+        files[kind] = fname
+    return {"pass": plan["pass"], "jobs": [list(j) for j in plan["jobs"]], "programs": files}
+
+
+def read_job(folder, fname):
+    """The exported form of a job's sub-program (``write_job_plan``), as
+    ``pir_snapshot.import_programs`` takes it."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(folder) / fname).read_text())
+    data["main"], data["startup"] = data["main"].encode(), data["startup"].encode()
+    return data
 
 
 def read_serial(folder):
