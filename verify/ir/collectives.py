@@ -40,6 +40,13 @@ COLLECTIVES = {
     # (``root``: an index in the ring's group) to every rank of the mesh
     "pd_op.broadcast": ("x", "out", "broadcast"),
 }
+# point-to-point (PIR): a pipeline's stages joined by send/recv over a ring per
+# direction; ``peer`` is the other rank's index in the ring's group (in the
+# group's recorded order).  Not collectives: one rank sends, one receives.
+POINT_TO_POINT = {
+    "pd_op.send_v2": ("x", None, "send"),
+    "pd_op.recv_v2": (None, "out", "recv"),
+}
 REDUCE_TYPES = {0: "sum", 1: "max", 2: "min", 3: "prod", 4: "avg"}
 REDUCTIONS = ("sum", "max", "min", "prod", "avg")
 
@@ -53,9 +60,17 @@ def communicates(op_type: str) -> bool:
     return op_type in COLLECTIVES and COLLECTIVES[op_type][2] != "identity"
 
 
+def exchanges(op_type: str) -> bool:
+    """An op that moves data between ranks: a communicating collective or a
+    point-to-point send/recv (where the simulator cuts a program)."""
+    return communicates(op_type) or op_type in POINT_TO_POINT
+
+
 def kind(op_type: str, attrs: dict) -> str:
     """What the collective computes: sum/max/min/prod/avg, reduce_scatter,
     all_gather, broadcast or identity."""
+    if op_type in POINT_TO_POINT:
+        return POINT_TO_POINT[op_type][2]
     k = COLLECTIVES[op_type][2]
     if k == "allreduce":
         return REDUCE_TYPES.get(int(attrs.get("reduce_type", 0)), "unknown")

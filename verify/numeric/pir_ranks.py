@@ -28,7 +28,7 @@ import contextlib
 
 import numpy as np
 
-from verify.ir.collectives import COLLECTIVES, communicates
+from verify.ir.collectives import POINT_TO_POINT, exchanges
 from verify.ir.collectives import kind as collective_kind
 
 from .run_spec import BackendError
@@ -38,15 +38,20 @@ class _PirColl:
     """What ``simulated_ranks._lockstep``/``_perform`` read of a collective."""
 
     def __init__(self, op, index, n):
-        slot_in, slot_out, _ = COLLECTIVES[op.name()]
         attrs = dict(op.attrs())
         self.type = op.name()
         self.index = index
-        self.x = f"__pir_in_{n}"
-        self.out = f"__pir_coll_{n}"
+        # a send has no result, a recv no operand (POINT_TO_POINT)
+        self.x = f"__pir_in_{n}" if op.num_operands() else None
+        self.out = f"__pir_coll_{n}" if op.num_results() else None
         self.ring = int(attrs.get("ring_id", 0))
         self.kind = collective_kind(op.name(), attrs)
         self.root = int(attrs.get("root", 0))
+        self.peer = int(attrs.get("peer", 0))  # send/recv: an index in the ring's group
+        # what a recv declares it receives (checked against what was sent)
+        self.shape = [int(d) for d in op.result(0).shape] if self.kind == "recv" else None
+        self.dtype = str(op.result(0).dtype).replace("paddle.", "") \
+            if self.kind == "recv" else None
 
 
 def _stage(main, cut_ops: list, j: int, watch_pos: list):
@@ -62,6 +67,8 @@ def _stage(main, cut_ops: list, j: int, watch_pos: list):
         paddle.pir.reset_insertion_point_to_start()
         for i in range(min(j, len(cut_ops))):
             op = ops[cut_ops[i]]
+            if not op.num_results():  # a send
+                continue
             res = op.result(0)
             new = paddle.static.data(f"__pir_coll_{i}", list(res.shape),
                                      str(res.dtype).replace("paddle.", ""))
@@ -69,7 +76,7 @@ def _stage(main, cut_ops: list, j: int, watch_pos: list):
             fed[cut_ops[i]] = new
         paddle.pir.reset_insertion_point_to_end()
     if j < len(cut_ops):
-        fetch = [ops[cut_ops[j]].operand_source(0)]
+        fetch = [ops[cut_ops[j]].operand_source(0)] if ops[cut_ops[j]].num_operands() else []
     else:
         fetch = [fed[i] if i in fed else ops[i].result(k) for i, k in watch_pos]
     if j < len(cut_ops):
@@ -88,7 +95,7 @@ def _refuse_state_before_cut(main, cut_ops, where, rank):
         return
     for idx, op in enumerate(main.global_block().ops[:cut_ops[-1]]):
         name = op.name()
-        if not name.endswith("_") or communicates(name):
+        if not name.endswith("_") or exchanges(name):
             continue
         for v in op.operands_source():
             d = v.get_defining_op() if v.initialized() else None
@@ -112,7 +119,7 @@ def _argument_reads_copied(main) -> None:
 
     with paddle.static.program_guard(main):
         for op in list(main.global_block().ops):
-            if not communicates(op.name()) or op.num_operands() < 1:
+            if not exchanges(op.name()) or op.num_operands() < 1:
                 continue
             src = op.operand_source(0)
             if src.initialized() and src.get_defining_op() is None:
@@ -139,8 +146,10 @@ class _PirRank:
         main, startup, names = import_programs(exported)
         _argument_reads_copied(main)
         ops = list(main.global_block().ops)
-        self.cut_ops = [i for i, op in enumerate(ops) if communicates(op.name())]
+        self.cut_ops = [i for i, op in enumerate(ops) if exchanges(op.name())]
         for i in self.cut_ops:
+            if ops[i].name() in POINT_TO_POINT:
+                continue
             if ops[i].num_operands() != 1 or ops[i].num_results() != 1:
                 raise BackendError(f"{where}: rank {rank} op {i} ({ops[i].name()}) is not "
                                    "a one-in one-out collective", rank)
@@ -162,7 +171,7 @@ class _PirRank:
             self.carried, self.why_prefix = plan(main, self.cut_ops, [])
         if not restore_state and self.carried is None:
             _refuse_state_before_cut(main, self.cut_ops, where, rank)
-        if any(communicates(op.name()) for op in startup.global_block().ops):
+        if any(exchanges(op.name()) for op in startup.global_block().ops):
             raise BackendError(f"{where}: rank {rank}'s startup program holds a collective "
                                "(not simulated for PIR programs)", rank)
         pos = {names.table.get((op.id(), k)): (i, k) for i, op in enumerate(ops)
@@ -248,8 +257,9 @@ class _PirRank:
             got = self.exe_for(prog).run(prog, feed=feed, fetch_list=fetch)
         if self.pos < len(self.colls):
             c = self.colls[self.pos]
-            self.values[c.x] = np.array(got[0])
-            for name, a in zip(carried, got[1:]):  # read by a later segment
+            if c.x is not None:  # a recv reads nothing
+                self.values[c.x] = np.array(got[0])
+            for name, a in zip(carried, got[1 if c.x is not None else 0:]):  # read later
                 self.values[name] = np.array(a)
             return c
         self.result = {n: np.array(a) for n, a in zip(self.watch, got)}

@@ -127,6 +127,8 @@ def stage(main, cut_ops: list, j: int, watch_pos: list, carried: dict):
     with paddle.static.program_guard(prog):
         paddle.pir.reset_insertion_point_to_start()
         for m in range(min(j, last)):  # earlier collectives' results read here: fed
+            if not ops[cut_ops[m]].num_results():  # a send
+                continue
             res = ops[cut_ops[m]].result(0)
             if not read_here(cut_ops[m], res):
                 continue
@@ -144,7 +146,8 @@ def stage(main, cut_ops: list, j: int, watch_pos: list, carried: dict):
         paddle.pir.reset_insertion_point_to_end()
     out = [(i, k) for (i, k), readers in carried.items() if segs[i] == j]
     if j < last:
-        fetch = [ops[cut_ops[j]].operand_source(0)] + [ops[i].result(k) for i, k in out]
+        reads = [ops[cut_ops[j]].operand_source(0)] if ops[cut_ops[j]].num_operands() else []
+        fetch = reads + [ops[i].result(k) for i, k in out]
         names = [carry_name(i, k) for i, k in out]
     else:
         fetch = [fed[p] if p in fed else ops[p[0]].result(p[1]) for p in map(tuple, watch_pos)]

@@ -162,9 +162,17 @@ class _Rank:
         return None
 
 
-def _lockstep(states, rings, where):
+def _lockstep(states, rings, where, mailbox=None):
+    """Advance every rank to its end, performing collectives when their
+    whole group waits in them and point-to-point sends/recvs through
+    ``mailbox`` (``{(ring, from, to): [arrays]}``; a new one when None): a
+    send leaves its tensor and goes on, a recv waits for the oldest tensor
+    its peer sent it on that ring.  A caller running a rank's job list in
+    several calls passes one mailbox to all of them."""
     blocked = {}
     done = set()
+    own_mailbox = mailbox is None
+    mailbox = {} if own_mailbox else mailbox
     while len(done) < len(states):
         progress = False
         for r, st in states.items():
@@ -183,6 +191,12 @@ def _lockstep(states, rings, where):
                 blocked[r] = coll
         for r, coll in list(blocked.items()):
             if r not in blocked:
+                continue
+            if coll.kind in ("send", "recv"):
+                if _point_to_point(r, coll, states, rings, mailbox, where):
+                    states[r].pos += 1
+                    del blocked[r]
+                    progress = True
                 continue
             group = _group(rings, coll.ring, r, where)
             if not all(m in blocked and blocked[m].ring == coll.ring for m in group):
@@ -209,6 +223,39 @@ def _lockstep(states, rings, where):
                              for r, c in sorted(blocked.items()))
             raise BackendError(f"{where}: collectives do not match up; waiting: {desc}",
                                min(blocked) if blocked else None)
+    unread = {k: len(v) for k, v in mailbox.items() if v}
+    if own_mailbox and unread:
+        (ring, src, dst), n = next(iter(sorted(unread.items())))
+        raise BackendError(f"{where}: rank {src} sent {n} tensor(s) on ring {ring} that "
+                           f"rank {dst} never received", src)
+
+
+def _point_to_point(r, c, states, rings, mailbox, where) -> bool:
+    """Perform rank ``r``'s send or recv ``c``; False while a recv waits."""
+    group = _group(rings, c.ring, r, where)
+    if not 0 <= c.peer < len(group):
+        raise BackendError(f"{where}: rank {r} op {c.index} ({c.type}) names peer {c.peer} "
+                           f"on ring {c.ring}, whose group is {group}", r)
+    peer = group[c.peer]
+    if c.kind == "send":
+        x = states[r].get(c.x)
+        if x is None:
+            raise BackendError(f"{where}: rank {r} op {c.index} ({c.type}) sends {c.x}, "
+                               "which holds no value", r)
+        mailbox.setdefault((c.ring, r, peer), []).append(x)
+        return True
+    queue = mailbox.get((c.ring, peer, r))
+    if not queue:
+        return False
+    x = queue.pop(0)
+    shape = getattr(c, "shape", None)
+    if shape is not None and (len(shape) != x.ndim or any(
+            d >= 0 and d != v for d, v in zip(shape, x.shape)) or str(x.dtype) != c.dtype):
+        raise BackendError(f"{where}: rank {r} op {c.index} ({c.type}) declares it receives "
+                           f"{shape} {c.dtype} on ring {c.ring}; rank {peer} sent "
+                           f"{list(x.shape)} {x.dtype}", r)
+    states[r].set(c.out, x)
+    return True
 
 
 def _perform(group, colls, states, where):

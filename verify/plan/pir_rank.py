@@ -274,8 +274,9 @@ def rings_of(folder: Path, ranks) -> dict:
         for gid, members in meta["process_groups"].items():
             if int(gid) != 0:
                 groups = rings.setdefault(int(gid), [])
-                if sorted(members) not in groups:
-                    groups.append(sorted(members))
+                # the group's order as recorded: a send's ``peer`` indexes it
+                if list(members) not in groups:
+                    groups.append(list(members))
     return rings
 
 

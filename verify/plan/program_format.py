@@ -138,8 +138,9 @@ def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
             if int(gid) == 0 or r not in members:
                 continue
             groups = rings.setdefault(str(gid), [])
-            if sorted(members) not in groups:
-                groups.append(sorted(members))
+            # the group's order as recorded: a send's ``peer`` indexes it
+            if list(members) not in groups:
+                groups.append(list(members))
         params = {p for p, _ in meta.get("params_grads", [])}
         for vname, rec in (meta["main"]["vars"].items() if "main" in meta else ()):
             if vname in params and rec and any(d != -1 for d in rec["dims_mapping"]):

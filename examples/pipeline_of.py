@@ -1,0 +1,73 @@
+"""Two-stage pipelines of a 4-block MLP planned by Paddle's PIR planner, for
+the planner family (``cases/planner_models.py``): :func:`pipelined` fills a
+model file's namespace.  Each block is placed on the mesh of the stage
+``block_stages`` names (a ``pp`` x ``mp`` mesh, ``MESH_DIMS``, which the
+planning process names its mesh with); where the stage changes, the
+activation is resharded onto the next block's stage mesh, which the planner
+turns into ``pd_op.send_v2`` / ``pd_op.recv_v2`` (and their backward pair).
+``configure`` sets ``strategy.pipeline`` (the schedule, ``acc_steps``
+micro-batches, VPP's ``vpp_degree``); the engine then merges gradients over
+the micro-batches and its ``pipeline_scheduler_<schedule>`` pass splits each
+rank's program into the jobs its executor runs.
+"""
+import paddle
+import paddle.distributed as dist
+from paddle import nn
+from paddle.static import InputSpec
+
+H = 8
+
+
+class Block(nn.Layer):
+    def __init__(self, mesh):
+        super().__init__()
+        self.fc = nn.Linear(H, H)
+        self.fc.weight = dist.shard_tensor(self.fc.weight, mesh, [dist.Replicate()])
+        self.fc.bias = dist.shard_tensor(self.fc.bias, mesh, [dist.Replicate()])
+
+    def forward(self, x):
+        return nn.functional.relu(self.fc(x))
+
+
+class PipelineMLP(nn.Layer):
+    def __init__(self, mesh, block_stages):
+        super().__init__()
+        self.meshes = [mesh.get_mesh_with_dim("pp")[s] for s in range(2)]
+        self.block_stages = list(block_stages)
+        self.blocks = nn.LayerList([Block(self.meshes[s]) for s in self.block_stages])
+
+    def forward(self, x):
+        here = self.block_stages[0]
+        for s, block in zip(self.block_stages, self.blocks):
+            if s != here:  # to the next block's stage
+                x = dist.reshard(x, self.meshes[s], [dist.Replicate()])
+                here = s
+            x = block(x)
+        return x
+
+
+def pipelined(namespace: dict, schedule: str = "FThenB", block_stages=(0, 0, 1, 1),
+              acc_steps: int = 2, batch: int = 4, vpp_degree: int = 1) -> None:
+    """Fill ``namespace`` (a model file's ``globals()``) with the pipeline
+    model, its ``MESH_DIMS`` and a ``configure`` planning it as ``schedule``."""
+    def configure(strategy):
+        strategy.pipeline.enable = True
+        strategy.pipeline.pp_degree = 2
+        strategy.pipeline.accumulate_steps = acc_steps
+        strategy.pipeline.micro_batch_size = batch // acc_steps
+        strategy.pipeline.schedule_mode = schedule
+        if vpp_degree > 1:  # chunks cut at each Block (the layer class's name)
+            strategy.pipeline.vpp_degree = vpp_degree
+            strategy.pipeline.vpp_seg_method = "Block"
+
+    configure.__doc__ = (f"A two-stage pipeline, schedule {schedule}, {acc_steps} "
+                         f"micro-batches" + (f", {vpp_degree} chunks a stage"
+                                             if vpp_degree > 1 else "") + ".")
+    namespace.update(
+        MESH_DIMS=["pp", "mp"], BATCH=batch, configure=configure,
+        build_model=lambda mesh: PipelineMLP(mesh, block_stages),
+        loss=nn.MSELoss(),
+        optimizer=lambda parameters: paddle.optimizer.SGD(learning_rate=0.1,
+                                                          parameters=parameters),
+        inputs=[InputSpec([-1, H], "float32", "x")],
+        labels=[InputSpec([-1, H], "float32", "y")])
