@@ -220,6 +220,14 @@ _UNEVEN = Expect(
     "has no attribute 'get_defining_op'; the later stages not run; reproduce: python -m "
     "verify run --pass planner --case planner_dp2_gm_uneven")
 
+_PIPELINE = Expect(
+    True, "EQUIVALENT",
+    "a two-stage pipeline: every stage holds, the stages joined by send_v2/recv_v2 pairs "
+    "(the activation forward, its gradient back); the relation drives both ranks' job "
+    "lists as the scheduler made them, send/recv matched across the ranks, against the "
+    "serial program's micro-steps with the gradients averaged, for 2 optimizer steps "
+    "(witnessed, not proved)")
+
 CASES = [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
@@ -257,4 +265,13 @@ CASES = [
           "reshards' padding path)",
           "planner_dp2_gm_uneven.py", [[0], [1]], _UNEVEN,
           uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
+    _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
+          "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
+          "planner_pp2.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
+    _case("planner_pp2_1f1b", "examples/planner_pp2_1f1b.py: planner_pp2 under 1F1B (the "
+          "scheduler's recv_forward / send_backward jobs)",
+          "planner_pp2_1f1b.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
+    _case("planner_pp2_vpp", "examples/planner_pp2_vpp.py: the blocks round-robin over two "
+          "stages, VPP with 2 chunks a stage (jobs per chunk)",
+          "planner_pp2_vpp.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
 ]

@@ -122,6 +122,8 @@ class PlannerAdapter(PirPassAdapter):
             checks += relation_proof(case, folder, records, notes)
         if numeric and not crashed:
             checks += relation_run(case, folder, records, notes, merge=merge)
+            if merge and all(records[r].get("pipeline") for r in case.ranks):
+                checks += job_plan_checks(case, folder, records, notes, merge, checks)
         elif numeric:
             notes.append("planner relation not run: a planner stage raised")
         else:  # nothing else decides the values
@@ -130,6 +132,26 @@ class PlannerAdapter(PirPassAdapter):
                 f"planner on {case.name}: the serial-to-ranks relation was not run "
                 "(no numeric backend)"))
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
+
+
+JOB_PLAN_CHECK = "job plan relation"
+
+
+def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
+    """A pipeline's ranks run as the job lists its scheduler made, against
+    the serial micro-steps (``relation_run(jobs=True)``).  Where the whole
+    rank programs relate (``earlier``'s planner relation on that rank) but a
+    job list does not, the ``pipeline_scheduler`` stage made the difference:
+    the counterexample says so."""
+    out = relation_run(case, folder, records, notes, merge=merge, jobs=True)
+    whole = {c.rank: c.verdict for c in earlier
+             if c.kind == "numeric" and c.name == "planner relation"}
+    for c in out:
+        if c.verdict == Verdict.NOT_EQUIVALENT and whole.get(c.rank) == Verdict.EQUIVALENT:
+            c.counterexample = {**(c.counterexample or {}), "stage": "pipeline_scheduler"}
+            c.message += ("; the rank's whole program relates, so the pipeline_scheduler "
+                          "stage's split made the difference")
+    return out
 
 
 def merged_plan(case, records):
@@ -529,12 +551,14 @@ def _exported_rank(folder, r):
 
 
 def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS,
-                 merge=None) -> list:
+                 merge=None, jobs: bool = False) -> list:
     """The numeric relation (``verify/numeric/planner_runs.py``), in an
     isolation worker when isolation is on (``verify/numeric/offload.py``).
     ``merge`` (:func:`merged_plan`): a plan made with gradient merge, its ranks
     driven as Paddle's job schedule against the serial micro-steps
-    (``verify/numeric/merged_relation.py``), for ``MERGED_STEPS`` optimizer steps."""
+    (``verify/numeric/merged_relation.py``), for ``MERGED_STEPS`` optimizer steps.
+    ``jobs``: a pipeline's ranks run as the job lists its scheduler made
+    (``verify/numeric/job_plan_runs.py``) instead of whole."""
     where = f"planner on {case.name}"
     if merge:
         steps = MERGED_STEPS
@@ -555,7 +579,8 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
     # same inputs and the comparing modules): a hit reads neither the runs'
     # arrays (15-26 MB for a real model) nor the programs
     results = _run_memo(folder, case.ranks, seed, steps, SOURCES + COMPARE_SOURCES,
-                        "relation-results", json.dumps(case.name))
+                        "job-plan-results" if jobs else "relation-results",
+                        json.dumps(case.name))
     out = results.load()
     if out is not None:
         notes.append(f"planner relation: seed {seed}, {steps} steps; the comparison of the "
@@ -563,14 +588,14 @@ def relation_run(case, folder, records, notes, seed: int = 0, steps: int = STEPS
                      "seed, steps and comparing modules)")
         return out
     out = _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
-                        rank_rels, merge)
+                        rank_rels, merge, jobs)
     if not any("traceback" in c.details for c in out):  # a run that failed is never kept
         results.store(out)
     return out
 
 
 def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
-                  rank_rels, merge=None) -> list:
+                  rank_rels, merge=None, jobs=False) -> list:
     from verify.numeric import offload, planner_runs
 
     k = int(merge[1]["k_steps"]) if merge else 1  # micro-batches per optimizer step
@@ -581,7 +606,8 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
              .get("rings", {}).items()}
     try:
-        memo = _run_memo(folder, case.ranks, seed, steps)
+        memo = _run_memo(folder, case.ranks, seed, steps, sub="job-plan-runs") if jobs \
+            else _run_memo(folder, case.ranks, seed, steps)
         got = memo.load()
         if got is None:  # the programs are read only to run them
             sparams, sfeeds, rinputs = planner_runs.relation_inputs(serial_rel, rank_rels,
@@ -602,7 +628,24 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                     "where": f"{where}: ranks", "seed": seed,
                     "state_shapes": {r: {n: f["shape"] for n, f in rank_rels[r]["feeds"]
                                          .items() if f["persistable"]} for r in case.ranks}}
-            if merge:
+            if jobs:
+                from verify.plan.stages import read_job
+
+                for r in case.ranks:
+                    pipe = records[r]["pipeline"]
+                    ranks[r].update(
+                        jobs=pipe["jobs"], whole=ranks[r].pop("exported"),
+                        programs={t: read_job(folder / f"rank{r}", f)
+                                  for t, f in pipe["programs"].items()},
+                        loss=rank_rels[r].get("loss"),
+                        param_names=[p["param"] for p in rank_rels[r]["params"].values()])
+                    ranks[r].pop("watch")
+                args.update(k=k, avg=bool(merge[1]["avg"]), cycles=steps,
+                            grads=[p["grad"] for p in serial_rel["params"].values()],
+                            loss=serial_rel.get("loss"),
+                            params=[p["param"] for p in serial_rel["params"].values()])
+                fn = ("verify.numeric.job_plan_runs", "run_job_plan_relation")
+            elif merge:
                 args.update(k=k, avg=bool(merge[1]["avg"]), cycles=steps,
                             grads=[p["grad"] for p in serial_rel["params"].values()],
                             loss=serial_rel.get("loss"),
@@ -630,7 +673,13 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
                             f"{where}: the runs did not complete: {error_line(str(exc)) if str(exc) else type(exc).__name__}",
                             details={"traceback": tb})]
-    if merge:
+    if jobs:
+        kinds = sorted({t for r in case.ranks for t, _ in records[r]["pipeline"]["jobs"]})
+        notes.append(f"job plan relation: seed {seed}, {steps} optimizer steps of {k} "
+                     "micro-batches; each rank's job list as the pipeline scheduler made it "
+                     f"({', '.join(kinds)} jobs, a scope per micro-batch), sends and recvs "
+                     "matched across the ranks, against the serial micro-steps")
+    elif merge:
         notes.append(f"planner relation: seed {seed}, {steps} optimizer steps of {k} "
                      "micro-steps; the serial program's micro-steps (gradients merged) on one "
                      "process, the ranks' job schedule [forward, backward] * "
@@ -640,6 +689,11 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                      "process, ranks in lock step (PIR executor, simulated collectives)")
     out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
                                     rank_outs, steps, micro_steps=k if merge else 0)
+    if jobs:  # the same comparison, of the scheduler's jobs
+        for c in out:
+            c.name = JOB_PLAN_CHECK
+            c.message = c.message.replace(f"{where}: ", f"{where} (the scheduler's job "
+                                          "lists): ", 1)
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out
@@ -735,6 +789,7 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/merged_relation.py", "verify/numeric/pir_segments.py",
            "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
+           "verify/numeric/job_plan_runs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
 # what decides the relation's value proof: the proof's modules, the op table
 PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
@@ -761,7 +816,8 @@ def plan_files_digest(folder, ranks) -> bytes:
     import hashlib
 
     paths = [folder / f"rank{r}" / f for r in ranks for f in PLAN_FILES] + \
-        [folder / "plan.json"]
+        [folder / "plan.json"] + sorted(  # a pipeline's job programs
+            p for r in ranks for p in (folder / f"rank{r}" / "jobs").glob("*.json"))
     stats = []
     for path in paths:
         try:

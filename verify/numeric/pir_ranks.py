@@ -128,6 +128,27 @@ def _argument_reads_copied(main) -> None:
         paddle.pir.reset_insertion_point_to_end()
 
 
+def rank_scope(startup, params: dict, states, seed: int, rank: int, exe=None):
+    """A rank's scope set up: its startup program run seeded by ``seed``,
+    what the startup wrote coarser than the main reads replaced by the
+    rank's piece (``states``), then ``params`` set."""
+    import paddle
+
+    from .inputs import run_startup
+    from .startup_pieces import set_startup_states
+
+    place = paddle.CPUPlace()
+    exe = exe or paddle.static.Executor(place)
+    scope = paddle.static.Scope()
+    with paddle.static.scope_guard(scope):
+        run_startup(exe, startup, seed)
+    set_startup_states(scope, states or {}, rank, place)
+    for name, value in params.items():
+        if scope.find_var(name) is not None:
+            scope.var(name).get_tensor().set(np.ascontiguousarray(value), place)
+    return scope
+
+
 class _PirRank:
     """One rank: its stages, scope, and the values exchanged at collectives
     (the interface ``simulated_ranks._lockstep`` drives)."""
@@ -137,9 +158,6 @@ class _PirRank:
         import paddle
 
         from verify.ir.pir_snapshot import import_programs
-
-        from .inputs import run_startup  # parameter values come from the caller
-        from .startup_pieces import set_startup_states
 
         self.rank = rank
         self.where = where
@@ -200,16 +218,8 @@ class _PirRank:
         self._exes = {}
         # scope: another program of this rank already set it up (a job of the
         # rank's schedule, verify/numeric/merged_relation.py): shared as is
-        self.scope = scope if scope is not None else paddle.static.Scope()
-        if scope is None:
-            with paddle.static.scope_guard(self.scope):
-                run_startup(self.exe, startup, seed)
-            # what the startup wrote coarser than the main reads: the rank's piece
-            set_startup_states(self.scope, states or {}, rank, self.place)
-            for name, value in params.items():
-                if self.scope.find_var(name) is not None:
-                    self.scope.var(name).get_tensor().set(np.ascontiguousarray(value),
-                                                          self.place)
+        self.scope = scope if scope is not None else rank_scope(
+            startup, params, states, seed, rank, self.exe)
         self.feeds = feeds  # [{name: array}] per step
         self.values, self.result, self.pos, self.step = {}, None, 0, 0
 
