@@ -19,14 +19,19 @@ H = 8
 
 
 class Block(nn.Layer):
-    def __init__(self, mesh):
+    """A linear layer, then a ReLU unless it is the model's head (a ReLU
+    there would zero every gradient of the outputs it clips)."""
+
+    def __init__(self, mesh, head=False):
         super().__init__()
         self.fc = nn.Linear(H, H)
         self.fc.weight = dist.shard_tensor(self.fc.weight, mesh, [dist.Replicate()])
         self.fc.bias = dist.shard_tensor(self.fc.bias, mesh, [dist.Replicate()])
+        self.head = head
 
     def forward(self, x):
-        return nn.functional.relu(self.fc(x))
+        y = self.fc(x)
+        return y if self.head else nn.functional.relu(y)
 
 
 class PipelineMLP(nn.Layer):
@@ -34,7 +39,9 @@ class PipelineMLP(nn.Layer):
         super().__init__()
         self.meshes = [mesh.get_mesh_with_dim("pp")[s] for s in range(2)]
         self.block_stages = list(block_stages)
-        self.blocks = nn.LayerList([Block(self.meshes[s]) for s in self.block_stages])
+        last = len(self.block_stages) - 1
+        self.blocks = nn.LayerList([Block(self.meshes[s], head=i == last)
+                                    for i, s in enumerate(self.block_stages)])
 
     def forward(self, x):
         here = self.block_stages[0]

@@ -146,7 +146,16 @@ def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
     out = relation_run(case, folder, records, notes, merge=merge, jobs=True)
     whole = {c.rank: c.verdict for c in earlier
              if c.kind == "numeric" and c.name == "planner relation"}
+    holds = bool(whole) and all(v == Verdict.EQUIVALENT for v in whole.values())
     for c in out:
+        if c.details.get("schedule_failure"):  # the whole programs ran: a difference
+            if holds:
+                c.counterexample["stage"] = "pipeline_scheduler"
+                c.message += ("; the ranks' whole programs run and relate, so the "
+                              "pipeline_scheduler stage's job lists made the difference")
+            else:  # the whole programs do not relate either: not the scheduler's own
+                c.verdict, c.advisory = Verdict.INCONCLUSIVE, True
+            continue
         if c.verdict == Verdict.NOT_EQUIVALENT and whole.get(c.rank) == Verdict.EQUIVALENT:
             c.counterexample = {**(c.counterexample or {}), "stage": "pipeline_scheduler"}
             c.message += ("; the rank's whole program relates, so the pipeline_scheduler "
@@ -664,6 +673,16 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
             notes.append(f"planner relation: the executor runs of these programs, seed and "
                          f"steps were memoized ({memo.path.name}); the comparison ran")
         serial_out, rank_outs = got
+        from verify.numeric.job_plan_runs import SCHEDULE_FAILURE
+
+        if jobs and isinstance(rank_outs, dict) and SCHEDULE_FAILURE in rank_outs:
+            fail = rank_outs[SCHEDULE_FAILURE]
+            return [CheckResult(
+                "numeric", JOB_PLAN_CHECK, fail["rank"], Verdict.NOT_EQUIVALENT,
+                f"{where}: the ranks cannot run the job lists the scheduler made to their "
+                f"end: {fail['error'].splitlines()[0]}",
+                counterexample={"rank": fail["rank"], "error": fail["error"][:2000]},
+                details={"schedule_failure": True, "seed": seed})]
     except Exception as exc:
         import traceback
 

@@ -114,6 +114,25 @@ EDITS = {
         "        # MUTANT: the accumulator is never zeroed\n"
         "        new_params_grads.append((param, new_gradient_merge_var))\n"
         "        continue\n"),
+    # FThenB runs every backward job on micro-batch 0: micro-batch 0's gradients
+    # accumulated twice, micro-batch 1's never (its sends and recvs still pair)
+    "fthenb_backward_micro0": (
+        "distributed/passes/pipeline_scheduler_pass/pipeline_fthenb.py",
+        "            backward_job = core.Job(self.BACKWARD)\n"
+        "            backward_job.set_micro_batch_id(i)\n",
+        "            backward_job = core.Job(self.BACKWARD)\n"
+        "            # MUTANT: every backward job on micro-batch 0\n"
+        "            backward_job.set_micro_batch_id(0)\n"),
+    # 1F1B's cool-down phase drops its send_backward jobs: the last stage never
+    # sends those gradients back, the stage before waits for them forever
+    "1f1b_no_cooldown_send": (
+        "distributed/passes/pipeline_scheduler_pass/pipeline_1f1b.py",
+        "            send_bwd_job.set_micro_batch_id(backward_micro_batch_id)\n"
+        "            job_list.append(send_bwd_job)\n\n"
+        "            backward_micro_batch_id += 1\n",
+        "            send_bwd_job.set_micro_batch_id(backward_micro_batch_id)\n"
+        "            # MUTANT: the cool-down's send_backward job is dropped\n\n"
+        "            backward_micro_batch_id += 1\n"),
 }
 
 

@@ -29,6 +29,11 @@ are found by their parameter names and optimizer ops by their ``param`` /
 from __future__ import annotations
 
 from .inputs import scope_values
+from .run_spec import ScheduleError
+
+# what run_job_plan_relation gives instead of the ranks' outputs when they
+# could not run their job lists to the end (a ScheduleError)
+SCHEDULE_FAILURE = "schedule_failure"
 
 
 # the scheduler's cross-job stream events (``_add_dependency``: a recv's result
@@ -40,8 +45,13 @@ from .inputs import scope_values
 STREAM_EVENT_ATTRS = ("events_to_wait", "event_to_record", "force_record_event")
 
 
-class JobPlanError(ValueError):
-    """The job plan cannot be related (the reason)."""
+class JobMapError(ValueError):
+    """What the relation compares cannot be found in the job programs."""
+
+
+class JobPlanError(ScheduleError):
+    """A job plan its ranks cannot run (the reason): a job reads a value no
+    earlier job of its micro-batch stored."""
 
 
 def _pir_value_by_name(program, names, name):
@@ -118,7 +128,7 @@ def watch_map(whole, plan_programs: dict, loss: str | None, params: list) -> dic
             v = _pir_value_by_name(main, names, pname)
             stored = _stored_as(v) if v is not None else None
             if stored is None:
-                raise JobPlanError(f"the parameter value {pname} is no parameter of the "
+                raise JobMapError(f"the parameter value {pname} is no parameter of the "
                                    "rank's program")
             out["params"][pname] = stored
         loss_store = None
@@ -126,7 +136,7 @@ def watch_map(whole, plan_programs: dict, loss: str | None, params: list) -> dic
             v = _pir_value_by_name(main, names, loss)
             loss_store = _stored_as(v) if v is not None else None
             if loss_store is None:
-                raise JobPlanError(f"the loss {loss} is stored under no name the jobs share "
+                raise JobMapError(f"the loss {loss} is stored under no name the jobs share "
                                    "(no shadow_output reads it)")
         for kind, exported in plan_programs.items():
             prog, _, jnames = import_programs(exported)
@@ -147,7 +157,7 @@ def watch_map(whole, plan_programs: dict, loss: str | None, params: list) -> dic
             if grads:
                 out["grads"][kind] = grads
     if loss and out["loss"] is None:
-        raise JobPlanError(f"no job stores the loss (shadow_output {loss_store})")
+        raise JobMapError(f"no job stores the loss (shadow_output {loss_store})")
     return out
 
 
@@ -208,6 +218,34 @@ def _stored_exchanges_copied(program) -> None:
         paddle.pir.reset_insertion_point_to_end()
 
 
+def _check_coverage(jobs, k: int, where: str, rank) -> None:
+    """A step's job list runs each micro-batch through each job type once:
+    every type but the optimizer's on micro-batches 0..k-1 exactly once
+    each, the optimizer's once.  JobPlanError naming the type otherwise (a
+    micro-batch run twice merges its gradients twice; one never run is
+    missing from the merged gradients)."""
+    from collections import Counter
+
+    by_type = {}
+    for t, m in jobs:
+        by_type.setdefault(t, []).append(m)
+    for t, ms in by_type.items():
+        if t.startswith("optimizer"):
+            if len(ms) != 1:
+                raise JobPlanError(f"{where}'s job list runs the {t} job {len(ms)} times a "
+                                   "step", rank)
+            continue
+        count = Counter(ms)
+        twice = sorted(m for m, n in count.items() if n > 1)
+        never = sorted(set(range(k)) - set(count))
+        if twice or never:
+            raise JobPlanError(
+                f"{where}'s job list runs its {t} job " + "; ".join(
+                    ([f"on micro-batch {twice[0]} {count[twice[0]]} times"] if twice else [])
+                    + ([f"never on micro-batch {never[0]}"] if never else []))
+                + f" (of {k} micro-batches a step)", rank)
+
+
 class _JobListRank:
     """One rank running its job list (the interface ``simulated_ranks.
     _lockstep`` drives: ``advance``, ``pos``, ``get``, ``set``)."""
@@ -229,7 +267,8 @@ class _JobListRank:
         bad = [m for m in micro_ids if not 0 <= m < k]
         if bad:
             raise JobPlanError(f"{where}: rank {rank}'s job list names micro-batch {bad[0]}, "
-                               f"outside the {k} micro-batches of a step")
+                               f"outside the {k} micro-batches of a step", rank)
+        _check_coverage(self.jobs, k, f"{where}: rank {rank}", rank)
         self.micro_scopes = {m: self.scope.new_scope() for m in micro_ids}
         loss = self.map["loss"]
         self.watch = {kind: ([loss[1]] if loss and loss[0] == kind else [])
@@ -291,7 +330,7 @@ class _JobListRank:
                 raise JobPlanError(
                     f"{self.where}: rank {self.rank} job {self.at} ({kind}, micro-batch {m}) "
                     f"reads {name}, which no earlier job of micro-batch {m} stored "
-                    f"(stored: {sorted(self.stored[m]) or 'nothing'})")
+                    f"(stored: {sorted(self.stored[m]) or 'nothing'})", self.rank)
             self.micro_scopes[m].var(name).get_tensor().set(value, paddle.CPUPlace())
         self.current.start(self.cycle * self.k + m)
 
@@ -357,10 +396,8 @@ def run_job_plans(ranks: dict, rings: dict, k: int, cycles: int, where: str,
                 out[r].append(st.result)
         unread = {key: len(v) for key, v in mailbox.items() if v}
         if unread:
-            from .run_spec import BackendError
-
             (ring, src, dst), n = next(iter(sorted(unread.items())))
-            raise BackendError(f"{where}: rank {src} sent {n} tensor(s) on ring {ring} that "
+            raise ScheduleError(f"{where}: rank {src} sent {n} tensor(s) on ring {ring} that "
                                f"rank {dst}'s job list never received", src)
     return out
 
@@ -389,4 +426,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     with paddle.pir_utils.IrGuard(), serial_interpreter():
         serial_out = _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
                                  grads, loss, seed, list(params))
-    return serial_out, run_job_plans(specs, rings, k, cycles, where, seed)
+    try:
+        return serial_out, run_job_plans(specs, rings, k, cycles, where, seed)
+    except ScheduleError as exc:  # data, not an exception: it crosses the worker boundary
+        return serial_out, {SCHEDULE_FAILURE: {"rank": exc.rank, "error": str(exc)}}

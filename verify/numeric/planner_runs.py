@@ -343,16 +343,23 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                        f"{p['param']}@micro{i}", p["placement"]) for i in range(micro_steps)]
         missing = sorted(set(serial_rel["params"]) - set(rel["params"]))
         failure, compared, worst = None, 0, 0.0
+        live_grad = False  # a gradient compared that is not zero everywhere
         for k in range(steps):
             for label, sname, rname, plc in items:
                 pieces = {q: outs[k][rname] for q, outs in rank_outs.items()
                           if rname in outs[k]}
+                if not pieces:  # no rank's run made it: nothing to relate
+                    failure = failure or ("inconclusive", label, k,
+                                          f"no rank's run gave {rname}", plc, None)
+                    continue
                 try:
                     d = relate_value(serial_out[k][sname], pieces, plc, r, label, k, depth)
                 except PlacementError as exc:
                     failure = failure or ("inconclusive", label, k, str(exc), plc, None)
                     continue
                 compared += 1
+                if label.endswith("@GRAD") and np.any(np.asarray(serial_out[k][sname]) != 0):
+                    live_grad = True
                 worst = max(worst, d.max_abs if np.isfinite(d.max_abs) else float("inf"))
                 if not d.ok and (failure is None or failure[0] == "inconclusive"):
                     failure = ("differs", label, k, d, plc, rname)
@@ -387,6 +394,13 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.INCONCLUSIVE,
                 f"{where}: rank {r} updates none of the serial program's parameters"))
+        elif any(lb.endswith("@GRAD") for lb, *_ in items) and not live_grad:
+            # a witness that cannot tell a backward from none (a dead ReLU head)
+            checks.append(CheckResult(
+                KIND, "planner relation", r, Verdict.INCONCLUSIVE,
+                f"{where}: rank {r}: every gradient compared is zero in the serial run at "
+                f"every step: the inputs witness no backward (the values agree, "
+                f"{compared} comparisons, but a dropped or misrouted gradient would too)"))
         elif not compared:  # zero values compared is never a pass
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.INCONCLUSIVE,

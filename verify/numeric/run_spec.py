@@ -60,3 +60,12 @@ class ProcessCrash(BackendError):
 class UnsupportedJob(BackendError):
     """The job cannot run faithfully on this backend (e.g. two groups on one
     rank under gloo); the caller should call the check inconclusive."""
+
+
+class ScheduleError(BackendError):
+    """Ranks that cannot run their schedule to its end: collectives or
+    sends/recvs that never meet (a rank would hang), a recv of another
+    shape than its peer sent, a tensor sent and never received, a job
+    reading a value no earlier job stored.  Unlike a crash this is a fact
+    about the programs: a differential caller whose original ran may call
+    it a difference."""

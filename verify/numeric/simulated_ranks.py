@@ -26,7 +26,7 @@ import numpy as np
 
 from verify.ir.legacy_ir import paddle_module
 
-from .run_spec import BackendError, RankResult
+from .run_spec import BackendError, RankResult, ScheduleError
 
 from verify.ir.collectives import COLLECTIVES, REDUCE_TYPES, communicates  # noqa: E402
 
@@ -202,7 +202,7 @@ def _lockstep(states, rings, where, mailbox=None):
             if not all(m in blocked and blocked[m].ring == coll.ring for m in group):
                 if any(m in done for m in group):
                     gone = [m for m in group if m in done]
-                    raise BackendError(
+                    raise ScheduleError(
                         f"{where}: rank {r} waits in {coll.type} (op {coll.index}, ring "
                         f"{coll.ring}) but rank(s) {gone} finished without it", gone[0])
                 continue
@@ -211,7 +211,7 @@ def _lockstep(states, rings, where, mailbox=None):
             if len(kinds) != 1:
                 desc = ", ".join(f"rank {m}: {blocked[m].type} op {blocked[m].index}"
                                  for m in group)
-                raise BackendError(f"{where}: ranks meet different collectives on ring "
+                raise ScheduleError(f"{where}: ranks meet different collectives on ring "
                                    f"{coll.ring}: {desc}", r)
             _perform(group, colls, states, where)
             for m in group:
@@ -221,12 +221,12 @@ def _lockstep(states, rings, where, mailbox=None):
         if not progress:
             desc = ", ".join(f"rank {r} in {c.type} (op {c.index}, ring {c.ring})"
                              for r, c in sorted(blocked.items()))
-            raise BackendError(f"{where}: collectives do not match up; waiting: {desc}",
+            raise ScheduleError(f"{where}: collectives do not match up; waiting: {desc}",
                                min(blocked) if blocked else None)
     unread = {k: len(v) for k, v in mailbox.items() if v}
     if own_mailbox and unread:
         (ring, src, dst), n = next(iter(sorted(unread.items())))
-        raise BackendError(f"{where}: rank {src} sent {n} tensor(s) on ring {ring} that "
+        raise ScheduleError(f"{where}: rank {src} sent {n} tensor(s) on ring {ring} that "
                            f"rank {dst} never received", src)
 
 
@@ -234,7 +234,7 @@ def _point_to_point(r, c, states, rings, mailbox, where) -> bool:
     """Perform rank ``r``'s send or recv ``c``; False while a recv waits."""
     group = _group(rings, c.ring, r, where)
     if not 0 <= c.peer < len(group):
-        raise BackendError(f"{where}: rank {r} op {c.index} ({c.type}) names peer {c.peer} "
+        raise ScheduleError(f"{where}: rank {r} op {c.index} ({c.type}) names peer {c.peer} "
                            f"on ring {c.ring}, whose group is {group}", r)
     peer = group[c.peer]
     if c.kind == "send":
@@ -251,7 +251,7 @@ def _point_to_point(r, c, states, rings, mailbox, where) -> bool:
     shape = getattr(c, "shape", None)
     if shape is not None and (len(shape) != x.ndim or any(
             d >= 0 and d != v for d, v in zip(shape, x.shape)) or str(x.dtype) != c.dtype):
-        raise BackendError(f"{where}: rank {r} op {c.index} ({c.type}) declares it receives "
+        raise ScheduleError(f"{where}: rank {r} op {c.index} ({c.type}) declares it receives "
                            f"{shape} {c.dtype} on ring {c.ring}; rank {peer} sent "
                            f"{list(x.shape)} {x.dtype}", r)
     states[r].set(c.out, x)
