@@ -113,7 +113,7 @@ def planned_dir(params: dict, timeout: float = 900.0) -> Path:
 
             shutil.rmtree(final, ignore_errors=True)
         return plan(str(MODELS / params["model"]), params["ranks"], params.get("mesh"),
-                    out=final, timeout=timeout, ir="pir")
+                    out=final, timeout=timeout, ir="pir", keep_stage_failures=True)
 
 
 def planner_dir(case) -> Path:
@@ -128,6 +128,12 @@ def build(case, rank: int):
     from cases.program_dirs import build_pir
 
     folder = planned_dir(case.params)
+    failed = json.loads((folder / "plan.json").read_text()).get("planner_failed")
+    if failed:  # a stage raised or aborted: the records say which, no rank program exists
+        r, why = next(iter(sorted(failed.items())))
+        raise RuntimeError(f"case {case.name}: Paddle's planner failed on rank {r} ({why}); "
+                           "no rank program to build (the planner family reports the stage: "
+                           f"python -m verify run --pass planner --case {case.name})")
     rings = {int(k): sorted(sorted(g) for g in v) for k, v in
              json.loads((folder / "plan.json").read_text())["rings"].items()}
     stated = {int(k): sorted(sorted(g) for g in v) for k, v in case.rings.items()}
@@ -298,6 +304,47 @@ DECLARED += [
           "(examples/zoo/llama_dp_gm.py: k_steps 2, avg; a batch of 4, 2 rows a micro-step)",
           "llama_dp_gm.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_OWN,
                                                       PLANNER: _PLANNER_GM}),
+]
+PP2 = {12: [[0, 1]], 13: [[1, 0]]}  # a ring per direction: forward 0 -> 1, backward 1 -> 0
+_PLANNER_PP = Expect(
+    True, "EQUIVALENT",
+    "Paddle's planner on the real model as a two-stage pipeline (one decoder layer a "
+    "stage, the mask and rotary tensors resharded onto the second stage): every stage's "
+    "program holds def-use (shapes where rules exist), the stages joined by send_v2/recv_v2 "
+    "pairs; the relation holds twice for 2 optimizer steps of 2 micro-batches: each rank's "
+    "whole program as the merged schedule, and each rank's job list as the "
+    "pipeline_scheduler made it (a scope per micro-batch, values handed between jobs by "
+    "name, sends and recvs matched across the ranks), against the serial micro-steps "
+    "(witnessed, not proved)")
+_PLANNER_PP_VPP = Expect(
+    True, "PASS_CRASHED",
+    "Paddle's defect: 3.3.1's VPP scheduler (pipeline_scheduler_VPP, "
+    "PipelineVirtualPipelinePass._split_program_for_vpp) aborts the process on the second "
+    "stage ('Destroyed a op_result that is still in use by pd_op.unsqueeze. The owner op "
+    "type is: pd_op.recv_v2'): the recv_v2 of the rotary cos/sin is tagged with the chunk "
+    "of a later layer while ops of an earlier chunk read it, and the split erases it from "
+    "the earlier chunk's program; the first stage plans (17 jobs). The same VPP schedule "
+    "on the pipeline MLP, whose stages exchange only the activation, plans and relates "
+    "(planner_pp2_vpp)",
+    evidence="rank 1's planning process killed by SIGABRT inside the pipeline_scheduler "
+    "stage (verify/plan/crash_records.py keeps the stage it was in and its last error "
+    "lines); reproduce: python -m verify run --pass planner --case zoo_llama_pp2_vpp "
+    "(models group installed)")
+DECLARED += [
+    _case("zoo_llama_pp2",
+          "LLaMA (2 decoder layers) as a two-stage pipeline (pp_config splitting "
+          "model.layers, mesh pp2 x mp1), FThenB over 2 micro-batches",
+          "llama_pp.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP},
+          only_pass=PLANNER),
+    _case("zoo_llama_pp2_1f1b",
+          "LLaMA (2 decoder layers) as a two-stage pipeline under 1F1B (recv_forward / "
+          "send_backward jobs, the stages' job lists interleaved differently)",
+          "llama_pp_1f1b.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP},
+          only_pass=PLANNER),
+    _case("zoo_llama_pp2_vpp",
+          "LLaMA (4 decoder layers) as a two-stage pipeline under VPP, 2 chunks a stage",
+          "llama_pp_vpp.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP_VPP},
+          only_pass=PLANNER),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
 

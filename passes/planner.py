@@ -164,12 +164,13 @@ def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
 
 
 def merged_plan(case, records):
-    """``(rank, {"k_steps", "avg"})`` when ``case`` was planned with gradient
-    merge (the records' ``gradient_merge``), else None."""
+    """``(rank, {"k_steps", "avg"}, pipeline record or None)`` when ``case``
+    was planned with gradient merge (the records' ``gradient_merge``; a
+    pipeline turns it on), else None."""
     for r in case.ranks:
         gm = records[r].get("gradient_merge")
         if gm:
-            return r, gm
+            return r, gm, records[r].get("pipeline")
     return None
 
 
@@ -183,11 +184,13 @@ def merged_proof(case, merge) -> list:
     from verify.value.relation import NAME
 
     r, gm = merge
+    schedule = (f"the job list its pipeline scheduler made ({pipeline['pass']})"
+                if (pipeline := merge[2] if len(merge) > 2 else None) else
+                f"the job schedule [forward, backward] * {gm['k_steps']} + [optimize]")
     why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
-           f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as the job "
-           f"schedule [forward, backward] * {gm['k_steps']} + [optimize], which the "
-           "symbolic relation does not model; not proved (the numeric relation drives "
-           "that schedule)")
+           f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as {schedule}, "
+           "which the symbolic relation does not model; not proved (the numeric relation "
+           "drives that schedule)")
     return [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
                         details={"not_proved": True, "gradient_merge": gm})]
 

@@ -195,3 +195,91 @@ def test_a_witness_whose_gradients_are_all_zero_decides_nothing():
     assert "every gradient compared is zero" in dead[0].message
     live = compare_runs("t", serial_rel, rank_rels, {}, runs(0.5), {0: runs(0.5), 1: runs(0.5)}, 1)
     assert [c.verdict.value for c in live] == ["EQUIVALENT"] * 2, [c.message for c in live]
+
+
+def _stage_snapshots(case_name, stage):
+    import cases
+    from passes.planner import _snap, planner_dir
+
+    case = cases.all_cases()[case_name]
+    folder = planner_dir(case)
+    out = {}
+    for r in case.ranks:
+        rec = json.loads((folder / f"rank{r}" / "planner.json").read_text())
+        st = next(s for s in rec["stages"] if s["stage"] == stage)
+        out[r] = _snap(folder, r, st["snapshot"])
+    return out
+
+
+def _with_rank0_send(snaps, edit):
+    import copy
+
+    ops = [copy.deepcopy(o) for o in snaps[0].ops]
+    edit(next(o for o in ops if o.type == "pd_op.send_v2"))
+    return {**snaps, 0: snaps[0].with_ops(ops)}
+
+
+def test_the_value_proof_runs_sends_and_recvs():
+    """The symbolic executor matches a send with its peer's recv (the ring's
+    group in its recorded order): an attr edit that changes no value is
+    proved on both ranks by executing them (not by identity); rank 0 sending
+    its pre-activation instead of the ReLU's output is refuted on both ranks
+    (rank 1 computes on what it received, rank 0 on the gradients it gets
+    back)."""
+    from verify.value.proof import prove_application
+
+    snaps = _stage_snapshots("planner_pp2", "remove")  # before the merge: no kwargs
+    watched = {r: [o.outputs["param_out"][0] for o in s.ops if o.type == "pd_op.sgd_"]
+               for r, s in snaps.items()}
+    rings = {12: [[0, 1]], 13: [[1, 0]]}
+
+    def flip(op):
+        op.attrs["dynamic_shape"] = not op.attrs.get("dynamic_shape", False)
+
+    same = prove_application("t", [0, 1], rings, snaps, _with_rank0_send(snaps, flip), watched)
+    assert [c.verdict.value for c in same] == ["EQUIVALENT"] * 2, [c.message for c in same]
+    assert all("are the original ones" not in c.message for c in same)
+    relu_in = [o.inputs["x"][0] for o in snaps[0].ops if o.type == "pd_op.relu"][-1]
+
+    def wrong(op):
+        op.inputs["x"] = [relu_in]
+
+    bad = prove_application("t", [0, 1], rings, snaps, _with_rank0_send(snaps, wrong), watched)
+    assert [c.verdict.value for c in bad] == ["NOT_EQUIVALENT"] * 2, [c.message for c in bad]
+
+
+def test_recv_shape_rule_is_what_the_peer_sends():
+    """The recv_v2 rule (its out is its out_shape attr), evaluated on the
+    planned programs: each recv's out_shape is the shape of the tensor its
+    peer's matching send reads (sends and recvs on a ring paired in order);
+    a recv whose declared result disagrees with its out_shape is a shape
+    finding."""
+    import copy
+
+    from verify.checks import CheckContext, shape_check
+
+    snaps = _stage_snapshots("planner_pp2", "remove_comm")
+    rings = {12: [0, 1], 13: [1, 0]}
+    sent, got = {}, {}
+    for r, s in snaps.items():
+        for o in s.ops:
+            ring = int(o.attrs.get("ring_id", -1))
+            if o.type == "pd_op.send_v2":
+                peer = rings[ring][o.attrs["peer"]]
+                sent.setdefault((ring, r, peer), []).append(list(s.vars[o.inputs["x"][0]].shape))
+            elif o.type == "pd_op.recv_v2":
+                peer = rings[ring][o.attrs["peer"]]
+                got.setdefault((ring, peer, r), []).append(list(o.attrs["out_shape"]))
+    assert sent and sent == got, (sent, got)
+
+    def checked(snap):
+        ctx = CheckContext(pass_name="t", case_name="planner_pp2", rank=1, before=snap,
+                           after=snap, symbols={})
+        return [c for c in shape_check.run(ctx) if not c.ok and not c.advisory]
+
+    assert not checked(snaps[1])
+    ops = [copy.deepcopy(o) for o in snaps[1].ops]
+    recv = next(o for o in ops if o.type == "pd_op.recv_v2")
+    recv.attrs["out_shape"] = [4, 8]
+    bad = checked(snaps[1].with_ops(ops))
+    assert bad and "recv_v2" in bad[0].message, [c.message for c in bad]

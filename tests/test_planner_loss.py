@@ -224,7 +224,7 @@ def test_a_plan_made_with_gradient_merge_is_related_through_its_jobs_not_proved(
     case = SimpleNamespace(name="x", ranks=[0, 1])
     gm = {"k_steps": 2, "avg": True}
     merge = merged_plan(case, {0: {"gradient_merge": gm}, 1: {"gradient_merge": gm}})
-    assert merge == (0, gm)
+    assert merge == (0, gm, None)
     (proof,) = merged_proof(case, merge)
     assert (proof.name, proof.verdict.value, proof.advisory) == (
         "planner relation proof", "INCONCLUSIVE", True)

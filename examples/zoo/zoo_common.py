@@ -11,7 +11,7 @@ import paddleformers_cpu
 SEQ, BATCH, VOCAB = 8, 2, 32
 
 
-def model_file(make_model, plan_of, sharding=None):
+def model_file(make_model, plan_of, sharding=None, pipeline=False):
     """``build_model, loss, optimizer, inputs, labels, BATCH, VOCAB`` of a
     model file.
 
@@ -19,7 +19,9 @@ def model_file(make_model, plan_of, sharding=None):
     ``plan_of(model, mesh)``: the ``mp_config`` parallelize plan
     (``{sublayer name regex: dist.ColWiseParallel() ...}``), or None;
     ``sharding``: 1 or 2, ``dist.shard_optimizer`` with ``ShardingStage1/2``
-    over the mesh's ``dp`` dim.
+    over the mesh's ``dp`` dim; ``pipeline``: the decoder layers split
+    evenly over the mesh's ``pp`` dim (``pp_config``: ``model.layers``, and
+    workaround 4 of ``paddleformers_cpu.py``).
     """
     import paddle
     import paddle.distributed as dist
@@ -32,10 +34,14 @@ def model_file(make_model, plan_of, sharding=None):
         dist.auto_parallel.set_mesh(mesh)
         model = make_model()
         state["model"], state["mesh"] = model, mesh
-        plan = plan_of(model, mesh)
-        if plan:
-            model, _ = dist.parallelize(model, None, mesh,
-                                        {"mp_config": {"parallelize_plan": plan}})
+        plan = plan_of(model, mesh) if plan_of else None
+        config = {"mp_config": {"parallelize_plan": plan}} if plan else {}
+        if pipeline:
+            config["pp_config"] = {"split_spec": "model.layers"}
+        if config:
+            model, _ = dist.parallelize(model, None, mesh, config)
+        if pipeline:
+            paddleformers_cpu.reshard_kwargs(model.model.layers)
         return model
 
     def loss(logits, *rest):

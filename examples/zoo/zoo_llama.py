@@ -18,12 +18,12 @@ from zoo_common import VOCAB
 from paddleformers_cpu import config
 
 
-def make_model():
+def make_model(layers: int = 1):
     from paddleformers.transformers import LlamaConfig, LlamaForCausalLM
 
     return LlamaForCausalLM(config(
         LlamaConfig, vocab_size=VOCAB, hidden_size=16, intermediate_size=32,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
         max_position_embeddings=64, tie_word_embeddings=False))
 
 
@@ -43,3 +43,33 @@ def keyed_plan(model, mesh, sequence_parallel=False):
         plan["model.layers.*.post_attention_layernorm"] = dist.SequenceParallelEnable()
         plan["model.norm"] = dist.SequenceParallelEnd()
     return plan
+
+
+def pipelined(namespace: dict, schedule: str = "FThenB", layers: int = 2,
+              vpp_degree: int = 1, acc_steps: int = 2) -> None:
+    """Fill a model file's ``namespace`` with LLaMA (``layers`` decoder
+    layers) as a two-stage pipeline on a ``pp`` x ``mp`` mesh
+    (``MESH_DIMS``; ``zoo_common.model_file(pipeline=True)``) and a
+    ``configure`` planning it under ``schedule`` over ``acc_steps``
+    micro-batches (VPP: ``vpp_degree`` chunks a stage, cut at each decoder
+    layer)."""
+    from zoo_common import model_file
+
+    build_model, loss, optimizer, inputs, labels, batch, vocab = model_file(
+        lambda: make_model(layers), None, pipeline=True)
+    batch = batch * acc_steps  # acc_steps micro-batches of the zoo's batch
+
+    def configure(strategy):
+        strategy.pipeline.enable = True
+        strategy.pipeline.pp_degree = 2
+        strategy.pipeline.accumulate_steps = acc_steps
+        strategy.pipeline.micro_batch_size = batch // acc_steps
+        strategy.pipeline.schedule_mode = schedule
+        if vpp_degree > 1:
+            strategy.pipeline.vpp_degree = vpp_degree
+            strategy.pipeline.vpp_seg_method = "LlamaDecoderLayer"
+
+    configure.__doc__ = f"Two pipeline stages under {schedule}, {acc_steps} micro-batches."
+    namespace.update(build_model=build_model, loss=loss, optimizer=optimizer, inputs=inputs,
+                     labels=labels, BATCH=batch, VOCAB=vocab, MESH_DIMS=["pp", "mp"],
+                     configure=configure)

@@ -538,6 +538,11 @@ RULES.update({
     "pd_op.reduce_scatter": _reduce_scatter,
     "pd_op.all_gather": _all_gather,
     "pd_op.broadcast": same_as("x", "out"),
+    # a pipeline's point-to-point pair: a send makes nothing; a recv's out is
+    # the shape its out_shape attr declares (what its peer sends is the
+    # simulator's to compare, simulated_ranks._point_to_point)
+    "pd_op.send_v2": lambda s: {},
+    "pd_op.recv_v2": lambda s: {"out": [list(s.attr("out_shape", []))]},
     "pd_op.assign": same_as("x", "out"),
     "pd_op.split_with_num": _pir_split_with_num,
     "builtin.slice": _pir_vector_piece,

@@ -120,9 +120,14 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path,
 
 
 def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
-         strategy_path=None, ir: str = "legacy") -> Path:
+         strategy_path=None, ir: str = "legacy", keep_stage_failures: bool = False) -> Path:
     """Plan every rank (in parallel subprocesses) and write the program dir;
-    ``ir="pir"`` plans with ``dist.to_static`` (``verify/plan/pir_rank.py``)."""
+    ``ir="pir"`` plans with ``dist.to_static`` (``verify/plan/pir_rank.py``).
+    ``keep_stage_failures``: where every rank that failed did so inside a
+    planner stage (its records say which; a process killed there gets them
+    from ``crash_records.py``), the dir is kept with ``plan.json``'s
+    ``planner_failed`` instead of raising (the planner family reports the
+    stage)."""
     if ir not in ("legacy", "pir"):
         raise PlanError(f"--ir {ir!r}: expected legacy or pir")
     if ir == "pir" and strategy_path:
@@ -163,7 +168,9 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
              "--strategy-json", json.dumps(settings)],
             cwd=str(_REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
-    errors = []
+    from verify.plan.crash_records import how_it_died, write_killed
+
+    errors, in_stage = [], {}
     for r, p in procs.items():
         try:
             so, se = p.communicate(timeout=timeout)
@@ -174,7 +181,23 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
             continue
         if p.returncode != 0:
             lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
-            errors.append(f"rank {r}: {lines[-1] if lines else f'exit {p.returncode}'}")
+            errors.append(f"rank {r}: {lines[-1] if lines else how_it_died(p.returncode)}")
+            rank_dir = tmp / f"rank{r}"
+            if ir == "pir" and ((rank_dir / "planner.json").is_file()
+                                or write_killed(rank_dir, p.returncode, se or so)):
+                in_stage[r] = lines[-1] if lines else how_it_died(p.returncode)
+    if errors and keep_stage_failures and len(in_stage) == len(errors):
+        from verify.plan.program_format import FORMAT, VERSION
+
+        (tmp / "plan.json").write_text(json.dumps({
+            "format": FORMAT, "version": VERSION, "name": Path(model_path).stem,
+            "mesh": mesh, "rings": {}, "ir": "pir",
+            "planner_failed": {str(r): m for r, m in in_stage.items()}},
+            indent=1, sort_keys=True))
+        if out.exists():
+            out.rmdir()
+        os.rename(tmp, out)
+        return out
     if errors:
         import shutil
 

@@ -63,12 +63,13 @@ def has_value_row(op_type: str, startup: bool = False) -> bool:
     """Whether the value proof's executor gives ``op_type`` meaning
     (``verify/value/symbolic.py``: collectives apart, random fills of the
     startup program as fresh symbols, then the row table)."""
-    from verify.ir.collectives import COLLECTIVES
+    from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT
     from verify.value.semantics import RANDOM_INIT, ROWS
 
     if startup and op_type in RANDOM_INIT:
         return True
-    return op_type in ROWS or op_type in COLLECTIVES or op_type == "c_identity"
+    return op_type in ROWS or op_type in COLLECTIVES or op_type in POINT_TO_POINT or \
+        op_type == "c_identity"
 
 
 def scan(chosen, unbuilt: list | None = None) -> tuple[dict, list]:

@@ -66,7 +66,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from verify.ir.collectives import COLLECTIVES, communicates, root_of
+from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_of
 
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
@@ -972,6 +972,7 @@ class Executor:
     def run(self, states: dict, startup: bool):
         blocked = {}
         done = set()
+        mailbox = {}  # (ring, from, to) -> [Tensor]: sends wait in it for their recv
         while len(done) < len(states):
             progress = False
             for r, st in states.items():
@@ -979,7 +980,7 @@ class Executor:
                     continue
                 while st.pos < len(st.ops):
                     op = st.ops[st.pos]
-                    if communicates(op.type):
+                    if exchanges(op.type):
                         break
                     if op.type == "c_identity":
                         self._write(st, op.outputs["Out"][0],
@@ -1001,6 +1002,12 @@ class Executor:
                     continue
                 ring = int(op.attrs.get("ring_id", 0))
                 group = self._group(ring, r, op)
+                if op.type in POINT_TO_POINT:
+                    if self._point_to_point(r, op, group, ring, states, mailbox):
+                        states[r].pos += 1
+                        del blocked[r]
+                        progress = True
+                    continue
                 if not all(m in blocked and int(blocked[m].attrs.get("ring_id", 0)) == ring
                            for m in group):
                     gone = [m for m in group if m in done]
@@ -1026,6 +1033,31 @@ class Executor:
                                  f"{o.attrs.get('ring_id', 0)})" for r, o in sorted(blocked.items()))
                 raise ExecError(f"collectives do not match up; waiting: {desc}",
                                 min(blocked) if blocked else None)
+        unread = sorted(key for key, q in mailbox.items() if q)
+        if unread:
+            ring, src, dst = unread[0]
+            raise ExecError(f"rank {src} sent on ring {ring} what rank {dst} never received",
+                            src)
+
+    def _point_to_point(self, r, op, group, ring, states, mailbox) -> bool:
+        """Rank ``r``'s send (its tensor left in ``mailbox``) or recv (the
+        oldest tensor its peer sent it on ``ring``; False while none is
+        there), ``peer`` an index in the ring's group as the simulator reads it."""
+        peer = int(op.attrs.get("peer", 0))
+        if not 0 <= peer < len(group):
+            raise ExecError(f"rank {r} op {op.idx} ({op.type}) names peer {peer} on ring "
+                            f"{ring}, whose group is {group}", r, op)
+        slot_in, slot_out, kind = POINT_TO_POINT[op.type]
+        if kind == "send":
+            x = self._read(states[r], op.inputs[slot_in][0], op)
+            mailbox.setdefault((ring, r, group[peer]), []).append(x)
+            return True
+        queue = mailbox.get((ring, group[peer], r))
+        if not queue:
+            return False
+        self._write(states[r], op.outputs[slot_out][0], queue.pop(0), op)
+        self.ops_run += 1
+        return True
 
     def _perform(self, group, ops, states):
         kind = collective_kind(ops[0])
