@@ -166,7 +166,12 @@ def load_program_dir(path: str):
             raise ProgramDirError(f"{folder / 'plan.json'}: expect names unknown pass {key!r}")
         expect[name] = Expect(bool(e.get("fires", True)), e.get("verdict", "EQUIVALENT"),
                               e.get("reason", ""))
-    case = Case(name=str(plan["name"]), family="program_dir",
+    name = str(plan["name"])
+    from cases import all_cases
+
+    if name in all_cases():  # a user's plan of a model file a built-in case plans too
+        name = f"{name}@{folder.name}"
+    case = Case(name=name, family="program_dir",
                 summary=f"planned {'PIR ' if ir == 'pir' else ''}programs in {folder}",
                 mesh=plan["mesh"], builder=build_pir if ir == "pir" else build,
                 expect={}, rings={int(k): v for k, v in plan["rings"].items()},

@@ -183,9 +183,9 @@ def merged_proof(case, merge) -> list:
     numeric relation (``verify/numeric/merged_relation.py``) decides."""
     from verify.value.relation import NAME
 
-    r, gm = merge
+    r, gm, pipeline = merge
     schedule = (f"the job list its pipeline scheduler made ({pipeline['pass']})"
-                if (pipeline := merge[2] if len(merge) > 2 else None) else
+                if pipeline else
                 f"the job schedule [forward, backward] * {gm['k_steps']} + [optimize]")
     why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
            f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as {schedule}, "
