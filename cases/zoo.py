@@ -330,17 +330,22 @@ _PLANNER_PP_VPP = Expect(
     "stage (verify/plan/crash_records.py keeps the stage it was in and its last error "
     "lines); reproduce: python -m verify run --pass planner --case zoo_llama_pp2_vpp "
     "(models group installed)")
+_RS_PP = _rs_absent("none: the stages exchange tensors by pd_op.send_v2 / pd_op.recv_v2 "
+                    "only (pp2 x mp1)")
+_VPP_PP = _vpp_head("the head stored [vocab 32, hidden 16] whole on the last stage (no tensor "
+                    "parallelism): rank 1 raises, rank 0 holds no head and its 9 untransposed "
+                    "grads split shape-correct")
 DECLARED += [
     _case("zoo_llama_pp2",
           "LLaMA (2 decoder layers) as a two-stage pipeline (pp_config splitting "
           "model.layers, mesh pp2 x mp1), FThenB over 2 micro-batches",
-          "llama_pp.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP},
-          only_pass=PLANNER),
+          "llama_pp.py", 2, "[[0],[1]]", [[0], [1]], PP2,
+          {RS: _RS_PP, SPLIT: _VPP_PP, PLANNER: _PLANNER_PP}),
     _case("zoo_llama_pp2_1f1b",
           "LLaMA (2 decoder layers) as a two-stage pipeline under 1F1B (recv_forward / "
           "send_backward jobs, the stages' job lists interleaved differently)",
-          "llama_pp_1f1b.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP},
-          only_pass=PLANNER),
+          "llama_pp_1f1b.py", 2, "[[0],[1]]", [[0], [1]], PP2,
+          {RS: _RS_PP, SPLIT: _VPP_PP, PLANNER: _PLANNER_PP}),
     _case("zoo_llama_pp2_vpp",
           "LLaMA (4 decoder layers) as a two-stage pipeline under VPP, 2 chunks a stage",
           "llama_pp_vpp.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP_VPP},
