@@ -228,6 +228,8 @@ _PIPELINE = Expect(
     "serial program's micro-steps with the gradients averaged, for 2 optimizer steps "
     "(witnessed, not proved)")
 
+_PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
+
 CASES = [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
@@ -267,11 +269,11 @@ CASES = [
           uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
-          "planner_pp2.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
+          "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),
     _case("planner_pp2_1f1b", "examples/planner_pp2_1f1b.py: planner_pp2 under 1F1B (the "
           "scheduler's recv_forward / send_backward jobs)",
-          "planner_pp2_1f1b.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
+          "planner_pp2_1f1b.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),
     _case("planner_pp2_vpp", "examples/planner_pp2_vpp.py: the blocks round-robin over two "
           "stages, VPP with 2 chunks a stage (jobs per chunk)",
-          "planner_pp2_vpp.py", [[0], [1]], _PIPELINE, uses=["pipeline_of.py"]),
+          "planner_pp2_vpp.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),
 ]

@@ -67,7 +67,8 @@ def cache_root() -> Path:
     return root / "zoo" / _paddle_tag()
 
 
-HELPERS = ("paddleformers_cpu.py", "zoo_common.py", "zoo_llama.py", "zoo_families.py")
+HELPERS = ("paddleformers_cpu.py", "zoo_common.py", "zoo_llama.py", "zoo_families.py",
+           "../pipeline_strategy.py")
 
 
 def plan_key(params: dict) -> str:

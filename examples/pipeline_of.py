@@ -14,6 +14,7 @@ import paddle
 import paddle.distributed as dist
 from paddle import nn
 from paddle.static import InputSpec
+from pipeline_strategy import configure_pipeline
 
 H = 8
 
@@ -58,14 +59,8 @@ def pipelined(namespace: dict, schedule: str = "FThenB", block_stages=(0, 0, 1, 
     """Fill ``namespace`` (a model file's ``globals()``) with the pipeline
     model, its ``MESH_DIMS`` and a ``configure`` planning it as ``schedule``."""
     def configure(strategy):
-        strategy.pipeline.enable = True
-        strategy.pipeline.pp_degree = 2
-        strategy.pipeline.accumulate_steps = acc_steps
-        strategy.pipeline.micro_batch_size = batch // acc_steps
-        strategy.pipeline.schedule_mode = schedule
-        if vpp_degree > 1:  # chunks cut at each Block (the layer class's name)
-            strategy.pipeline.vpp_degree = vpp_degree
-            strategy.pipeline.vpp_seg_method = "Block"
+        configure_pipeline(strategy, schedule, acc_steps, batch // acc_steps, vpp_degree,
+                           "Block")
 
     configure.__doc__ = (f"A two-stage pipeline, schedule {schedule}, {acc_steps} "
                          f"micro-batches" + (f", {vpp_degree} chunks a stage"

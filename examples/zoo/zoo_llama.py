@@ -53,6 +53,11 @@ def pipelined(namespace: dict, schedule: str = "FThenB", layers: int = 2,
     ``configure`` planning it under ``schedule`` over ``acc_steps``
     micro-batches (VPP: ``vpp_degree`` chunks a stage, cut at each decoder
     layer)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from pipeline_strategy import configure_pipeline  # examples/, beside the zoo
     from zoo_common import model_file
 
     build_model, loss, optimizer, inputs, labels, batch, vocab = model_file(
@@ -60,14 +65,8 @@ def pipelined(namespace: dict, schedule: str = "FThenB", layers: int = 2,
     batch = batch * acc_steps  # acc_steps micro-batches of the zoo's batch
 
     def configure(strategy):
-        strategy.pipeline.enable = True
-        strategy.pipeline.pp_degree = 2
-        strategy.pipeline.accumulate_steps = acc_steps
-        strategy.pipeline.micro_batch_size = batch // acc_steps
-        strategy.pipeline.schedule_mode = schedule
-        if vpp_degree > 1:
-            strategy.pipeline.vpp_degree = vpp_degree
-            strategy.pipeline.vpp_seg_method = "LlamaDecoderLayer"
+        configure_pipeline(strategy, schedule, acc_steps, batch // acc_steps, vpp_degree,
+                           "LlamaDecoderLayer")
 
     configure.__doc__ = f"Two pipeline stages under {schedule}, {acc_steps} micro-batches."
     namespace.update(build_model=build_model, loss=loss, optimizer=optimizer, inputs=inputs,
