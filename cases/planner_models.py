@@ -229,6 +229,18 @@ _PIPELINE = Expect(
     "(witnessed, not proved)")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
+# the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
+_PIPELINE_TP = Expect(
+    True, "CONTRACT_BROKEN",
+    "Paddle's defect (as planner_tp2_gm): the pipeline turns gradient merge on, and 3.3.1's "
+    "auto_parallel_gradient_merge_pass types the zeroing of each TP-sharded parameter's "
+    "accumulator with the global shape (the column-parallel bias's [4] piece declared [8] "
+    "on every rank); every other stage holds, and both relations hold on all 4 ranks for "
+    "2 optimizer steps (the whole programs as the merged schedule, and the scheduler's "
+    "job lists with the row-parallel all-reduces beside the sends and recvs)",
+    evidence="the shape check after gradient_merge: 'op 47 (pd_op.set_value_with_tensor_): "
+    "output %43 dim 0 is declared 8 but is 4' on ranks 0 and 1 (op 54 on ranks 2 and 3); "
+    "reproduce: python -m verify run --pass planner --case planner_pp2_tp2")
 
 CASES = [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
@@ -273,6 +285,10 @@ CASES = [
     _case("planner_pp2_1f1b", "examples/planner_pp2_1f1b.py: planner_pp2 under 1F1B (the "
           "scheduler's recv_forward / send_backward jobs)",
           "planner_pp2_1f1b.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),
+    _case("planner_pp2_tp2", "examples/planner_pp2_tp2.py: planner_pp2 on a 2 x 2 pp x mp "
+          "mesh, each stage's blocks column- then row-parallel (all-reduces beside the "
+          "sends and recvs)",
+          "planner_pp2_tp2.py", [[0, 1], [2, 3]], _PIPELINE_TP, uses=_PIPELINE_FILES),
     _case("planner_pp2_vpp", "examples/planner_pp2_vpp.py: the blocks round-robin over two "
           "stages, VPP with 2 chunks a stage (jobs per chunk)",
           "planner_pp2_vpp.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

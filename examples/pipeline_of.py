@@ -23,11 +23,16 @@ class Block(nn.Layer):
     """A linear layer, then a ReLU unless it is the model's head (a ReLU
     there would zero every gradient of the outputs it clips)."""
 
-    def __init__(self, mesh, head=False):
+    def __init__(self, mesh, head=False, split=None):
         super().__init__()
         self.fc = nn.Linear(H, H)
-        self.fc.weight = dist.shard_tensor(self.fc.weight, mesh, [dist.Replicate()])
-        self.fc.bias = dist.shard_tensor(self.fc.bias, mesh, [dist.Replicate()])
+        # split over the stage's mp dim: "column" (weight Shard(1), bias Shard(0)),
+        # "row" (weight Shard(0), bias replicated: the partial sums all-reduced)
+        w, b = {None: ([dist.Replicate()], [dist.Replicate()]),
+                "column": ([dist.Shard(1)], [dist.Shard(0)]),
+                "row": ([dist.Shard(0)], [dist.Replicate()])}[split]
+        self.fc.weight = dist.shard_tensor(self.fc.weight, mesh, w)
+        self.fc.bias = dist.shard_tensor(self.fc.bias, mesh, b)
         self.head = head
 
     def forward(self, x):
@@ -36,12 +41,15 @@ class Block(nn.Layer):
 
 
 class PipelineMLP(nn.Layer):
-    def __init__(self, mesh, block_stages):
+    def __init__(self, mesh, block_stages, tensor_parallel=False):
         super().__init__()
         self.meshes = [mesh.get_mesh_with_dim("pp")[s] for s in range(2)]
         self.block_stages = list(block_stages)
         last = len(self.block_stages) - 1
-        self.blocks = nn.LayerList([Block(self.meshes[s], head=i == last)
+        # with tensor parallelism a stage's blocks alternate column- and row-parallel
+        splits = [("column", "row")[i % 2] if tensor_parallel else None
+                  for i in range(len(self.block_stages))]
+        self.blocks = nn.LayerList([Block(self.meshes[s], head=i == last, split=splits[i])
                                     for i, s in enumerate(self.block_stages)])
 
     def forward(self, x):
@@ -55,9 +63,12 @@ class PipelineMLP(nn.Layer):
 
 
 def pipelined(namespace: dict, schedule: str = "FThenB", block_stages=(0, 0, 1, 1),
-              acc_steps: int = 2, batch: int = 4, vpp_degree: int = 1) -> None:
+              acc_steps: int = 2, batch: int = 4, vpp_degree: int = 1,
+              tensor_parallel: bool = False) -> None:
     """Fill ``namespace`` (a model file's ``globals()``) with the pipeline
-    model, its ``MESH_DIMS`` and a ``configure`` planning it as ``schedule``."""
+    model, its ``MESH_DIMS`` and a ``configure`` planning it as ``schedule``;
+    ``tensor_parallel``: each stage's blocks alternate column- and
+    row-parallel over the stage's ``mp`` dim (a ``pp`` x ``mp`` mesh of 2 x 2)."""
     def configure(strategy):
         configure_pipeline(strategy, schedule, acc_steps, batch // acc_steps, vpp_degree,
                            "Block")
@@ -67,7 +78,7 @@ def pipelined(namespace: dict, schedule: str = "FThenB", block_stages=(0, 0, 1, 
                                              if vpp_degree > 1 else "") + ".")
     namespace.update(
         MESH_DIMS=["pp", "mp"], BATCH=batch, configure=configure,
-        build_model=lambda mesh: PipelineMLP(mesh, block_stages),
+        build_model=lambda mesh: PipelineMLP(mesh, block_stages, tensor_parallel),
         loss=nn.MSELoss(),
         optimizer=lambda parameters: paddle.optimizer.SGD(learning_rate=0.1,
                                                           parameters=parameters),

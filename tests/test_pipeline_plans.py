@@ -75,14 +75,19 @@ def _checks(app, name):
     return [c for c in app.checks if c.name == name]
 
 
-@pytest.mark.parametrize("case_name", ["planner_pp2", "planner_pp2_1f1b", "planner_pp2_vpp"])
+@pytest.mark.parametrize("case_name", ["planner_pp2", "planner_pp2_1f1b", "planner_pp2_vpp",
+                                       "planner_pp2_tp2"])
 def test_pipeline_job_lists_relate(case_name):
-    """Both ranks' job lists, as the scheduler made them, relate to the serial
+    """Every rank's job list, as the scheduler made it, relates to the serial
     micro-steps (the loss of each micro-step on the last stage, the merged
-    gradients, the deferred updates), and so do the whole rank programs."""
+    gradients, the deferred updates), and so do the whole rank programs; on
+    PP2 x TP2 with the all-reduces of each stage's row-parallel block."""
+    import cases
+
     app = _apply(case_name)
     jobs = _checks(app, "job plan relation")
-    assert sorted(c.rank for c in jobs) == [0, 1], [c.message for c in app.checks]
+    assert sorted(c.rank for c in jobs) == cases.all_cases()[case_name].ranks, \
+        [c.message for c in app.checks]
     assert all(c.verdict.value == "EQUIVALENT" for c in jobs), [c.message for c in jobs]
     assert any("loss (micro-step 2)" in c.details["values"] for c in jobs)
     assert all(c.verdict.value == "EQUIVALENT" for c in _checks(app, "planner relation"))
