@@ -27,6 +27,17 @@ EDITS = {
         "        src_mesh = src_dist_attr.process_mesh\n"
         "        # MUTANT: the reshard function raises\n"
         "        raise RuntimeError(\"p_to_r mutant: refusing to reshard\")\n"),
+    # p_to_r aborts the process (as a C++ check failing does): no Python
+    # exception, no records written by the planning process itself
+    "p_to_r_aborts": (
+        f"{_STATIC}/reshard_funcs/p_to_r_reshard_func.py",
+        "    def reshard(self, src_dist_attr, dst_dist_attr, src_value, dst_type):\n"
+        "        src_mesh = src_dist_attr.process_mesh\n",
+        "    def reshard(self, src_dist_attr, dst_dist_attr, src_value, dst_type):\n"
+        "        src_mesh = src_dist_attr.process_mesh\n"
+        "        # MUTANT: the process aborts inside the reshard stage\n"
+        "        import os\n"
+        "        os.abort()\n"),
     # r_to_s keeps the next rank's chunk instead of its own
     "r_to_s_neighbour": (
         f"{_STATIC}/reshard_funcs/r_to_s_reshard_func.py",

@@ -210,6 +210,33 @@ def test_a_raising_stage_is_pass_crashed_and_later_stages_not_run(monkeypatch):
     assert {"after remove", "after dist2dense", "after remove_comm"} <= not_run
 
 
+def test_a_stage_that_kills_the_process_is_pass_crashed_from_its_trace(monkeypatch):
+    """A stage that aborts the planning process (SIGABRT: no Python
+    exception, no records written by the process) is PASS_CRASHED at that
+    stage from the trace the process left (``crash_records.py``), naming the
+    signal; the stages before it ran but were lost with the process
+    (advisory), the later ones not run."""
+    app = _apply("planner_tp2", ["p_to_r_aborts"], monkeypatch)
+    crashed = [c for c in app.checks if c.verdict.value == "PASS_CRASHED"]
+    assert app.verdict.value == "PASS_CRASHED" and crashed, [c.message for c in app.checks]
+    assert {c.name for c in crashed} == {"after reshard"}
+    assert all("killed by SIGABRT" in c.details["traceback"] for c in crashed)
+    lost = {c.name for c in app.checks if c.details.get("lost")}
+    assert {"after serial", "after partition"} <= lost
+    assert all(c.advisory for c in app.checks if c.details.get("lost"))
+    not_run = {c.name for c in app.checks if "not run" in c.message}
+    assert {"after remove", "after dist2dense", "after remove_comm"} <= not_run
+
+
+def test_crash_records_without_a_trace_write_nothing(tmp_path):
+    """A process that died outside every stage (no ``running.json``) gets no
+    records: the build fails naming the rank instead (``plan_model``)."""
+    from verify.plan.crash_records import how_it_died, write_killed
+
+    assert not write_killed(tmp_path, -6, "boom") and not (tmp_path / "planner.json").exists()
+    assert how_it_died(-6) == "killed by SIGABRT" and how_it_died(3) == "exit 3"
+
+
 def test_a_version_1_program_dir_still_reads_and_has_no_planner_application(tmp_path):
     """Format version 2 adds the planner records; a version-1 PIR dir (no
     records) loads as before and the planner family does not pair with it."""
