@@ -11,7 +11,8 @@ erased, and the j-th collective's input fetched; the last stage keeps every
 op, all collectives replaced, and fetches the watched values.  The
 simulator performs each collective between stages (``simulated_ranks.
 _perform``: sum/max/min/prod/avg all-reduce, reduce-scatter and all-gather
-along dim 0, broadcast) over the case's rings.  A stage re-runs the ops
+along dim 0, broadcast) over the case's rings, and a pipeline's sends and
+recvs through its mailbox (``_point_to_point``).  A stage re-runs the ops
 before its collective: fine for pure ops, wrong for state, so a program with
 an in-place write to a persistable value (an optimizer update) before its
 last collective is refused (``BackendError``), never run -- unless the caller

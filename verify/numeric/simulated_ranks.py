@@ -4,7 +4,8 @@ Each rank's program is cut at its collective ops.  The pieces between run
 with ``Executor(CPUPlace())`` in one scope per rank, and every collective
 is performed here, between pieces, on numpy arrays (sum/max/min/prod/avg
 all-reduce, all-gather, reduce-scatter, broadcast), for whichever
-ring and group the case declares.  Ranks advance in lock step: a rank runs
+ring and group the case declares; a pipeline's point-to-point sends and
+recvs go through a mailbox (a send never waits, a recv waits for its peer).  Ranks advance in lock step: a rank runs
 until its next collective, and a collective fires when every member of its
 group has reached a collective on that ring.  Ranks that wait for each other
 forever, or meet different collectives, end the run with an error naming

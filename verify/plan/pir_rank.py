@@ -7,7 +7,8 @@ A PIR model file is written in Paddle 3.x's own style (see
 ``paddle.nn.Layer`` whose parameters are placed with
 ``dist.shard_tensor(param, mesh, [dist.Shard(d) | dist.Replicate()])`` on the
 ``dist.ProcessMesh`` it is given (dim names ``["mp"]``, or ``["dp", "mp"]``
-for ``--mesh DPxTP``); ``loss``, ``optimizer(parameters)``, ``inputs`` and
+for ``--mesh DPxTP``, or the model file's ``MESH_DIMS``, e.g. ``["pp", "mp"]``
+for a pipeline: ``examples/pipeline_of.py``); ``loss``, ``optimizer(parameters)``, ``inputs`` and
 ``labels`` (``InputSpec`` lists, the first dim the batch, ``-1`` allowed
 there only) and ``BATCH`` as for the legacy planner; integer inputs (token
 ids) are drawn from ``[0, VOCAB)`` (``VOCAB`` of the model file, default 2).
