@@ -81,7 +81,7 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
     docstring); RuntimeError naming the rank when one fails outside a stage."""
     from verify.plan import pir_rank as pir_plan
     from verify.plan.crash_records import how_it_died, write_killed
-    from verify.plan.program_format import FORMAT, VERSION, write_plan_json
+    from verify.plan.program_format import write_failed_plan_json, write_plan_json
 
     ids = _ids(mesh)
     world = max(ids) + 1
@@ -109,10 +109,7 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
         raise RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
                            f"planner's stages: {failed[lost[0]]}")
     if failed:  # a stage raised: the records say which; no programs to run
-        (out / "plan.json").write_text(json.dumps({
-            "format": FORMAT, "version": VERSION, "name": name, "mesh": mesh, "rings": {},
-            "ir": "pir", "planner_failed": {str(r): m for r, m in failed.items()}},
-            indent=1, sort_keys=True))
+        write_failed_plan_json(out, name, mesh, failed)
     else:
         write_plan_json(out, name=name, mesh=mesh, model=str(model), ir="pir")
     return out

@@ -79,15 +79,10 @@ def _optimizer_grads(program, names) -> dict:
     """``{parameter name: grad operand's value name}`` of the optimizer ops
     of ``program`` (ops with ``param`` and ``grad`` operands, the param a
     ``builtin.parameter``)."""
+    from verify.ir.optimizer_operands import param_grad_operands
+
     out = {}
-    for op in program.global_block().ops:
-        try:
-            slots = list(op.get_input_names())
-        except Exception:
-            continue
-        if "param" not in slots or "grad" not in slots:
-            continue
-        p = op.operand_source(slots.index("param"))
+    for op, p, g in param_grad_operands(program):
         d = p.get_defining_op() if p.initialized() else None
         if d is not None and d.name() == "builtin.parameter":
             pname = d.attrs()["parameter_name"]
@@ -95,7 +90,6 @@ def _optimizer_grads(program, names) -> dict:
             pname = _keyword(program, p)
         if pname is None:
             continue
-        g = op.operand_source(slots.index("grad"))
         gname = names.table.get((g.get_defining_op().id(), g.index())) \
             if g.get_defining_op() is not None else None
         if gname is None:  # a keyword block argument read as is (an accumulator)

@@ -187,13 +187,9 @@ def plan(model_path: str, ranks: int, mesh_text=None, out=None, timeout=600.0,
                                 or write_killed(rank_dir, p.returncode, se or so)):
                 in_stage[r] = lines[-1] if lines else how_it_died(p.returncode)
     if errors and keep_stage_failures and len(in_stage) == len(errors):
-        from verify.plan.program_format import FORMAT, VERSION
+        from verify.plan.program_format import write_failed_plan_json
 
-        (tmp / "plan.json").write_text(json.dumps({
-            "format": FORMAT, "version": VERSION, "name": Path(model_path).stem,
-            "mesh": mesh, "rings": {}, "ir": "pir",
-            "planner_failed": {str(r): m for r, m in in_stage.items()}},
-            indent=1, sort_keys=True))
+        write_failed_plan_json(tmp, Path(model_path).stem, mesh, in_stage)
         if out.exists():
             out.rmdir()
         os.rename(tmp, out)

@@ -124,6 +124,19 @@ def _check_format(data: dict, path: Path) -> None:
                               f"this reader's {VERSION}")
 
 
+def write_failed_plan_json(folder, name: str, mesh: list, failed: dict) -> Path:
+    """``plan.json`` of a PIR plan whose planner failed inside a stage on the
+    ranks of ``failed`` (``{rank: last error line}``): their records say
+    which stage (``planner.json``, or ``crash_records.py``'s for a process
+    killed there); no rank program to run, so no rings."""
+    path = Path(folder) / "plan.json"
+    path.write_text(json.dumps({
+        "format": FORMAT, "version": VERSION, "name": name, "mesh": mesh, "rings": {},
+        "ir": "pir", "planner_failed": {str(r): m for r, m in failed.items()}},
+        indent=1, sort_keys=True))
+    return path
+
+
 def write_plan_json(folder, name: str, mesh: list, model: str = "", expect=None,
                     enable_sp: bool = False, ir: str = "legacy") -> Path:
     """``plan.json`` of a folder whose ``rank<R>/meta.json`` are written."""

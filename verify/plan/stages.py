@@ -292,16 +292,10 @@ def optimizer_ops(program) -> list:
     """``[(op, param value, grad value)]``: ops whose ``param`` operand is a
     parameter and that read a ``grad`` operand (sgd_, adam_, adamw_,
     momentum_, ... by their operand names, not their op names)."""
+    from verify.ir.optimizer_operands import param_grad_operands
+
     out = []
-    for op in program.global_block().ops:
-        try:
-            names = list(op.get_input_names())
-        except Exception:
-            continue
-        if "param" not in names or "grad" not in names:
-            continue
-        p = op.operand_source(names.index("param"))
-        g = op.operand_source(names.index("grad"))
+    for op, p, g in param_grad_operands(program):
         root = parameter_root(p)
         if root is not None:
             out.append((op, root, g))
