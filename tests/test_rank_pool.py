@@ -353,3 +353,40 @@ def test_crashed_rank_is_a_process_crash_and_a_raising_rank_explains_first():
     with pytest.raises(BackendError) as exc:
         raise_for_errors(raised)
     assert exc.value.rank == 2 and not isinstance(exc.value, ProcessCrash)
+
+
+@pytest.mark.slow
+def test_a_launcher_that_dies_before_any_rank_connects_is_launched_again(
+        tmp_path, monkeypatch):
+    """A launcher that exits before every rank connected ran no job (under
+    ``pytest -n`` two pools starting at once once made Paddle's TCP store
+    abort at start-up): the pool is launched again and the job runs; one
+    that keeps dying is reported after ``LAUNCH_ATTEMPTS`` launches.  The
+    failure is real: the interpreter the launcher starts with is a script
+    that exits 1 on its first start (then runs the real one)."""
+    import stat
+    import sys
+
+    def interpreter(fail_times):
+        marker = tmp_path / f"starts-{fail_times}"
+        script = tmp_path / f"python-{fail_times}"
+        script.write_text(
+            "#!/bin/sh\n"
+            f'n=$(cat "{marker}" 2>/dev/null || echo 0)\n'
+            f'echo $((n + 1)) > "{marker}"\n'
+            f'[ "$n" -lt {fail_times} ] && exit 1\n'
+            f'exec "{sys.executable}" "$@"\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        return str(script)
+
+    rank_pool.shutdown_pools()
+    monkeypatch.setattr(sys, "executable", interpreter(1))
+    results = rank_pool.run_ranks(_specs(), timeout=60)
+    for res in results.values():
+        assert res.error is None, res.error
+        np.testing.assert_array_equal(res.steps[0]["y"], np.full([2, 3], 3.0))
+    assert _pools()[0].attempts == 2
+    rank_pool.shutdown_pools()
+    monkeypatch.setattr(sys, "executable", interpreter(99))
+    with pytest.raises(BackendError, match="launched 3 times"):
+        rank_pool.run_ranks(_specs(), timeout=60)

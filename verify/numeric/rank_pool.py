@@ -231,6 +231,17 @@ def wait_port(host: str, port: int, deadline: float) -> bool:
     return False
 
 
+class LaunchExited(BackendError):
+    """The launcher died before every rank connected: no job ran.  Its master
+    port is picked free, closed, then bound by the launcher; another process
+    can take it in between (two pools starting at once under ``pytest -n``),
+    and Paddle's TCP store then aborts: ``_pool_for`` launches again."""
+
+
+# launches of a pool before its start-up failure is reported (LaunchExited)
+LAUNCH_ATTEMPTS = 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -399,6 +410,7 @@ class Pool:
         self.log_dir = tempfile.mkdtemp(prefix=f"rank_pool_{world}_")
         self._authkey = new_authkey()
         self.dropped = 0  # peers that failed authentication while starting
+        self.attempts = 1  # launches it took (LaunchExited: its port was taken)
 
     # -- lifecycle
     def start(self, timeout: float = LAUNCH_TIMEOUT) -> None:
@@ -438,7 +450,7 @@ class Pool:
             deadline = start + timeout
             while len(self.socks) < self.world:
                 if self.proc.poll() is not None:
-                    raise BackendError(
+                    raise LaunchExited(
                         f"the launcher of a {self.world}-rank pool exited with code "
                         f"{self.proc.returncode} before every rank connected\n"
                         + self.logs())
@@ -732,8 +744,16 @@ def _pool_for(job: _Job) -> Pool:
             _, old = _POOLS.popitem(last=False)
             old.kill()
         _install_handlers()
-        pool = Pool(job.world, job.gpu, bind_world=job.gpu or job.binds_world)
-        pool.start()
+        for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+            pool = Pool(job.world, job.gpu, bind_world=job.gpu or job.binds_world)
+            try:
+                pool.start()
+                break
+            except LaunchExited as exc:  # no job ran: a fresh port, a fresh launch
+                if attempt == LAUNCH_ATTEMPTS:
+                    raise BackendError(f"{exc} (launched {attempt} times, each a fresh "
+                                       "master port)") from exc
+        pool.attempts = attempt
         _POOLS[pool.id] = pool
         return pool
 
