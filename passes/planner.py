@@ -144,6 +144,11 @@ def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
     job list does not, the ``pipeline_scheduler`` stage made the difference:
     the counterexample says so."""
     out = relation_run(case, folder, records, notes, merge=merge, jobs=True)
+    where = f"planner on {case.name}"
+    for c in out:  # the planner relation's comparison (or failure), of the job lists
+        c.name = JOB_PLAN_CHECK
+        c.message = c.message.replace(f"{where}: ", f"{where} (the scheduler's job lists): ",
+                                      1)
     whole = {c.rank: c.verdict for c in earlier
              if c.kind == "numeric" and c.name == "planner relation"}
     holds = bool(whole) and all(v == Verdict.EQUIVALENT for v in whole.values())
@@ -711,11 +716,6 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                      "process, ranks in lock step (PIR executor, simulated collectives)")
     out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
                                     rank_outs, steps, micro_steps=k if merge else 0)
-    if jobs:  # the same comparison, of the scheduler's jobs
-        for c in out:
-            c.name = JOB_PLAN_CHECK
-            c.message = c.message.replace(f"{where}: ", f"{where} (the scheduler's job "
-                                          "lists): ", 1)
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out
