@@ -23,6 +23,9 @@ class PassRun:
     # log is in ``error`` and ``rewritten`` is then an unrewritten build.
     crash: str | None = None
     out_of_memory: bool = False  # the pass raised MemoryError (its worker is then replaced)
+    # One line when the worker died of something outside the pass and the
+    # checker (killed from outside twice): the application is INCONCLUSIVE
+    environment: str | None = None
 
 
 class PassAdapter:

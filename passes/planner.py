@@ -694,11 +694,11 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
     except Exception as exc:
         import traceback
 
-        from verify.verdicts import error_line
+        from verify.verdicts import failure_line
 
         tb = getattr(exc, "traceback", None) or traceback.format_exc()
         return [CheckResult("numeric", "planner relation", None, Verdict.INCONCLUSIVE,
-                            f"{where}: the runs did not complete: {error_line(str(exc)) if str(exc) else type(exc).__name__}",
+                            f"{where}: the runs did not complete: {failure_line(exc)}",
                             details={"traceback": tb})]
     if jobs:
         kinds = sorted({t for r in case.ranks for t, _ in records[r]["pipeline"]["jobs"]})
@@ -778,11 +778,11 @@ def relation_proof(case, folder, records, notes) -> list:
             else:
                 serial, snaps = _relation_snapshots(folder, case.ranks, r0)
         except Exception as exc:
-            from verify.verdicts import error_line
+            from verify.verdicts import failure_line
 
             out = [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE,
                                f"{where}: the programs could not be read for the proof: "
-                               f"{error_line(str(exc)) if str(exc) else type(exc).__name__}",
+                               f"{failure_line(exc)}",
                                details={"not_proved": True})]
         else:
             rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())

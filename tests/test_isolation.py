@@ -146,6 +146,115 @@ def test_fault_pass_is_pass_crashed_and_the_next_application_is_judged(
     assert nxt.verdict == Verdict.EQUIVALENT, [c.message for c in nxt.checks]
 
 
+def test_threads_are_not_memory_a_correct_pass_with_400_threads_is_judged():
+    """The memory limit is on resident memory: 400 idle threads (stacks and
+    malloc arenas, ~28 GB of address space) under the default 4096 MB limit
+    leave the pass's verdict as it is (RLIMIT_AS failed them with EAGAIN)."""
+    isolation.configure(timeout=60, memory_mb=4096)
+    adapter, case = passes.get("overlap"), cases.all_cases()[CASE]
+    loaded = load_pass_file(os.path.join(FAULTS, "many_threads.py"))
+    try:
+        app = run_application(adapter, case, source=loaded.path)
+    finally:
+        loaded.restore()
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks]
+
+
+def _kill_worker_when_named(times: int):
+    """A thread that SIGKILLs the worker applying killed_from_outside.py,
+    ``times`` times (each time it names itself), as an operator would."""
+    import tempfile
+    import threading
+
+    path = os.path.join(tempfile.gettempdir(), f"verify_outside_kill_{os.getpid()}.pid")
+    killed = []
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while len(killed) < times and time.monotonic() < deadline:
+            try:
+                pid = int(open(path).read())
+            except (OSError, ValueError):
+                time.sleep(0.05)
+                continue
+            os.unlink(path)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t, killed, path
+
+
+@pytest.mark.parametrize("kills", [1, 2])
+def test_a_worker_killed_from_outside_is_not_the_passes_fault(kills):
+    """kill -9 of the worker while it applies a correct pass: rerun once in a
+    fresh worker (one kill: the pass's own verdict); killed again:
+    INCONCLUSIVE naming the environment, never PASS_CRASHED."""
+    isolation.configure(timeout=60, memory_mb=4096)
+    adapter, case = passes.get("overlap"), cases.all_cases()[CASE]
+    loaded = load_pass_file(os.path.join(FAULTS, "killed_from_outside.py"))
+    t, killed, path = _kill_worker_when_named(kills)
+    try:
+        run = run_pass(adapter, case, case.ranks[0])
+    finally:
+        loaded.restore()
+        t.join(timeout=5)
+        if os.path.exists(path):
+            os.unlink(path)
+    assert len(killed) == kills
+    if kills == 1:
+        assert run.error is None and run.crash is None, run.error
+        assert not run.environment
+    else:
+        assert run.environment and "from outside" in run.environment, run.error
+        assert "twice" in run.environment and run.crash is None
+
+
+def test_resident_watch_kills_a_growing_process_and_spares_threads():
+    """The watch on concrete processes: one that touches 600 MB is killed
+    past a 200 MB limit; one that starts 300 threads and touches little is not."""
+    from verify.engine.resident_watch import ResidentWatch
+
+    grow = ("import time\nh=[]\nfor _ in range(60):\n h.append(bytearray(10<<20))\n"
+            " time.sleep(0.02)\ntime.sleep(5)")
+    threads = ("import threading,time\ne=threading.Event()\nts=[threading.Thread("
+               "target=e.wait) for _ in range(300)]\n[t.start() for t in ts]\n"
+               "time.sleep(1.5)\ne.set()")
+    for code, limit, killed in ((grow, 200, True), (threads, 200, False)):
+        p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+        time.sleep(0.1)
+        w = ResidentWatch(p.pid, limit)
+        try:
+            rc = p.wait(timeout=30)
+        finally:
+            w.stop()
+        assert (w.tripped is not None) == killed, (rc, w.peak)
+        if killed:
+            assert rc == -signal.SIGKILL and w.tripped > w.limit_bytes
+            assert "exceeded the memory limit of 200 MB" in w.summary()
+        else:
+            assert rc == 0
+
+
+def test_a_failure_of_the_environment_leads_its_message():
+    """The first line of a failed run names the environment's failure, not a
+    symptom; a worker crash's first line is its summary, not its stack."""
+    from verify.numeric.run_spec import ProcessCrash
+    from verify.verdicts import failure_line
+
+    crash = ProcessCrash("planner on c: overran its time limit: timed out after 600 s\n"
+                         "Thread 0x1 (most recent call first):\nCurrent thread 0x2:\n"
+                         "  File \"x.py\", line 1 in run")
+    assert failure_line(crash) == "planner on c: overran its time limit: timed out after 600 s"
+    eagain = RuntimeError("Traceback (most recent call last):\n  File \"e.py\"\n"
+                          "RuntimeError: Resource temporarily unavailable")
+    line = failure_line(eagain)
+    assert line.startswith("checker environment: a thread or process could not be started")
+    assert "Resource temporarily unavailable" in line
+    assert failure_line(ValueError("shapes differ")) == "shapes differ"
+
+
 def test_pass_file_change_is_seen_by_the_worker(tmp_path):
     """A worker reloads the pass file when it changes on disk."""
     path = tmp_path / "changing.py"

@@ -76,6 +76,45 @@ def error_line(tb: str) -> str:
     return lines[-1].strip()[:400] if lines else "unknown error"
 
 
+# What the checker's own environment ran out of, as it shows in an error's
+# text: (pattern, the cause in words).  Such a failure says nothing about
+# the programs, and the user must read it first, not a symptom of it.
+_ENVIRONMENT = [
+    ("Resource temporarily unavailable",
+     "a thread or process could not be started (EAGAIN: a limit on threads, "
+     "processes or address space)"),
+    ("Too many open files", "out of file descriptors (EMFILE)"),
+    ("No space left on device", "out of disk space (ENOSPC)"),
+    ("Cannot allocate memory", "out of memory (ENOMEM)"),
+    ("std::bad_alloc", "out of memory (std::bad_alloc)"),
+]
+
+
+def environment_cause(text: str) -> str | None:
+    """The environment failure ``text`` reports, in words, or None."""
+    for pattern, cause in _ENVIRONMENT:
+        if pattern in (text or ""):
+            return cause
+    return None
+
+
+def failure_line(exc: BaseException) -> str:
+    """One line saying why a run failed: a failure of the checker's own
+    environment first (``checker environment: ...``), else the exception's
+    own summary (a worker crash: its first line; a traceback: its error line)."""
+    text = str(exc)
+    cause = environment_cause(text) or environment_cause(
+        str(getattr(exc, "traceback", "") or ""))
+    if cause:
+        return f"checker environment: {cause}; not a fact about the programs " \
+               f"({error_line(text) if text else type(exc).__name__})"[:600]
+    if not text:
+        return type(exc).__name__
+    if getattr(exc, "first_line_says_why", False):
+        return text.strip().splitlines()[0][:400]
+    return error_line(text)
+
+
 # the order in which tables and summaries show verdicts (LEFT_ALONE: an
 # EQUIVALENT application whose pass changed nothing, shown apart)
 SHOWN = ["EQUIVALENT", "LEFT_ALONE", "NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED",

@@ -251,6 +251,13 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
                 f"case {case.name} failed to build rank {rank}: "
                 f"{tb.strip().splitlines()[-1]}", details={"traceback": tb}))
             continue
+        if getattr(run, "environment", None):  # not the pass's doing: no finding
+            app.outcomes.append(RankOutcome(rank, None, None, build_error=run.error))
+            app.checks.append(CheckResult(
+                "pass", "pass ran", rank, Verdict.INCONCLUSIVE,
+                f"{adapter.name} on case {case.name} rank {rank}: {run.environment}",
+                details={"traceback": run.error}))
+            continue
         before = _snapshot(run.original, case, rank, "original")
         after = _snapshot(run.rewritten, case, rank, "rewritten")
         if mutator is not None and mutator[0] == rank and not run.error:

@@ -31,9 +31,17 @@ Limits, per job
 * wall clock ``timeout`` (s): past it the parent asks the worker for its
   Python stack (``faulthandler`` registered on SIGUSR1, written to a file),
   waits a moment, then kills the worker's process group;
-* memory ``memory_mb``: ``RLIMIT_AS`` of the worker is set to its current
-  address space plus ``memory_mb`` for the job (Paddle alone maps ~0.7 GB),
-  and lifted again after it; past it allocations fail with ``MemoryError``.
+* memory ``memory_mb``: the resident memory of the worker's process group
+  may grow by ``memory_mb`` during the job; past it a watch in this process
+  kills the group (``verify/engine/resident_watch.py``: not ``RLIMIT_AS``,
+  which thread stacks and malloc arenas exhaust long before memory is).
+
+A worker killed by a signal it did not raise itself (SIGKILL, SIGTERM, ...
+from outside: the OOM killer, an operator's ``kill -9``) is not the job's
+fault: the job is run once more in a fresh worker, and a second such death
+is an environment failure (``Outcome.kind == "external"``), INCONCLUSIVE,
+never PASS_CRASHED.  Synchronous faults (SIGSEGV, SIGABRT, SIGBUS, SIGFPE,
+SIGILL) are the job's.
 
 Outcomes (``PassRun.crash`` is the one-line summary, ``PassRun.error`` the
 full text with the worker's stack or log):
@@ -44,7 +52,8 @@ the job                outcome
 overruns ``timeout``   ``timed out after N s`` + the worker's Python stack
 exits (``os._exit``)   ``the worker exited with code N``
 killed by a signal     ``the worker was killed by SIGSEGV`` (name) + stack
-memory limit           ``exceeded the memory limit of N MB (MemoryError)``
+memory limit           ``exceeded the memory limit of N MB (resident ...)``
+killed from outside    rerun once; again: ``killed by SIGKILL from outside``
 raises (any, also      the traceback, as in process; the half-rewritten
 ``SystemExit``)        program is sent back
 =====================  ===================================================
@@ -94,6 +103,7 @@ from verify.ir.paddle_overlay import ENV as _OVERLAY_ENV
 from verify.ir.pass_sources import active_files, note, recording, replayable
 from verify.ir.program_transport import rebuild_legacy
 from verify.engine.origins import stamp_built, stamp_imported
+from verify.engine.resident_watch import ResidentWatch
 from verify import interrupt
 from verify.numeric import offload
 from verify.numeric.run_spec import BackendError, ProcessCrash
@@ -102,6 +112,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 120.0
 STACK_WAIT = 1.0  # seconds the worker gets to write its stack on a timeout
 MAX_IDLE = 2  # idle workers kept
+MAX_THREADS = 256  # a worker holding more threads after a job is not reused
+# signals a process raises on itself (a fault of the code it runs); any other
+# signal that kills a worker came from outside (the OOM killer, kill -9)
+FAULT_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE,
+                 signal.SIGILL, signal.SIGTRAP, signal.SIGSYS}
 
 _SETTINGS = {
     "enabled": os.environ.get("VERIFY_ISOLATION", "1") not in ("0", "false", "no", "off"),
@@ -146,7 +161,7 @@ class WorkerCrash(ProcessCrash):
 class Outcome:
     """How a job ended when it did not answer."""
 
-    kind: str  # "timeout" | "exit" | "signal" | "memory"
+    kind: str  # "timeout" | "exit" | "signal" | "memory" | "external"
     summary: str  # one line
     detail: str = ""  # the worker's Python stack, or its log tail
 
@@ -275,6 +290,14 @@ class _Worker:
         A crashed or overrun worker is killed here."""
         self.jobs += 1
         job = self.jobs
+        self.watch = ResidentWatch(self.proc.pid, memory_mb) if memory_mb else None
+        try:
+            return self._call(kind, job, payload, timeout, memory_mb, meanwhile)
+        finally:
+            if self.watch is not None:
+                self.watch.stop()
+
+    def _call(self, kind, job, payload, timeout, memory_mb, meanwhile):
         self.conn.send((kind, job, payload, memory_mb))
         deadline = time.monotonic() + timeout
         extra = meanwhile() if meanwhile is not None else None
@@ -322,16 +345,20 @@ class _Worker:
         time.sleep(0.05)
         stack, tail = self.stack(), self.log_tail()
         self.kill()
+        watch = getattr(self, "watch", None)
+        if watch is not None and watch.tripped:
+            return Outcome("memory", watch.summary(), tail)
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            hint = ""
-            if name in ("SIGKILL", "SIGABRT") and memory_mb:
-                hint = f" (maybe the memory limit of {memory_mb} MB)"
             detail = ("Python stack of the worker when it died:\n" + stack) if stack else tail
-            return Outcome("signal", f"the worker was killed by {name}{hint}", detail)
+            if -code not in FAULT_SIGNALS:
+                return Outcome("external", f"the worker was killed by {name} from outside "
+                               "the checker (not a fault of the job: no limit of the "
+                               "checker's was reached)", detail)
+            return Outcome("signal", f"the worker was killed by {name}", detail)
         if code is None:
             return Outcome("exit", "the worker closed its connection and did not exit",
                            tail)
@@ -454,9 +481,20 @@ def _acquire() -> _Worker:
     return _Worker()
 
 
+def _threads(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
 def _release(w: _Worker) -> None:
+    # Paddle keeps each program's interpreter, and its thread pool, alive in
+    # the process: a worker reused for many numeric runs collects hundreds of
+    # idle threads (851 measured); it is retired, not reused, past a bound
     with _LOCK:
-        if w.alive() and len(_IDLE) < MAX_IDLE:
+        if w.alive() and len(_IDLE) < MAX_IDLE and _threads(w.pid) <= MAX_THREADS:
             _IDLE.append(w)
         else:
             w.kill()
@@ -467,17 +505,29 @@ def _run_job(kind, payload, timeout, memory_mb, meanwhile=None):
     Every job carries the pass files in force here: the worker loads
     exactly those before it (a job never sees another's pass file)."""
     payload = {**payload, "pass_files": active_files()}
-    w = _acquire()
-    try:
-        (status, answer), extra = w.call(kind, payload, timeout, memory_mb, meanwhile)
-    except BaseException:
-        w.kill()  # interrupted, or meanwhile raised: the worker's state is unknown
-        raise
-    if status == "ok" and answer.get("healthy", True):
-        _release(w)
-    else:
-        w.kill()
-    return (status, answer), extra
+    first = None
+    for attempt in (0, 1):
+        w = _acquire()
+        try:
+            (status, answer), got = w.call(kind, payload, timeout, memory_mb, meanwhile)
+        except BaseException:
+            w.kill()  # interrupted, or meanwhile raised: the worker's state is unknown
+            raise
+        if attempt == 0:
+            extra, meanwhile = got, None  # what meanwhile built serves the rerun too
+        if status == "ok" and answer.get("healthy", True):
+            _release(w)
+        else:
+            w.kill()
+        if status != "crash" or answer.kind != "external":
+            return (status, answer), extra
+        if first is None:  # killed from outside: once more in a fresh worker
+            first = answer
+            continue
+    return ("crash", Outcome(
+        "external", f"checker environment: {answer.summary}, twice (the job was rerun "
+        "once in a fresh worker)", f"first death: {first.summary}\n{first.detail}\n"
+        f"second death: {answer.summary}\n{answer.detail}")), extra
 
 
 def budget() -> float:
@@ -575,12 +625,16 @@ def _pass_run(status, answer, original, fresh, timeout, memory, adapter=None):
     from passes.base import PassRun
 
     if status == "ok" and answer.get("memory"):
-        status, answer = "crash", Outcome("memory", "", answer.get("error", ""))
+        status, answer = "crash", Outcome(
+            "memory", "ran out of memory (MemoryError from the system)",
+            answer.get("error", ""))
     if status == "crash":
         out: Outcome = answer
+        if out.kind == "external":  # not the pass's doing: no finding against it
+            return PassRun(original, fresh, out.text(), "Environment", environment=out.summary)
         summary = {"timeout": f"the pass timed out after {timeout:g} s (worker killed)",
-                   "memory": f"the pass exceeded the memory limit of {memory} MB "
-                             "(MemoryError)"}.get(out.kind, f"the pass crashed: {out.summary}")
+                   "memory": f"the pass {out.summary}"}.get(
+                       out.kind, f"the pass crashed: {out.summary}")
         kind = {"timeout": "Timeout", "signal": "Signal", "exit": "Exit",
                 "memory": "MemoryError"}[out.kind]
         return PassRun(original, fresh, f"{summary}\n{out.detail}".strip(), kind,
@@ -621,6 +675,8 @@ def run_simulated(specs: dict, where: str = "simulated", timeout=None, memory=No
         out: Outcome = answer
         rank, phase = _last_progress(out)
         at = f"rank {rank} ({phase} program)" if rank is not None else "a rank"
+        if out.kind == "external":
+            raise WorkerCrash(f"{where}: {out.summary}\n{out.detail}", rank)
         raise WorkerCrash(f"{where}: {at} crashed the executor: {out.summary}\n{out.detail}",
                           rank)
     if answer.get("backend_error") is not None:
@@ -649,7 +705,10 @@ def run_call(module: str, function: str, kwargs: dict, where: str, timeout=None,
                                             "kwargs": kwargs}, timeout, memory)
     if status == "crash":
         out: Outcome = answer
-        raise WorkerCrash(f"{where}: crashed the executor: {out.summary}\n{out.detail}")
+        if out.kind == "external":
+            raise WorkerCrash(f"{where}: {out.summary}\n{out.detail}")
+        what = "overran its time limit" if out.kind == "timeout" else "crashed the executor"
+        raise WorkerCrash(f"{where}: {what}: {out.summary}\n{out.detail}")
     if answer.get("error"):
         raise RuntimeError(answer["error"])
     return answer["result"]
@@ -672,26 +731,6 @@ class _WorkerState:
         self.stack_fd = stack_fd
         self.loaded = []  # [((path, mtime), LoadedPassFile)], in load order
         self.progress = None
-
-    # -- memory
-    def limit(self, memory_mb: int) -> None:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if not memory_mb:
-            return
-        with open("/proc/self/status") as f:
-            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-        want = vm + memory_mb * 1024 * 1024
-        if hard != resource.RLIM_INFINITY:
-            want = min(want, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-
-    def unlimit(self) -> None:
-        import resource
-
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
     def reset_stack(self) -> None:
         os.ftruncate(self.stack_fd, 0)
@@ -728,8 +767,6 @@ class _WorkerState:
             raise
         except BaseException:
             return {"build_error": traceback.format_exc()}
-        finally:
-            self.unlimit()
         rw = run.rewritten
         export = getattr(adapter, "export_rewritten", None)
         if export is not None:  # programs that do not travel as a ProgramDesc (PIR)
@@ -766,8 +803,6 @@ class _WorkerState:
             raise
         except Exception:
             return {"error": traceback.format_exc()}
-        finally:
-            self.unlimit()
 
     def simulate(self, payload: dict) -> dict:
         from verify.numeric import simulated_ranks as sim
@@ -781,8 +816,6 @@ class _WorkerState:
             raise
         except Exception:
             return {"error": traceback.format_exc()}
-        finally:
-            self.unlimit()
         return {"results": results}
 
     def track_progress(self, sim) -> None:
@@ -844,7 +877,6 @@ def worker_main() -> int:
             conn.send(("answer", job, {"error": msg, "build_error": msg, "healthy": False}))
             continue
         try:
-            state.limit(memory_mb)
             if kind == "apply":
                 answer = state.apply(payload)
             elif kind == "simulate":
@@ -853,8 +885,7 @@ def worker_main() -> int:
                 answer = state.call(payload)
             else:
                 answer = {"error": f"unknown job {kind!r}"}
-        except MemoryError:
-            state.unlimit()
+        except MemoryError:  # the system's (the limit is watched from the parent)
             answer = {"memory": True, "healthy": False,
                       "error": f"MemoryError: exceeded the memory limit of {memory_mb} MB",
                       "error_type": "MemoryError"}

@@ -54,7 +54,10 @@ class BackendError(Exception):
 
 class ProcessCrash(BackendError):
     """A run whose process died or overran (Paddle's executor may have
-    crashed on the program): evidence neither way, so INCONCLUSIVE."""
+    crashed on the program): evidence neither way, so INCONCLUSIVE.
+    The message's first line says why; a stack or log follows."""
+
+    first_line_says_why = True
 
 
 class UnsupportedJob(BackendError):
