@@ -36,8 +36,26 @@ class CaseFileError(Exception):
     """A case file that cannot be used; the message is one line."""
 
 
+class CaseBuildRefused(Exception):
+    """A builder that failed in an isolation worker is not called again."""
+
+
 class FileCase(Case):
-    """A :class:`Case` loaded from a case file (pickles by file and name)."""
+    """A :class:`Case` loaded from a case file (pickles by file and name).
+
+    ``build_failures`` ({rank: one line}) is set by the run after each
+    builder was tried in an isolation worker (verify/engine/input_probe.py):
+    a rank whose builder failed there is refused here, never called (it
+    may end the process)."""
+
+    build_failures: dict = None  # not a field: the run's finding, not the file's
+
+    def build(self, rank: int, then=None):
+        why = (self.build_failures or {}).get(rank)
+        if why:
+            raise CaseBuildRefused(f"case {self.name} rank {rank}: its builder failed in "
+                                   f"an isolation worker ({why}); not called again")
+        return super().build(rank, then)
 
     def __reduce__(self):
         state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)

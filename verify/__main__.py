@@ -7,6 +7,9 @@ if sys.argv[1:2] == ["premerge"]:  # a driver of child runs: it never imports Pa
     sys.exit(premerge_main(sys.argv[2:]))
 
 from verify import interrupt  # noqa: E402
+from verify import exit_guard  # noqa: E402
+
+exit_guard.install()  # an os._exit(0) from loaded code is not a green run
 
 interrupt.install()  # Ctrl-C ends the run within seconds, also during start-up
 if "--paddle-file" in " ".join(sys.argv[1:]):  # before Paddle is imported: the

@@ -239,6 +239,17 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
     start = time.perf_counter()
     app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
                       source=source, case_file=getattr(case, "source_file", "") or "")
+    failed = getattr(case, "build_failures", None)
+    if failed:  # a user's builder that did not build in a worker is never called here
+        for rank, why in sorted(failed.items()):
+            app.outcomes.append(RankOutcome(rank, None, None, build_error=why))
+            app.checks.append(CheckResult(
+                "case", "build", rank, Verdict.INCONCLUSIVE,
+                f"case {case.name} failed to build rank {rank} (its builder, run first in "
+                f"an isolation worker): {why}"))
+        app.verdict = combine(app.checks)
+        app.seconds = time.perf_counter() - start
+        return app
     for rank in case.ranks:
         try:
             run = isolation.run_pass(adapter, case, rank)

@@ -688,12 +688,14 @@ def run_simulated(specs: dict, where: str = "simulated", timeout=None, memory=No
 
 
 def run_call(module: str, function: str, kwargs: dict, where: str, timeout=None,
-             memory=None):
+             memory=None, force=False, retire=False):
     """``module.function(**kwargs)`` (a function of the suite, ``verify.*``) in
     a worker; its (picklable) result.  It raising is a RuntimeError carrying
     the traceback; a worker that died, overran or ran out of memory raises
-    :class:`WorkerCrash` (e.g. PIR numeric runs, ``verify/numeric/pir_runner.py``)."""
-    if not enabled():
+    :class:`WorkerCrash` (e.g. PIR numeric runs, ``verify/numeric/pir_runner.py``).
+    ``force``: in a worker even with isolation off (user code, loaded first:
+    ``verify/engine/input_probe.py``); ``retire``: the worker is not reused."""
+    if not enabled() and not force:
         import importlib
 
         from verify.ir.paddle_overlay import require_here
@@ -702,7 +704,8 @@ def run_call(module: str, function: str, kwargs: dict, where: str, timeout=None,
         return getattr(importlib.import_module(module), function)(**kwargs)
     timeout, memory = _limits(timeout, memory)
     (status, answer), _ = _run_job("call", {"module": module, "function": function,
-                                            "kwargs": kwargs}, timeout, memory)
+                                            "kwargs": kwargs, "retire": retire},
+                                   timeout, memory)
     if status == "crash":
         out: Outcome = answer
         if out.kind == "external":
@@ -798,7 +801,7 @@ class _WorkerState:
             return {"error": f"refused: {payload['module']} is not a module of the suite"}
         try:
             fn = getattr(importlib.import_module(payload["module"]), payload["function"])
-            return {"result": fn(**payload["kwargs"])}
+            return {"result": fn(**payload["kwargs"]), "healthy": not payload.get("retire")}
         except MemoryError:
             raise
         except Exception:

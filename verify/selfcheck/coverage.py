@@ -24,6 +24,7 @@ it checks nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -159,14 +160,18 @@ def choose(args) -> list:
     """The cases named by the args (as ``verify run`` chooses them)."""
     import cases
     from cases.case_files import CaseFileError, load_case_files
+    from verify.engine.input_probe import InputError, probe_file
 
     try:
         paths = args.case_files + args.program_dirs
+        for p in paths:  # user code: first loaded in a worker (input_probe.py)
+            if os.path.isfile(p) and p.endswith(".py"):
+                probe_file("case", p)
         extra = load_case_files(paths) if paths else []
         if args.program_dirs and not args.cases and not args.case_files:
             return extra
         return cases.select(args.cases, extra=extra)
-    except (CaseFileError, KeyError) as exc:
+    except (CaseFileError, InputError, KeyError) as exc:
         raise _Usage(exc.args[0] if exc.args else str(exc)) from None
 
 
