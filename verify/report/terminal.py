@@ -55,7 +55,12 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
                                     (a.verdict.value, verdict_style(a.verdict.value)),
                                     f" (baseline {a.expected.verdict})"))
         shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
-        shown.sort(key=lambda c: c.counterexample is None)
+        # what decided first: the checker's own environment failing, then
+        # deciding checks with a counterexample; a proof not attempted only
+        # explains (it leaves a witness "not proved"), so it comes last
+        shown.sort(key=lambda c: (not c.message.split(": ", 1)[-1].startswith(
+            "checker environment") and "checker environment:" not in c.message,
+            c.advisory, bool(c.details.get("not_proved")), c.counterexample is None))
         for c in shown[:3]:
             console.print(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}")
             if c.counterexample:
