@@ -58,8 +58,8 @@ def cache_root() -> Path:
     return root / "planned_models" / _paddle_tag()
 
 
-def plan_key(params: dict) -> str:
-    """Hash of the model file's source (and of the example files it loads,
+def full_key(params: dict) -> str:
+    """sha256 of the model file's source (and of the example files it loads,
     ``uses``), the plan params and the planner."""
     h = hashlib.sha256()
     h.update(json.dumps({"model": params["model"], "ranks": params["ranks"],
@@ -70,7 +70,13 @@ def plan_key(params: dict) -> str:
 
     for part in source_digest_parts():
         h.update(part)
-    return h.hexdigest()[:16]
+    return h.hexdigest()
+
+
+def plan_key(params: dict) -> str:
+    """The name of the plan's dir (a prefix of :func:`full_key`; the dir's
+    seal holds the whole key, checked on read)."""
+    return full_key(params)[:16]
 
 
 def _complete(folder: Path, ranks: int) -> bool:
@@ -82,25 +88,16 @@ def planned_dir(params: dict, timeout: float = 600.0) -> Path:
     """The program dir of ``params`` (model, ranks, mesh), planning it once."""
     from verify.plan.planner import plan
 
-    final = cache_root() / plan_key(params)
-    if _complete(final, params["ranks"]):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{final.name}.lock", "w") as lock:
-        try:
-            import fcntl
+    from verify.cache_files import cached_dir
 
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError:  # not POSIX: plan() renames into place anyway
-            pass
-        if _complete(final, params["ranks"]):
-            return final
-        if final.exists():  # a half-written dir of a killed run
-            import shutil
-
-            shutil.rmtree(final, ignore_errors=True)
-        return plan(str(EXAMPLES / params["model"]), params["ranks"], params.get("mesh"),
-                    out=final, timeout=timeout)
+    key = full_key(params)
+    final = cache_root() / key[:16]
+    # sealed with the full key and every file's sha256 (verify/cache_files.py):
+    # a damaged or edited plan is planned again
+    return cached_dir(final, key, lambda: plan(
+        str(EXAMPLES / params["model"]), params["ranks"], params.get("mesh"), out=final,
+        timeout=timeout), lambda f: _complete(f, params["ranks"]) and
+        isinstance(json.loads((f / "plan.json").read_text()), dict))
 
 
 def build(case: Case, rank: int):

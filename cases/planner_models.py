@@ -51,7 +51,7 @@ def cache_root() -> Path:
     return root / "planner" / _paddle_tag()
 
 
-def plan_key(params: dict) -> str:
+def full_key(params: dict) -> str:
     from verify.ir.paddle_overlay import fingerprint
 
     h = hashlib.sha256(json.dumps({"model": params["model"], "mesh": params["mesh"]},
@@ -64,7 +64,13 @@ def plan_key(params: dict) -> str:
         h.update(part)
     h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
     h.update(fingerprint().encode())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
+
+
+def plan_key(params: dict) -> str:
+    """The name of the plan's dir (a prefix of :func:`full_key`; the dir's
+    seal holds the whole key, checked on read)."""
+    return full_key(params)[:16]
 
 
 def _ids(mesh) -> list:
@@ -118,28 +124,24 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
 def planned_dir(case) -> Path:
     """The planned program dir of ``case`` (params ``model``, ``mesh``),
     planning it once."""
-    params = case.params
-    final = cache_root() / plan_key(params)
-    if _complete(final, params["mesh"]):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{final.name}.lock", "w") as lock:
-        try:
-            import fcntl
+    from verify.cache_files import cached_dir
 
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError:
-            pass
-        if _complete(final, params["mesh"]):
-            return final
-        shutil.rmtree(final, ignore_errors=True)
+    params = case.params
+    key = full_key(params)
+    final = cache_root() / key[:16]
+
+    def make():
         tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=final.parent))
         try:
             plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name)
             os.rename(tmp / "dir", final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        return final
+    # sealed with the full key and every file's sha256 (verify/cache_files.py):
+    # a damaged or edited plan is planned again
+    return cached_dir(final, key, make, lambda f: _complete(f, params["mesh"]) and
+                      isinstance(json.loads((f / "plan.json").read_text()), dict))
 
 
 def build(case, rank: int):

@@ -110,20 +110,17 @@ def _placements_of(data: bytes | None) -> dict:
     got = _PLACEMENTS.get(key)
     if got is None:
         path = cache_files.root() / "placements" / f"{key}.json"
-        try:
-            got = json.loads(path.read_text())
-            if not isinstance(got, dict):
-                got = None
-        except (OSError, ValueError):
-            got = None
-        if got is None:
+        # one entry of verify/cache_files.py: key and digest checked, anything
+        # else (damaged, edited, not a dict) a miss, parsed anew and rewritten
+        got = cache_files.read_entry(path, key, json.loads, lambda v: isinstance(v, dict))
+        if got is cache_files.MISS:
             got = {}
             for op in json.loads(data).get("final_ops", []):
                 if op.get("type") in ("builtin.parameter", "pd_op.data") and \
                         op.get("results") and op.get("placements") and \
                         op["placements"][0] is not None:
                     got[op["results"][0]] = op["placements"][0]
-            cache_files.write_whole(path, json.dumps(got).encode())
+            cache_files.write_entry(path, key, json.dumps(got).encode())
         _PLACEMENTS[key] = got
     return copy.deepcopy(got)
 

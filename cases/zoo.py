@@ -71,8 +71,8 @@ HELPERS = ("paddleformers_cpu.py", "zoo_common.py", "zoo_llama.py", "zoo_familie
            "../pipeline_strategy.py")
 
 
-def plan_key(params: dict) -> str:
-    """Hash of the case's model file, the zoo's helpers, every planning module
+def full_key(params: dict) -> str:
+    """sha256 of the case's model file, the zoo's helpers, every planning module
     (the stage records' format included), the snapshot format, the
     ``--paddle-file`` overlay, the plan params and paddleformers' version."""
     import importlib.metadata
@@ -92,29 +92,39 @@ def plan_key(params: dict) -> str:
     h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
     h.update(fingerprint().encode())
     h.update(importlib.metadata.version("paddleformers").encode())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
+
+
+def plan_key(params: dict) -> str:
+    """The name of the plan's dir under :func:`cache_root` (a prefix of
+    :func:`full_key`; the dir's seal holds the whole key, checked on read)."""
+    return full_key(params)[:16]
+
+
+def _legacy_ok(folder: Path) -> bool:
+    """A plan written before seals existed: its plan.json and every rank's
+    records parse (else it is planned again)."""
+    plan = json.loads((folder / "plan.json").read_text())
+    ranks = [int(r) for r in str(plan["mesh"]).replace("[", " ").replace("]", " ")
+             .replace(",", " ").split()]
+    for r in ranks:
+        if not isinstance(json.loads((folder / f"rank{r}" / "planner.json").read_text()), dict):
+            return False
+    return isinstance(plan, dict) and bool(ranks)
 
 
 def planned_dir(params: dict, timeout: float = 900.0) -> Path:
-    """The program dir of ``params`` (model file, ranks, mesh), planning it once."""
+    """The program dir of ``params`` (model file, ranks, mesh), planning it
+    once: sealed with its full key and every file's sha256
+    (``verify/cache_files.py``); a damaged or edited dir is planned again."""
+    from verify.cache_files import cached_dir
     from verify.plan.planner import plan
 
-    final = cache_root() / plan_key(params)
-    if (final / "plan.json").is_file():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{final.name}.lock", "w") as lock:
-        import fcntl
-
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / "plan.json").is_file():
-            return final
-        if final.exists():  # a half-written dir of a killed run
-            import shutil
-
-            shutil.rmtree(final, ignore_errors=True)
-        return plan(str(MODELS / params["model"]), params["ranks"], params.get("mesh"),
-                    out=final, timeout=timeout, ir="pir", keep_stage_failures=True)
+    key = full_key(params)
+    final = cache_root() / key[:16]
+    return cached_dir(final, key, lambda: plan(
+        str(MODELS / params["model"]), params["ranks"], params.get("mesh"), out=final,
+        timeout=timeout, ir="pir", keep_stage_failures=True), _legacy_ok)
 
 
 def planner_dir(case) -> Path:

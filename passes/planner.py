@@ -223,7 +223,7 @@ def stale_records(case, folder, records):
 
 def static_checks(case, folder, records, outcomes, notes) -> list:
     """The stage checks, the serial program check and the parameter shapes
-    (none runs a program), memoized in the plan dir (``_static_memo``): a hit
+    (none runs a program), memoized in the user's cache (``_static_memo``): a hit
     gives the same results and ``outcomes`` without parsing a snapshot."""
     from verify.checks import shape_check
 
@@ -258,7 +258,14 @@ class LazySnapshot:
 
     def _load(self):
         if self._box.get("data") is None:
-            self._box["data"] = _unpickle(Path(self._box["path"]).read_bytes())
+            from verify.cache_files import MISS, read_entry
+
+            got = read_entry(self._box["path"], self._box["key"], _unpickle,
+                             lambda v: isinstance(v, dict))
+            if got is MISS:
+                raise RuntimeError(f"the planner's memoized stage programs "
+                                   f"({self._box['path']}) changed since they were checked")
+            self._box["data"] = got
         return self._box["data"][self._key]
 
     def __getattr__(self, name):
@@ -275,16 +282,12 @@ def _same(x):
 
 
 def _unpickle(data):
-    import gc
-    import pickle
+    """A memo's payload, only ever read from the user's cache after its key
+    and digest were checked (``verify/cache_files.py``): never from a
+    program dir (a pickle there could run anything)."""
+    from verify.cache_files import unpickle
 
-    was = gc.isenabled()
-    gc.disable()  # unpickling makes many objects: collections in between cost 2-5x
-    try:
-        return pickle.loads(data)
-    finally:
-        if was:
-            gc.enable()
+    return unpickle(data)
 
 
 def _snap(folder, rank, rel):
@@ -766,7 +769,7 @@ def relation_proof(case, folder, records, notes) -> list:
 
         # keyed by the budget in force too (a --value-work-units run answers anew)
         memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs",
-                         json.dumps(budget_settings(), sort_keys=True))
+                         json.dumps([budget_settings(), case.name], sort_keys=True))
         out = memo.load()
         if out is not None:
             notes.append(f"planner relation proof: memoized for these programs and proof "
@@ -857,58 +860,87 @@ def plan_files_digest(folder, ranks) -> bytes:
     return got
 
 
+def memo_root() -> Path | None:
+    """Where the planner's memos live: the user's cache
+    (``<cache>/planner-memos``; ``$PADDLE_PASS_VERIFY_CACHE``, default
+    ``~/.cache/paddle-pass-verify``), never the program dir a user hands in
+    (a pickle there could run anything).  ``VERIFY_PLANNER_RUN_MEMO=0`` (or
+    ``off``) turns them off, ``=DIR`` keeps them in DIR."""
+    import os
+
+    from verify.cache_files import memo_dir
+
+    if os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") in ("0", "off"):
+        return None
+    return memo_dir("VERIFY_PLANNER_RUN_MEMO", "planner-memos")
+
+
+def _memo_valid(sub):
+    """What a memo of ``sub`` must hold to be used (a wrong type is a miss)."""
+    from verify.verdicts import CheckResult
+
+    def checks(v):
+        return isinstance(v, list) and all(isinstance(c, CheckResult) for c in v)
+    if sub == "stage-checks":
+        return lambda v: isinstance(v, tuple) and len(v) == 2 and checks(v[0]) and \
+            isinstance(v[1], list) and all(isinstance(k, tuple) and len(k) == 2 for k in v[1])
+    if sub.endswith("-runs"):
+        return lambda v: isinstance(v, tuple) and len(v) == 2
+    return checks
+
+
 class _run_memo:
     """The executor runs of one relation (serial and ranks), memoized in the
-    plan dir: keyed by every input that decides them -- the programs and
-    records of every rank, the seed, the steps, the source of the modules
-    that run and feed them, Paddle's version -- so a rerun of the same
-    programs reads the same arrays, and any change runs them afresh (their
-    comparison is memoized apart, in ``relation-results/``).
-    ``VERIFY_PLANNER_RUN_MEMO=0`` turns it off."""
-
+    user's cache (:func:`memo_root`, one entry of ``verify/cache_files.py``
+    each: the key and the payload's sha256 checked on read, any failure a
+    miss that is rewritten): keyed by the full sha256 of every input that
+    decides them -- the programs and records of every rank, the case's
+    name, the seed, the steps, the source of the modules that run and feed
+    them, Paddle's version -- so a rerun of the same programs reads the same
+    arrays, and any change runs them afresh (their comparison is memoized
+    apart, in ``relation-results/``).  ``VERIFY_PLANNER_RUN_MEMO=0`` turns
+    it off."""
 
     def __init__(self, folder, ranks, seed, steps, sources=SOURCES, sub="relation-runs",
                  settings: str = ""):
         import hashlib
-        import os
 
         import paddle
 
-        self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
         root = Path(__file__).resolve().parent.parent
-        h = hashlib.sha256(f"{seed}:{steps}:{paddle.__version__}:{paddle.version.commit}:"
-                           f"{settings}".encode())
+        h = hashlib.sha256(json.dumps([sub, seed, steps, paddle.__version__,
+                                       paddle.version.commit, settings]).encode())
         h.update(plan_files_digest(folder, ranks))
         for src in sources:
-            h.update((root / src).read_bytes())
-        self.path = folder / sub / f"{h.hexdigest()[:20]}.pkl"
+            h.update(src.encode() + b"\0" + (root / src).read_bytes())
+        self._at(sub, h.hexdigest())
+
+    def _at(self, sub, key):
+        base = memo_root()
+        self.enabled = base is not None
+        self.sub, self.key = sub, key
+        self.path = (base if base is not None else Path(".")) / sub / f"{key}.pkl"
 
     def load(self):
-        if not self.enabled or not self.path.is_file():
+        from verify.cache_files import MISS, read_entry
+
+        if not self.enabled:
             return None
-        try:
-            return _unpickle(self.path.read_bytes())
-        except Exception:
-            return None
+        got = read_entry(self.path, self.key, _unpickle, _memo_valid(self.sub))
+        return None if got is MISS else got
 
     def store(self, got) -> None:
-        self.store_at(self.path, got)
+        self.store_at(self.path, self.key, got)
 
-    def store_at(self, path, got) -> None:
-        import os
-        import pickle
-        import tempfile
+    def store_at(self, path, key, got) -> None:
+        from verify.cache_files import pickled, write_entry
 
         if not self.enabled:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(pickle.dumps(got))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only plan dir: no memo
+            write_entry(path, key, pickled(got))
+        except Exception:  # a result that does not pickle: no memo
+            pass
 
 
 # the modules the static checks run from: these roots and, transitively, the
@@ -981,12 +1013,16 @@ def static_sources() -> tuple:
     root = Path(__file__).resolve().parent.parent
     # each file's import names by the digest of its path and bytes, on disk
     # (parsing them all took ~1 CPU s per process): a changed file is parsed anew
+    # (one entry of verify/cache_files.py: key and digest checked, a damaged
+    # or ill-typed table is a miss, parsed anew and rewritten)
+    from verify.cache_files import MISS, read_entry, write_entry
+
     store = _imports_table_path()
-    try:
-        table = json.loads(store.read_text())
-        table = table if isinstance(table, dict) else {}
-    except (OSError, ValueError):
-        table = {}
+    table = read_entry(store, "static-imports/1", json.loads, lambda t: isinstance(t, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v)
+        for k, v in t.items()))
+    rewrite = table is MISS
+    table = {} if rewrite else table
     known, used = len(table), set()
     seen, todo = set(), [root / r for r in STATIC_ROOTS]
     while todo:
@@ -998,24 +1034,15 @@ def static_sources() -> tuple:
             todo += _imported(root, f, table, used)
     if len(table) > 4096:  # old files' entries: keep this tree's only
         table = {k: v for k, v in table.items() if k in used}
-    if len(table) != known:
-        import os
-        import tempfile
-
-        try:  # written whole, then renamed
-            store.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".static-imports-")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(table, fh)
-            os.replace(tmp, store)
-        except OSError:
-            pass  # a read-only cache costs speed, not results
+    if len(table) != known or rewrite:  # written whole, then renamed
+        write_entry(store, "static-imports/1", json.dumps(table).encode())
     return tuple(sorted(str(f.relative_to(root)) for f in seen))
 
 
 class _static_memo(_run_memo):
-    """The static checks' results (``static_checks``), memoized in the plan
-    dir: keyed by the bytes of every record and stage snapshot they read
+    """The static checks' results (``static_checks``), memoized in the
+    user's cache (:func:`memo_root`): keyed by the full sha256 of the bytes
+    of every record and stage snapshot they read
     (hashed, never parsed), the case's name, ranks and symbols, the source of
     every module in ``static_sources()`` and Paddle's version.  Nothing in
     them depends on the machine (no timing; a Z3 unknown is never stored).
@@ -1023,11 +1050,9 @@ class _static_memo(_run_memo):
 
     def __init__(self, case, folder, records):
         import hashlib
-        import os
 
         import paddle
 
-        self.enabled = os.environ.get("VERIFY_PLANNER_RUN_MEMO", "1") not in ("0", "off")
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256(json.dumps(
             ["static", paddle.__version__, paddle.version.commit, case.name, list(case.ranks),
@@ -1041,24 +1066,28 @@ class _static_memo(_run_memo):
         for src in static_sources():
             h.update(src.encode())
             h.update((root / src).read_bytes())
-        self.path = folder / "stage-checks" / f"{h.hexdigest()[:20]}.pkl"
+        self._at("stage-checks", h.hexdigest())
         self.outcomes_path = self.path.with_suffix(".outcomes")  # not *.pkl
+        self.outcomes_key = self.key + ":outcomes"
 
     def load_with_outcomes(self):
         """``(checks, outcomes)`` on a hit, the outcomes' programs
-        :class:`LazySnapshot` (read from their own file when first used)."""
+        :class:`LazySnapshot` (read from their own file when first used; its
+        entry's key and digest are checked now, so a damaged one is a miss)."""
+        from verify.cache_files import MISS, read_entry
+
         got = self.load()
-        if got is None or not self.outcomes_path.is_file():
+        if got is None or read_entry(self.outcomes_path, self.outcomes_key) is MISS:
             return None
         checks, keys = got
-        box = {"path": str(self.outcomes_path), "data": None}
+        box = {"path": str(self.outcomes_path), "key": self.outcomes_key, "data": None}
         return checks, [(r, LazySnapshot(box, r, 0), LazySnapshot(box, r, 1), err)
                         for r, err in keys]
 
     def store_with_outcomes(self, checks, outs) -> None:
         """The outcomes' programs in their own file first (a hit needs both)."""
-        self.store_at(self.outcomes_path, {(r, k): snap for r, a, b, _ in outs
-                                           for k, snap in ((0, a), (1, b))})
+        self.store_at(self.outcomes_path, self.outcomes_key,
+                      {(r, k): snap for r, a, b, _ in outs for k, snap in ((0, a), (1, b))})
         self.store((checks, [(r, err) for r, _, _, err in outs]))
 
 

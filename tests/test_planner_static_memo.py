@@ -1,5 +1,6 @@
 """The planner's static checks (stage checks, serial program, parameter
-shapes) memoized in the plan dir (``passes/planner.py``, ``_static_memo``):
+shapes) memoized in the user's cache, never in the plan dir
+(``passes/planner.py``, ``_static_memo``):
 a hit gives the same results, any changed byte of a snapshot misses (and a
 mutant stage program is caught), the off switch works, and the key covers
 every module the static checks run."""
@@ -18,12 +19,17 @@ from passes.planner import planner_dir, static_checks, static_sources
 
 
 @pytest.fixture
-def plan(tmp_path):
-    """A private copy of planner_tp2's plan dir (no memo in it yet)."""
+def plan(tmp_path, monkeypatch):
+    """A private copy of planner_tp2's plan dir, its memos in a private dir."""
     src = planner_dir(cases.all_cases()["planner_tp2"])
     d = tmp_path / "plan"
-    shutil.copytree(src, d, ignore=shutil.ignore_patterns("stage-checks"))
+    shutil.copytree(src, d, ignore=shutil.ignore_patterns("stage-checks", ".cache-entry"))
+    monkeypatch.setenv("VERIFY_PLANNER_RUN_MEMO", str(tmp_path / "memos"))
     return d
+
+
+def _memos(d):
+    return d.parent / "memos" / "stage-checks"
 
 
 def _static(d):
@@ -47,7 +53,8 @@ def test_a_second_application_hits_the_memo_with_the_same_results(plan):
     first, outs1, notes1 = _static(plan)
     second, outs2, notes2 = _static(plan)
     assert not any("stage checks: memoized" in n for n in notes1)
-    key = next(p.stem for p in (plan / "stage-checks").glob("*.pkl"))
+    key = next(p.stem for p in _memos(plan).glob("*.pkl"))
+    assert len(key) == 64 and not (plan / "stage-checks").exists()
     assert notes2 == [f"planner stage checks: memoized for these stage records, snapshots "
                       f"and check modules (key {key})"]
     assert _dicts(first) == _dicts(second)
@@ -65,7 +72,7 @@ def test_one_changed_byte_misses_and_a_mutant_stage_is_caught(plan):
     f.write_bytes(raw[:i + 1] + b"\n" + raw[i + 2:])
     again, _, notes = _static(plan)
     assert not any("stage checks: memoized" in n for n in notes)  # reran
-    assert len(list((plan / "stage-checks").glob("*.pkl"))) == 2
+    assert len(list(_memos(plan).glob("*.pkl"))) == 2
     assert [(c.name, c.rank, c.verdict) for c in again] == \
         [(c.name, c.rank, c.verdict) for c in base]
     # a mutant remove stage on rank 1: an op reads a value nothing defines
@@ -88,7 +95,7 @@ def test_the_off_switch_turns_the_memo_off(plan, monkeypatch):
     monkeypatch.setenv("VERIFY_PLANNER_RUN_MEMO", "0")
     _static(plan)
     _, _, notes = _static(plan)
-    assert not (plan / "stage-checks").exists()
+    assert not (plan / "stage-checks").exists() and not _memos(plan).exists()
     assert not any("stage checks: memoized" in n for n in notes)
 
 

@@ -233,8 +233,10 @@ def test_recorded_placements_follow_the_bytes_of_planner_json(tmp_path, monkeypa
     assert program_dirs.recorded_placements(rank) == {"w": ["S(1)"]}
     write(["R"])
     assert program_dirs.recorded_placements(rank) == {"w": ["R"]}
+    from verify.cache_files import read_entry
+
     (memo,) = [p for p in (tmp_path / "cache" / "placements").iterdir()
-               if json.loads(p.read_text()) == {"w": ["R"]}]
+               if read_entry(p, p.stem, json.loads) == {"w": ["R"]}]
     monkeypatch.setattr(program_dirs, "_PLACEMENTS", {})  # a new process: the disk
     got = program_dirs.recorded_placements(rank)
     got["w"].append("edited")  # each caller has its own copy

@@ -11,7 +11,9 @@ keep Python's own loader and their ``__pycache__``) through a loader that
 keeps the code object, marshalled, under
 ``<cache>/pycache/`` (``$PADDLE_PASS_VERIFY_CACHE``, default
 ``~/.cache/paddle-pass-verify``), keyed by the sha256 of the source's bytes,
-its path and the interpreter's bytecode magic.  So a changed source is
+its path and the interpreter's bytecode magic, in the one entry format of
+``verify/cache_files.py`` (key and digest checked on read: a damaged entry
+is compiled afresh and rewritten).  So a changed source is
 another key (compiled afresh), never a stale module; nothing is written
 beside the sources, which is what ``PYTHONDONTWRITEBYTECODE`` is usually set
 for.  ``PADDLE_PASS_VERIFY_PYCACHE=0`` turns it off (every process compiles
@@ -25,9 +27,10 @@ import importlib.util
 import marshal
 import os
 import sys
+import types
 from pathlib import Path
 
-from verify.cache_files import memo_dir, write_whole
+from verify.cache_files import MISS, memo_dir, read_entry, write_entry
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: verify/, cases/, passes/
 PACKAGES = ("verify", "cases", "passes")
@@ -60,15 +63,15 @@ class CachedSourceLoader(machinery.SourceFileLoader):
             return self.source_to_code(source, path)
         key = key_of(path, source)
         file = folder / key[:2] / f"{key}.code"
-        try:
-            code = marshal.loads(file.read_bytes())
+        # an entry of this key whose digest holds and that is a code object;
+        # absent, torn, edited or foreign: compile and rewrite it
+        code = read_entry(file, key, marshal.loads, lambda c: isinstance(c, types.CodeType))
+        if code is not MISS:
             STATS["hits"] += 1
             return code
-        except Exception:  # absent, torn or foreign: compile
-            pass
         STATS["misses"] += 1
         code = self.source_to_code(source, path)
-        write_whole(file, marshal.dumps(code))
+        write_entry(file, key, marshal.dumps(code))
         return code
 
 

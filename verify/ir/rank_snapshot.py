@@ -9,7 +9,9 @@ default ``~/.cache/paddle-pass-verify``; ``PADDLE_PASS_VERIFY_SNAPSHOT_CACHE``
 (0.1-0.5 s to take from the live programs) from the same bytes.  The disk
 key adds what the stamp does not name: Paddle's version and commit (its
 deserializer and Python API make the program the snapshot reads) and a
-``--paddle-file`` overlay's fingerprint.  Each caller gets its own copy
+``--paddle-file`` overlay's fingerprint; each file is one entry of
+``verify/cache_files.py`` (that key and its digest checked on read, any
+failure a miss that is rewritten).  Each caller gets its own copy
 (unpickled), so no caller sees another's edits.
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pickle
 from collections import OrderedDict
 from pathlib import Path
 
-from verify.cache_files import memo_dir, write_whole
+from verify.cache_files import MISS, memo_dir, pack_entry, read_entry, write_whole
 from verify.ir.origin import key_of
 
 SIZE = 32
@@ -40,8 +42,10 @@ def snapshot_of(rp, case, rank: int, which: str):
         STATS["hits"] += 1
         _name_values(rp)  # leave rp's name table as taking the snapshot would
     else:
-        path = _disk_path(key, case.name, rank)
-        got = _read(path)
+        folder = disk_dir()
+        dkey = None if folder is None else disk_key(key, case.name, rank)
+        path = None if folder is None else folder / f"{dkey}.pkl"
+        got = _read(path, dkey)
         if got is not None:
             blob, s = got  # the copy unpickled to check the file is this caller's
             STATS["disk_hits"] += 1
@@ -50,7 +54,7 @@ def snapshot_of(rp, case, rank: int, which: str):
             STATS["misses"] += 1
             blob = pickle.dumps(_snapshot(rp, case, rank, which),
                                 protocol=pickle.HIGHEST_PROTOCOL)
-            _write(path, blob)
+            _write(path, dkey, blob)
         _MEMO[memo_key] = blob
         while len(_MEMO) > SIZE:
             _MEMO.popitem(last=False)
@@ -100,21 +104,24 @@ def _disk_path(stamp, case_name, rank) -> Path | None:
     return None if folder is None else folder / f"{disk_key(stamp, case_name, rank)}.pkl"
 
 
-def _read(path):
-    """``(blob, its unpickled snapshot)`` from the disk memo, or None."""
+def _read(path, dkey):
+    """``(blob, its unpickled snapshot)`` from the disk memo, or None: an
+    entry of ``verify/cache_files.py`` under ``dkey`` whose digest holds and
+    that unpickles to a snapshot; anything else (torn, edited, foreign, any
+    exception) is a miss, and the snapshot taken afresh rewrites it."""
     if path is None:
         return None
-    try:
-        blob = path.read_bytes()
-        return blob, _loads(blob)  # a torn or foreign file is a miss, never an error
-    except Exception:
-        return None
+    from verify.ir.snapshot import ProgramSnapshot
+
+    got = read_entry(path, dkey, lambda blob: (blob, _loads(blob)),
+                     lambda v: isinstance(v[1], ProgramSnapshot) and isinstance(v[1].meta, dict))
+    return None if got is MISS else got
 
 
-def _write(path, blob: bytes) -> None:
+def _write(path, dkey, blob: bytes) -> None:
     if path is None:
         return
-    if write_whole(path, blob):
+    if write_whole(path, pack_entry(dkey, blob)):
         STATS["disk_writes"] += 1
 
 

@@ -23,7 +23,8 @@ the key.  Results are copied in and out, so no caller can alter another's.
 The memo lives in this process and holds :data:`SIZE` results.
 
 On disk too (``disk=True``, the PIR runs): a result is also kept under
-``<cache>/runs/<key>.pkl`` (``$PADDLE_PASS_VERIFY_CACHE``, default
+``<cache>/runs/<key>.pkl`` (one entry of ``verify/cache_files.py``: its
+key and the sha256 of its pickle checked on read, any failure a miss; ``$PADDLE_PASS_VERIFY_CACHE``, default
 ``~/.cache/paddle-pass-verify``; ``PADDLE_PASS_VERIFY_RUN_CACHE=0`` turns
 it off, ``=DIR`` keeps the results in DIR), the key a hash of everything that decides the result: the
 payload's bytes, Paddle's version and commit, numpy's and Python's
@@ -55,7 +56,7 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
-from verify.cache_files import memo_dir, write_whole
+from verify.cache_files import MISS, memo_dir, pickled, read_entry, unpickle, write_entry
 
 SIZE = 32
 _MEMO: OrderedDict = OrderedDict()
@@ -159,12 +160,10 @@ def remembered(key_payload, run, disk=False):
     if folder is not None:
         dkey = hashlib.sha256(key.encode() + fingerprint()).hexdigest()
         path = folder / f"{dkey}.pkl"
-        try:
-            with open(path, "rb") as f:
-                result = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            result = None
-        else:
+        # one entry of verify/cache_files.py: its key and digest checked; a
+        # damaged, edited or foreign entry (any exception) is a miss, rewritten
+        result = read_entry(path, dkey, unpickle)
+        if result is not MISS:
             DISK_STATS["hits"] += 1
             _keep(key, result)
             # a session's folder goes with its run: name the run, not the file
@@ -174,8 +173,7 @@ def remembered(key_payload, run, disk=False):
     STATS["misses"] += 1
     result = run()
     _keep(key, result)
-    if path is not None and write_whole(
-            path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)):
+    if path is not None and write_entry(path, dkey, pickled(result)):
         DISK_STATS["writes"] += 1
     return result
 

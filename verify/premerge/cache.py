@@ -63,7 +63,7 @@ def suite_version() -> str:
             if p.suffix in (".py", ".json") and "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(PROJECT_ROOT)).encode())
                 h.update(p.read_bytes())
-    return f"{version}+{h.hexdigest()[:16]}"
+    return f"{version}+{h.hexdigest()}"
 
 
 def key(kind: str, sources: dict, subject: str, options: dict) -> str:
@@ -81,8 +81,30 @@ def key(kind: str, sources: dict, subject: str, options: dict) -> str:
     return h.hexdigest()
 
 
+def valid_application(value) -> bool:
+    """An application's record as ``verify premerge`` stores it."""
+    from verify.verdicts import Verdict
+
+    return isinstance(value, dict) and value.get("verdict") in Verdict.__members__ and \
+        isinstance(value.get("evidence", ""), str) and \
+        all(isinstance(value.get(k, ""), str) for k in ("reproducer_name", "reproducer_text"))
+
+
+def valid_vocabulary(value) -> bool:
+    """The vocabulary audit's record (``findings``, ``new``, ``gone``)."""
+    return isinstance(value, dict) and \
+        isinstance(value.get("findings", []), list) and \
+        all(isinstance(f, dict) and isinstance(f.get("key", ""), str)
+            for f in value.get("findings", [])) and \
+        all(isinstance(value.get(k, []), list) and
+            all(isinstance(x, str) for x in value.get(k, [])) for k in ("new", "gone"))
+
+
 class Cache:
-    """Get/put JSON values by key; a disabled cache misses and stores nothing."""
+    """Get/put JSON values by key; a disabled cache misses and stores nothing.
+    Each file is one entry of ``verify/cache_files.py`` (its key and the
+    sha256 of its JSON checked on read): a damaged, edited or foreign entry,
+    or a value ``valid`` refuses, is a miss and is rewritten by the run."""
 
     def __init__(self, directory: Path | None = None, enabled: bool = True):
         self.dir = Path(directory) if directory else premerge_dir()
@@ -92,24 +114,21 @@ class Cache:
     def _path(self, k: str) -> Path:
         return self.dir / k[:2] / f"{k}.json"
 
-    def get(self, k: str):
+    def get(self, k: str, valid=None):
+        from verify.cache_files import MISS, read_entry
+
         if self.enabled:
-            try:
-                with open(self._path(k)) as f:
-                    value = json.load(f)
+            value = read_entry(self._path(k), k, json.loads,
+                               valid or (lambda v: isinstance(v, dict)))
+            if value is not MISS:
                 self.hits += 1
                 return value
-            except (OSError, ValueError):
-                pass
         self.misses += 1
         return None
 
     def put(self, k: str, value) -> None:
+        from verify.cache_files import write_entry
+
         if not self.enabled:
             return
-        path = self._path(k)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, path)
+        write_entry(self._path(k), k, json.dumps(value).encode())

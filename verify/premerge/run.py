@@ -34,7 +34,7 @@ from pathlib import Path
 
 from . import affected as affected_mod
 from . import overlay
-from .cache import Cache, cache_root, key
+from .cache import Cache, cache_root, key, valid_application, valid_vocabulary
 from .checkout import CheckoutError, changes
 from .summary import Outcome, Review, render
 
@@ -242,7 +242,7 @@ def premerge(args, out=sys.stdout) -> int:
         keys = {c: key("application", relevant, f"{name}::{c}", options) for c in cases}
         results, todo = {}, []
         for c in cases:
-            hit = cache.get(keys[c])
+            hit = cache.get(keys[c], valid_application)
             if hit is None:
                 todo.append(c)
             else:
@@ -338,7 +338,7 @@ def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:
         return
     sources = {m: texts.get(m, "<deleted>") for n in names for m in aff.passes[n]}
     k = key("vocabulary", sources, ",".join(names), {})
-    data = cache.get(k)
+    data = cache.get(k, valid_vocabulary)
     if data is None:
         try:
             data = _vocabulary(names, env)
