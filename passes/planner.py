@@ -249,9 +249,8 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
 
 
 class LazySnapshot:
-    """One outcome program of the static memo, unpickled (with every other
-    outcome of the application: one file) when an attribute is first used:
-    a report's diff; the verdict never needs it."""
+    """One outcome program of the static memo (with every other outcome of
+    the application: one entry, read and checked with the memo's hit)."""
 
     def __init__(self, box, rank, which):
         self._box, self._key = box, (rank, which)
@@ -884,8 +883,9 @@ def _memo_valid(sub):
     if sub == "stage-checks":
         return lambda v: isinstance(v, tuple) and len(v) == 2 and checks(v[0]) and \
             isinstance(v[1], list) and all(isinstance(k, tuple) and len(k) == 2 for k in v[1])
-    if sub.endswith("-runs"):
-        return lambda v: isinstance(v, tuple) and len(v) == 2
+    if sub.endswith("-runs"):  # (the serial run's steps, {rank: its steps})
+        return lambda v: isinstance(v, tuple) and len(v) == 2 and \
+            isinstance(v[0], list) and isinstance(v[1], dict)
     return checks
 
 
@@ -1072,15 +1072,23 @@ class _static_memo(_run_memo):
 
     def load_with_outcomes(self):
         """``(checks, outcomes)`` on a hit, the outcomes' programs
-        :class:`LazySnapshot` (read from their own file when first used; its
-        entry's key and digest are checked now, so a damaged one is a miss)."""
+        :class:`LazySnapshot` (their own entry, read and checked now: a
+        damaged or ill-typed one is a miss)."""
         from verify.cache_files import MISS, read_entry
 
+        from verify.ir.snapshot import ProgramSnapshot
+
         got = self.load()
-        if got is None or read_entry(self.outcomes_path, self.outcomes_key) is MISS:
+        if got is None:
             return None
         checks, keys = got
-        box = {"path": str(self.outcomes_path), "key": self.outcomes_key, "data": None}
+        # read now, so a damaged or ill-typed entry is a miss, not a later error
+        data = read_entry(self.outcomes_path, self.outcomes_key, _unpickle, lambda v: (
+            isinstance(v, dict) and all(isinstance(x, ProgramSnapshot) for x in v.values())
+            and all((r, k) in v for r, _ in keys for k in (0, 1))))
+        if data is MISS:
+            return None
+        box = {"path": str(self.outcomes_path), "key": self.outcomes_key, "data": data}
         return checks, [(r, LazySnapshot(box, r, 0), LazySnapshot(box, r, 1), err)
                         for r, err in keys]
 
