@@ -302,8 +302,8 @@ def test_worker_killed_mid_job_names_the_rank_and_pool_recovers():
     results = rank_pool.run_ranks(_specs(programs=programs), timeout=20)
     timer.join()
     assert time.perf_counter() - start < 20
-    assert results[0].error and "rank 0" in results[0].error
-    assert "died during the job" in results[0].error or "launcher exited" in results[0].error
+    assert results[0].error and results[0].error.startswith(
+        f"rank 0 (pid {victim}) died: killed by SIGKILL"), results[0].error
     assert rank_pool.processes_with(pool.id) == []
     again = rank_pool.run_ranks(_specs(), timeout=60)
     for res in again.values():
@@ -390,3 +390,223 @@ def test_a_launcher_that_dies_before_any_rank_connects_is_launched_again(
     monkeypatch.setattr(sys, "executable", interpreter(99))
     with pytest.raises(BackendError, match="launched 3 times"):
         rank_pool.run_ranks(_specs(), timeout=60)
+
+
+# ------------------------------------------------ issue 33: start-up, secrets, deaths
+def _silent_peers(addr: str, n: int) -> list:
+    """n local sockets connecting to addr (without waiting: the pool's accept
+    queue may be short) that never send a byte."""
+    import socket as socket_mod
+
+    host, port = addr.rsplit(":", 1)
+    socks = []
+    for _ in range(n):
+        s = socket_mod.socket()
+        s.setblocking(False)
+        s.connect_ex((host, int(port)))
+        socks.append(s)
+    return socks
+
+
+@pytest.mark.slow
+def test_silent_connections_during_start_up_do_not_keep_the_pool_down(monkeypatch):
+    """25 local sockets connect to the pool's port as it starts and say
+    nothing: each is authenticated in a thread of its own and dropped after
+    AUTH_TIMEOUT, the ranks are not held up behind them (one after the other
+    they took 25 x 5 s, past the 120 s launch limit), and every one of them
+    is reported by address."""
+    rank_pool.shutdown_pools()
+    real_popen = rank_pool.subprocess.Popen
+    silent = []
+
+    def popen(cmd, *args, env=None, **kwargs):
+        silent.extend(_silent_peers(env["RANK_POOL_ADDR"], 25))
+        return real_popen(cmd, *args, env=env, **kwargs)
+
+    monkeypatch.setattr(rank_pool.subprocess, "Popen", popen)
+    try:
+        results = rank_pool.run_ranks(_specs(), timeout=60)
+    finally:
+        monkeypatch.undo()
+        ports = {"127.0.0.1:%d" % s.getsockname()[1] for s in silent}
+        for s in silent:
+            s.close()
+    for res in results.values():
+        assert res.error is None, res.error
+        np.testing.assert_array_equal(res.steps[0]["y"], np.full([2, 3], 3.0))
+    pool = _pools()[0]
+    # one after the other, the 17 the accept queue held cost 85 s at least
+    assert pool.launch_seconds < 60, f"came up after {pool.launch_seconds:.0f} s"
+    assert len(ports) == 25
+    assert ports <= {peer for peer, _ in pool.refused}, pool.refused
+    assert pool.dropped >= 25
+
+
+@pytest.mark.slow
+def test_a_pool_that_does_not_come_up_names_the_peers_it_refused(tmp_path, monkeypatch):
+    """No rank ever connects (the launcher is a process that sleeps); 25
+    silent local connections: the start-up error says how many peers were
+    refused and which (address:port, why)."""
+    import stat
+    import sys
+
+    script = tmp_path / "sleeper"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    real_popen = rank_pool.subprocess.Popen
+    silent = []
+
+    def popen(cmd, *args, env=None, **kwargs):
+        silent.extend(_silent_peers(env["RANK_POOL_ADDR"], 25))
+        return real_popen(cmd, *args, env=env, **kwargs)
+
+    monkeypatch.setattr(rank_pool.subprocess, "Popen", popen)
+    monkeypatch.setattr(sys, "executable", str(script))
+    pool = rank_pool.Pool(2, False, bind_world=True)
+    try:
+        with pytest.raises(BackendError) as exc:
+            pool.start(timeout=rank_pool.AUTH_TIMEOUT + 3)
+    finally:
+        monkeypatch.undo()
+        ports = ["127.0.0.1:%d" % s.getsockname()[1] for s in silent]
+        for s in silent:
+            s.close()
+        pool.kill()
+    text = str(exc.value)
+    assert "did not come up" in text
+    assert "refused 25 local connection(s)" in text, text
+    for port in ports:
+        assert f"{port} (silent for 5 s)" in text, text
+
+
+@pytest.mark.slow
+def test_the_pool_secret_is_in_no_launcher_log_nor_environment():
+    """Paddle's launcher writes its environment and each rank's to its log
+    dir (default.*.log, envlog.R, backup_env.R.json): the pool's key reaches
+    the workers through 0600 files they delete, never an environment."""
+    rank_pool.shutdown_pools()
+    results = rank_pool.run_ranks(_specs(), timeout=60)
+    for res in results.values():
+        assert res.error is None, res.error
+    pool = _pools()[0]
+    key = pool._authkey
+    needles = [key, key.hex().encode(), key.hex().upper().encode()]
+    files = [os.path.join(d, f) for d, _, fs in os.walk(pool.log_dir) for f in fs]
+    assert any(os.path.basename(f).startswith("envlog.") for f in files), files
+    for path in files:
+        data = open(path, "rb").read()
+        assert not any(n in data for n in needles), f"the pool's key is in {path}"
+    procs = set(pool.pids.values()) | set(rank_pool.processes_with(pool.id)) | {pool.proc.pid}
+    for pid in procs:
+        environ = open(f"/proc/{pid}/environ", "rb").read()
+        assert not any(n in environ for n in needles), f"the key is in pid {pid}'s environment"
+    # the key files were read and deleted; the directory is private
+    assert [f for f in os.listdir(pool.secret_dir) if f.startswith("key.")] == []
+    assert os.stat(pool.secret_dir).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.slow
+def test_a_rank_sigkilled_mid_job_is_named_before_the_survivors_exception():
+    """Rank 0 waits in an all_reduce while rank 1 is busy; rank 1 is
+    SIGKILLed: rank 0's gloo raises (std::exception), but the job's error
+    names rank 1, its pid and the signal, first."""
+    import signal
+    import threading
+
+    from verify.numeric.run_spec import ProcessCrash
+
+    rank_pool.run_ranks(_specs(), timeout=60)  # a warm pool
+    pool = _pools()[0]
+    victim = pool.pids[1]
+    programs = {0: _program(collective=True), 1: _program(collective=False)}
+    feeds = {0: [{"x": np.ones([2, 3], "float32")}],
+             1: [{"x": np.ones([2, 3], "float32")}] * 100000}  # busy for ~15 s
+    timer = threading.Timer(2.0, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    results = rank_pool.run_ranks(_specs(programs=programs, feeds=feeds), timeout=40)
+    timer.join()
+    assert results[1].error.startswith(
+        f"rank 1 (pid {victim}) died: killed by SIGKILL"), results[1].error
+    assert results[1].crashed
+    assert results[0].error.startswith(
+        f"rank 1 (pid {victim}) died: killed by SIGKILL first"), results[0].error
+    with pytest.raises(ProcessCrash) as exc:
+        rank_pool.raise_for_errors(results)
+    assert str(exc.value).startswith(
+        f"ranks: rank 1 failed: rank 1 (pid {victim}) died: killed by SIGKILL")
+    assert exc.value.rank == 1
+    assert rank_pool.processes_with(pool.id) == []
+
+
+def _listening(pids) -> set:
+    """(pid, address, port) of every TCP socket in LISTEN state held by pids,
+    from /proc/PID/fd and /proc/net/tcp{,6}."""
+    import ipaddress
+
+    owner = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                owner[link[8:-1]] = pid
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] != "0A" or fields[9] not in owner:  # 0A: LISTEN
+                    continue
+                hexaddr, hexport = fields[1].split(":")
+                raw = bytes.fromhex(hexaddr)
+                # /proc prints the address as 32-bit words in host order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.add((owner[fields[9]], str(ipaddress.ip_address(raw)),
+                           int(hexport, 16)))
+    return found
+
+
+@pytest.mark.slow
+def test_the_ranks_listen_on_loopback_only_during_a_job():
+    """While a job runs, every listening socket of the pool's processes (the
+    launcher, the keepers, the workers: Paddle's TCP store on rank 0 above
+    all, which binds 0.0.0.0 by itself) is on the loopback interface."""
+    import ipaddress
+    import threading
+
+    rank_pool.shutdown_pools()
+    rank_pool.run_ranks(_specs(), timeout=60)
+    pool = _pools()[0]
+    pids = set(pool.pids.values()) | set(rank_pool.processes_with(pool.id)) | {pool.proc.pid}
+    seen, done = set(), threading.Event()
+
+    def sample():
+        while not done.is_set():
+            seen.update(_listening(pids))
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        programs = {0: _program(collective=True), 1: _program(collective=True)}
+        results = rank_pool.run_ranks(_specs(programs=programs, steps=50), timeout=60)
+    finally:
+        done.set()
+        sampler.join()
+    for res in results.values():
+        assert res.error is None, res.error
+    master_port = None
+    with open(os.path.join(pool.log_dir, "envlog.0")) as f:
+        for line in f:
+            if line.startswith("PADDLE_MASTER="):
+                master_port = int(line.strip().rsplit(":", 1)[1])
+    assert master_port and master_port in {port for _, _, port in seen}, seen
+    outside = {s for s in seen if not ipaddress.ip_address(s[1]).is_loopback}
+    assert outside == set(), (f"listening beyond loopback: {sorted(outside)} "
+                              f"(loopback bind library: {getattr(pool, 'loopback_only', None)})")

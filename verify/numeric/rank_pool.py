@@ -5,7 +5,7 @@ started by Paddle's own launcher::
 
     python -m paddle.distributed.launch --nproc_per_node N \\
         --master 127.0.0.1:PORT --log_dir TMP [--devices 0,..,N-1] \\
-        python -m verify.numeric.rank_worker --pool-id ID
+        python -m verify.numeric.rank_keeper --pool-id ID
 
 and returns one :class:`RankResult` per rank, with the same semantics as
 the in-process simulator (see :mod:`.rank_worker` for what a worker does
@@ -32,8 +32,18 @@ Environment given to the launcher and the workers
   interpreter and ``-m verify.numeric.rank_worker`` are its arguments).
 - ``RANK_POOL_ADDR`` / ``RANK_POOL_CONTROLLER_PID`` /
   ``RANK_POOL_BIND_WORLD``: how a worker finds this process, and whether it
-  binds to the world group at start; ``RANK_POOL_AUTHKEY``: the pool's
-  secret (hex), which the worker removes from its environment at start.
+  binds to the world group at start; ``RANK_POOL_SECRET_DIR``: a private
+  directory (0700) of this process holding ``key.R``, rank R's copy of the
+  pool's secret (a 0600 file the worker reads and deletes at start), and
+  where each rank's keeper writes ``exit.R``.  The secret itself is never in
+  an environment: Paddle's launcher writes its environment and every rank's
+  to its log dir (``default.*.log``, ``envlog.R``, ``backup_env.R.json``).
+- ``GLOO_SOCKET_IFNAME=lo``: gloo's transport binds the loopback interface
+  (without it, the address the host name resolves to).  Paddle's TCP store
+  (rank 0, ``PADDLE_MASTER``'s port, and the sub-group stores) binds
+  0.0.0.0 whatever it is given (docs/faults.md), so ``LD_PRELOAD`` holds
+  :mod:`.loopback_bind`'s library, whose ``bind()`` turns a wildcard bind
+  into a loopback one (without a C compiler: not set, and a warning).
 - Not set: ``PADDLE_DISTRI_BACKEND`` (``auto`` picks gloo on a CPU build and
   NCCL on a CUDA build).  The launcher sets ``OMP_NUM_THREADS=1``.
 - ``RANK_POOL_MAX`` (default 2): most pools alive at once in one process.
@@ -97,7 +107,13 @@ Failures
   (``RuntimeError: std::exception``; the worker adds a note saying so), so
   with ``timeout`` above that a collective nobody joins is reported as the
   waiting rank having raised, not as a timeout.
-- A worker that dies: error with the tail of its launcher log.
+- A worker that dies: ``"rank R (pid P) died: killed by SIGKILL"`` (or
+  "exited with code N"), from the wait status its keeper recorded
+  (:mod:`.rank_keeper`: the launcher starts a keeper per rank, which starts
+  the worker and writes how it ended), with the tail of its launcher log.
+  The rank that died first is named first: every other rank's failure in
+  that job (a survivor's gloo ``std::exception``, a rank the launcher then
+  stopped) is marked as following it.
 - No pool can be launched: :class:`BackendError`.
 - Programs that gloo cannot run faithfully: :class:`UnsupportedJob`.
 
@@ -145,17 +161,38 @@ from .run_spec import ProcessCrash, UnsupportedJob  # noqa: E402,F401  (re-expor
 # --------------------------------------------------------------- wire format
 # Controller and workers talk over ``multiprocessing.connection`` with an
 # authkey: the controller makes a fresh random key per pool and hands it to
-# the workers through the environment (RANK_POOL_AUTHKEY, hex; never argv).
-# A peer that connects is first put through the HMAC challenge in both
-# directions (raw bytes, nothing unpickled, a few seconds at most); a peer
-# that fails it, or says nothing, is dropped.  Only then are messages
-# (pickles) exchanged.
+# each worker in a 0600 file of a private directory (RANK_POOL_SECRET_DIR;
+# the worker deletes it after reading; never argv, never an environment:
+# Paddle's launcher logs environments to disk).  A peer that connects is
+# first put through the HMAC challenge in both directions (raw bytes, nothing
+# unpickled, a few seconds at most), in a thread of its own
+# (:class:`Handshakes`): a peer that fails it, or says nothing, is dropped
+# without delaying the others.  Only then are messages (pickles) exchanged.
 AUTH_TIMEOUT = 5.0  # seconds a connecting peer has to pass the challenge
-AUTHKEY_ENV = "RANK_POOL_AUTHKEY"
+AUTHKEY_ENV = "RANK_POOL_AUTHKEY"  # no longer set; a worker ignores it
+SECRET_DIR_ENV = "RANK_POOL_SECRET_DIR"
+MAX_PENDING = 64  # connections authenticated at once; more are refused at once
 
 
 def new_authkey() -> bytes:
     return os.urandom(32)
+
+
+def write_secret(path: str, data: bytes) -> None:
+    """Write ``data`` to a new file readable by this user only (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_secret(path: str) -> bytes:
+    """Read a secret written by :func:`write_secret` and delete the file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    os.unlink(path)
+    return data
 
 
 def _set_timeouts(fd: int, seconds: float) -> None:
@@ -169,7 +206,7 @@ def _set_timeouts(fd: int, seconds: float) -> None:
         dup.close()
 
 
-def listen(backlog: int = 16) -> socket.socket:
+def listen(backlog: int = 128) -> socket.socket:
     """A loopback listening socket on a free port."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -202,6 +239,148 @@ def accept_authenticated(listener: socket.socket, authkey: bytes,
         conn.close()
         return None
     return conn
+
+
+def _why_refused(exc: BaseException, timeout: float) -> str:
+    from multiprocessing import AuthenticationError
+
+    if isinstance(exc, (BlockingIOError, TimeoutError, socket.timeout)):
+        return f"silent for {timeout:g} s"
+    if isinstance(exc, AuthenticationError):
+        return "failed the challenge (wrong key or not a worker)"
+    if isinstance(exc, (EOFError, ConnectionError)):
+        return "closed the connection before authenticating"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Handshakes:
+    """Authenticate the peers of ``listener`` off the accept path.
+
+    :meth:`accept_ready` accepts every pending connection without blocking
+    and hands each to a thread of its own, which runs the HMAC challenge
+    (raw bytes, nothing unpickled) and then, when ``hello`` is given, reads
+    the peer's first message and passes it to ``hello`` (which raises
+    ``ValueError`` to refuse it), all within ``timeout`` per read.  A peer that
+    is silent, fails or lies is dropped and recorded in :attr:`refused` as
+    ``(address:port, why)``; it never delays another peer.  Authenticated
+    peers come out of :meth:`get` as ``(Connection, hello message)``.
+    :meth:`close` stops: connections still pending are shut down and recorded
+    as refused too.
+    """
+
+    def __init__(self, listener: socket.socket, authkey: bytes,
+                 timeout: float = AUTH_TIMEOUT, io_timeout: float = 0,
+                 hello=None, max_pending: int = MAX_PENDING):
+        import queue
+
+        self.listener = listener
+        self.authkey = authkey
+        self.timeout = timeout
+        self.io_timeout = io_timeout
+        self.hello = hello
+        self.max_pending = max_pending
+        self.refused: list[tuple[str, str]] = []
+        self._pending: dict[str, socket.socket] = {}
+        self._ready = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        listener.setblocking(False)
+
+    def accept_ready(self) -> None:
+        while True:
+            try:
+                raw, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            peer = f"{addr[0]}:{addr[1]}"
+            with self._lock:
+                if self._closed:
+                    raw.close()
+                    return
+                if len(self._pending) >= self.max_pending:
+                    self.refused.append(
+                        (peer, f"refused at once: {self.max_pending} connections "
+                               "were already being authenticated"))
+                    raw.close()
+                    continue
+                self._pending[peer] = raw
+            threading.Thread(target=self._authenticate, args=(raw, peer),
+                             name=f"handshake {peer}", daemon=True).start()
+
+    def _authenticate(self, raw: socket.socket, peer: str) -> None:
+        from multiprocessing.connection import (Connection, answer_challenge,
+                                                deliver_challenge)
+
+        conn, message, why = None, None, None
+        try:
+            raw.setblocking(True)
+            try:
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            _set_timeouts(raw.fileno(), self.timeout)
+            conn = Connection(os.dup(raw.fileno()))
+            deliver_challenge(conn, self.authkey)
+            answer_challenge(conn, self.authkey)
+            if self.hello is not None:
+                if not conn.poll(self.timeout):
+                    raise TimeoutError("no hello")
+                message = conn.recv()
+                self.hello(message)
+            _set_timeouts(conn.fileno(), self.io_timeout)
+        except ValueError as exc:
+            why = f"authenticated, but a bad hello ({exc})"
+        except TimeoutError as exc:
+            why = ("authenticated, but said no hello within "
+                   f"{self.timeout:g} s" if str(exc) == "no hello"
+                   else _why_refused(exc, self.timeout))
+        except Exception as exc:  # wrong key, garbage, silence, reset
+            why = _why_refused(exc, self.timeout)
+        with self._lock:
+            known = self._pending.pop(peer, None) is not None
+            if why is None and not self._closed:
+                self._ready.put((conn, message))
+                raw.close()
+                return
+            if known:  # else close() has recorded it already
+                self.refused.append((peer, why or "authenticated after the wait was over"))
+        if conn is not None:
+            conn.close()
+        raw.close()
+
+    def get(self):
+        """An authenticated ``(Connection, hello)``, or None if none is ready."""
+        import queue
+
+        try:
+            return self._ready.get_nowait()
+        except queue.Empty:
+            return None
+
+    def close(self, why: str = "still unauthenticated when the wait was over") -> None:
+        with self._lock:
+            self._closed = True
+            pending, self._pending = self._pending, {}
+            for peer, raw in pending.items():
+                self.refused.append((peer, why))
+                try:
+                    raw.shutdown(socket.SHUT_RDWR)  # wakes its thread up
+                except OSError:
+                    pass
+        while (item := self.get()) is not None:
+            item[0].close()
+
+    def describe(self, limit: int = 40) -> str:
+        """``"refused N local connection(s): addr:port (why), ..."``, or ''."""
+        if not self.refused:
+            return ""
+        shown = [f"{peer} ({why})" for peer, why in self.refused[:limit]]
+        more = len(self.refused) - len(shown)
+        return (f"refused {len(self.refused)} local connection(s) that did not "
+                "authenticate: " + ", ".join(shown)
+                + (f", and {more} more" if more > 0 else ""))
 
 
 def connect(addr: str, authkey: bytes):
@@ -386,6 +565,12 @@ class _Job:
         return all(g == world for g in self.bind.values())
 
 
+def _log():
+    import logging
+
+    return logging.getLogger("verify.numeric.rank_pool")
+
+
 # --------------------------------------------------------------------- pool
 class Pool:
     """One launched group of ``world`` worker processes."""
@@ -409,14 +594,26 @@ class Pool:
         self.launch_seconds = 0.0
         self.log_dir = tempfile.mkdtemp(prefix=f"rank_pool_{world}_")
         self._authkey = new_authkey()
+        # private (0700): the ranks' key files, the keepers' exit records
+        self.secret_dir = tempfile.mkdtemp(prefix="rank_pool_secret_")
         self.dropped = 0  # peers that failed authentication while starting
+        self.refused = []  # (address:port, why) of those peers
+        self.loopback_only = False  # wildcard binds made loopback (loopback_bind)
         self.attempts = 1  # launches it took (LaunchExited: its port was taken)
 
     # -- lifecycle
-    def start(self, timeout: float = LAUNCH_TIMEOUT) -> None:
+    def _hello(self, message) -> None:
+        kind, rank, pid, pool_id = message
+        if kind != "hello" or pool_id != self.id or rank not in range(self.world):
+            raise ValueError(f"not a hello of this pool: {message!r:.80}")
+
+    def start(self, timeout: float | None = None) -> None:
+        timeout = LAUNCH_TIMEOUT if timeout is None else timeout
         start = time.monotonic()
-        listener = listen(max(16, self.world))
+        listener = listen()
         host, port = listener.getsockname()
+        for r in range(self.world):
+            write_secret(os.path.join(self.secret_dir, f"key.{r}"), self._authkey)
         env = dict(os.environ)
         env.update({
             "FLAGS_enable_pir_in_executor": "True",
@@ -428,15 +625,28 @@ class Pool:
             "RANK_POOL_ADDR": f"{host}:{port}",
             "RANK_POOL_CONTROLLER_PID": str(os.getpid()),
             "RANK_POOL_BIND_WORLD": "1" if self._bind_world else "0",
-            AUTHKEY_ENV: self._authkey.hex(),
+            SECRET_DIR_ENV: self.secret_dir,
+            # gloo's transport on the loopback interface (Paddle's TCP store
+            # binds 0.0.0.0 whatever it is told: docs/faults.md)
+            "GLOO_SOCKET_IFNAME": "lo",
         })
+        env.pop(AUTHKEY_ENV, None)
+        # Paddle's TCP store binds 0.0.0.0 whatever it is given: a preloaded
+        # bind() makes every wildcard bind of these processes a loopback one
+        from .loopback_bind import preload
+
+        why = preload(env)
+        if why:
+            _log().warning("rank pool %s: its TCP store will listen on 0.0.0.0: %s",
+                           self.id, why)
+        self.loopback_only = not why
         cmd = [sys.executable, "-m", "paddle.distributed.launch",
                "--nproc_per_node", str(self.world),
                "--master", f"127.0.0.1:{_free_port()}",
                "--log_dir", self.log_dir, "--log_level", "WARNING"]
         if self.gpu:
             cmd += ["--devices", ",".join(str(i) for i in range(self.world))]
-        cmd += [sys.executable, "-m", "verify.numeric.rank_worker",
+        cmd += [sys.executable, "-m", "verify.numeric.rank_keeper",
                 "--pool-id", self.id]
         log = open(os.path.join(self.log_dir, "launcher.log"), "wb")
         try:
@@ -446,43 +656,61 @@ class Pool:
                                          start_new_session=True)
         finally:
             log.close()
+        # every connection is authenticated in a thread of its own: a silent
+        # or failing peer is dropped after AUTH_TIMEOUT without holding up
+        # the ranks (or the other peers)
+        shakes = Handshakes(listener, self._authkey, io_timeout=60, hello=self._hello)
+
+        def refused() -> str:
+            self.refused = list(shakes.refused)
+            self.dropped = len(self.refused)
+            text = shakes.describe()
+            return f"; {text}" if text else ""
+
         try:
             deadline = start + timeout
             while len(self.socks) < self.world:
                 if self.proc.poll() is not None:
+                    shakes.close("still unauthenticated when the launcher exited")
                     raise LaunchExited(
                         f"the launcher of a {self.world}-rank pool exited with code "
-                        f"{self.proc.returncode} before every rank connected\n"
-                        + self.logs())
+                        f"{self.proc.returncode} before every rank connected"
+                        f"{refused()}\n" + self.logs())
                 if time.monotonic() > deadline:
+                    shakes.close(f"still unauthenticated after {timeout:g} s")
                     raise BackendError(
                         f"a {self.world}-rank pool did not come up within {timeout:.0f}"
-                        f" s (ranks connected: {sorted(self.socks)})\n" + self.logs())
+                        f" s (ranks connected: {sorted(self.socks)}){refused()}\n"
+                        + self.logs())
                 ready, _, _ = select.select([listener], [], [], 0.1)
                 interrupt.check()
-                if not ready:
-                    continue
-                conn = accept_authenticated(listener, self._authkey, io_timeout=60)
-                if conn is None:
-                    self.dropped += 1
-                    continue
-                try:
-                    if not conn.poll(AUTH_TIMEOUT):
-                        raise EOFError("no hello")
-                    kind, rank, pid, pool_id = recv_msg(conn)
-                    if kind != "hello" or pool_id != self.id or rank in self.socks:
-                        raise ValueError("bad hello")
-                except Exception:
-                    conn.close()
-                    self.dropped += 1
-                    continue
-                self.socks[rank] = conn
-                self.pids[rank] = pid
+                if ready:
+                    shakes.accept_ready()
+                while (got := shakes.get()) is not None:
+                    conn, (_, rank, pid, _) = got
+                    if rank in self.socks:
+                        shakes.refused.append((f"rank {rank}", "a second hello of rank "
+                                               f"{rank} (pid {pid})"))
+                        conn.close()
+                        continue
+                    self.socks[rank] = conn
+                    self.pids[rank] = pid
+            shakes.close("still unauthenticated when every rank had connected")
+            refused()
+            if self.refused:
+                _log().warning("rank pool %s (%d ranks) came up; %s", self.id,
+                               self.world, shakes.describe())
         except BaseException:
+            shakes.close()
             self.kill()
             raise
         finally:
             listener.close()
+            for r in range(self.world):  # a rank that connected deleted its own
+                try:
+                    os.unlink(os.path.join(self.secret_dir, f"key.{r}"))
+                except OSError:
+                    pass
         self.launch_seconds = time.monotonic() - start
 
     def alive(self) -> bool:
@@ -517,6 +745,7 @@ class Pool:
             for pid in processes_with(self.id):
                 _kill_tree(pid)
             time.sleep(0.05)
+        shutil.rmtree(self.secret_dir, ignore_errors=True)
         if not os.environ.get("RANK_POOL_KEEP_LOGS"):
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
@@ -639,12 +868,61 @@ class Pool:
                     msg = (f"rank {r} did not finish within {timeout:g} s ({why}); "
                            "the pool was killed")
                 results[r] = RankResult(rank=r, error=msg, seconds=timeout, waited=True)
+            if any(res.error for res in results.values()):
+                self._name_the_dead(ranks, results)
         except BaseException:
             self.kill()
             raise
         if any(res.error for res in results.values()):
             self.kill()
         return {r: results[r] for r in ranks}
+
+    def death(self, rank: int) -> tuple[int, str, float] | None:
+        """``(pid, how, when)`` of a rank whose worker ended, from its keeper's
+        record (:mod:`.rank_keeper`), or None."""
+        from .rank_keeper import describe
+
+        try:
+            with open(os.path.join(self.secret_dir, f"exit.{rank}")) as f:
+                return describe(f.read().strip())
+        except OSError:
+            return None
+
+    def _name_the_dead(self, ranks: list, results: dict) -> None:
+        """A failed job: if some worker died during it, the one that died first
+        is named (``rank R (pid P) died: killed by SIGKILL``) and every other
+        rank's failure is marked as following it (a survivor's gloo
+        ``std::exception``, a rank the launcher stopped after the death)."""
+        suspects = [r for r in ranks if results[r].crashed
+                    or not _running(self.pids.get(r))]
+        deaths = {}
+        wait_until = time.monotonic() + (2.0 if suspects else 0.0)
+        while True:  # the keeper writes its record right after the death
+            deaths = {r: d for r in ranks if (d := self.death(r)) is not None}
+            if all(r in deaths for r in suspects) or time.monotonic() > wait_until:
+                break
+            time.sleep(0.05)
+        for r in suspects:  # no record (its keeper died too): still named
+            if r not in deaths and not _running(self.pids.get(r)):
+                deaths[r] = (self.pids.get(r), "died (its keeper recorded no wait "
+                             "status)", time.time())
+        if not deaths:
+            return
+        first = min(deaths, key=lambda r: deaths[r][2])
+        pid, how, _ = deaths[first]
+        head = f"rank {first} (pid {pid}) died: {how}"
+        results[first] = RankResult(rank=first, error=(
+            f"{head} (during the job)\n" + self.logs([first])), crashed=True,
+            seconds=results[first].seconds)
+        for r in ranks:
+            res = results[r]
+            if r == first or not res.error:
+                continue
+            later = deaths.get(r)
+            then = f"rank {r} (pid {later[0]}) {later[1]}; " if later else ""
+            res.error = (f"{head} first; {then}rank {r}'s failure followed it:\n"
+                         + res.error)
+            res.waited = True
 
 
 # ------------------------------------------------------------ module state
@@ -799,7 +1077,9 @@ def raise_for_errors(results: dict, where: str = "ranks") -> None:
     errors = [res for _, res in sorted(results.items()) if res.error]
     if errors:
         raised = [e for e in errors if not e.crashed and not e.waited]
-        # a rank that raised explains the rest; then one that died
-        first = (raised or [e for e in errors if e.crashed] or errors)[0]
+        # a rank that raised explains the rest; then one that died (first the
+        # one that died first: the others are marked as following it)
+        first = (raised or [e for e in errors if e.crashed and not e.waited]
+                 or [e for e in errors if e.crashed] or errors)[0]
         cls = ProcessCrash if first.crashed else BackendError
         raise cls(f"{where}: rank {first.rank} failed: {first.error}", first.rank)

@@ -1,6 +1,7 @@
 """One rank of the ``ranks`` numeric backend (see :mod:`.rank_pool`).
 
-Started by ``python -m paddle.distributed.launch`` as
+Started by ``python -m paddle.distributed.launch`` through its keeper
+(:mod:`.rank_keeper`, which records how it ended) as
 ``python -m verify.numeric.rank_worker --pool-id ID``; the launcher gives it
 ``PADDLE_TRAINER_ID`` / ``PADDLE_TRAINERS_NUM`` / ``PADDLE_MASTER`` (and
 ``FLAGS_selected_gpus`` on a CUDA build), the pool gives it ``RANK_POOL_*``
@@ -24,7 +25,8 @@ Life of a worker:
    CPU collective of that process uses, whatever its ``ring_id``; the warm-up
    binds the worker to the world group (and warms the executor up).
 5. Connect to the controller (``multiprocessing.connection`` with the pool's
-   authkey from ``RANK_POOL_AUTHKEY``), say hello, then serve jobs until EOF.
+   authkey, read at start from ``$RANK_POOL_SECRET_DIR/key.R``, a 0600 file
+   it then deletes), say hello, then serve jobs until EOF.
 
 A job is ``("job", job_id, setup, spec_bytes)``; ``setup`` says which group
 to bind first (private key + warm-up, gloo only) and which ring keys to
@@ -57,7 +59,8 @@ import traceback
 import numpy as np
 
 from verify.ir.legacy_ir import paddle_module
-from verify.numeric.rank_pool import AUTHKEY_ENV, connect, recv_msg, send_msg, wait_port
+from verify.numeric.rank_pool import (AUTHKEY_ENV, SECRET_DIR_ENV, connect, read_secret,
+                                      recv_msg, send_msg, wait_port)
 from verify.numeric.run_spec import RankResult, RankSpec
 
 # Private ring id used to bind a worker to a sub-group (never used by programs).
@@ -259,8 +262,12 @@ def main(argv=None) -> int:
 
     exit_with_parent(ppid)
     addr = os.environ["RANK_POOL_ADDR"]
-    # the pool's secret: from the environment (never argv), then forgotten there
-    authkey = bytes.fromhex(os.environ.pop(AUTHKEY_ENV))
+    # the pool's secret: from this rank's 0600 file in the pool's private
+    # directory, deleted once read (never argv, never the environment, which
+    # Paddle's launcher writes to its log dir)
+    os.environ.pop(AUTHKEY_ENV, None)
+    authkey = read_secret(os.path.join(os.environ[SECRET_DIR_ENV],
+                                       f"key.{os.environ['PADDLE_TRAINER_ID']}"))
     worker = Worker(bind_world=os.environ.get("RANK_POOL_BIND_WORLD") == "1")
     worker.serve(addr, authkey, args.pool_id)
     sys.stdout.flush()
