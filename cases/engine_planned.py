@@ -346,7 +346,7 @@ def _plan_key(params: dict) -> str:
 
     for part in source_digest_parts():
         h.update(part)
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def planned_dir(params: dict, timeout: float = 300.0) -> Path:
@@ -357,20 +357,14 @@ def planned_dir(params: dict, timeout: float = 300.0) -> Path:
     concurrent builders (pytest -n) of the same case wait on a lock file for
     the first one instead of planning again.
     """
-    final = cache_root() / _plan_key(params)
-    if _complete(final, params):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{final.name}.lock", "w") as lock:
-        try:
-            import fcntl
+    from verify.cache_files import cached_dir
 
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError:  # not POSIX: the rename below still keeps it safe
-            pass
-        if _complete(final, params):
-            return final
-        return _plan_all(final, params, timeout)
+    key = _plan_key(params)  # the full sha256; the dir's name is a prefix
+    final = cache_root() / key[:16]
+    # sealed with the full key and every file's sha256 (verify/cache_files.py):
+    # a damaged or edited plan is planned again
+    return cached_dir(final, key, lambda: _plan_all(final, params, timeout),
+                      lambda f: _complete(f, params))
 
 
 def _complete(folder: Path, params: dict | None = None) -> bool:

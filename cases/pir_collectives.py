@@ -219,6 +219,7 @@ def planned_dir():
     ``~/.cache/paddle-pass-verify``) ``/pir_collectives/<key>``, the key a hash
     of the model file, the PIR planner's source and Paddle's version; a plan
     is written aside and renamed into place, so a reader never sees half."""
+    import json
     import hashlib
     import os
     import shutil
@@ -238,20 +239,22 @@ def planned_dir():
     h.update(paddle_module().__version__.encode())
     root = Path(os.environ.get("PADDLE_PASS_VERIFY_CACHE",
                                Path.home() / ".cache" / "paddle-pass-verify"))
-    folder = root / "pir_collectives" / h.hexdigest()[:16]
-    if (folder / "plan.json").is_file():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=folder.parent))
-    try:
-        plan(str(model), 2, out=tmp / "dir", ir="pir")
+    from verify.cache_files import cached_dir
+
+    key = h.hexdigest()  # the full sha256 (the seal's); the dir's name is a prefix
+    folder = root / "pir_collectives" / key[:16]
+
+    def make():
+        tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=folder.parent))
         try:
+            plan(str(model), 2, out=tmp / "dir", ir="pir")
             os.rename(tmp / "dir", folder)
-        except OSError:  # another builder was first
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return folder
+    # sealed with the key and every file's sha256: a damaged plan is planned again
+    return cached_dir(folder, key, make, lambda f: isinstance(
+        json.loads((f / "plan.json").read_text()), dict))
 
 
 def build_planned(case: Case, rank: int) -> PirRankProgram:
