@@ -595,7 +595,7 @@ def test_the_ranks_listen_on_loopback_only_during_a_job():
     sampler.start()
     try:
         programs = {0: _program(collective=True), 1: _program(collective=True)}
-        results = rank_pool.run_ranks(_specs(programs=programs, steps=50), timeout=60)
+        results = rank_pool.run_ranks(_specs(programs=programs, steps=30), timeout=60)
     finally:
         done.set()
         sampler.join()

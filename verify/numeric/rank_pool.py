@@ -931,15 +931,20 @@ _POOLS: "OrderedDict[str, Pool]" = OrderedDict()
 
 def _force_kill() -> None:
     """Kill every pool's process group and ranks, without a lock (a forced exit)."""
+    mine = os.getpgrp()
     for pool in list(_POOLS.values()):
         pids = list(pool.pids.values()) + ([pool.proc.pid] if pool.proc is not None else [])
         for pid in pids:
-            for kill in (lambda: os.killpg(pid, signal.SIGKILL),
-                         lambda: os.kill(pid, signal.SIGKILL)):
-                try:
-                    kill()
-                except OSError:
-                    pass
+            try:  # a worker's group is its keeper's (rank_keeper), the launcher's its own
+                group = os.getpgid(pid)
+                if group != mine:
+                    os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 interrupt.on_force_exit(_force_kill)
