@@ -288,6 +288,62 @@ def test_recorded_placements(tmp_path_factory, how):
         program_dirs._PLACEMENTS.clear()
 
 
+@FUZZ
+@given(how=DAMAGE)
+def test_premerge_import_index(tmp_path_factory, how):
+    """The import graph ``verify premerge`` picks the affected passes from
+    (an edited graph would leave a changed pass unchecked)."""
+    from verify.premerge import affected
+
+    d = tmp_path_factory.mktemp("index")
+    root = d / "site"
+    (root / "paddle" / "distributed" / "passes").mkdir(parents=True)
+    for f in ("paddle/__init__.py", "paddle/distributed/__init__.py",
+              "paddle/distributed/passes/__init__.py"):
+        (root / f).write_text("")
+    (root / "paddle" / "distributed" / "passes" / "a.py").write_text(
+        "from paddle.distributed.passes import b\n")
+    (root / "paddle" / "distributed" / "passes" / "b.py").write_text("X = 1\n")
+    want = affected.build_index(str(root))
+    assert affected.cached_index(str(root), str(d / "cache")) == want
+    (path,) = (d / "cache").glob("import-index-*.json")
+    key = path.stem[len("import-index-"):]
+
+    def same(got):
+        assert got == want
+    _fuzz_entry(path, how, lambda: affected.cached_index(str(root), str(d / "cache")), same,
+                lambda: read_entry(path, key, json.loads) == want)
+
+
+@settings(derandomize=True, max_examples=5, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(how=FLIPS.map(lambda f: ("flip", f)))
+def test_the_compiled_loopback_library(tmp_path_factory, how):
+    """A damaged preload library (loaded into every rank process) is built
+    again, never loaded."""
+    from verify.numeric import loopback_bind as lb
+
+    if not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler")
+    saved = (os.environ.get("PADDLE_PASS_VERIFY_CACHE"), lb._BUILT)
+    os.environ["PADDLE_PASS_VERIFY_CACHE"] = str(tmp_path_factory.mktemp("lib"))
+    try:
+        lb._BUILT = None
+        path, why = lb.library()
+        assert path, why
+        good = Path(path).read_bytes()
+        Path(path).write_bytes(damaged(good, how))
+        lb._BUILT = None  # a new process
+        again, _ = lb.library()
+        assert again == path and Path(path).read_bytes() == good
+    finally:
+        if saved[0] is None:
+            os.environ.pop("PADDLE_PASS_VERIFY_CACHE", None)
+        else:
+            os.environ["PADDLE_PASS_VERIFY_CACHE"] = saved[0]
+        lb._BUILT = saved[1]
+
+
 # -- planned models' dirs --------------------------------------------------------
 def _fake_planner(calls):
     def plan(model, ranks, mesh=None, out=None, **kw):

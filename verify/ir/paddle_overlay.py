@@ -94,7 +94,7 @@ def fingerprint() -> str:
         h.update(Path(manifest["modules"][mod]).read_bytes())
     for mod in sorted(manifest.get("deleted", [])):
         h.update(b"-" + mod.encode())
-    return h.hexdigest()[:12]
+    return h.hexdigest()  # whole: it is part of cache keys
 
 
 SOURCE_PREFIX = "paddle-file: "

@@ -60,8 +60,32 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
 _BUILT: tuple[str | None, str] | None = None
 
 
-def _build(target: Path) -> str:
-    """Compile SOURCE to ``target`` (written whole, then renamed)."""
+def _entry(target: Path) -> Path:
+    return target.with_name(target.name + ".entry")
+
+
+def _intact(target: Path, key: str) -> bool:
+    """Whether ``target`` is the library built from SOURCE: its entry
+    (``verify/cache_files.py``, under ``key``) names the sha256 of its bytes.
+    A damaged, edited or unrecorded library is built again."""
+    import hashlib
+
+    from verify.cache_files import MISS, read_entry
+
+    want = read_entry(_entry(target), key, bytes.decode)
+    try:
+        return want is not MISS and hashlib.sha256(target.read_bytes()).hexdigest() == want
+    except OSError:
+        return False
+
+
+def _build(target: Path, key: str) -> str:
+    """Compile SOURCE to ``target`` (written whole, then renamed), its entry
+    (the sha256 of its bytes, under ``key``) written first."""
+    import hashlib
+
+    from verify.cache_files import write_entry
+
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         raise OSError("no C compiler (cc, gcc) on PATH")
@@ -74,6 +98,7 @@ def _build(target: Path) -> str:
                                "-ldl"], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise OSError(f"{cc} failed: {proc.stderr.strip()[-500:]}")
+        write_entry(_entry(target), key, hashlib.sha256(out.read_bytes()).hexdigest().encode())
         os.replace(out, target)
     return str(target)
 
@@ -86,16 +111,17 @@ def library() -> tuple[str | None, str]:
         return _BUILT
     from verify.cache_files import root
 
-    name = f"loopback_bind-{hashlib.sha256(SOURCE.encode()).hexdigest()[:16]}.so"
+    key = hashlib.sha256(SOURCE.encode()).hexdigest()
+    name = f"loopback_bind-{key}.so"
     places = [root() / "loopback-bind" / name,
               Path(tempfile.gettempdir()) / f"paddle-pass-verify-{os.getuid()}" / name]
     why = ""
     for target in places:
-        if target.is_file():
+        if _intact(target, key):
             _BUILT = (str(target), "")
             return _BUILT
         try:
-            _BUILT = (_build(target), "")
+            _BUILT = (_build(target, key), "")
             return _BUILT
         except (OSError, subprocess.SubprocessError) as exc:
             why = f"{why}; {exc}" if why else str(exc)

@@ -192,24 +192,31 @@ def cached_index(root: str, cache_dir: str | None) -> dict:
     path, its number of modules and their newest mtime)."""
     import hashlib
 
+    from verify.cache_files import MISS, read_entry, write_entry
+
     files = scope_files(root)
     stamp = max(os.path.getmtime(p) for p in files.values())
-    key = hashlib.sha256(f"{root}|{stamp}|{len(files)}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{root}|{stamp}|{len(files)}".encode()).hexdigest()
     path = os.path.join(cache_dir, f"import-index-{key}.json") if cache_dir else None
-    if path and os.path.exists(path):
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            pass
+    # one entry of verify/cache_files.py: key and digest checked, a damaged,
+    # edited or ill-shaped index is a miss, built anew and rewritten
+    index = read_entry(path, key, json.loads, _valid_index) if path else MISS
+    if index is not MISS:
+        return index
     index = build_index(root)
     if path:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(index, f)
-        os.replace(tmp, path)
+        write_entry(path, key, json.dumps(index).encode())
     return index
+
+
+def _valid_index(index) -> bool:
+    """The shape :func:`build_index` gives: the graph a dict of lists of
+    names, the registry and re-exports dicts, the packages a list."""
+    return isinstance(index, dict) and isinstance(index.get("graph"), dict) and \
+        all(isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            for k, v in index["graph"].items()) and \
+        isinstance(index.get("registry"), dict) and isinstance(index.get("reexports"), dict) \
+        and isinstance(index.get("packages"), list)
 
 
 def patched_index(index: dict, root: str, texts: dict, deleted=()) -> dict:
