@@ -113,10 +113,17 @@ def library() -> tuple[str | None, str]:
 
     key = hashlib.sha256(SOURCE.encode()).hexdigest()
     name = f"loopback_bind-{key}.so"
-    places = [root() / "loopback-bind" / name,
-              Path(tempfile.gettempdir()) / f"paddle-pass-verify-{os.getuid()}" / name]
+    # the fallback is a fresh private directory (0700), never a shared,
+    # guessable path in /tmp another local user could have filled first
+    places = [lambda: root() / "loopback-bind" / name,
+              lambda: Path(tempfile.mkdtemp(prefix="loopback_bind_")) / name]
     why = ""
-    for target in places:
+    for place in places:
+        try:
+            target = place()
+        except OSError as exc:
+            why = f"{why}; {exc}" if why else str(exc)
+            continue
         if _intact(target, key):
             _BUILT = (str(target), "")
             return _BUILT

@@ -17,8 +17,9 @@ non-persistable vars stay readable after the run).
 Launching costs seconds (the launcher and each rank import Paddle and
 rendezvous), so a launched group is kept alive per world size and reused:
 jobs travel to the workers and results back over loopback TCP connections
-(``multiprocessing.connection`` with a per-pool authkey passed through the
-environment: nothing is unpickled before the peer passed the challenge).
+(``multiprocessing.connection`` with a per-pool authkey each worker reads
+from a 0600 file: nothing is unpickled before the peer passed the challenge,
+run for each connecting peer in a thread of its own).
 
 Environment given to the launcher and the workers
 -------------------------------------------------
