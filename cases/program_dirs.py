@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from verify import cache_files
+from verify.plan import schema
 from verify.plan.program_format import (FORMAT, VERSION, ProgramDirError, _check_format,
                                         _read_json)
 
@@ -127,8 +128,6 @@ def _placements_of(data: bytes | None) -> dict:
 
 def load_program_dir(path: str):
     """The Case of a program dir; ProgramDirError (one line) on bad input."""
-    import numpy as np
-
     import passes
     from cases.base import Case, Expect
 
@@ -138,14 +137,12 @@ def load_program_dir(path: str):
     if not folder.is_dir():
         raise ProgramDirError(f"program dir {folder} does not exist")
     plan = _read_json(folder / "plan.json", "written by python -m verify plan")
-    _check_format(plan, folder / "plan.json")
-    for key in ("name", "mesh", "rings"):
-        if key not in plan:
-            raise ProgramDirError(f"{folder / 'plan.json'}: no {key!r}")
-    ranks = sorted(int(r) for r in np.array(plan["mesh"]).flatten())
+    if isinstance(plan, dict) and plan.get("format") != FORMAT:
+        _check_format(plan, folder / "plan.json")  # "not a ... file": one message for all
+    # every file read below is validated first (types, ranges, versions): a
+    # field of the wrong shape is one line naming file and field
+    ranks = sorted(schema.check_plan(folder, plan))
     ir = plan.get("ir", "legacy")
-    if ir not in ("legacy", "pir"):
-        raise ProgramDirError(f"{folder / 'plan.json'}: unknown ir {ir!r}")
     if ir == "pir":
         from verify.plan.pir_rank import FILES as files
     else:
@@ -154,6 +151,8 @@ def load_program_dir(path: str):
         for f in files:
             if not (folder / f"rank{r}" / f).is_file():
                 raise ProgramDirError(f"program dir {folder}: rank{r}/{f} is missing")
+    for r in ranks:
+        schema.check_rank(folder, r, ranks, ir)
     table = passes.adapters()
     short = {a.short: n for n, a in table.items()}
     expect = {}

@@ -7,6 +7,7 @@ directory), with one clear line on stderr.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -16,9 +17,72 @@ class UsageError(Exception):
     pass
 
 
+# -- numeric options: argparse ``type=`` functions, so a bad value is argparse's
+# one line (``error: argument --timeout: ...``) and exit 2 --------------------
+SEED_LIMIT = 2 ** 32  # numpy's and Paddle's seeds are 32-bit
+COUNT_LIMIT = 2 ** 62
+TIMEOUT_LIMIT_S = 1e6  # about 11 days; beyond it a thread's wait overflows
+MEMORY_LIMIT_MB = 2 ** 30  # a petabyte
+
+
+def _number(text: str, kind):
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def seconds_arg(text: str) -> float:
+    """A time limit: finite, > 0 and at most TIMEOUT_LIMIT_S seconds."""
+    value = _number(text, float)
+    if not 0 < value <= TIMEOUT_LIMIT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: must be > 0 and <= {TIMEOUT_LIMIT_S:.0f} seconds")
+    return value
+
+
+def megabytes_arg(text: str) -> int:
+    """A memory limit in MB: an integer >= 0 (0: no limit)."""
+    value = _number(text, int)
+    if not 0 <= value <= MEMORY_LIMIT_MB:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: must be >= 0 (0: no limit) and <= {MEMORY_LIMIT_MB} MB")
+    return value
+
+
+def seed_arg(text: str) -> int:
+    """A seed: an integer >= 0 and < 2**32."""
+    value = _number(text, int)
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: must be >= 0 and < 2**32 ({SEED_LIMIT})")
+    return value
+
+
+def count_arg(text: str) -> int:
+    """A count or budget: an integer >= 1."""
+    value = _number(text, int)
+    if not 1 <= value <= COUNT_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: must be >= 1 and <= 2**62")
+    return value
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr (``error: argument
+    --seed: ...``), exit 2, like every other bad input."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m verify",
-                                description="Verify Paddle's distributed rewrite passes.")
+    p = ArgumentParser(prog="python -m verify",
+                       description="Verify Paddle's distributed rewrite passes.")
     sub = p.add_subparsers(dest="cmd")
     lst = sub.add_parser("list", help="list passes and cases")
     lst.add_argument("--case-file", dest="case_files", action="append", default=[],
@@ -58,11 +122,11 @@ def _parser():
                      metavar="DIR",
                      help="a program dir (python -m verify plan, or the documented format "
                           "in verify/plan/program_format.py) as one more case (repeatable)")
-    rep.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
+    rep.add_argument("--seed", type=seed_arg, default=None, help="seed of parameters and inputs")
     pl = sub.add_parser("plan", help="plan MODEL.py for every rank with Paddle's Engine "
                         "(CPU) and write a program dir")
     pl.add_argument("model", metavar="MODEL.py")
-    pl.add_argument("--ranks", type=int, required=True)
+    pl.add_argument("--ranks", type=count_arg, required=True)
     pl.add_argument("--mesh", default=None,
                     help="DPxTP (e.g. 2x2) or a JSON list (default: 1-D TP over all ranks)")
     pl.add_argument("--out", required=True, metavar="DIR")
@@ -96,31 +160,31 @@ def _parser():
                      help="where report.json goes (default reports/run-<time>)")
     run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],
                      default=None, help="numeric backend (default: the best available)")
-    run.add_argument("--seed", type=int, default=None, help="seed of parameters and inputs")
+    run.add_argument("--seed", type=seed_arg, default=None, help="seed of parameters and inputs")
     run.add_argument("--quiet", action="store_true", help="only the summary")
-    run.add_argument("--timeout", type=float, default=None, metavar="S",
+    run.add_argument("--timeout", type=seconds_arg, default=None, metavar="S",
                      help="wall-clock limit per pass application / numeric run, in its "
                           "worker process (default 120)")
-    run.add_argument("--memory", type=int, default=None, metavar="MB",
+    run.add_argument("--memory", type=megabytes_arg, default=None, metavar="MB",
                      help="memory a pass application / numeric run may add in its "
                           "worker process (default 4096; 0: no limit)")
     run.add_argument("--no-isolation", action="store_true",
                      help="apply passes in this process (a hanging or crashing pass "
                           "then stops the run)")
     # the value proof's budget: deterministic units, never seconds (docs/checks.md)
-    run.add_argument("--value-work-units", type=int, default=None, metavar="N",
+    run.add_argument("--value-work-units", type=count_arg, default=None, metavar="N",
                      help="work units the value proof's symbolic executions may spend "
                           "per application (default: verify/value/proof.py DEFAULT_BUDGET)")
-    run.add_argument("--value-stored-monomials", type=int, default=None, metavar="N",
+    run.add_argument("--value-stored-monomials", type=count_arg, default=None, metavar="N",
                      help="monomials one symbolic execution's store may hold (its "
                           "memory, ~180 bytes each; default: DEFAULT_BUDGET)")
-    run.add_argument("--value-relation-inputs", type=int, default=None, metavar="N",
+    run.add_argument("--value-relation-inputs", type=count_arg, default=None, metavar="N",
                      help="input elements (serial parameters, states, feeds) up to which "
                           "the planner relation proof is attempted (default 4096: the "
                           "real-model plans cost minutes cold; benchmarks/README.md)")
-    run.add_argument("--z3-rlimit", type=int, default=None, metavar="N",
+    run.add_argument("--z3-rlimit", type=count_arg, default=None, metavar="N",
                      help="Z3 resource limit (rlimit) of one value-proof query")
-    run.add_argument("--z3-rlimit-total", type=int, default=None, metavar="N",
+    run.add_argument("--z3-rlimit-total", type=count_arg, default=None, metavar="N",
                      help="Z3 rlimit of all value-proof queries of one application")
     return p
 
@@ -227,8 +291,27 @@ def _configure_value_budget(args) -> None:
 def cmd_run(args, out=sys.stdout) -> int:
     from verify.engine import collector
 
-    with collector.run_scope():  # the collector settled per application (see there)
-        return _cmd_run(args, out)
+    try:
+        with collector.run_scope():  # the collector settled per application (see there)
+            return _cmd_run(args, out)
+    finally:
+        lock = getattr(args, "report_lock", None)
+        if lock is not None:
+            lock.release()
+
+
+def _lock_report_dir(report_dir: str):
+    """The report directory, created and locked for the run
+    (``verify/report/write.py`` DirLock): another run holding it is one
+    line, exit 2, never two runs writing one report."""
+    from verify.report import write as report_mod
+
+    try:
+        return report_mod.DirLock(report_dir, "run")
+    except report_mod.DirectoryBusy as exc:
+        raise UsageError(f"report directory {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write report directory {report_dir}: {exc}") from None
 
 
 def _cmd_run(args, out) -> int:
@@ -259,24 +342,19 @@ def _cmd_run(args, out) -> int:
             raise UsageError(why)
     if getattr(args, "paddle_files", None):
         from .ir.paddle_overlay import OverlayError, source_label
-        from .premerge.paddle_files import export
+        from .premerge.paddle_files import check_imports, export
 
         try:
             table = export(args.paddle_files)
+            check_imports(table)  # a file that does not import: one line, exit 2
         except OverlayError as exc:
             raise UsageError(str(exc)) from None
         source = source_label(table)
         _overlay_here_or_refuse(adapters, args.no_isolation)
-    report_dir = args.report_dir or os.path.join(
-        "reports", time.strftime("run-%Y%m%d-%H%M%S"))
-    try:
-        os.makedirs(report_dir, exist_ok=True)
-        probe = os.path.join(report_dir, ".write-probe")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        raise UsageError(f"cannot write report directory {report_dir}: {exc}") from None
+    # a fresh default dir per run (time, pid, random); the dir locked for the
+    # run (an explicit --report-dir another run holds: one line, exit 2)
+    report_dir = args.report_dir or report_mod.run_dir_name("run")
+    args.report_lock = _lock_report_dir(report_dir)  # released by cmd_run
 
     from verify.engine import isolation
 
@@ -415,10 +493,10 @@ def cmd_repro(args, out=sys.stdout) -> int:
         raise UsageError(f"unknown case {args.case_name!r}; known: {', '.join(table)}")
     if args.paddle_files:  # loaded here at start (python -m verify), embedded in the script
         from .ir.paddle_overlay import OverlayError, require_here
-        from .premerge.paddle_files import export
+        from .premerge.paddle_files import check_imports, export
 
         try:
-            export(args.paddle_files)
+            check_imports(export(args.paddle_files))
             require_here(f"the reproducer of {adapter.name} on case {case.name}")
         except OverlayError as exc:
             raise UsageError(str(exc)) from None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 import pytest
 
@@ -21,6 +20,8 @@ from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 
 def pytest_addoption(parser):
+    from verify.cli import megabytes_arg, seconds_arg, seed_arg  # finite, in range
+
     group = parser.getgroup("pass verification")
     group.addoption("--pass-file", default=None, metavar="PATH",
                     help="verify the pass defined in this source file instead of "
@@ -46,7 +47,7 @@ def pytest_addoption(parser):
     group.addoption("--backend", default="both",
                     choices=["none", "simulated", "ranks", "both"],
                     help="numeric backend of the gate (default: both = simulator + real ranks, cross-checked)")
-    group.addoption("--seed", type=int, default=None,
+    group.addoption("--seed", type=seed_arg, default=None,
                     help="seed of parameters and inputs (default: the report's)")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="report directory of this run (default reports/pytest-<time>)")
@@ -54,13 +55,14 @@ def pytest_addoption(parser):
     # installed, ours is only --pass-timeout.
     for names in (("--timeout", "--pass-timeout"), ("--pass-timeout",)):
         try:
-            group.addoption(*names, dest="verify_timeout", type=float, default=None,
+            group.addoption(*names, dest="verify_timeout", type=seconds_arg, default=None,
                             metavar="S", help="wall-clock limit per pass application / "
                             "numeric run in its isolation worker (default 120)")
             break
         except ValueError:
             continue
-    group.addoption("--memory", dest="verify_memory", type=int, default=None, metavar="MB",
+    group.addoption("--memory", dest="verify_memory", type=megabytes_arg, default=None,
+                    metavar="MB",
                     help="memory a pass application / numeric run may add in its "
                          "isolation worker (default 4096; 0: no limit)")
     group.addoption("--no-isolation", dest="verify_no_isolation", action="store_true",
@@ -123,8 +125,9 @@ def pytest_configure(config):
     if _is_worker(config):
         config._verify_run_dir = config.workerinput.get("verify_run_dir")
         return
-    run_dir = config.getoption("--report-dir", default=None) or os.path.join(
-        "reports", time.strftime("pytest-%Y%m%d-%H%M%S"))
+    from verify.report.write import run_dir_name  # time, pid, random: one per run
+
+    run_dir = config.getoption("--report-dir", default=None) or run_dir_name("pytest")
     config._verify_run_dir = os.path.abspath(run_dir)
     config._verify_seen = {}
 

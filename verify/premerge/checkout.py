@@ -47,18 +47,44 @@ class Changes:
     python: list = field(default_factory=list)  # [Change] under python/paddle, .py
     native: list = field(default_factory=list)  # [Change] needing a build
     other: list = field(default_factory=list)  # [Change] neither
+    unreadable: dict = field(default_factory=dict)  # python path -> why not overlaid
 
     def overlay_files(self) -> dict:
         """``{package path: text}`` of the added/modified Python files."""
         out = {}
         for c in self.python:
-            if c.status != "D":
+            if c.status != "D" and not self.undecodable(c):
                 with open(os.path.join(self.root, c.path), encoding="utf-8") as f:
                     out[c.package_path] = f.read()
         return out
 
     def deleted(self) -> list:
         return [c.package_path for c in self.python if c.status == "D"]
+
+    def undecodable(self, change) -> str:
+        """Why ``change``'s file cannot be overlaid ("" if it can): a file
+        that is not UTF-8 text is reported as not checked (``unreadable``),
+        never a traceback.  Irregular files are left to the reader."""
+        if change.path in self.unreadable:
+            return self.unreadable[change.path]
+        try:
+            fd = os.open(os.path.join(self.root, change.path), os.O_RDONLY |
+                         getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return ""
+        with os.fdopen(fd, "rb") as f:
+            import stat
+
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return ""
+            data = f.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.unreadable[change.path] = (f"not UTF-8 text ({exc.reason} at byte "
+                                            f"{exc.start}): not overlaid, not checked")
+            return self.unreadable[change.path]
+        return ""
 
 
 def _git(root: str, *args) -> str:

@@ -47,6 +47,10 @@ class OverlayFinder(importlib.abc.MetaPathFinder):
     """Finds the overlay's modules; ``None`` (normal import) for all others."""
 
     paddle_overlay = True  # marker: installed at most once per process
+    # ``on_error(module, exc)``: called when an overlaid module fails to
+    # import (``--paddle-file``: one line naming the file, exit 2), then the
+    # error goes on as usual; None: just the error
+    on_error = None
 
     def __init__(self, manifest: dict, path: str = ""):
         self.modules = dict(manifest.get("modules", {}))
@@ -68,9 +72,25 @@ class OverlayFinder(importlib.abc.MetaPathFinder):
             # the overlay's, which this finder answers first anyway)
             installed = self.packages.get(fullname)
             search = [installed] if installed else [os.path.dirname(source)]
-        loader = importlib.machinery.SourceFileLoader(fullname, source)
+        loader = _Loader(fullname, source)
+        loader.finder = self
         return importlib.util.spec_from_file_location(
             fullname, source, loader=loader, submodule_search_locations=search)
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """An overlaid module's loader: its finder's ``on_error`` hears of a
+    failure to import it."""
+
+    finder = None
+
+    def exec_module(self, module):
+        try:
+            super().exec_module(module)
+        except Exception as exc:
+            if self.finder is not None and self.finder.on_error is not None:
+                self.finder.on_error(self.name, exc)
+            raise
 
 
 def load_manifest(path: str) -> dict:

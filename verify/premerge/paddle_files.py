@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from verify.ir.paddle_overlay import installed_rel, installed_root, module_of
+from verify.ir.paddle_overlay import OverlayError, installed_rel, installed_root, module_of
 
 from . import overlay
 
@@ -31,16 +31,61 @@ def export(paths, directory: str | None = None) -> dict:
         return table
     if _same_as_active(table):
         return table
+    files = {mod: source_text(path) for mod, path in table.items()}  # OverlayError
     directory = directory or tempfile.mkdtemp(prefix="verify-paddle-files-")
-    files = {}
-    for mod, path in table.items():
-        with open(path, encoding="utf-8") as f:
-            files[installed_rel(mod)] = f.read()
+    files = {installed_rel(mod): text for mod, text in files.items()}
     manifest = overlay.write(directory, files, installed_root())
     env = overlay.child_env(manifest)
     os.environ[overlay.ENV] = env[overlay.ENV]
     os.environ["PYTHONPATH"] = env["PYTHONPATH"]
     return table
+
+
+def source_text(path: str) -> str:
+    """The text of a --paddle-file, compiled to check it: OverlayError (one
+    line naming the file) when it is not UTF-8 or does not compile."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise OverlayError(f"--paddle-file {path}: cannot read it: {exc.strerror or exc}"
+                           ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OverlayError(f"--paddle-file {path} is not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start})") from None
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        raise OverlayError(f"--paddle-file {path} does not compile: "
+                           f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}{where}") from None
+    return text
+
+
+def import_error(path: str, exc: BaseException) -> str:
+    """The one line of a --paddle-file that failed to import."""
+    lines = str(exc).strip().splitlines()
+    return (f"--paddle-file {path} does not import: {type(exc).__name__}"
+            + (f": {lines[0]}" if lines else ""))
+
+
+def check_imports(table: dict) -> None:
+    """Import each overlaid module in this process (when the overlay is
+    loaded here): one that fails is an OverlayError naming its file, before
+    any pass is judged with it."""
+    import importlib
+
+    from verify.ir.paddle_overlay import loaded_here
+
+    if not loaded_here():
+        return
+    for mod in sorted(table):
+        try:
+            importlib.import_module(mod)
+        except Exception as exc:  # noqa: BLE001  (user code)
+            raise OverlayError(import_error(table[mod], exc)) from None
 
 
 def _same_as_active(table: dict) -> bool:
@@ -76,11 +121,19 @@ def install_early(argv) -> None:
             paths.append(a.split("=", 1)[1])
     if not paths:
         return
-    from verify.ir.paddle_overlay import OverlayError
-
     try:
-        export(paths)
+        table = export(paths)
     except (OverlayError, OSError):
         return
-    if overlay.active() is None:
-        overlay.install(os.environ[overlay.ENV])
+    finder = overlay.active()
+    if finder is None:
+        finder = overlay.install(os.environ[overlay.ENV])
+
+    def on_error(module, exc):  # Paddle's import (or a later one) met the file's error
+        import sys
+
+        print(f"error: {import_error(table.get(module, module), exc)}", file=sys.stderr)
+        sys.stderr.flush()
+        raise SystemExit(2)
+
+    finder.on_error = on_error

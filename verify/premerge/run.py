@@ -22,7 +22,6 @@ git, the cached import graph and the cache lookups.
 """
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import os
@@ -47,10 +46,12 @@ class UsageError(Exception):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m verify premerge",
-                                description="Check a Paddle checkout's change before it "
-                                "merges: its changed Python sources overlaid on the "
-                                "installed Paddle, the affected passes on every case.")
+    from verify.cli import ArgumentParser, seed_arg  # one-line usage errors; seeds in range
+
+    p = ArgumentParser(prog="python -m verify premerge",
+                       description="Check a Paddle checkout's change before it "
+                       "merges: its changed Python sources overlaid on the "
+                       "installed Paddle, the affected passes on every case.")
     p.add_argument("checkout", metavar="CHECKOUT", help="a git checkout of Paddle's source")
     p.add_argument("--base", default=None, metavar="REV",
                    help="compare with this revision (default: the merge base with the "
@@ -65,7 +66,7 @@ def _parser():
                    help="run only the cases matching these globs")
     p.add_argument("--backend", choices=["none", "simulated", "ranks", "both"], default=None,
                    help="numeric backend of the runs (default: the run's own)")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed_arg, default=None)
     p.add_argument("--no-vocabulary", action="store_true",
                    help="skip the vocabulary audit of the changed pass sources")
     return p
@@ -184,10 +185,15 @@ def premerge(args, out=sys.stdout) -> int:
         ch = changes(args.checkout, args.base)
     except CheckoutError as exc:
         raise UsageError(str(exc)) from None
-    out_dir = Path(args.out or os.path.join(
-        "reports", time.strftime("premerge-%Y%m%d-%H%M%S"))).resolve()
+    from verify.report.write import DirectoryBusy, DirLock, run_dir_name
+
+    # a fresh default dir per run (time, pid, random); --out locked for the run:
+    # a second premerge on it is one line, exit 2 (both writing lost results)
+    out_dir = Path(args.out or run_dir_name("premerge")).resolve()
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        args.out_lock = DirLock(str(out_dir), "premerge run (--out)")
+    except DirectoryBusy as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
     root = affected_mod.installed_root()
@@ -212,9 +218,11 @@ def premerge(args, out=sys.stdout) -> int:
             wanted.add(name)
     review = Review(checkout=ch.root, base=ch.base, base_how=ch.base_how,
                     rerun=_rerun_command(args, ch.root, ch.base),
-                    python_changed=[(c.status, c.path) for c in ch.python],
+                    python_changed=[(c.status, c.path) for c in ch.python
+                                    if c.path not in ch.unreadable],
                     native=[(c.status, c.path) for c in ch.native],
                     other=[(c.status, c.path) for c in ch.other],
+                    unreadable=sorted(ch.unreadable.items()),
                     affected=dict(aff.passes), planner=aff.planner,
                     planner_adapters=aff.planner_adapters)
     for name in aff.unmapped:
@@ -298,6 +306,8 @@ def premerge(args, out=sys.stdout) -> int:
         print(f"NEW (vocabulary): {k}: {msg}", file=out)
     for s, p in review.native:
         print(f"not checked (needs a build): {p}", file=out)
+    for p, why in review.unreadable:
+        print(f"not checked: {p}: {why}", file=out)
     for e in review.errors:
         print(f"error: {e}", file=out)
     print(f"{len(review.outcomes)} applications of {len(review.affected)} affected "
@@ -364,6 +374,7 @@ def _machine(r: Review) -> dict:
             "vocabulary_new": [k for _, k, _, _ in r.vocabulary_new],
             "vocabulary_gone": [k for _, k in r.vocabulary_gone],
             "not_checked": [p for _, p in r.native], "python": r.python_changed,
+            "unreadable": dict(r.unreadable),
             "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
             "unreached": r.unreached,
             "seconds": round(r.seconds, 2), "cache": r.cache}
@@ -386,6 +397,8 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
+        if getattr(args, "out_lock", None) is not None:
+            args.out_lock.release()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

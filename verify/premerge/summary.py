@@ -66,6 +66,7 @@ class Review:
     reports: list = field(default_factory=list)  # report dirs of the runs
     seconds: float = 0.0
     cache: str = ""
+    unreadable: list = field(default_factory=list)  # [(path, why)]: not overlaid
 
     def new(self) -> list:
         return [o for o in self.outcomes if o.kind == "NEW"]
@@ -136,6 +137,9 @@ def render(r: Review) -> str:
         lines.append("")
     if r.native:
         lines += ["### Not checked (need a build)", *_rows(r.native), ""]
+    if r.unreadable:
+        lines += ["### Not checked (cannot be read as Python source)",
+                  *[f"- `{p}`: {why}" for p, why in r.unreadable], ""]
     if r.unreached:
         lines += ["### Changed modules no pass under test reaches",
                   "(by imports within `paddle.distributed`; overlaid, nothing ran for them)",

@@ -149,15 +149,88 @@ def write_report(report: dict, directory: str) -> str:
     return path
 
 
+def run_dir_name(prefix: str = "run", parent: str = "reports") -> str:
+    """A fresh default report directory, ``reports/<prefix>-<time>-<pid>-<random>``:
+    two runs started in the same second (or by the same pid, later) never
+    share one.  Not created here."""
+    import secrets
+    import time
+
+    return os.path.join(parent, f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-"
+                                f"{os.getpid()}-{secrets.token_hex(3)}")
+
+
+LOCK_NAME = ".lock"
+
+
+class DirectoryBusy(Exception):
+    """Another run holds the directory's lock (the message is one line)."""
+
+
+class DirLock:
+    """An exclusive ``fcntl.flock`` on ``DIR/.lock``, held while a run writes
+    into DIR (``verify run --report-dir``, ``verify premerge --out``): a
+    second run on the same directory is refused at once (:class:`DirectoryBusy`)
+    instead of both writing and one report being lost.  The lock goes with
+    the process (or :meth:`release`); the file stays (removing it would let a
+    third run lock a new file while the second holds the old one)."""
+
+    def __init__(self, directory: str, what: str = "run"):
+        import fcntl
+
+        os.makedirs(directory, exist_ok=True)  # OSError: the caller's "cannot write"
+        self.path = os.path.join(directory, LOCK_NAME)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.read(fd, 200).decode(errors="replace").strip()
+            except OSError:
+                holder = ""
+            os.close(fd)
+            raise DirectoryBusy(f"{directory} is in use by another {what}"
+                                + (f" ({holder})" if holder else "")
+                                + ": wait for it or give another directory") from None
+        except OSError:
+            os.close(fd)
+            raise
+        try:  # who holds it, for the message of a run refused
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()}".encode())
+        except OSError:
+            pass
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 def point_latest(directory: str) -> None:
-    """Make ``reports/latest`` (beside ``directory``) point at ``directory``."""
+    """Make ``reports/latest`` (beside ``directory``) point at ``directory``,
+    atomically: a new symlink under a temporary name renamed over ``latest``
+    (``os.replace``), so a reader (or a concurrent run) never finds it
+    missing or half made.  A real directory called latest is left alone."""
+    import secrets
+
     parent = os.path.dirname(os.path.abspath(directory))
     link = os.path.join(parent, "latest")
+    if os.path.exists(link) and not os.path.islink(link):
+        return
+    tmp = os.path.join(parent, f".latest-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        if os.path.islink(link) or os.path.exists(link):
-            if not os.path.islink(link):
-                return  # a real directory called latest: leave it alone
-            os.remove(link)
-        os.symlink(os.path.basename(os.path.abspath(directory)), link)
+        os.symlink(os.path.basename(os.path.abspath(directory)), tmp)
+        os.replace(tmp, link)
     except OSError:
-        pass
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass

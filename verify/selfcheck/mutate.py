@@ -336,15 +336,14 @@ def report(results, seconds, out=sys.stdout, skipped=()) -> None:
 
 
 def main(argv=None, out=sys.stdout) -> int:
-    import argparse
-
     import cases as case_lib
     import passes
 
+    from verify.cli import ArgumentParser, count_arg
     from verify.report.write import DEFAULT_SEED
 
-    p = argparse.ArgumentParser(prog="python -m verify mutate")
-    p.add_argument("--sample", type=int, default=None,
+    p = ArgumentParser(prog="python -m verify mutate")
+    p.add_argument("--sample", type=count_arg, default=None,
                    help="run only about this many program-level mutants (two thirds "
                         "in-region), spread over the matrix")
     p.add_argument("--backend", default="simulated", choices=["none", "simulated"])
