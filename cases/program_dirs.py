@@ -147,6 +147,11 @@ def load_program_dir(path: str):
         from verify.plan.pir_rank import FILES as files
     else:
         files = ("main.pdmodel", "startup.pdmodel", "meta.json")
+    # every file read below or by the passes is a regular file inside the dir
+    # (no symlink out, FIFO, device; no absolute or '..' path in planner.json)
+    from verify.plan.dir_files import check_paths
+
+    check_paths(folder, ranks, ir, files)
     for r in ranks:
         for f in files:
             if not (folder / f"rank{r}" / f).is_file():

@@ -448,11 +448,14 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
         adapter, case = by_name.get(app.get("pass")), by_case.get(app.get("case"))
         if adapter is None or case is None:
             continue
-        rel = os.path.join("repro", f"repro_{adapter.short}_{case.name}.py")
+        # a safe file name whatever the case is called, inside the report dir
+        rel = os.path.join("repro", repro.file_name(adapter, case))
         try:
+            from verify.safe_names import inside
+
             # the file under review wherever the adapter looks up a pass it
             # registers (under the adapter's name or another, e.g. the VPP split's)
-            repro.write(adapter, case, os.path.join(report_dir, rel),
+            repro.write(adapter, case, inside(report_dir, rel),
                         loaded.path if loaded is not None and set(loaded.registered)
                         & set(adapter.python_passes()) else None, seed,
                         checks=app.get("checks") or [])

@@ -11,13 +11,15 @@ from rich.text import Text
 from verify.engine import collector
 from verify.engine.application import run_application
 from verify.engine.console import console_for, verdict_style
+from verify.safe_names import printable
 
 
 def _line_parts(app) -> tuple:
     fired = ",".join(map(str, app.fired_ranks)) or "-"
     mark = "ok " if app.as_expected else "BAD"
     exp = "" if app.as_expected else f" (expected {app.expected.verdict})"
-    middle = (f" {app.pass_name:38s} {app.case_name:28s} ranks={len(app.ranks)} "
+    # a case name is input: its control characters escaped (verify/safe_names.py)
+    middle = (f" {app.pass_name:38s} {printable(app.case_name):28s} ranks={len(app.ranks)} "
               f"fired={fired:7s} ops={app.op_delta():15s} ")
     how = " (witnessed, not proved)" if app.proof == "witnessed" else ""
     return mark, middle, str(app.status) + how, exp
@@ -81,7 +83,8 @@ def run_matrix(adapters, cases, source="installed", seed=0, backend=None, out=sy
         task = progress.add_task("", total=total) if progress is not None else None
         for adapter, case in todo:
             if progress is not None:
-                progress.update(task, description=f"{adapter.short} {case.name[:30]}")
+                progress.update(task, description=f"{adapter.short} "
+                                f"{printable(case.name)[:30]}")
             app = run_application(adapter, case, source=source, numeric=numeric)
             # an interrupt that some code swallowed (or turned into an error):
             # this application's verdict may rest on it, so it is not kept

@@ -107,10 +107,15 @@ class ProgramDirError(Exception):
 
 
 def _read_json(path: Path, what: str) -> dict:
+    """The JSON of ``path``, a regular file inside its folder (never a
+    symlink out, a FIFO or a device: ``verify/plan/dir_files.py``)."""
+    from verify.plan.dir_files import read_regular
+
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise ProgramDirError(f"program dir {path.parent}: no {path.name} ({what})")
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProgramDirError(f"program dir {path.parent}: no {path.name} ({what})") from None
+        return json.loads(read_regular(path.parent, path.name))
     except (OSError, ValueError) as exc:
         raise ProgramDirError(f"program dir {path.parent}: {path.name} is not JSON: "
                               f"{exc}") from None

@@ -6,7 +6,9 @@ working tree, sorted into what the pre-merge run can check.
   package (``verify/premerge/overlay.py``);
 * C++/CUDA/build files (``paddle/``'s ``.cc``, ``.h``, ``.cu``, ops YAML,
   ``CMakeLists.txt`` ...) need a build: listed as not checked;
-* everything else (docs, tests, tools) is listed as ignored.
+* everything else (docs, tests, tools) is listed as ignored, and so is a
+  ``python/paddle`` path that is not a regular file inside the checkout (a
+  symlink, tracked or not: its target is never copied into the overlay).
 
 The base is ``--base`` when given, else the merge base of ``HEAD`` with its
 upstream branch, else ``HEAD~1``.  The working tree includes uncommitted and
@@ -50,12 +52,13 @@ class Changes:
     unreadable: dict = field(default_factory=dict)  # python path -> why not overlaid
 
     def overlay_files(self) -> dict:
-        """``{package path: text}`` of the added/modified Python files."""
+        """``{package path: text}`` of the added/modified Python files (each
+        a regular file inside the checkout, never a symlink's target:
+        :func:`regular_text`)."""
         out = {}
         for c in self.python:
             if c.status != "D" and not self.undecodable(c):
-                with open(os.path.join(self.root, c.path), encoding="utf-8") as f:
-                    out[c.package_path] = f.read()
+                out[c.package_path] = regular_text(self.root, c.path)
         return out
 
     def deleted(self) -> list:
@@ -85,6 +88,40 @@ class Changes:
                                             f"{exc.start}): not overlaid, not checked")
             return self.unreadable[change.path]
         return ""
+
+
+def _regular_inside(root: str, rel: str) -> bool:
+    """``rel`` is a regular file (not a symlink, FIFO, device) inside
+    ``root``, no directory on the way a symlink leading out of it."""
+    import stat
+
+    path = os.path.join(root, rel)
+    base = os.path.realpath(root)
+    if not os.path.realpath(path).startswith(base.rstrip(os.sep) + os.sep):
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def regular_text(root: str, rel: str) -> str:
+    """The text of ``rel``, a regular file inside ``root``, opened without
+    following a symlink (``O_NOFOLLOW``) or blocking on a FIFO; CheckoutError
+    otherwise."""
+    import stat
+
+    if not _regular_inside(root, rel):
+        raise CheckoutError(f"{root}: {rel} is not a regular file inside the checkout")
+    try:
+        fd = os.open(os.path.join(root, rel),
+                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CheckoutError(f"{root}: cannot read {rel}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise CheckoutError(f"{root}: {rel} is not a regular file inside the checkout")
+        return f.read().decode("utf-8")
 
 
 def _git(root: str, *args) -> str:
@@ -149,5 +186,10 @@ def changes(checkout: str, base: str | None = None) -> Changes:
     entries += [("A", p) for p in untracked if p]
     for status, path in sorted(entries, key=lambda e: e[1]):
         change = Change(path, status[0] if status[0] in "AMD" else "M")
-        getattr(out, _kind(path)).append(change)
+        kind = _kind(path)
+        if kind == "python" and change.status != "D" and not _regular_inside(root, path):
+            # a symlink (tracked or not), FIFO or device is never overlaid: its
+            # target may lie outside the checkout; listed as ignored
+            kind = "other"
+        getattr(out, kind).append(change)
     return out

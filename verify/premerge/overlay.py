@@ -151,6 +151,9 @@ def write(directory: str, files: dict, installed_root: str, deleted=()) -> str:
     modules, packages = {}, {}
     for rel, text in sorted(files.items()):
         dest = os.path.join(directory, rel)
+        # a package path, never one leading out of the overlay directory
+        if not os.path.realpath(dest).startswith(os.path.realpath(directory) + os.sep):
+            raise ValueError(f"overlay path {rel!r} leads out of {directory}")
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "w", encoding="utf-8") as f:
             f.write(text)

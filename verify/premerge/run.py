@@ -283,10 +283,11 @@ def premerge(args, out=sys.stdout) -> int:
             o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
                         rec.get("evidence", ""), cached=cached)
             if o.kind != "unchanged" and rec.get("reproducer_text"):
-                path = out_dir / "repro" / rec["reproducer_name"]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(_with_overlay_text(rec["reproducer_text"], manifest))
-                o.reproducer = str(path)
+                try:
+                    o.reproducer = write_reproducer(out_dir, rec, f"repro_{info.short}_{c}.py",
+                                                    manifest)
+                except ValueError as exc:  # out_dir/repro links out of --out
+                    review.errors.append(f"{name} on {c}: no reproducer written: {exc}")
             review.outcomes.append(o)
     if not args.no_vocabulary:
         _audit_vocabulary(review, aff, wanted, texts, env, cache)
@@ -317,6 +318,20 @@ def premerge(args, out=sys.stdout) -> int:
 
 
 _OVERLAY_MARK = "# --- verify premerge: run with the checkout's changed Paddle sources ---"
+
+
+def write_reproducer(out_dir: Path, rec: dict, default_name: str, manifest: str) -> str:
+    """Write a result's reproducer (``rec``: a cache entry or a run's) into
+    ``out_dir/repro/``; its name is input (a cache entry's ``reproducer_name``):
+    one safe path component (``verify/safe_names.py``), the file inside
+    ``out_dir`` (else ``UnsafePath``, a ValueError).  Returns the path."""
+    from verify.safe_names import component, inside
+
+    path = Path(inside(out_dir, "repro", component(rec.get("reproducer_name")
+                                                   or default_name)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_with_overlay_text(rec["reproducer_text"], manifest))
+    return str(path)
 
 
 def _read_text(path: Path) -> str:

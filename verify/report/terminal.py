@@ -4,6 +4,7 @@ pass, the totals and where the report is.  Through rich: coloured on a
 terminal, plain text (a Markdown table) in logs and pipes."""
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 
 from rich import box
@@ -14,6 +15,7 @@ from verify.engine.baseline import classify
 from verify.ir.paddle_overlay import command_flags
 from verify.engine.console import console_for, verdict_style
 from verify.report.write import summarize
+from verify.safe_names import printable
 from verify.verdicts import SHOWN as VERDICTS
 
 
@@ -51,7 +53,10 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
     console.print()
     for a in bad:  # counterexamples first: what a reviewer needs
         how = classify(a.expected.verdict, a.verdict.value)
-        console.print(Text.assemble((how, "bold red"), f": {a.pass_name} on {a.case_name}: ",
+        # names and messages hold input (a case name): control characters
+        # escaped (verify/safe_names.py), never sent to the terminal raw
+        console.print(Text.assemble((how, "bold red"),
+                                    f": {a.pass_name} on {printable(a.case_name)}: ",
                                     (a.verdict.value, verdict_style(a.verdict.value)),
                                     f" (baseline {a.expected.verdict})"))
         shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
@@ -62,12 +67,16 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
             "checker environment") and "checker environment:" not in c.message,
             c.advisory, bool(c.details.get("not_proved")), c.counterexample is None))
         for c in shown[:3]:
-            console.print(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}")
+            console.print(printable(f"    [{c.kind}/{c.name} rank {c.rank}] {c.message}",
+                                    keep="\n"))
             if c.counterexample:
-                console.print(f"      counterexample: {c.counterexample}")
-        console.print(f"    reproduce: python -m verify run --pass {a.pass_name} "
-                      f"--case {a.case_name}" + command_flags(a.source)
-                      + (f" --case-file {a.case_file}" if a.case_file else ""),
+                console.print(printable(f"      counterexample: {c.counterexample}",
+                                        keep="\n"))
+        console.print(printable(f"    reproduce: python -m verify run --pass "
+                                f"{shlex.quote(a.pass_name)} --case {shlex.quote(a.case_name)}"
+                                + command_flags(a.source)
+                                + (f" --case-file {shlex.quote(a.case_file)}"
+                                   if a.case_file else "")),
                       style="cyan")
     console.print(summary_table(apps, styled=console.is_terminal))
     summ = summary if summary is not None else summarize(apps)
@@ -85,8 +94,8 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
                       f"{vp.get('refutations_replayed', 0)}")
     witnessed = summ.get("witnessed_not_proved") or []
     if witnessed:  # EQUIVALENT on sampling alone: said apart from the proved
-        console.print(f"EQUIVALENT, witnessed not proved ({len(witnessed)}): "
-                      + ", ".join(witnessed))
+        console.print(printable(f"EQUIVALENT, witnessed not proved ({len(witnessed)}): "
+                                + ", ".join(witnessed)))
     console.print(f"report: {path}")
     console.print(Text.assemble(f"{len(apps) - len(bad)} as expected, ",
                                 (f"{len(bad)} unexpected", "bold red" if bad else "green")))

@@ -18,6 +18,12 @@ carry the pass it judges, never fall back to the installed one:
   them from files; deleted modules raise ``ModuleNotFoundError``.
 
 ``embed(text)`` inserts the overlay preamble into a script's text.
+
+:func:`literal` is how any value from input (a case name, a path, a case's
+params) enters a generated script: a Python literal (``repr`` of plain data,
+checked by ``ast.literal_eval``), never text formatted into a docstring,
+comment or string literal; :func:`fill` substitutes a script's placeholders
+in one pass (a value holding another placeholder's name stays as it is).
 """
 from __future__ import annotations
 
@@ -121,6 +127,34 @@ print("Paddle sources under review, embedded: "
 '''
 
 
+def literal(value) -> str:
+    """``value`` (plain data: str, bytes, numbers, bool, None, and lists,
+    tuples, dicts of them) as Python source evaluating to it; ReproError for
+    anything else (an object whose ``repr`` is not a literal could be code)."""
+    from verify.repro.errors import ReproError
+
+    text = repr(value)
+    try:
+        same = ast.literal_eval(text) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        same = False
+    if not same:
+        raise ReproError(f"a {type(value).__name__} value cannot be written into a "
+                         "reproducer as a literal")
+    return text
+
+
+def fill(template: str, values: dict) -> str:
+    """``template`` with every placeholder (a key of ``values``) replaced by
+    its value in one pass: inserted text is never searched for placeholders."""
+    import re
+
+    if not values:
+        return template
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
+    return pattern.sub(lambda m: values[m.group(0)], template)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -145,9 +179,9 @@ def pass_loader(pass_file) -> str:
     """Lines defining ``load_pass_source()`` for ``pass_file`` (None: the
     installed pass)."""
     rec = pass_record(pass_file)
-    return (_LOADER.replace("__SOURCE__", repr(rec["source"]))
-            .replace("__PATH__", repr(rec["path"])).replace("__SHA__", repr(rec["sha256"]))
-            .replace("__NAMES__", repr(rec["names"])))
+    return fill(_LOADER, {"__SOURCE__": literal(rec["source"]),
+                          "__PATH__": literal(rec["path"]), "__SHA__": literal(rec["sha256"]),
+                          "__NAMES__": literal(rec["names"])})
 
 
 def overlay_sources() -> tuple:
@@ -173,8 +207,8 @@ def overlay_preamble() -> str:
     modules, deleted = overlay_sources()
     if not modules and not deleted:
         return ""
-    return MARK + "\n" + _FINDER.replace("__MODULES__", repr(modules)) \
-        .replace("__DELETED__", repr(deleted)).lstrip("\n")
+    return MARK + "\n" + fill(_FINDER, {"__MODULES__": literal(modules),
+                                       "__DELETED__": literal(deleted)}).lstrip("\n")
 
 
 def embed(text: str) -> str:

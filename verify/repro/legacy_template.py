@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Reproducer: __TITLE__
+"""Reproducer of one pass application: the pass and the case are TITLE below.
 
 Written by ``python -m verify repro`` (paddle-pass-verify).  Self-contained:
 it needs only the installed PaddlePaddle (legacy static programs, CPU is
@@ -39,6 +39,8 @@ import os
 import sys
 import traceback
 import zlib
+
+TITLE = __TITLE__  # the pass and the case (from input: a literal, never code)
 
 os.environ["FLAGS_enable_pir_api"] = "0"  # legacy ProgramDesc programs
 os.environ.setdefault("GLOG_minloglevel", "2")
@@ -695,8 +697,13 @@ def judge(claim, main, startup, ctx):
     return None, f"claim kind {kind!r} is not known to this reproducer"
 
 
+def shown(text):
+    """``text`` with its control characters escaped (a case name on a terminal)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def main():
-    print(f"reproducer: {PAYLOAD['pass']} on case {PAYLOAD['case']} "
+    print(f"reproducer: {PAYLOAD['pass']} on case {shown(PAYLOAD['case'])} "
           f"(ranks {sorted(int(r) for r in PAYLOAD['ranks'])}); the suite's verdict when "
           f"written: {PAYLOAD['expected']}")
     print("pass from:", load_pass_source())

@@ -155,7 +155,7 @@ def unordered_inplace(main):
 
 
 def main_():
-    print(f"reproducer: {TITLE}")
+    print("reproducer:", "".join(c if c.isprintable() else repr(c)[1:-1] for c in TITLE))
     print("pass from:", load_pass_source())
     paddle.enable_static()  # static names: both builds name their states alike
     k, avg = PARAMS.get("k", 2), PARAMS.get("avg", True)
@@ -234,23 +234,26 @@ if __name__ == "__main__":
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for ``adapter`` (the PIR gradient merge)
     on a PIR ``case``."""
+    from verify.repro.embedded import literal
     from verify.repro.errors import ReproError
+    from verify.repro.pir_script import constants
 
     mod = inspect.getmodule(case.builder)
     if not hasattr(mod, "build_programs"):
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
     title = adapter.name + " on case " + case.name + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
+    # every value from input is a literal (verify/repro/embedded.py), never
+    # text in the docstring: the pass and the case are TITLE
+    parts = ['"""Reproducer (PIR) of the application named by TITLE below. Needs only '
              'Paddle.\nExit 1 while the defect is present, 0 once the merge is '
              'faithful, 2 when it cannot judge."""',
-             f"TITLE = {title!r}", f"PARAMS = {dict(case.params)!r}",
+             f"TITLE = {literal(title)}", f"PARAMS = {literal(dict(case.params))}",
              # embedded, registered in place of the installed pass
              pass_loader(pass_file).strip()]
     consts = dict(getattr(mod, "REPRO_CONSTANTS", {}))
     consts.setdefault("B", 2)
-    for name, value in consts.items():
-        parts.append(f"{name} = {value!r}")
+    parts += constants(consts)
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
     parts.append(pir_source())  # draws parameters as the suite does

@@ -130,7 +130,7 @@ def run_all(progs):
 
 
 def main_():
-    print(f"reproducer: {TITLE}")
+    print("reproducer:", "".join(c if c.isprintable() else repr(c)[1:-1] for c in TITLE))
     print("pass from:", load_pass_source())
     originals, rewritten = {}, {}
     for r in RANKS:
@@ -192,8 +192,9 @@ if __name__ == "__main__":
 
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a multi-rank PIR ``case``."""
-    from verify.repro.embedded import pass_loader
+    from verify.repro.embedded import literal, pass_loader
     from verify.repro.errors import ReproError
+    from verify.repro.pir_script import constants
 
     programs = getattr(case.builder, "programs", None)
     if programs is None:
@@ -201,21 +202,23 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
                          "function to embed")
     mod = inspect.getmodule(programs)
     rp = case.build(case.ranks[0])
-    feeds = [(f.name, list(f.shape), f.split) for f in rp.feeds]
+    feeds = [(str(f.name), [int(d) for d in f.shape], f.split) for f in rp.feeds]
     pattern = _pattern(adapter, case)
     title = adapter.name + " on case " + case.name + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR, {case.world_size} '
-             'ranks). Needs only Paddle.\nExit 1 while the defect is present, 0 once the '
-             'rewrite is faithful, 2 when it cannot judge."""',
-             f"TITLE = {title!r}", pass_loader(pass_file).strip(),
-             f"PARAMS = {dict(case.params)!r}", f"RANKS = {list(case.ranks)!r}",
-             f"FEEDS = {feeds!r}",
+    # every value from input is a literal (verify/repro/embedded.py), never
+    # text in the docstring: the pass and the case are TITLE
+    parts = [f'"""Reproducer (PIR, {int(case.world_size)} ranks) of the application named '
+             'by TITLE below. Needs only Paddle.\nExit 1 while the defect is present, 0 once '
+             'the rewrite is faithful, 2 when it cannot judge."""',
+             f"TITLE = {literal(title)}", pass_loader(pass_file).strip(),
+             f"PARAMS = {literal(dict(case.params))}",
+             f"RANKS = {literal([int(r) for r in case.ranks])}",
+             f"FEEDS = {literal(feeds)}",
              "# where the adapter's matcher found the pass's documented pattern on each",
              "# rank's original when this script was written ('' = absent)",
-             f"PATTERN = {pattern!r}"]
-    for name, value in getattr(mod, "REPRO_CONSTANTS", {}).items():
-        parts.append(f"{name} = {value!r}")
+             f"PATTERN = {literal(pattern)}"]
+    parts += constants(getattr(mod, "REPRO_CONSTANTS", {}))
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [programs]:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
     parts.append(f"build_programs = {programs.__name__}")

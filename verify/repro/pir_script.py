@@ -60,7 +60,7 @@ def run(main, startup, loss, x_shape):
 
 
 def main_():
-    print(f"reproducer: {TITLE}")
+    print("reproducer:", "".join(c if c.isprintable() else repr(c)[1:-1] for c in TITLE))
     print("pass from:", load_pass_source())
     main, startup, loss, _, x_shape = build_programs(PARAMS)
     with paddle.pir_utils.IrGuard():
@@ -138,10 +138,23 @@ def kind(adapter, case) -> str:
     return "pir_ranks" if len(getattr(case, "ranks", ())) > 1 else "pir"
 
 
+def constants(table: dict) -> list:
+    """``NAME = literal`` lines of a case module's ``REPRO_CONSTANTS``."""
+    from verify.repro.embedded import literal
+    from verify.repro.errors import ReproError
+
+    out = []
+    for name, value in table.items():
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise ReproError(f"REPRO_CONSTANTS key {name!r} is not an identifier")
+        out.append(f"{name} = {literal(value)}")
+    return out
+
+
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a PIR ``case``; a ``pass_file`` is
     embedded and registered in place of the installed pass (verify/repro/embedded.py)."""
-    from verify.repro.embedded import pass_loader
+    from verify.repro.embedded import literal, pass_loader
     from verify.repro.errors import ReproError
 
     which = kind(adapter, case)
@@ -155,13 +168,14 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
     title = adapter.name + " on case " + case.name + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    parts = [f'"""Reproducer: {adapter.name} on case {case.name} (PIR). Needs only '
+    # every value from input is a literal (verify/repro/embedded.py), never
+    # text in the docstring: the pass and the case are TITLE
+    parts = ['"""Reproducer (PIR) of the application named by TITLE below. Needs only '
              'Paddle.\nExit 1 while the defect is present, 0 once the rewrite is '
              'faithful, 2 when it cannot judge."""',
-             f"TITLE = {title!r}", f"PARAMS = {dict(case.params)!r}",
+             f"TITLE = {literal(title)}", f"PARAMS = {literal(dict(case.params))}",
              pass_loader(pass_file).strip()]
-    for name, value in getattr(mod, "REPRO_CONSTANTS", {}).items():
-        parts.append(f"{name} = {value!r}")
+    parts += constants(getattr(mod, "REPRO_CONSTANTS", {}))
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
     parts.append(textwrap.dedent(get()))

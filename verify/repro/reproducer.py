@@ -32,7 +32,7 @@ import zlib
 from verify.ir.legacy_ir import paddle_module
 from verify.ir.paddle_overlay import require_here
 from verify.repro.errors import ReproError  # noqa: F401  (callers catch it from here)
-from verify.repro.embedded import embed, pass_loader
+from verify.repro.embedded import embed, fill, literal, pass_loader
 from verify.repro.init_source import legacy_source
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy_template.py")
@@ -301,17 +301,28 @@ def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     data = payload(adapter, case, pass_file, seed, checks)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
-    text = open(TEMPLATE).read()
+    with open(TEMPLATE) as f:
+        text = f.read()
     title = f"{adapter.name} on case {case.name}" + (
         f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
-    text = text.replace("__TITLE__", title).replace("__PAYLOAD__", lines) \
-        .replace("__INIT_SOURCE__", legacy_source()) \
-        .replace("__PASS_LOADER__", pass_loader(pass_file).strip())
+    # one pass over the template; every value from input is a literal (never
+    # pasted into the docstring or a string: verify/repro/embedded.py)
+    text = fill(text, {"__TITLE__": literal(title), "__PAYLOAD__": lines,
+                       "__INIT_SOURCE__": legacy_source(),
+                       "__PASS_LOADER__": pass_loader(pass_file).strip()})
     return embed(text)
 
 
+def file_name(adapter, case) -> str:
+    """The reproducer's file name: one safe path component whatever the case
+    is called (``verify/safe_names.py``)."""
+    from verify.safe_names import component
+
+    return component(f"repro_{adapter.short}_{case.name}") + ".py"
+
+
 def default_out(adapter, case) -> str:
-    return os.path.join("reports", "repro", f"repro_{adapter.short}_{case.name}.py")
+    return os.path.join("reports", "repro", file_name(adapter, case))
 
 
 def command(pass_name, case_name, pass_file=None, case_file=None) -> str:
