@@ -89,10 +89,25 @@ def disk_key(stamp: str, case_name: str, rank: int) -> str:
     paddle = paddle_module()
     h = hashlib.sha256()
     for part in ("rank-snapshot/3", stamp, case_name, str(rank), paddle.__version__,
-                 str(paddle.version.commit), fingerprint()):
+                 str(paddle.version.commit), fingerprint(), _format_digest()):
         b = part.encode()
         h.update(len(b).to_bytes(8, "little") + b)
     return h.hexdigest()
+
+
+_FORMAT: list = []
+
+
+def _format_digest() -> str:
+    """sha256 of the modules that define and take a snapshot: a changed
+    snapshot class is another key, never an old pickle of another shape."""
+    if not _FORMAT:
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for name in ("snapshot.py", "pir_snapshot.py", "rank_snapshot.py"):
+            h.update(name.encode() + b"\0" + (here / name).read_bytes())
+        _FORMAT.append(h.hexdigest())
+    return _FORMAT[0]
 
 
 def disk_dir() -> Path | None:
