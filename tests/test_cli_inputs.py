@@ -255,9 +255,20 @@ def test_second_run_on_the_same_report_dir_exits_2(tmp_path):
 
 
 def test_runs_started_in_the_same_second_get_their_own_dirs(tmp_path, monkeypatch):
+    """Once both wrote reports/run-<second>: one report lost, both exit 0."""
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: fmt.replace(
+        "%Y%m%d-%H%M%S", "20261205-010203"))  # the clock stopped: one second
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # two whole runs, default dirs: two reports
+        code, out, err = cli_in_process("run", "--pass", "overlap", "--case", "col_3d_static",
+                                        "--backend", "none", "--no-isolation", "--quiet")
+        assert code == 0, out + err
+    runs = sorted((tmp_path / "reports").glob("run-20261205-010203*"))
+    assert len(runs) == 2 and all((r / "report.json").is_file() for r in runs), runs
+    assert os.readlink(tmp_path / "reports" / "latest") in {r.name for r in runs}
+
     from verify.report.write import DirLock, run_dir_name
 
-    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20261205-010203")
     names = {run_dir_name("run", str(tmp_path)) for _ in range(20)}
     assert len(names) == 20
     assert all(os.path.basename(n).startswith(f"run-20261205-010203-{os.getpid()}-")
