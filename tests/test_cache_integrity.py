@@ -422,18 +422,18 @@ def _verify(env, *args, timeout=300):
 
 
 def _run(env, prog: Path, report: Path):
-    """``verify run --program-dir`` (the planner family): exit code, output,
-    each check's (name, rank, verdict)."""
-    p = _verify(env, "run", "--program-dir", str(prog), "--pass", "planner",
-                "--report-dir", str(report))
+    """``verify run --program-dir`` (every pass that meets it, the planner
+    too): exit code, output, each application's verdict and checks."""
+    p = _verify(env, "run", "--program-dir", str(prog), "--report-dir", str(report))
     out = p.stdout + p.stderr
     assert "Traceback" not in out, out[-3000:]
     if p.returncode == 2:  # bad input: one line
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
         return p.returncode, out, None
     data = json.loads((report / "report.json").read_text())
-    checks = [(a["verdict"], sorted((c["name"], str(c["rank"]), c["verdict"])
-                                    for c in a["checks"])) for a in data["applications"]]
+    checks = sorted((a["pass"], a["verdict"], sorted((c["name"], str(c["rank"]), c["verdict"])
+                                                     for c in a["checks"]))
+                    for a in data["applications"])
     return p.returncode, out, checks
 
 
@@ -492,8 +492,8 @@ def _entries(cache: Path) -> dict:
 
 
 def test_damaged_entries_are_recomputed_with_the_same_verdicts(planned, tmp_path):
-    """Every entry the run keeps (the planner's memos, the placements, the
-    import table), each damaged in one of the ways the probe found (a flipped
+    """Every entry the run keeps (the planner's memos, snapshots, numeric
+    runs, the placements, the import table), each damaged in one of the ways the probe found (a flipped
     byte, a payload that raises ModuleNotFoundError or is of the wrong type
     under a valid header, another key's entry): the next run recomputes them
     (same verdicts, exit 0, no traceback) and rewrites every one."""
@@ -501,6 +501,8 @@ def test_damaged_entries_are_recomputed_with_the_same_verdicts(planned, tmp_path
     memos = [p for p in entries if "planner-memos" in p.parts]
     assert {p.parts[-2] for p in memos} >= {"stage-checks", "relation-results",
                                             "relation-proofs"}, sorted(map(str, entries))
+    assert {p.parent.name for p in entries} >= {"snapshots", "runs", "placements"}, \
+        sorted(map(str, entries))
     for i, (p, key) in enumerate(sorted(entries.items())):
         good = p.read_bytes()
         kind = i % 4

@@ -91,6 +91,15 @@ def legacy_init_changes(originals: dict, rewrittens: dict) -> list:
     return out
 
 
+def _results_shape(v) -> bool:
+    """``{rank: RankResult}`` with each rank's steps as runs give them."""
+    from .run_spec import RankResult
+
+    return isinstance(v, dict) and all(
+        isinstance(r, int) and isinstance(x, RankResult) and run_memo.steps_shape(x.steps)
+        for r, x in v.items())
+
+
 def _run(backend, specs, where):
     """``{rank: RankResult}`` of ``specs`` on ``backend``; inside a run-memo
     session (the gate) a job already run in this run (the same case's
@@ -98,7 +107,8 @@ def _run(backend, specs, where):
     to the original) is reused (:func:`memo_key`); ``where`` only names the
     run.  ``run_memo.LAST`` says whether it was reused."""
     results = run_memo.remembered(memo_key(backend, specs),
-                                  lambda: _run_fresh(backend, specs, where), disk="session")
+                                  lambda: _run_fresh(backend, specs, where), disk="session",
+                                  valid=_results_shape)
     if run_memo.LAST:  # the values read back in the order this job asked for them
         for r, res in results.items():
             order = list(dict.fromkeys(list(specs[r].watch) + [n for st in res.steps

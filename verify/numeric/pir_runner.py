@@ -126,10 +126,11 @@ def _remembered(name, payload, exports: _Exports, run):
     original's bytes and so reuses the original's run.  ``payload(by)``:
     the key payload with ``by(rank)`` giving each rank's program part."""
     by_bytes = lambda: run_memo.remembered(  # noqa: E731
-        (name, payload(exports.exported)), run, disk=True)
+        (name, payload(exports.exported)), run, disk=True, valid=run_memo.run_shape)
     if not exports.stamped():
         return by_bytes()
-    return run_memo.remembered((name, payload(exports.stamp)), by_bytes, disk=True)
+    return run_memo.remembered((name, payload(exports.stamp)), by_bytes, disk=True,
+                               valid=run_memo.run_shape)
 
 
 def merged_steps(outcomes) -> int | None:

@@ -136,13 +136,26 @@ def _keep(key, result):
         _MEMO.popitem(last=False)
 
 
-def remembered(key_payload, run, disk=False):
+def steps_shape(v) -> bool:
+    """A rank's steps as a run gives them: ``[{name: value}]``."""
+    return isinstance(v, list) and all(
+        isinstance(st, dict) and all(isinstance(n, str) for n in st) for st in v)
+
+
+def run_shape(v) -> bool:
+    """A PIR run's result: one rank's steps, or ``{rank: its steps}``."""
+    return steps_shape(v) or (isinstance(v, dict) and bool(v) and all(
+        isinstance(r, int) and steps_shape(x) for r, x in v.items()))
+
+
+def remembered(key_payload, run, disk=False, valid=None):
     """``run()``'s result, or a copy of the result of an earlier call whose
     ``key_payload`` pickled to the same bytes (in this process; with
     ``disk``, in any process that ran the same sources; with
     ``disk="session"`` only inside an open :class:`session`, in the
     processes sharing its folder; see the module docstring).  :data:`LAST`
-    says whether and from where it was reused."""
+    says whether and from where it was reused.  ``valid(result)``: what a
+    result read from disk must satisfy (else it is a miss, run and rewritten)."""
     LAST.clear()
     if disk == "session":
         if not _SESSION or os.environ.get("PADDLE_PASS_VERIFY_RUN_CACHE", "") == "0":
@@ -162,7 +175,7 @@ def remembered(key_payload, run, disk=False):
         path = folder / f"{dkey}.pkl"
         # one entry of verify/cache_files.py: its key and digest checked; a
         # damaged, edited or foreign entry (any exception) is a miss, rewritten
-        result = read_entry(path, dkey, unpickle)
+        result = read_entry(path, dkey, unpickle, valid)
         if result is not MISS:
             DISK_STATS["hits"] += 1
             _keep(key, result)
