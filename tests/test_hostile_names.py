@@ -296,6 +296,26 @@ def test_a_bad_path_in_a_program_dir_is_one_line_and_exit_2(pir_dir, tmp_path, h
     assert "root:" not in p.stdout + p.stderr  # /etc/passwd was not read out
 
 
+def test_a_stage_file_that_does_not_read_costs_no_finished_application(pir_dir, tmp_path):
+    """A regular file inside the dir whose content is not a stage program
+    (here /etc/passwd's kind of text): the planner application is
+    INCONCLUSIVE saying why, the others are judged, the report is written."""
+    bad = tmp_path / "dir"
+    snap = _spoil(pir_dir, bad, "none")
+    snap.write_text("root:x:0:0:root:/root:/bin/sh\n")
+    report = tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "verify", "run", "--program-dir", str(bad),
+                        "--backend", "none", "--report-dir", str(report)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    apps = {a["pass"]: a for a in json.load(open(report / "report.json"))["applications"]}
+    assert apps["planner"]["verdict"] == "INCONCLUSIVE"
+    msg = apps["planner"]["checks"][0]["message"]
+    assert "could not be judged" in msg and "JSONDecodeError" in msg, msg
+    assert len(apps) > 1 and all(a["verdict"] != "INCONCLUSIVE"
+                                 for n, a in apps.items() if n != "planner")
+
+
 def test_a_good_program_dir_still_loads(pir_dir):
     from cases.program_dirs import load_program_dir
 

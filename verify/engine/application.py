@@ -229,7 +229,16 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
         start = time.perf_counter()
         app = Application(adapter.name, case.name, case.ranks, case.expectation(adapter.name),
                           source=source, case_file=getattr(case, "source_file", "") or "")
-        got = whole(case, numeric=numeric is not None)
+        try:
+            got = whole(case, numeric=numeric is not None)
+        except Exception:  # e.g. a program dir's stage file that does not read:
+            interrupt.check()  # INCONCLUSIVE, never the run's (and its report's) end
+            tb = traceback.format_exc()
+            got = {"checks": [CheckResult(
+                "case", "build", None, Verdict.INCONCLUSIVE,
+                f"{adapter.name} on case {case.name} could not be judged: "
+                f"{tb.strip().splitlines()[-1]}", details={"traceback": tb})],
+                "notes": [], "outcomes": []}
         app.checks, app.notes = list(got["checks"]), list(got["notes"])
         app.outcomes = [RankOutcome(r, before, after, fired=True, error=err)
                         for r, before, after, err in got["outcomes"]]
