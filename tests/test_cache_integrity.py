@@ -471,8 +471,10 @@ def test_a_pickle_planted_in_a_program_dir_is_never_unpickled(planned, tmp_path)
                     prog / sub / f"{'0' * 64}.outcomes"]
     for p in planted:
         p.write_bytes(bomb)
-    code, out, checks = _run(planned.env, prog, tmp_path / "report")
-    assert not marker.exists(), "a pickle in the program dir was unpickled"
+    try:
+        code, out, checks = _run(planned.env, prog, tmp_path / "report")
+    finally:
+        assert not marker.exists(), "a pickle in the program dir was unpickled"
     assert code == 0 and checks == planned.checks, out[-3000:]
 
 
