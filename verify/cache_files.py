@@ -8,6 +8,14 @@ environment variable of its own: ``0`` turns that memo off, a path puts it
 there.  Files are written whole and renamed, so a reader in another process
 (xdist workers, rank processes) never sees half a file; a cache that cannot
 be written costs speed, never results.
+
+Every file of every cache is one entry (:func:`write_entry`,
+:func:`read_entry`): its full key and the sha256 of its payload, checked on
+read, so a torn, edited, foreign or ill-typed entry is a miss that the
+caller recomputes and rewrites, never a wrong value or a crash.  A cached
+directory (a planned model) is sealed the same way (:func:`cached_dir`).
+Nothing is ever unpickled from a directory a user hands in (a program dir):
+the memos about one live here, keyed by the digest of its files.
 """
 from __future__ import annotations
 
