@@ -192,16 +192,27 @@ def _parser():
 from .interrupt import Terminated as _Terminated  # noqa: E402  SIGTERM: like Ctrl-C, exit 143
 
 
-def file_cases(paths) -> list:
-    """The cases of ``--case-file`` files; bad input is a UsageError."""
+def file_cases(paths, build: bool = False) -> list:
+    """The cases of ``--case-file`` files; bad input is a UsageError.  Each
+    file is imported in a worker first, and with ``build`` each builder run
+    there per rank (``verify/engine/input_probe.py``)."""
     if not paths:
         return []
     from cases.case_files import CaseFileError, load_case_files
+    from verify.engine import input_probe
 
     try:
-        return load_case_files(paths)
-    except CaseFileError as exc:
+        for p in paths:  # user code: first loaded in a worker (input_probe.py)
+            if os.path.isfile(p) and p.endswith(".py"):
+                input_probe.probe_file("case", p)
+        found = load_case_files(paths)
+    except (CaseFileError, input_probe.InputError) as exc:
         raise UsageError(str(exc)) from None
+    if build:  # each builder too, per rank: one that fails leaves its case INCONCLUSIVE
+        failures = input_probe.build_failures(found)
+        for c in found:
+            c.build_failures = failures.get(c.name, {})
+    return found
 
 
 def cmd_list(out=sys.stdout, case_files=()) -> int:
@@ -254,7 +265,7 @@ def _resolve(args):
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     try:
-        extra = file_cases(args.case_files + args.program_dirs)
+        extra = file_cases(args.case_files + args.program_dirs, build=True)
         if args.program_dirs and not args.cases and not args.case_files:
             chosen = extra  # a program dir alone: just its programs
         else:
@@ -316,18 +327,27 @@ def _lock_report_dir(report_dir: str):
 
 def _cmd_run(args, out) -> int:
     from verify.report import write as report_mod
+    from verify.engine import isolation
     from verify.engine.matrix_runner import run_matrix
+
+    try:  # before user code is loaded: it is loaded under these limits
+        isolation.configure(enabled=False if args.no_isolation else None,
+                            timeout=args.timeout, memory_mb=args.memory)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     adapters, chosen = _resolve(args)
     _note_unavailable()
     loaded = None
     source = "installed"
     if args.pass_file:
+        from verify.engine.input_probe import InputError, probe_file
         from verify.ir.pass_files import PassFileError, load_pass_file
 
         try:
+            probe_file("pass", args.pass_file)  # user code: first in a worker
             loaded = load_pass_file(args.pass_file)
-        except PassFileError as exc:
+        except (PassFileError, InputError) as exc:
             raise UsageError(str(exc)) from None
         source = loaded.path
         import passes
@@ -355,14 +375,6 @@ def _cmd_run(args, out) -> int:
     # run (an explicit --report-dir another run holds: one line, exit 2)
     report_dir = args.report_dir or report_mod.run_dir_name("run")
     args.report_lock = _lock_report_dir(report_dir)  # released by cmd_run
-
-    from verify.engine import isolation
-
-    try:
-        isolation.configure(enabled=False if args.no_isolation else None,
-                            timeout=args.timeout, memory_mb=args.memory)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     _configure_value_budget(args)
     seed = args.seed if args.seed is not None else report_mod.DEFAULT_SEED
     start = time.perf_counter()
@@ -504,11 +516,13 @@ def cmd_repro(args, out=sys.stdout) -> int:
         except OverlayError as exc:
             raise UsageError(str(exc)) from None
     if args.pass_file:
+        from verify.engine.input_probe import InputError, probe_file
         from verify.ir.pass_files import PassFileError, load_pass_file
 
         try:
+            probe_file("pass", args.pass_file)  # user code: first in a worker
             loaded = load_pass_file(args.pass_file)
-        except PassFileError as exc:
+        except (PassFileError, InputError) as exc:
             raise UsageError(str(exc)) from None
         loaded.restore()
         from passes.base import pass_file_refusal
