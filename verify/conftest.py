@@ -20,7 +20,7 @@ from verify.ir import legacy_ir  # noqa: F401  (before anything imports paddle)
 
 
 def pytest_addoption(parser):
-    from verify.cli import megabytes_arg, seconds_arg, seed_arg  # finite, in range
+    from verify.arguments import megabytes_arg, seconds_arg, seed_arg  # finite, in range
 
     group = parser.getgroup("pass verification")
     group.addoption("--pass-file", default=None, metavar="PATH",

@@ -19,11 +19,14 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from verify.plan.program_format import ProgramDirError
 from verify.safe_names import printable
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
     | getattr(os, "O_CLOEXEC", 0)
+
+
+class ProgramDirError(Exception):
+    """A program dir that cannot be used; the message is one line."""
 
 
 def _bad(root: Path, rel, why: str) -> ProgramDirError:

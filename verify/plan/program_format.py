@@ -102,8 +102,7 @@ VERSION = 3
 PLANNER_RECORDS_SINCE = 3
 
 
-class ProgramDirError(Exception):
-    """A program dir that cannot be used; the message is one line."""
+from verify.plan.dir_files import ProgramDirError  # noqa: E402,F401  (its home is below)
 
 
 def _read_json(path: Path, what: str) -> dict:

@@ -46,7 +46,7 @@ class UsageError(Exception):
 
 
 def _parser():
-    from verify.cli import ArgumentParser, seed_arg  # one-line usage errors; seeds in range
+    from verify.arguments import ArgumentParser, seed_arg  # one-line usage errors; seeds in range
 
     p = ArgumentParser(prog="python -m verify premerge",
                        description="Check a Paddle checkout's change before it "

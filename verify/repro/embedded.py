@@ -238,3 +238,15 @@ def after_header(text: str, insert: str) -> str:
         break
     lines = text.splitlines(keepends=True)
     return "".join(lines[:line]) + insert + "".join(lines[line:])
+
+
+def constants(table: dict) -> list:
+    """``NAME = literal`` lines of a case module's ``REPRO_CONSTANTS``."""
+    from verify.repro.errors import ReproError
+
+    out = []
+    for name, value in table.items():
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise ReproError(f"REPRO_CONSTANTS key {name!r} is not an identifier")
+        out.append(f"{name} = {literal(value)}")
+    return out

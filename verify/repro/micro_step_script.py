@@ -236,7 +236,7 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     on a PIR ``case``."""
     from verify.repro.embedded import literal
     from verify.repro.errors import ReproError
-    from verify.repro.pir_script import constants
+    from verify.repro.embedded import constants
 
     mod = inspect.getmodule(case.builder)
     if not hasattr(mod, "build_programs"):

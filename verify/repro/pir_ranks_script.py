@@ -194,7 +194,7 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a multi-rank PIR ``case``."""
     from verify.repro.embedded import literal, pass_loader
     from verify.repro.errors import ReproError
-    from verify.repro.pir_script import constants
+    from verify.repro.embedded import constants
 
     programs = getattr(case.builder, "programs", None)
     if programs is None:

@@ -138,19 +138,6 @@ def kind(adapter, case) -> str:
     return "pir_ranks" if len(getattr(case, "ranks", ())) > 1 else "pir"
 
 
-def constants(table: dict) -> list:
-    """``NAME = literal`` lines of a case module's ``REPRO_CONSTANTS``."""
-    from verify.repro.embedded import literal
-    from verify.repro.errors import ReproError
-
-    out = []
-    for name, value in table.items():
-        if not (isinstance(name, str) and name.isidentifier()):
-            raise ReproError(f"REPRO_CONSTANTS key {name!r} is not an identifier")
-        out.append(f"{name} = {literal(value)}")
-    return out
-
-
 def script(adapter, case, pass_file=None, seed=None) -> str:
     """The reproducer's source text for a PIR ``case``; a ``pass_file`` is
     embedded and registered in place of the installed pass (verify/repro/embedded.py)."""
@@ -175,6 +162,8 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
              'faithful, 2 when it cannot judge."""',
              f"TITLE = {literal(title)}", f"PARAMS = {literal(dict(case.params))}",
              pass_loader(pass_file).strip()]
+    from verify.repro.embedded import constants
+
     parts += constants(getattr(mod, "REPRO_CONSTANTS", {}))
     for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
         parts.append(textwrap.dedent(inspect.getsource(fn)))

@@ -339,7 +339,7 @@ def main(argv=None, out=sys.stdout) -> int:
     import cases as case_lib
     import passes
 
-    from verify.cli import ArgumentParser, count_arg
+    from verify.arguments import ArgumentParser, count_arg
     from verify.report.write import DEFAULT_SEED
 
     p = ArgumentParser(prog="python -m verify mutate")
