@@ -10,7 +10,7 @@ rewritten program against the original's (replicated) value on this rank.
 from __future__ import annotations
 
 from verify.ir.legacy_ir import paddle_module, translate_for_execution
-from verify.verdicts import CheckResult, Verdict
+from verify.verdicts import CheckResult, Verdict, environment_cause, failure_line
 
 from . import offload, run_memo
 
@@ -377,7 +377,7 @@ def _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, r
             notes.append(f"{backend} backend not run: {exc}")
             return
         results.append(CheckResult(KIND, f"{backend} run", None, Verdict.INCONCLUSIVE,
-                                   f"the ORIGINAL program does not run: {exc}",
+                                   f"the ORIGINAL program does not run: {failure_line(exc)}",
                                    details={"backend": backend}))
         return
     try:
@@ -385,11 +385,12 @@ def _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, r
                    where + " (rewritten)")
         reused["rewritten"] = dict(run_memo.LAST)
     except BackendError as exc:
-        if isinstance(exc, ProcessCrash):  # crashed/overran: no evidence either way
+        if isinstance(exc, ProcessCrash) or environment_cause(str(exc)):
+            # crashed/overran, or the checker's environment failed: no evidence
             results.append(CheckResult(KIND, f"{backend} run", exc.rank,
                                        Verdict.INCONCLUSIVE,
-                                       f"the rewritten program's run crashed: "
-                                       f"{str(exc).splitlines()[0]}",
+                                       f"the rewritten program's run did not complete: "
+                                       f"{failure_line(exc)}",
                                        details={"backend": backend, "error": str(exc)}))
             return
         results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,

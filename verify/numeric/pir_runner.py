@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import traceback
 
-from verify.verdicts import CheckResult, Verdict
+from verify.verdicts import CheckResult, Verdict, environment_cause, failure_line
 
 from . import run_memo
 from .compare import compare
@@ -397,13 +397,15 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 f"{where} rank {o.rank}: not compared: the rewritten programs' {exc}",
                 details={"backend": backend, "reason": str(exc)}))
             continue
-        except ProcessCrash as exc:  # crashed or overran: evidence neither way
-            results.append(CheckResult(
-                KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
-                f"the rewritten program's run crashed: {str(exc).splitlines()[0]}",
-                details={"backend": backend, "error": str(exc)}))
-            continue
         except Exception as exc:
+            if isinstance(exc, ProcessCrash) or environment_cause(
+                    f"{exc}\n{getattr(exc, 'traceback', '')}"):
+                # crashed, overran, or the checker's environment failed: no evidence
+                results.append(CheckResult(
+                    KIND, f"{backend} run", o.rank, Verdict.INCONCLUSIVE,
+                    f"the rewritten program's run did not complete: {failure_line(exc)}",
+                    details={"backend": backend, "error": str(exc)}))
+                continue
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.NOT_EQUIVALENT,
                 f"{where} rank {o.rank}: the rewritten program fails where the original runs: "
