@@ -30,8 +30,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from verify.engine.application import run_application
-from verify.engine.matrix_runner import pick_backend
+# verify.engine (and with it Paddle) is imported where a mutant runs, not
+# here: ``python -m verify mutate --help`` answers without loading Paddle.
 
 KILLING = ("NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED", "NOT_APPLIED")
 KINDS = ("contract", "shape", "dataflow", "numeric", "value", "pass")
@@ -102,6 +102,8 @@ class _Unmutated:
     def verdict(self, adapter, case) -> str:
         key = (adapter.name, case.name)
         if key not in self.verdicts:
+            from verify.engine.application import run_application
+
             self.verdicts[key] = run_application(adapter, case, numeric=self.numeric).verdict.value
         return self.verdicts[key]
 
@@ -160,6 +162,7 @@ def _spread(jobs, n):
 
 
 def _run_job(job, numeric, unmutated=None):
+    from verify.engine.application import run_application
     from verify.selfcheck import program_mutants as pm
 
     scope, adapter, case, ranks, op = job
@@ -224,6 +227,7 @@ def _run_groups(groups, numeric, unmutated, out) -> list:
 
 def pass_mutants(numeric, out=None):
     from passes import get
+    from verify.engine.application import run_application
     from verify.ir.pass_files import load_pass_file
 
     import cases as case_lib
@@ -336,9 +340,6 @@ def report(results, seconds, out=sys.stdout, skipped=()) -> None:
 
 
 def main(argv=None, out=sys.stdout) -> int:
-    import cases as case_lib
-    import passes
-
     from verify.arguments import ArgumentParser, count_arg
     from verify.report.write import DEFAULT_SEED
 
@@ -346,9 +347,19 @@ def main(argv=None, out=sys.stdout) -> int:
     p.add_argument("--sample", type=count_arg, default=None,
                    help="run only about this many program-level mutants (two thirds "
                         "in-region), spread over the matrix")
-    p.add_argument("--backend", default="simulated", choices=["none", "simulated"])
-    p.add_argument("--no-pass-mutants", action="store_true")
+    p.add_argument("--backend", default="simulated", choices=["none", "simulated"],
+                   help="how each mutant's numeric check runs: 'simulated' (the "
+                        "in-process simulator, the default) or 'none' (static and "
+                        "value checks only)")
+    p.add_argument("--no-pass-mutants", action="store_true",
+                   help="skip the pass-level mutants (tests/mutants/: edited pass "
+                        "files); make only the program-level ones")
     args = p.parse_args(argv)
+    import cases as case_lib  # after parsing: --help answers without Paddle
+    import passes
+
+    from verify.engine.matrix_runner import pick_backend
+
     _, numeric = pick_backend(args.backend, DEFAULT_SEED)
     start = time.perf_counter()
     print(f"{'':8s} {'scope':9s} {'pass':24s} {'case':26s} {'rank':8s} {'operator':24s} "
