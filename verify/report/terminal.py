@@ -45,6 +45,47 @@ def summary_table(apps, styled: bool = True) -> Table:
     return table
 
 
+def _pass_counts(apps):
+    """Per pass, in first-seen order: (pass, [(label, count, style)]) with
+    the nonzero status counts, the witnessed-not-proved and the unexpected."""
+    out = []
+    for p in dict.fromkeys(a.pass_name for a in apps):
+        mine = [a for a in apps if a.pass_name == p]
+        counts = Counter(a.status for a in mine)
+        items = [(v, counts[v], verdict_style(v)) for v in VERDICTS if counts.get(v)]
+        items += [(v, n, "") for v, n in sorted(counts.items()) if v not in VERDICTS]
+        seen = sum(getattr(a, "proof", "") == "witnessed" and a.status == "EQUIVALENT"
+                   for a in mine)
+        if seen:
+            items.append(("witnessed, not proved", seen, ""))
+        bad = sum(not a.as_expected for a in mine)
+        items.append(("unexpected", bad, "bold red" if bad else ""))
+        out.append((p, items))
+    return out
+
+
+def summary_lines(apps, width: int, styled: bool = True) -> list:
+    """The summary for a narrow terminal: one block per pass, its name whole
+    on a line of its own, then its counts (``NOT_EQUIVALENT 2; ...``) wrapped
+    at ``width`` between items (``;`` apart), never inside a verdict or a name."""
+    lines = []
+    for p, items in _pass_counts(apps):
+        lines.append(Text(p, style="bold" if styled else ""))
+        row, used = Text("    "), 4
+        for i, (label, n, style) in enumerate(items):
+            piece = f"{label} {n}" + (";" if i < len(items) - 1 else "")
+            if used > 4 and used + 1 + len(piece) > width:
+                lines.append(row)
+                row, used = Text("    "), 4
+            if used > 4:
+                row.append(" ")
+                used += 1
+            row.append(piece, style=style if styled else "")
+            used += len(piece)
+        lines.append(row)
+    return lines
+
+
 def print_summary(apps, path, seconds, out, summary=None) -> None:
     """The end of a run, written to ``out``; ``summary``: the report's own
     (``summarize`` of the same applications), else made here."""
@@ -78,7 +119,15 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
                                 + (f" --case-file {shlex.quote(a.case_file)}"
                                    if a.case_file else "")),
                       style="cyan")
-    console.print(summary_table(apps, styled=console.is_terminal))
+    table = summary_table(apps, styled=console.is_terminal)
+    if console.is_terminal and console.measure(
+            table, options=console.options.update_width(10**6)).maximum > console.width:
+        # the table would not fit: rich would shrink NOT_EQUIVALENT to
+        # "NOT_..." and cut pass names; one block per pass instead
+        for ln in summary_lines(apps, console.width):
+            console.print(ln)
+    else:
+        console.print(table)
     summ = summary if summary is not None else summarize(apps)
     console.print(f"{len(apps)} applications in {seconds:.1f}s: " +
                   ", ".join(f"{k} {v}" for k, v in sorted(summ["by_status"].items())))
