@@ -1,11 +1,32 @@
 """``index.html``: the report as one self-contained page (no network, works from file://).
 
-The page shows the run's header, a pass x case verdict matrix (filterable with
-plain JS: a text box, one checkbox per verdict, "unexpected only"; the same
-filters can be given in the query string, ``index.html?q=col_&v=NOT_EQUIVALENT,
-PASS_CRASHED&unexpected=1``), and one collapsible section per application with
-its checks, counterexamples in words, numeric error tables, the pass's
-traceback, the op-level diff per rank and the command that reproduces it.
+The page opens on what needs a decision, in this order:
+
+1. *Needs a decision* (``#decide``): the verdicts that differ from the
+   baseline, new findings first, then findings that went away, each with
+   its one-line cause, evidence and reproducer;
+2. *Findings by pass* (``#findings``): every application that is a finding,
+   one line each (cause, evidence, reproducer link);
+3. the pass x case matrix (``#matrix``), cases every pass left alone folded
+   into one collapsed table;
+4. one collapsible section per application (``#app-<pass>--<case>``) with
+   its checks, counterexamples in words (long ones folded), numeric error
+   tables, the pass's traceback, the op-level diff per rank and the command
+   that reproduces it.
+
+An EQUIVALENT application carries how it stands: ``proved`` (the value
+proof holds on every rank at the programs' shapes), ``proved at sizes 1, 2,
+3`` (a ``-1`` dim proved at those sizes only) or ``witnessed, not proved``
+(numeric runs alone).  Filters (plain JS: a text box, one checkbox per
+verdict, "unexpected only") are given in the query string too, and the
+header's counts link to them: ``index.html?unexpected=1``,
+``?v=NOT_EQUIVALENT,PASS_CRASHED``, ``?q=col_``, ``?proof=witnessed``,
+``?proof=sizes``.
+
+Detail the page does not need at first (diffs of applications that are no
+finding, whole programs, numeric tables' agreeing rows) is in the sidecar
+``detail.js`` (``verify/report/write.py``), loaded by a button in the
+application's section, never before: the page stays small.
 
 Everything is rendered server-side from the Jinja2 templates in
 ``verify/report/templates/`` (autoescaped: no report text reaches the page
@@ -107,7 +128,84 @@ def _header(report: dict) -> dict:
             "total": summ.get("total", 0), "as_expected": summ.get("as_expected", 0),
             "unexpected": summ.get("unexpected", 0), "chips": chips,
             # EQUIVALENT on sampling alone, shown apart from the proved
-            "witnessed": summ.get("witnessed_not_proved") or []}
+            "witnessed": summ.get("witnessed_not_proved") or [],
+            "sizes": [f"{a.get('pass')} on {a.get('case')}" for a in report.get("applications")
+                      or [] if (_proof(a) or {}).get("kind") == "sizes"]}
+
+
+def _proof(app) -> dict | None:
+    """How an EQUIVALENT application stands, as its badge says it:
+    ``{"kind": "proved"|"sizes"|"witnessed", "text": ...}``; None otherwise."""
+    if _status(app) != "EQUIVALENT":
+        return None
+    if app.get("proof") == "witnessed":
+        return {"kind": "witnessed", "text": "witnessed, not proved",
+                "title": "EQUIVALENT on the numeric runs (sampling) alone: no value "
+                         "proof holds on every rank"}
+    sizes = sorted({n for c in app.get("checks") or [] if c.get("kind") == "value"
+                    for n in ((c.get("details") or {}).get("batch_sizes") or [])
+                    if isinstance(n, int)})
+    if sizes:
+        text = "proved at sizes " + ", ".join(str(n) for n in sizes)
+        return {"kind": "sizes", "text": text,
+                "title": "the value proof holds with every -1 dim at these sizes, "
+                         "not for every size"}
+    return {"kind": "proved", "text": "proved",
+            "title": "the value proof holds on every rank at the programs' shapes"}
+
+
+_CAUSE_CHARS = 220
+
+
+def _cause(app) -> dict:
+    """One line of why (the first deciding check), and its evidence."""
+    first = _first_finding(app)
+    if first is None:
+        notes = app.get("notes") or []
+        line = str(notes[0]).splitlines()[0] if notes else ""
+        return {"line": line[:_CAUSE_CHARS], "cut": len(line) > _CAUSE_CHARS,
+                "evidence": ""}
+    msg = short_message(app, first).strip()
+    line = msg.splitlines()[0] if msg else ""
+    rank = "all ranks" if first.get("rank") is None else f"rank {first.get('rank')}"
+    cex = ""
+    if first.get("counterexample"):
+        cex = describe_counterexample(dict(first))[0]
+    return {"line": line[:_CAUSE_CHARS], "cut": len(line) > _CAUSE_CHARS,
+            "evidence": f"{first.get('kind')}/{first.get('name')}, {rank}",
+            "counterexample": cex[:_CAUSE_CHARS], "cex_cut": len(cex) > _CAUSE_CHARS}
+
+
+def _finding_entry(app, aid) -> dict:
+    v = _status(app)
+    new = _unexpected(app) and v not in ("EQUIVALENT", "LEFT_ALONE")
+    return {"id": aid, "pass": app.get("pass"), "case": app.get("case"), "verdict": v,
+            "expected": app.get("expected"), "unexpected": _unexpected(app),
+            "what": ("new finding" if new else "finding went away"
+                     if _unexpected(app) else "as the baseline says"),
+            "cause": _cause(app), "reproducer": app.get("reproducer"),
+            "reproduce": reproducer_command(app) if v != "EQUIVALENT" else repro_command(app)}
+
+
+def _decide(apps, ids) -> list:
+    """The verdicts that differ from the baseline: new findings first."""
+    out = [_finding_entry(a, aid) for a, aid in zip(apps, ids) if _unexpected(a)]
+    out.sort(key=lambda e: e["what"] != "new finding")
+    return out
+
+
+def _findings(apps, ids) -> list:
+    """Every finding (a status other than EQUIVALENT / LEFT_ALONE), by pass."""
+    groups = {}
+    for a, aid in zip(apps, ids):
+        if _status(a) in ("EQUIVALENT", "LEFT_ALONE"):
+            continue
+        groups.setdefault(a.get("pass"), []).append(_finding_entry(a, aid))
+    return [{"pass": p, "entries": sorted(items, key=lambda e: (not e["unexpected"],
+                                                               VERDICTS.index(e["verdict"])
+                                                               if e["verdict"] in VERDICTS
+                                                               else 99))}
+            for p, items in groups.items()]
 
 
 def _filters(apps) -> list:
@@ -129,16 +227,22 @@ def _matrix(apps, ids) -> dict:
         cells.setdefault((p, c), []).append({
             "id": aid, "pass": p, "case": c, "verdict": v, "expected": a.get("expected"),
             "unexpected": _unexpected(a), "ranks": len(a.get("ranks") or []),
+            "proof": (_proof(a) or {}).get("kind", ""),
             "title": f"{p} on {c}: {v} (expected {a.get('expected')})"})
-    rows = []
+    rows, quiet = [], []
     for c in cases:
         row = [cells.get((p, c), []) for p in passes]
         first = next((e for entries in row for e in entries), None)
-        rows.append({"case": c, "ranks": first["ranks"] if first else None, "cells": row})
-    return {"passes": passes, "rows": rows}
+        entry = {"case": c, "ranks": first["ranks"] if first else None, "cells": row}
+        # a case every pass left alone (as expected) is folded away
+        alone = all(e["verdict"] == "LEFT_ALONE" and not e["unexpected"]
+                    for entries in row for e in entries)
+        (quiet if alone else rows).append(entry)
+    return {"passes": passes, "rows": rows, "quiet": quiet}
 
 
 _RANK = "\x00RANK\x00"
+_CEX_CHARS = 300
 
 
 def _counterexamples(checks) -> list:
@@ -158,8 +262,11 @@ def _counterexamples(checks) -> list:
     for (verdict, kind, name, text, long_text), ranks in groups.items():
         known = [r for r in ranks if r is not None]
         text = text.replace(f"rank {_RANK}", _ranks_phrase(known) if known else "all ranks")
+        # a long one folded: its first words as the summary
+        fold = len(text) > _CEX_CHARS
         items.append({"verdict": verdict, "kind": kind, "name": name, "text": text,
-                      "long_text": long_text})
+                      "long_text": long_text, "fold": fold,
+                      "head": text[:_CEX_CHARS].rsplit(" ", 1)[0] if fold else text})
     return items
 
 
@@ -169,10 +276,17 @@ def _numeric_tables(checks) -> list:
     for c in checks:
         if c.get("kind") != "numeric":
             continue
-        tensors = (c.get("details") or {}).get("tensors")
+        details = c.get("details") or {}
+        tensors = details.get("tensors")
         if not tensors:
+            if details.get("tensors_total"):  # every row agrees: all in detail.js
+                out.append({"name": c.get("name"), "tensors": [], "bad": 0,
+                            "total": details["tensors_total"], "has_note": False,
+                            "rank": "all ranks" if c.get("rank") is None
+                            else f"rank {c.get('rank')}"})
             continue
-        out.append({"name": c.get("name"), "tensors": tensors,
+        total = (c.get("details") or {}).get("tensors_total") or len(tensors)
+        out.append({"name": c.get("name"), "tensors": tensors, "total": total,
                     "rank": "all ranks" if c.get("rank") is None else f"rank {c.get('rank')}",
                     "bad": sum(1 for t in tensors if not t.get("ok", True)),
                     "has_note": any(t.get("note") for t in tensors)})
@@ -218,6 +332,8 @@ def _diffs(app) -> list:
     """The op-level diff of every rank; ranks with the very same diff share one block."""
     groups = {}
     for o in app.get("rank_outcomes") or []:
+        if o.get("diff_in_detail"):
+            continue  # shown from detail.js on demand (see _application)
         if o.get("build_error"):
             key = ("build", o["build_error"])
         else:
@@ -278,7 +394,28 @@ def _application(app, aid) -> dict:
                     "rank": "all" if c.get("rank") is None else c.get("rank"),
                     "message": short_message(app, c)} for c in checks],
         "counterexamples": _counterexamples(checks), "tracebacks": _tracebacks(app),
-        "numeric": _numeric_tables(checks), "diffs": _diffs(app)}
+        "numeric": _numeric_tables(checks), "diffs": _diffs(app),
+        "proof": _proof(app),
+        # what detail.js holds for this application, for its "load" button
+        "detail": _detail_note(app)}
+
+
+def _detail_note(app) -> dict | None:
+    """The button that loads this application's diffs and tables from detail.js."""
+    index = app.get("_index")
+    outs = [o for o in app.get("rank_outcomes") or [] if o.get("diff_in_detail")]
+    tables = [c for c in app.get("checks") or []
+              if (c.get("details") or {}).get("tensors_total")]
+    if index is None or not (outs or tables):
+        return None
+    what = []
+    if outs:
+        n = sum(o.get("diff_lines") or 0 for o in outs)
+        what.append(f"the op-level diff of {_ranks_phrase([o.get('rank') for o in outs])} "
+                    f"({n} lines)")
+    if tables:
+        what.append(f"{len(tables)} full numeric table" + ("s" if len(tables) > 1 else ""))
+    return {"index": index, "what": " and ".join(what)}
 
 
 def _groups(apps, ids) -> list:
@@ -291,7 +428,7 @@ def _groups(apps, ids) -> list:
 
 def render_html(report: dict) -> str:
     """The page for ``report`` (a report.json dict) as a string."""
-    apps = list(report.get("applications") or [])
+    apps = [dict(a, _index=i) for i, a in enumerate(report.get("applications") or [])]
     ids = _anchor_ids(apps)
     summ = report.get("summary") or {}
     title = (f"Pass equivalence: {summ.get('total', len(apps))} applications, "
@@ -299,7 +436,8 @@ def render_html(report: dict) -> str:
     return _ENV.get_template("page.html.j2").render(
         title=title, schema=report.get("schema", ""), header=_header(report),
         errors=report.get("errors") or [], unfinished=report.get("unfinished") or [],
-        filters=_filters(apps), total=len(apps),
+        filters=_filters(apps), total=len(apps), decide=_decide(apps, ids),
+        findings=_findings(apps, ids), detail_file=report.get("detail_file"),
         matrix=_matrix(apps, ids), groups=_groups(apps, ids))
 
 

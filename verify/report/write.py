@@ -11,6 +11,17 @@ Schema ``pass-equivalence-report/1``::
      seconds, checks: [{kind, name, rank, verdict, message, counterexample,
      details}], rank_outcomes: [{rank, fired, error, build_error,
      ops_before, ops_after, diff, before, after}]}], errors: [str]}
+
+Detail no reviewer reads per application is not in report.json but in the
+compressed sidecar ``detail.js`` beside it (:func:`split_detail`): whole
+programs (``before``/``after``), the op-level diff of an application that
+is no finding (or a finding's diff longer than ``INLINE_DIFF_CHARS``), and
+the numeric tables' agreeing rows (the rows that differ stay).  What moved is
+marked where it was: ``rank_outcomes[].diff_in_detail`` (with
+``diff_lines``), ``checks[].details.tensors_total`` (the table's length),
+``applications[].detail`` (the kinds moved) and the report's
+``detail_file``.  ``index.html`` loads the sidecar only when a reader asks
+(a script tag works from file://); machines read it with :func:`read_detail`.
 """
 from __future__ import annotations
 
@@ -69,6 +80,10 @@ def summarize(apps) -> dict:
              if c.get("kind") == "value" and c.get("rank") is not None]
     witnessed = [f"{a['pass']} on {a['case']}" for a in apps
                  if a.get("proof") == "witnessed" and a.get("status") == "EQUIVALENT"]
+    # EQUIVALENT proved at sampled sizes of the -1 dims only (the label names them)
+    at_sizes = [f"{a['pass']} on {a['case']} ({a['proof']})" for a in apps
+                if str(a.get("proof") or "").startswith("proved at sizes")
+                and a.get("status") == "EQUIVALENT"]
     unexpected = [a for a in apps if not a["as_expected"]]
     return {"total": len(apps), "as_expected": len(apps) - len(unexpected),
             "unexpected": len(unexpected), "by_verdict": dict(sorted(by.items())),
@@ -88,7 +103,8 @@ def summarize(apps) -> dict:
                                      "refutations_replayed":
                                          sum(d.get("refuted_replayed", 0) for d in value)},
             # EQUIVALENT on sampling (numeric runs) alone: no value proof holds
-            "witnessed_not_proved": witnessed}
+            "witnessed_not_proved": witnessed,
+            "proved_at_sizes_only": at_sizes}
 
 
 def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
@@ -107,6 +123,143 @@ def build_report(apps, seed=DEFAULT_SEED, backend="none", source="installed",
             "applications": app_dicts, "errors": list(errors or [])}
 
 
+DETAIL_NAME = "detail.js"
+DETAIL_SCHEMA = "pass-equivalence-detail/1"
+# a finding's diff up to this many characters stays in report.json and on the page
+INLINE_DIFF_CHARS = 8000
+
+
+def _finding(app: dict) -> bool:
+    return (app.get("status") or app.get("verdict")) not in ("EQUIVALENT", "LEFT_ALONE") \
+        or not app.get("as_expected", True)
+
+
+def split_detail(report: dict) -> tuple:
+    """``(slim, detail)``: the report as report.json holds it and what moves
+    to the sidecar, ``{schema, applications: {str(index): {rank_outcomes:
+    {str(position): {before, after, diff}}, checks: {str(position):
+    {tensors}}}}}``.  ``report`` is not changed."""
+    slim = dict(report)
+    apps, moved_all = [], {}
+    for i, app in enumerate(report.get("applications") or []):
+        app = dict(app)
+        finding = _finding(app)
+        moved, outs, checks = {}, [], []
+        for j, o in enumerate(app.get("rank_outcomes") or []):
+            o, m = dict(o), {}
+            for k in ("before", "after"):
+                if k in o:
+                    m[k] = o.pop(k)
+            diff = o.get("diff")
+            if diff and (not finding or len(diff) > INLINE_DIFF_CHARS):
+                m["diff"] = o.pop("diff")
+                o["diff_lines"] = len(diff.splitlines())
+                o["diff_in_detail"] = True
+            if m:
+                m["rank"] = o.get("rank")
+                moved.setdefault("rank_outcomes", {})[str(j)] = m
+            outs.append(o)
+        for k, c in enumerate(app.get("checks") or []):
+            details = c.get("details") or {}
+            tensors = details.get("tensors") if isinstance(details, dict) else None
+            if isinstance(tensors, list) and tensors:
+                bad = [t for t in tensors if not (isinstance(t, dict) and t.get("ok", True))]
+                if len(bad) < len(tensors):
+                    c = dict(c, details=dict(details, tensors=bad,
+                                             tensors_total=len(tensors)))
+                    moved.setdefault("checks", {})[str(k)] = {"tensors": tensors}
+            checks.append(c)
+        if "rank_outcomes" in app:
+            app["rank_outcomes"] = outs
+        if "checks" in app:
+            app["checks"] = checks
+        if moved:
+            kinds = set()
+            for m in moved.get("rank_outcomes", {}).values():
+                kinds |= {"programs" if k in ("before", "after") else k for k in m}
+            if "checks" in moved:
+                kinds.add("tensors")
+            app["detail"] = sorted(kinds)
+            moved_all[str(i)] = moved
+        apps.append(app)
+    if "applications" in report:
+        slim["applications"] = apps
+    if moved_all:
+        slim["detail_file"] = DETAIL_NAME
+    return slim, {"schema": DETAIL_SCHEMA, "applications": moved_all}
+
+
+_DETAIL_HEAD = ("/* {schema}: the report's per-application detail (whole programs, "
+                "diffs, numeric tables), JSON, gzip, base64; index.html loads it on "
+                "demand, python reads it with verify.report.write.read_detail */\n")
+
+
+def write_detail(detail: dict, directory: str) -> str | None:
+    """The sidecar ``detail.js`` (None when nothing moved)."""
+    import base64
+    import gzip
+
+    path = os.path.join(directory, DETAIL_NAME)
+    if not detail.get("applications"):
+        if os.path.exists(path):
+            os.remove(path)
+        return None
+    raw = json.dumps(detail, separators=(",", ":"), default=str).encode()
+    packed = base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(_DETAIL_HEAD.format(schema=DETAIL_SCHEMA))
+        f.write(f'window.reportDetail && window.reportDetail("{packed}");\n')
+    os.replace(tmp, path)
+    return path
+
+
+def read_detail(directory: str) -> dict:
+    """The sidecar of the report in ``directory`` as :func:`split_detail`
+    made it (``{"applications": {}}`` when there is none)."""
+    import base64
+    import gzip
+    import re
+
+    path = os.path.join(directory, DETAIL_NAME)
+    if not os.path.exists(path):
+        return {"schema": DETAIL_SCHEMA, "applications": {}}
+    with open(path) as f:
+        m = re.search(r'reportDetail\("([A-Za-z0-9+/=]*)"\)', f.read())
+    return json.loads(gzip.decompress(base64.b64decode(m.group(1))))
+
+
+def merge_detail(report: dict, detail: dict) -> dict:
+    """``report`` (slim, as report.json holds it) with the sidecar's detail
+    put back where :func:`split_detail` took it from."""
+    full = dict(report)
+    apps = []
+    for i, app in enumerate(report.get("applications") or []):
+        moved = (detail.get("applications") or {}).get(str(i))
+        if not moved:
+            apps.append(app)
+            continue
+        app = dict(app)
+        outs = [dict(o) for o in app.get("rank_outcomes") or []]
+        for j, m in (moved.get("rank_outcomes") or {}).items():
+            o = outs[int(j)]
+            o.update(m)
+            o.pop("diff_in_detail", None)
+            o.pop("diff_lines", None)
+        checks = [dict(c) for c in app.get("checks") or []]
+        for k, m in (moved.get("checks") or {}).items():
+            d = dict(checks[int(k)].get("details") or {})
+            d["tensors"] = m["tensors"]
+            d.pop("tensors_total", None)
+            checks[int(k)]["details"] = d
+        app["rank_outcomes"], app["checks"] = outs, checks
+        app.pop("detail", None)
+        apps.append(app)
+    full["applications"] = apps
+    full.pop("detail_file", None)
+    return full
+
+
 def user_command() -> str:
     """The command line as a user types it (``python -m verify run ...``),
     not the path of ``__main__.py`` that ``sys.argv`` holds."""
@@ -122,13 +275,17 @@ def user_command() -> str:
 def write_report(report: dict, directory: str) -> str:
     """Write ``report.json`` into ``directory`` (created); returns its path.
 
-    Beside it: ``junit.xml`` (``verify/report/junit.py``) and ``index.html``
-    (``verify/report/html.py``), both made from the report as written.  A
+    Beside it: ``detail.js`` (:func:`split_detail`), ``junit.xml``
+    (``verify/report/junit.py``) and ``index.html`` (``verify/report/html.py``),
+    both made from the report as written.  A
     failure there is reported on stderr and does not lose report.json.
     """
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "report.json")
     tmp = path + ".tmp"
+    report, detail = split_detail(report)
+    # the sidecar first: a report.json that names detail.js finds it there
+    write_detail(detail, directory)
     # compact: index.html is the view for people.  json.dumps, not json.dump:
     # dump encodes in Python chunk by chunk, dumps in C (10x on a zoo report)
     text = json.dumps(report, separators=(",", ":"), sort_keys=False, default=str)

@@ -8,10 +8,18 @@
   var groups = Array.prototype.slice.call(document.querySelectorAll('div.passgroup'));
   var count = document.getElementById('shown-count');
 
+  var params = new URLSearchParams(location.search);
+  // ?proof=witnessed|sizes|proved: EQUIVALENT applications by how they stand;
+  // ?unexpected=0: only the verdicts that equal the baseline
+  var proof = params.get('proof') || '';
+  var onlyExpected = params.get('unexpected') === '0';
+
   function keep(el, q, verdicts) {
     var v = el.getAttribute('data-verdict');
     if (verdicts.indexOf(v) < 0) return false;
     if (onlyUnexpected.checked && el.getAttribute('data-unexpected') !== '1') return false;
+    if (onlyExpected && el.getAttribute('data-unexpected') === '1') return false;
+    if (proof && el.getAttribute('data-proof') !== proof) return false;
     if (!q) return true;
     var hay = (el.getAttribute('data-pass') + ' ' + el.getAttribute('data-case') + ' ' + v)
       .toLowerCase();
@@ -39,23 +47,127 @@
   }
 
   function measure() {
-    var h = document.getElementById('controls').offsetHeight;
+    // the bar is sticky on wide screens only (report.css); where it is not,
+    // nothing is covered and no offset is needed
+    var bar = document.getElementById('controls');
+    var sticky = getComputedStyle(bar).position === 'sticky';
+    var h = sticky ? bar.offsetHeight : 0;
     document.documentElement.style.setProperty('--controls-h', h + 'px');
   }
 
   function openTarget() {
-    var id = decodeURIComponent(location.hash.slice(1));
+    var id = '';
+    try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { id = ''; }
     var el = id && document.getElementById(id);
-    if (el && el.tagName === 'DETAILS') {
-      el.open = true;
-      el.classList.remove('filtered');
-      var g = el.closest('div.passgroup');
-      if (g) g.classList.remove('filtered');
-      el.scrollIntoView();
+    if (!el) {
+      // an unknown or empty anchor: the top of the page, never an empty screen
+      if (location.hash) window.scrollTo(0, 0);
+      return;
     }
+    // open the target and every folded section around it, and show it
+    // whatever the filters say
+    for (var p = el; p; p = p.parentElement) {
+      if (p.tagName === 'DETAILS') p.open = true;
+      p.classList && p.classList.remove('filtered');
+    }
+    el.scrollIntoView();
   }
 
-  var params = new URLSearchParams(location.search);
+  // detail.js (beside the page): diffs and tables loaded when asked for
+  var detail = null, waiting = [], loading = false;
+  window.reportDetail = function (b64) {
+    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    new Response(stream).text().then(function (t) {
+      detail = JSON.parse(t);
+      var w = waiting; waiting = [];
+      w.forEach(function (f) { f(); });
+    });
+  };
+  function withDetail(done, failed) {
+    if (detail) { done(); return; }
+    waiting.push(done);
+    if (loading) return;
+    loading = true;
+    var s = document.createElement('script');
+    s.src = document.body.getAttribute('data-detail') || 'detail.js';
+    s.onerror = function () { loading = false; waiting = []; failed(); };
+    document.head.appendChild(s);
+  }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;  // text, never markup
+    return e;
+  }
+  function diffBlock(title, diff) {
+    var d = el('details', 'inner'), pre = el('pre', 'diff');
+    d.appendChild(el('summary', '', title));
+    diff.split('\n').forEach(function (ln) {
+      var c = 'dctx';
+      if (ln.indexOf('+++') === 0 || ln.indexOf('---') === 0) c = 'dh';
+      else if (ln.indexOf('@@') === 0) c = 'dhunk';
+      else if (ln[0] === '+') c = 'dadd';
+      else if (ln[0] === '-') c = 'ddel';
+      pre.appendChild(el('span', c, ln || ' '));
+    });
+    d.appendChild(pre);
+    d.open = diff.split('\n').length <= 80;
+    return d;
+  }
+  function tableBlock(title, tensors) {
+    var d = el('details', 'inner'), t = el('table', 'numeric'), head = el('tr');
+    d.appendChild(el('summary', '', title));
+    ['tensor', 'step', 'max abs', 'max rel', 'worst index', 'tol', 'bitwise', 'ok']
+      .forEach(function (h) { head.appendChild(el('th', '', h)); });
+    t.appendChild(head);
+    tensors.forEach(function (x) {
+      var r = el('tr', x.ok === false ? 'notok' : '');
+      [x.name, x.step, x.max_abs, x.max_rel, JSON.stringify(x.worst_index), x.tol, x.bitwise,
+       x.ok].forEach(function (v) { r.appendChild(el('td', '', v === undefined || v === null ? '' : String(v))); });
+      t.appendChild(r);
+    });
+    d.appendChild(t);
+    return d;
+  }
+  function showDetail(slot) {
+    var mine = (detail.applications || {})[slot.getAttribute('data-index')] || {};
+    var out = el('div', 'detail-body'), seen = {};
+    var outs = mine.rank_outcomes || {};
+    Object.keys(outs).forEach(function (k) {
+      var diff = outs[k].diff;
+      if (!diff) return;
+      if (seen[diff] !== undefined) { seen[diff].push(k); return; }
+      seen[diff] = [k];
+    });
+    Object.keys(seen).forEach(function (diff) {
+      var ranks = seen[diff].map(function (k) {
+        return outs[k].rank !== undefined ? outs[k].rank : k;
+      });
+      out.appendChild(diffBlock((ranks.length > 1 ? 'ranks ' : 'rank ') + ranks.join(', ') +
+                                ': op-level diff (' + diff.split('\n').length + ' lines)', diff));
+    });
+    var checks = mine.checks || {};
+    Object.keys(checks).forEach(function (k) {
+      out.appendChild(tableBlock('numeric table of check ' + k + ' (' +
+                                 checks[k].tensors.length + ' tensors)', checks[k].tensors));
+    });
+    slot.innerHTML = '';
+    slot.appendChild(out);
+  }
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest && ev.target.closest('button.load-detail');
+    if (!b) return;
+    var slot = b.closest('.detail-slot');
+    b.disabled = true;
+    b.textContent = 'loading detail.js\u2026';
+    withDetail(function () { showDetail(slot); }, function () {
+      b.disabled = false;
+      b.textContent = 'detail.js did not load (is it beside this page?)';
+    });
+  });
+
   if (params.get('q')) text.value = params.get('q');
   if (params.get('v')) {
     var wanted = params.get('v').split(',');
