@@ -142,6 +142,11 @@ def _proof(app) -> dict | None:
         return {"kind": "witnessed", "text": "witnessed, not proved",
                 "title": "EQUIVALENT on the numeric runs (sampling) alone: no value "
                          "proof holds on every rank"}
+    label = str(app.get("proof") or "")
+    if label.startswith("proved at sizes"):  # the engine's label names the sizes
+        return {"kind": "sizes", "text": label,
+                "title": "the value proof holds at these sampled sizes of the -1 dims, "
+                         "not for every size"}
     sizes = sorted({n for c in app.get("checks") or [] if c.get("kind") == "value"
                     for n in ((c.get("details") or {}).get("batch_sizes") or [])
                     if isinstance(n, int)})
