@@ -74,7 +74,7 @@ def test_pass_file_mutant_is_caught_and_exits_1(tmp_path):
                          os.path.join(MUTANTS, "overlap_stream_dropped.py"),
                          "--report-dir", str(tmp_path / "r"))
     assert code == 1, out + err
-    assert "NEW FINDING" in out and "auto_parallel_mp" in out
+    assert "NEW: " in out and "auto_parallel_mp" in out
     rep = json.load(open(tmp_path / "r" / "report.json"))
     assert rep["applications"][0]["source"].endswith("overlap_stream_dropped.py")
 

@@ -6,6 +6,7 @@ directory), with one clear line on stderr.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -44,7 +45,13 @@ def _parser():
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases, "
                           "and docs/findings.md from it")
     base.add_argument("--check", action="store_true",
-                      help="only check that the file is up to date (exit 1 if not)")
+                      help="only check that the file is up to date with what the cases "
+                      "declare (exit 1 if not); recorded finding identities are kept")
+    base.add_argument("--from-report", dest="from_report", action="append", default=[],
+                      metavar="REPORT_JSON",
+                      help="record each finding's identity (check, stage, rank, op, "
+                      "variable) from a run's report.json, for every application whose "
+                      "verdict is the baseline's (repeatable)")
     rep = sub.add_parser("repro", help="write a self-contained reproducer of one "
                          "application (needs only Paddle; exit 1 while the defect is present)")
     rep.add_argument("--pass", dest="pass_name", required=True, metavar="NAME")
@@ -178,7 +185,25 @@ def cmd_baseline(args, out=sys.stdout) -> int:
     from verify.engine import baseline
     from verify.report import findings
 
-    data = baseline.current()
+    try:
+        previous = baseline.load(baseline.PATH)
+    except (OSError, ValueError):
+        previous = None
+    data = baseline.current(previous)
+    for path in getattr(args, "from_report", None) or []:
+        if args.check:
+            raise UsageError("--check compares what the cases declare; --from-report "
+                             "records identities: use one")
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read {path}: {exc}") from None
+        data, recorded, skipped = baseline.from_report(data, report)
+        print(f"{path}: finding identities of {recorded} application(s) recorded, "
+              f"{len(skipped)} left as they were", file=out)
+        for k, why in skipped:
+            print(f"  {k}: {why}", file=out)
     files = {baseline.PATH: baseline.render(data), findings.PATH: findings.render(data)}
     stale = [p for p, want in files.items()
              if not os.path.exists(p) or open(p).read() != want]
@@ -345,6 +370,7 @@ def _cmd_run(args, out) -> int:
         if loaded is not None:
             loaded.restore()
     rep = report_mod.build_report(apps, seed=seed, backend=backend, source=source)
+    _compare_with_baseline(apps, rep)
     if interrupted is None:
         _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed)
     if interrupted is not None:
@@ -367,7 +393,35 @@ def _cmd_run(args, out) -> int:
         print(f"interrupted ({interrupted[0]}): {len(rep['not_run'])} applications not run",
               file=out)
         return interrupted[1]
-    return 0 if all(a.as_expected for a in apps) else 1
+    return 0 if all(getattr(a, "baseline_label", "unchanged") == "unchanged"
+                    for a in apps) else 1
+
+
+def _compare_with_baseline(apps, rep) -> None:
+    """Each application against its baseline entry by finding identity
+    (``verify.engine.baseline.compare``: NEW even where the verdict is the
+    same, CHANGED CAUSE, GONE, FIXED only where the pass still fires): the
+    report's application gets ``baseline`` (label, new and gone identities),
+    the Application its ``baseline_label`` (the words the terminal prints).
+    A case file's case is compared with its own Expect (its verdict)."""
+    from verify.engine import baseline
+
+    try:
+        entries = baseline.load()["entries"]
+    except (OSError, ValueError):
+        entries = {}
+    by_key = {(a.pass_name, a.case_name): a for a in apps}
+    for d in rep.get("applications", []):
+        a = by_key.get((d.get("pass"), d.get("case")))
+        entry = None if d.get("case_file") else entries.get(baseline.key(d.get("pass"),
+                                                                        d.get("case")))
+        if entry is None or entry.get("verdict") != d.get("expected"):
+            entry = {"verdict": d.get("expected"), "fires": d.get("expected_fires")}
+        how = baseline.compare(entry, d)
+        d["baseline"] = how
+        if a is not None:
+            a.baseline_label = how["label"]
+            a.baseline_detail = how
 
 
 def _overlay_here_or_refuse(adapters, no_isolation) -> None:
@@ -411,7 +465,7 @@ def _write_reproducers(rep, adapters, chosen, report_dir, loaded, seed) -> None:
             repro.write(adapter, case, inside(report_dir, rel),
                         loaded.path if loaded is not None and set(loaded.registered)
                         & set(adapter.python_passes()) else None, seed,
-                        checks=app.get("checks") or [])
+                        checks=app.get("checks") or [], found=app.get("verdict"))
         except Exception as exc:  # never costs the report
             app.setdefault("notes", []).append(
                 f"no reproducer written: {type(exc).__name__}: {exc}")

@@ -25,9 +25,12 @@ from verify.conftest import write_fragment  # noqa: E402
 _BASELINE = baseline.load()
 
 
-def _explain(app, entry, how) -> str:
-    lines = [f"{how}: {app.pass_name} on {app.case_name} is {app.verdict.value}, "
-             f"baseline {entry['verdict']} ({entry['reason']})",
+def _explain(app, entry, cmp) -> str:
+    lines = [f"{cmp['label']}: {app.pass_name} on {app.case_name} is {app.verdict.value}, "
+             f"baseline {entry['verdict']} ({entry['reason']})"]
+    lines += [f"  new: {baseline.describe(i)}" for i in cmp["new"][:6]]
+    lines += [f"  gone: {baseline.describe(i)}" for i in cmp["gone"][:6]]
+    lines += [
              f"reproduce: python -m verify run --pass {app.pass_name} --case {app.case_name}"
              + (f" --case-file {app.case_file}" if app.case_file else "")]
     worst = [c for c in app.checks if not c.ok]
@@ -100,8 +103,10 @@ def _check(short, case_name, request):
     with run_memo.session(run_memo_dir(request.config)):
         app = run_application(adapter, case, source=source, numeric=numeric)
     write_fragment(request.config, request.node.nodeid, app.to_dict())
-    how = baseline.classify(entry["verdict"], app.verdict.value)
-    assert how == "as baseline", _explain(app, entry, how)
+    # by finding identity where the baseline records them: a new finding on a
+    # case that already has one is NEW, a replaced one CHANGED CAUSE
+    cmp = baseline.compare(entry, app.to_dict(with_programs=False))
+    assert cmp["label"] == baseline.UNCHANGED, _explain(app, entry, cmp)
 
 
 def test_pass(application, request):

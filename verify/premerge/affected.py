@@ -48,6 +48,21 @@ PLANNER_PREFIXES = (
     "paddle.distributed.auto_parallel.reshard",  # the dygraph/PIR reshard entry points
     "paddle.distributed.auto_parallel.api",
 )
+# The passes the planner's stages apply through ``new_pass`` (Paddle 3.3.1:
+# auto_parallel/static/engine.py, parallelizer_v2.py, pir_pass.py,
+# mix_to_dist_pass.py, api.py; every pipeline scheduler by its prefix).  The
+# modules registering them, and every module in scope those import, are the
+# planner's too: a change there re-plans the planner family's cases.
+PLANNER_PASSES = (
+    "allreduce_matmul_grad_overlapping", "auto_parallel_amp", "auto_parallel_c_embedding_pass",
+    "auto_parallel_data_parallel_optimization", "auto_parallel_fp16",
+    "auto_parallel_fused_linear_promotion", "auto_parallel_grad_clip",
+    "auto_parallel_gradient_merge_pass", "auto_parallel_master_grad_pass",
+    "auto_parallel_quantization", "auto_parallel_recompute", "auto_parallel_recompute_pir",
+    "auto_parallel_sequence_parallel_optimization", "auto_parallel_sharding",
+    "auto_parallel_supplement_explicit_dependencies", "auto_parallel_sync_shared_params",
+    "replace_with_parallel_cross_entropy", "pipeline_scheduler_*",
+)
 # Adapter names of the planner family (filled in by that family's modules;
 # adapters may instead set ``planner_family = True`` on their class).
 PLANNER_ADAPTERS: list = []
@@ -333,17 +348,36 @@ def patched_registry(registry: dict, changed: dict, deleted=()) -> dict:
     return out
 
 
-def adapter_roots(adapters: dict, registry: dict) -> None:
-    """Fill each AdapterInfo's ``roots``."""
+def adapter_roots(adapters: dict, registry: dict, installed: dict | None = None) -> None:
+    """Fill each AdapterInfo's ``roots``: ``registry``'s modules of its pass,
+    and ``installed``'s (the installed registry: a module that registered the
+    pass and no longer does because the change deleted it or broke its
+    syntax still ran the pass; its applications must be run, not skipped)."""
     from verify.selfcheck.vocabulary import EXTRA_PASSES  # stdlib-only at import
 
     for info in adapters.values():
-        roots = list(registry.get(info.name, []))
+        roots = list(registry.get(info.name, [])) + list((installed or {}).get(info.name, []))
         if info.name in EXTRA_PASSES:
             roots.append(EXTRA_PASSES[info.name][0])
         info.pass_source = bool(roots)  # the vocabulary audit knows its source
         roots += list(info.paddle_modules)
         info.roots = sorted(set(roots))
+
+
+def planner_modules(index: dict, installed: dict | None = None) -> set:
+    """The modules the planner's stages run: its planning code
+    (:data:`PLANNER_PREFIXES`), the modules registering the passes it applies
+    (:data:`PLANNER_PASSES`, in the changed and the installed registry), and
+    every module in scope they import."""
+    import fnmatch
+
+    graph = index["graph"]
+    roots = {m for m in graph if m.startswith(PLANNER_PREFIXES)}
+    for reg in (index["registry"], installed or {}):
+        for name, mods in reg.items():
+            if any(fnmatch.fnmatchcase(name, p) for p in PLANNER_PASSES):
+                roots |= set(mods)
+    return closure(graph, sorted(roots), index["packages"])
 
 
 @dataclass
@@ -365,7 +399,9 @@ def affected(changed: dict, deleted=(), root: str | None = None,
     graph = index["graph"]
     adapters = adapters if adapters is not None else suite_adapters()
     touched = set(changed) | set(deleted)
-    adapter_roots(adapters, index["registry"])
+    base_index = cached_index(root, cache_dir)
+    installed = base_index["registry"]
+    adapter_roots(adapters, index["registry"], installed)
     out, unmapped, sources = {}, [], {}
     for info in adapters.values():
         if not info.roots:
@@ -376,7 +412,9 @@ def affected(changed: dict, deleted=(), root: str | None = None,
         if hit:
             out[info.name] = hit
             sources[info.name] = sorted(set(info.roots) & set(changed))
-    planner = sorted(m for m in touched if m.startswith(PLANNER_PREFIXES))
+    planner = sorted(m for m in touched if m.startswith(PLANNER_PREFIXES)
+                     or m in planner_modules(index, installed)
+                     or m in planner_modules(base_index))  # deleted ones too
     fam = sorted({i.name for i in adapters.values() if i.planner_family} |
                  set(PLANNER_ADAPTERS)) if planner else []
     for name in fam:

@@ -87,7 +87,10 @@ def valid_application(value) -> bool:
 
     return isinstance(value, dict) and value.get("verdict") in Verdict.__members__ and \
         isinstance(value.get("evidence", ""), str) and \
-        all(isinstance(value.get(k, ""), str) for k in ("reproducer_name", "reproducer_text"))
+        all(isinstance(value.get(k, ""), str) for k in ("reproducer_name", "reproducer_text")) \
+        and isinstance(value.get("identities"), list) and \
+        all(isinstance(i, dict) for i in value["identities"]) and \
+        isinstance(value.get("decided", []), list) and value.get("fired") in (True, False, None)
 
 
 def valid_vocabulary(value) -> bool:

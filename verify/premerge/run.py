@@ -25,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from . import overlay
 from .cache import Cache, cache_root, key, valid_application, valid_vocabulary
 from .checkout import CheckoutError, changes
 from .summary import Outcome, Review, render
+from verify.engine import baseline as bl
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BASELINE = PROJECT_ROOT / "verify" / "baseline.json"
@@ -101,6 +103,44 @@ def _evidence(app: dict) -> str:
     return line[:400]
 
 
+def _broken_modules(modules, texts: dict, deleted) -> list:
+    """Of the changed ``modules`` a pass reaches, those that cannot be
+    imported: deleted, or a source that does not compile (one line each)."""
+    out = []
+    for m in modules:
+        if m in deleted:
+            out.append(f"{m} is deleted by the change")
+        elif m in texts:
+            try:
+                compile(texts[m], m, "exec")
+            except SyntaxError as exc:
+                out.append(f"{m} does not compile: SyntaxError: {exc.msg} (line {exc.lineno})")
+    return out
+
+
+_UNAVAILABLE_PROBE = (
+    "import importlib, json, cases\n"
+    "out = {}\n"
+    "for fam, why in cases.unavailable_families().items():\n"
+    "    mod = importlib.import_module('cases.' + fam)\n"
+    "    out[fam] = [why, sorted(c.name for c in getattr(mod, 'DECLARED', []))]\n"
+    "print('UNAVAILABLE=' + json.dumps(out))\n")
+
+
+def _unavailable_cases(env) -> dict:
+    """``{family: (why, case names)}`` of the case families whose optional
+    dependencies are missing where the runs happen (a child process with the
+    runs' environment: this one never imports the cases)."""
+    proc = _child([sys.executable, "-c", _UNAVAILABLE_PROBE], env)
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("UNAVAILABLE="):
+            try:
+                return {f: (w, set(n)) for f, (w, n) in json.loads(ln[12:]).items()}
+            except (ValueError, TypeError):
+                break
+    return {}
+
+
 def _rerun_command(args, checkout: str, base: str) -> str:
     cmd = ["python", "-m", "verify", "premerge", checkout, "--base", base]
     for p in args.passes:
@@ -127,18 +167,26 @@ def _run_env(manifest: str, planner_sources: dict) -> dict:
     return env
 
 
-def _run_pass(adapter, cases, out_dir: Path, env, args) -> tuple:
+_APP_LINE = re.compile(r"^\[\d+/\d+\] ")
+
+
+def _run_pass(adapter, cases, out_dir: Path, env, args, progress=None) -> tuple:
     """``python -m verify run`` of one pass on ``cases`` with the overlay;
-    (report dict or None, error text)."""
+    (report dict or None, error text).  ``progress``: called with each
+    application's line as the run prints it."""
     cmd = [sys.executable, "-m", "verify", "run", "--pass", adapter, "--report-dir",
-           str(out_dir), "--quiet"]
+           str(out_dir)]
     for c in cases:
         cmd += ["--case", c]
     if args.backend:
         cmd += ["--backend", args.backend]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
-    proc = _child(cmd, env)
+    def on_line(ln):
+        if progress is not None and _APP_LINE.match(ln):
+            progress(ln)
+
+    proc = _child(cmd, env, on_line)
     path = out_dir / "report.json"
     if proc.returncode not in (0, 1) or not path.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -146,13 +194,29 @@ def _run_pass(adapter, cases, out_dir: Path, env, args) -> tuple:
     return _load_json(path), ""
 
 
-def _child(cmd, env) -> subprocess.CompletedProcess:
+def _child(cmd, env, on_line=None) -> subprocess.CompletedProcess:
     """Run ``cmd`` to its end; if this process is interrupted (Ctrl-C,
-    SIGTERM), the child goes too (it ends its own workers)."""
+    SIGTERM), the child goes too (it ends its own workers).  ``on_line``:
+    called with each line the child writes to stdout, as it comes."""
+    import threading
+
     proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        out, err = proc.communicate()
+        if on_line is None:
+            out, err = proc.communicate()
+        else:
+            errs = []
+            reader = threading.Thread(target=lambda: errs.append(proc.stderr.read()),
+                                      daemon=True)
+            reader.start()
+            lines = []
+            for ln in proc.stdout:
+                lines.append(ln)
+                on_line(ln.rstrip("\n"))
+            proc.wait()
+            reader.join()
+            out, err = "".join(lines), "".join(errs)
     except BaseException:
         proc.terminate()
         try:
@@ -233,6 +297,15 @@ def premerge(args, out=sys.stdout) -> int:
     planner_sources = {m: texts[m] for m in aff.planner if m in texts}
     env = _run_env(manifest, planner_sources)
     options = {"backend": args.backend, "seed": args.seed}
+    unavailable = None  # {family: (why, case names)}, asked once when needed
+
+    def say(line):  # progress: one line per pass and per application
+        print(line, file=out, flush=True)
+
+    if aff.passes:
+        say(f"premerge: {len(files)} changed Python file(s), {len(aff.passes)} affected "
+            f"pass(es): " + ", ".join(adapters[n].short if n in adapters else n
+                                      for n in sorted(aff.passes)))
     for name in sorted(aff.passes):
         if wanted is not None and name not in wanted:
             review.not_selected[name] = "affected, left out by --pass"
@@ -241,6 +314,15 @@ def premerge(args, out=sys.stdout) -> int:
         info = adapters[name]
         cases = [c for c in pairs.get(name, []) if not args.cases or
                  any(fnmatch.fnmatchcase(c, g) for g in args.cases)]
+        if unavailable is None:
+            unavailable = _unavailable_cases(env)
+        for fam, (why, names) in sorted(unavailable.items()):
+            mine = [c for c in cases if c in names]
+            if mine:  # the family's optional dependencies are missing: one line
+                cases = [c for c in cases if c not in names]
+                review.skipped.append((name, fam, f"{len(mine)} case(s) not run: {why}"))
+                say(f"premerge: {info.short}: skipped family {fam} ({len(mine)} "
+                    f"case(s)): {why}")
         if not cases:
             review.not_selected[name] = "no case selected"
             continue
@@ -255,17 +337,34 @@ def premerge(args, out=sys.stdout) -> int:
                 todo.append(c)
             else:
                 results[c] = (hit, True)
+        say(f"premerge: {info.short} ({name}): {len(cases)} application(s), "
+            f"{len(cases) - len(todo)} cached, {len(todo)} to run")
+        broken = _broken_modules(aff.passes[name], texts, deleted)
         if todo:
             run_dir = out_dir / "runs" / info.short
-            report, error = _run_pass(name, todo, run_dir, env, args)
-            if report is None:
+            report, error = _run_pass(name, todo, run_dir, env, args,
+                                      progress=lambda ln: say(f"  {ln}"))
+            if report is None and broken:
+                # the pass's own module (or one it imports) is deleted or does
+                # not compile: every application that runs it is a finding
+                why = "; ".join(broken)
+                for c in todo:
+                    results[c] = ({"verdict": "PASS_CRASHED", "evidence": why,
+                                   "identities": [{"check": "pass/pass ran", "stage": "",
+                                                   "rank": None, "verdict": "PASS_CRASHED",
+                                                   "op": "", "var": "",
+                                                   "error": "ImportError"}],
+                                   "fired": None, "decided": ["pass/pass ran"]}, False)
+            elif report is None:
                 review.errors.append(error)
             else:
                 review.reports.append(str(run_dir.relative_to(out_dir)))
                 for app in report.get("applications", []):
                     if app.get("case") not in keys:
                         continue
-                    rec = {"verdict": app.get("verdict"), "evidence": _evidence(app)}
+                    rec = {"verdict": app.get("verdict"), "evidence": _evidence(app),
+                           "identities": bl.identities(app), "fired": bl.fired(app),
+                           "decided": bl.decided(app)}
                     rel = app.get("reproducer")
                     if rel:
                         rec["reproducer_name"] = os.path.basename(rel)
@@ -280,8 +379,19 @@ def premerge(args, out=sys.stdout) -> int:
                 continue
             rec, cached = results[c]
             entry = baseline["entries"].get(f"{name}::{c}", {})
+            cmp = bl.compare(entry, rec) if entry else {"label": "NEW", "new": [],
+                                                        "gone": []}
             o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
-                        rec.get("evidence", ""), cached=cached)
+                        rec.get("evidence", ""), cached=cached, label=cmp["label"],
+                        new_ids=cmp["new"], gone_ids=cmp["gone"])
+            if o.kind == "NEW" and o.now == "EQUIVALENT":
+                # the finding went away because the pass stopped firing where
+                # the baseline says it fires: the pass no longer does its job
+                o.now = "NOT_APPLIED"
+                o.evidence = o.evidence or "the pass no longer fires where the baseline " \
+                    "says it does (no rank changed)"
+            say(f"  {o.kind}: {info.short} on {c}: {o.now} (baseline {o.baseline})"
+                + (" [cached]" if cached else ""))
             if o.kind != "unchanged" and rec.get("reproducer_text"):
                 try:
                     o.reproducer = write_reproducer(out_dir, rec, f"repro_{info.short}_{c}.py",
@@ -298,11 +408,13 @@ def premerge(args, out=sys.stdout) -> int:
     (out_dir / "summary.md").write_text(text)
     (out_dir / "premerge.json").write_text(json.dumps(_machine(review), indent=1) + "\n")
     for o in review.new():
-        print(f"NEW: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}"
+        print(f"{o.kind}: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}"
               + (f"  ({o.evidence})" if o.evidence else ""), file=out)
     for o in review.outcomes:
-        if o.kind == "FIXED":
-            print(f"FIXED: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}", file=out)
+        if o.kind in ("FIXED", "GONE"):
+            print(f"{o.kind}: {o.pass_name} on {o.case}: {o.baseline} -> {o.now}", file=out)
+    for p, fam, why in review.skipped:
+        print(f"skipped family {fam} for {p}: {why}", file=out)
     for p, k, msg, _ in review.vocabulary_new:
         print(f"NEW (vocabulary): {k}: {msg}", file=out)
     for s, p in review.native:
@@ -384,8 +496,10 @@ def _machine(r: Review) -> dict:
             "base_how": r.base_how, "exit": r.exit_code(), "affected": r.affected,
             "applications": [{"pass": o.pass_name, "case": o.case, "baseline": o.baseline,
                               "verdict": o.now, "kind": o.kind, "evidence": o.evidence,
+                              "new": o.new_ids, "gone": o.gone_ids,
                               "reproducer": o.reproducer, "cached": o.cached}
                              for o in r.outcomes],
+            "skipped": [{"pass": p, "family": f, "why": w} for p, f, w in r.skipped],
             "vocabulary_new": [k for _, k, _, _ in r.vocabulary_new],
             "vocabulary_gone": [k for _, k in r.vocabulary_gone],
             "not_checked": [p for _, p in r.native], "python": r.python_changed,

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Outcome:
-    """One application compared with its baseline entry."""
+    """One application compared with its baseline entry (by finding
+    identity where the baseline records them: ``verify.engine.baseline.compare``)."""
 
     pass_name: str
     short: str
@@ -22,24 +23,24 @@ class Outcome:
     evidence: str = ""
     reproducer: str = ""
     cached: bool = False
+    label: str = ""  # one of verify.engine.baseline.LABELS ("" : by verdict)
+    new_ids: list = field(default_factory=list)  # identities not in the baseline
+    gone_ids: list = field(default_factory=list)  # the baseline's, gone
 
     @property
     def kind(self) -> str:
-        return classify(self.baseline, self.now)
+        return self.label or classify(self.baseline, self.now)
 
 
 def classify(baseline: str, now: str) -> str:
-    """unchanged | FIXED | NEW | UNPROVED (a finding gone, not proved gone).
+    """unchanged | FIXED | NEW | UNPROVED (a finding gone, not proved gone),
+    by verdict only (the words of ``verify.engine.baseline``).
 
     An EQUIVALENT application that became INCONCLUSIVE is NEW: it lost its
     proof, and INCONCLUSIVE never counts as EQUIVALENT."""
-    if baseline == now:
-        return "unchanged"
-    if now == "EQUIVALENT":
-        return "FIXED"
-    if now == "INCONCLUSIVE" and baseline != "EQUIVALENT":
-        return "UNPROVED"  # never counted as fixed, nor as a new finding
-    return "NEW"
+    from verify.engine.baseline import classify as by_verdict
+
+    return by_verdict(baseline, now)
 
 
 @dataclass
@@ -68,8 +69,11 @@ class Review:
     cache: str = ""
     unreadable: list = field(default_factory=list)  # [(path, why)]: not overlaid
 
+    skipped: list = field(default_factory=list)  # [(pass, family, why)]: unavailable
+
     def new(self) -> list:
-        return [o for o in self.outcomes if o.kind == "NEW"]
+        """NEW and CHANGED CAUSE: a defect the baseline does not have."""
+        return [o for o in self.outcomes if o.kind in ("NEW", "CHANGED CAUSE")]
 
     def exit_code(self) -> int:
         return 1 if self.new() or self.vocabulary_new or self.errors else 0
@@ -79,17 +83,27 @@ def _rows(items) -> list:
     return [f"- `{p}` ({s})" for s, p in items]
 
 
+def _ids(prefix, ids) -> list:
+    from verify.engine.baseline import describe
+
+    return [f"  - {prefix}: {describe(i)}" for i in ids[:6]] + (
+        [f"  - ... and {len(ids) - 6} more"] if len(ids) > 6 else [])
+
+
 def render(r: Review) -> str:
-    new, fixed = r.new(), [o for o in r.outcomes if o.kind == "FIXED"]
+    new = r.new()
+    fixed = [o for o in r.outcomes if o.kind == "FIXED"]
+    gone = [o for o in r.outcomes if o.kind == "GONE"]
     unproved = [o for o in r.outcomes if o.kind == "UNPROVED"]
     verdict = ("**new findings**" if new or r.vocabulary_new else
                "**errors**" if r.errors else "no new finding")
+    same_n = len(r.outcomes) - len(new) - len(fixed) - len(gone) - len(unproved)
     lines = [f"## Pass verification: {verdict}", "",
              f"Checkout `{r.checkout}` against `{r.base[:12]}` ({r.base_how}): "
              f"{len(r.python_changed)} Python file(s) overlaid on the installed Paddle, "
              f"{len(r.affected)} affected pass(es), {len(r.outcomes)} application(s): "
-             f"{len(new)} new, {len(fixed)} fixed, {len(unproved)} not reproduced but "
-             f"not proved, {len(r.outcomes) - len(new) - len(fixed) - len(unproved)} "
+             f"{len(new)} new, {len(fixed)} fixed, {len(gone)} with findings gone, "
+             f"{len(unproved)} not reproduced but not proved, {same_n} "
              f"unchanged ({r.cache}; {r.seconds:.1f} s).", ""]
     for p in sorted(set(r.affected) | {o.pass_name for o in r.outcomes}):
         mine = [o for o in r.outcomes if o.pass_name == p]
@@ -100,8 +114,9 @@ def render(r: Review) -> str:
             lines.append("affected through: " + ", ".join(f"`{m}`" for m in reach))
         lines.append("")
         for o in sorted(mine, key=lambda o: o.case):
-            if o.kind == "NEW":
-                lines.append(f"- **NEW** `{o.case}`: {o.now} (baseline {o.baseline})")
+            if o.kind in ("NEW", "CHANGED CAUSE"):
+                lines.append(f"- **{o.kind}** `{o.case}`: {o.now} (baseline {o.baseline})")
+                lines += _ids("new", o.new_ids) + _ids("gone", o.gone_ids)
                 if o.evidence:
                     lines.append(f"  - evidence: {o.evidence}")
                 if o.reproducer:
@@ -110,12 +125,20 @@ def render(r: Review) -> str:
             if o.kind == "FIXED":
                 lines.append(f"- **FIXED** `{o.case}`: {o.baseline} -> {o.now}")
         for o in sorted(mine, key=lambda o: o.case):
+            if o.kind == "GONE":
+                lines.append(f"- **GONE** `{o.case}`: {o.baseline} -> {o.now} "
+                             "(some findings gone, others remain)")
+                lines += _ids("gone", o.gone_ids)
+        for o in sorted(mine, key=lambda o: o.case):
             if o.kind == "UNPROVED":
                 lines.append(f"- not reproduced, not proved `{o.case}`: {o.baseline} -> "
                              f"{o.now}" + (f" ({o.evidence})" if o.evidence else ""))
         same = sorted(o.case for o in mine if o.kind == "unchanged")
         if same:
             lines.append(f"- unchanged ({len(same)}): " + ", ".join(f"`{c}`" for c in same))
+        for q, fam, why in r.skipped:
+            if q == p:
+                lines.append(f"- skipped family `{fam}`: {why}")
         if not mine:
             lines.append("- no application ran" +
                          (f": {r.not_selected[p]}" if p in r.not_selected else ""))

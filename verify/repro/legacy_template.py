@@ -704,8 +704,9 @@ def shown(text):
 
 def main():
     print(f"reproducer: {PAYLOAD['pass']} on case {shown(PAYLOAD['case'])} "
-          f"(ranks {sorted(int(r) for r in PAYLOAD['ranks'])}); the suite's verdict when "
-          f"written: {PAYLOAD['expected']}")
+          f"(ranks {sorted(int(r) for r in PAYLOAD['ranks'])}); the suite found: "
+          f"{PAYLOAD.get('found') or 'not recorded (written on its own)'} "
+          f"(baseline {PAYLOAD['expected']})")
     print("pass from:", load_pass_source())
     for gid, ranks in sorted(PAYLOAD["process_groups"].items(), key=lambda kv: int(kv[0])):
         if int(gid) != 0:

@@ -138,7 +138,7 @@ def kind(adapter, case) -> str:
     return "pir_ranks" if len(getattr(case, "ranks", ())) > 1 else "pir"
 
 
-def script(adapter, case, pass_file=None, seed=None) -> str:
+def script(adapter, case, pass_file=None, seed=None, found=None) -> str:
     """The reproducer's source text for a PIR ``case``; a ``pass_file`` is
     embedded and registered in place of the installed pass (verify/repro/embedded.py)."""
     from verify.repro.embedded import literal, pass_loader
@@ -154,7 +154,9 @@ def script(adapter, case, pass_file=None, seed=None) -> str:
     if not hasattr(mod, "build_programs"):
         raise ReproError(f"case {case.name}'s module has no build_programs(params)")
     title = adapter.name + " on case " + case.name + (
-        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "")
+        f" (pass from {os.path.abspath(pass_file)})" if pass_file else "") + (
+        f"; the suite found: {found} (baseline {case.expectation(adapter.name).verdict})"
+        if found else "")
     # every value from input is a literal (verify/repro/embedded.py), never
     # text in the docstring: the pass and the case are TITLE
     parts = ['"""Reproducer (PIR) of the application named by TITLE below. Needs only '

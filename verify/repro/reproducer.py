@@ -186,7 +186,7 @@ def contract_claims(adapter, case, pass_file=None, checks=None) -> list:
     return claims
 
 
-def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
+def payload(adapter, case, pass_file=None, seed=None, checks=None, found=None) -> dict:
     """Everything the reproducer of ``adapter`` on ``case`` needs, as JSON data."""
     paddle = paddle_module()
     from paddle.distributed.passes.pass_base import PassBase
@@ -270,6 +270,8 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     return {
         "pass": adapter.name, "case": case.name,
         "expected": case.expectation(adapter.name).verdict,
+        # the verdict the run that wrote it found ("" : written on its own)
+        "found": found or "",
         # the pass file's text is embedded by script() (verify/repro/embedded.py)
         "pass_file": os.path.abspath(pass_file) if pass_file else "",
         "mesh": mesh,
@@ -289,7 +291,7 @@ def payload(adapter, case, pass_file=None, seed=None, checks=None) -> dict:
     }
 
 
-def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
+def script(adapter, case, pass_file=None, seed=None, checks=None, found=None) -> str:
     """The reproducer's source text."""
     blocker = (getattr(case, "params", None) or {}).get("repro_blocker")
     if blocker:  # what a standalone script cannot rebuild for this case
@@ -297,8 +299,8 @@ def script(adapter, case, pass_file=None, seed=None, checks=None) -> str:
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: verify/repro/pir_script.py
         from verify.repro.pir_script import script as pir_script
 
-        return embed(pir_script(adapter, case, pass_file, seed))
-    data = payload(adapter, case, pass_file, seed, checks)
+        return embed(pir_script(adapter, case, pass_file, seed, found=found))
+    data = payload(adapter, case, pass_file, seed, checks, found)
     blob = base64.b64encode(zlib.compress(json.dumps(data).encode(), 9)).decode()
     lines = "\n".join(blob[i:i + 100] for i in range(0, len(blob), 100))
     with open(TEMPLATE) as f:
@@ -337,9 +339,10 @@ def command(pass_name, case_name, pass_file=None, case_file=None) -> str:
     return cmd
 
 
-def write(adapter, case, out=None, pass_file=None, seed=None, checks=None) -> str:
+def write(adapter, case, out=None, pass_file=None, seed=None, checks=None,
+          found=None) -> str:
     out = out or default_out(adapter, case)
-    text = script(adapter, case, pass_file, seed, checks)
+    text = script(adapter, case, pass_file, seed, checks, found)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         f.write(text)
