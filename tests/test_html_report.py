@@ -360,3 +360,86 @@ def test_page_screenshot(page, tmp_path):
     assert (width, height) == (1280, 2000)
     assert shot.stat().st_size > 20_000, f"screenshot is only {shot.stat().st_size} bytes"
     assert distinct > 50, "the screenshot is (nearly) one colour"
+
+
+# ---------------------------------------------------------------- (c) first screen
+
+PROBE = """<script>
+(function () {
+  // what a reader sees: the first screen at the window's size, and where each
+  // heading lands when an anchor scrolls to it (under the sticky bar or not)
+  var vh = window.innerHeight, bar = document.getElementById('controls');
+  var barBottom = getComputedStyle(bar).position === 'sticky' ? bar.getBoundingClientRect().height : 0;
+  var seen = [];
+  document.querySelectorAll('h1, h2, section[id]').forEach(function (h) {
+    var r = h.getBoundingClientRect();
+    if (r.top < vh && r.bottom > 0 && r.height > 0) seen.push(h.id || h.tagName);
+  });
+  var covered = [];
+  document.querySelectorAll('h2[id]').forEach(function (h) {
+    h.scrollIntoView();
+    var top = h.getBoundingClientRect().top;
+    var maxScroll = document.documentElement.scrollHeight - vh;
+    if (top < barBottom - 1 && window.scrollY < maxScroll - 1) covered.push(h.id + '@' + top);
+  });
+  window.scrollTo(0, 0);
+  document.body.setAttribute('data-first-screen', seen.join(' '));
+  document.body.setAttribute('data-covered', covered.join(' '));
+  document.body.setAttribute('data-width', String(window.innerWidth));
+  var b = document.querySelector('button.load-detail');
+  if (b) b.click();
+})();
+</script>
+</body>"""
+
+
+def test_first_screen_at_1000px_opens_on_what_needs_a_decision(page, tmp_path):
+    """At 1000 x 800 the first screen shows the unexpected and new findings
+    (``#decide``) with both unexpected applications; no heading an anchor
+    scrolls to sits under the filter bar; the sidecar loads on demand."""
+    binary, index = page
+    probed = index.with_name("probe.html")
+    probed.write_text(index.read_text(encoding="utf-8").replace("</body>", PROBE, 1),
+                      encoding="utf-8")
+    proc = _run_chromium(binary, tmp_path, "first", "--window-size=1000,800",
+                         "--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
+    dom = proc.stdout
+    assert 'data-ready="1"' in dom
+    assert 'data-width="1000"' in dom
+    first = re.search(r'data-first-screen="([^"]*)"', dom).group(1).split()
+    assert "decide" in first, first
+    covered = re.search(r'data-covered="([^"]*)"', dom).group(1)
+    assert covered == "", f"headings under the sticky filter bar: {covered}"
+    # the decision section: new finding first, then the finding that went away
+    section = re.search(r'<section class="decide[^"]*" id="decide">(.*?)</section>', dom,
+                        re.S).group(1)
+    assert section.index("col_3d_dynamic_batch") < section.index("row_mp_o0_sgd_clip_tp2")
+    assert "new finding" in section and "finding went away" in section
+    # the EQUIVALENT application's diff and table came from detail.js on the click
+    slot = re.search(r'<div class="detail-slot"[^>]*>(.*?)</div></div>', dom, re.S)
+    assert slot and 'class="diff"' in slot.group(1) and "+matmul_v2(" in slot.group(1)
+
+
+@pytest.mark.parametrize("anchor", ["", "#", "#decide", "#no-such-anchor", "#apps",
+                                    f"#app-{PROMOTION}--row_mp_sp_o0_sgd_tp2"])
+def test_an_anchor_url_never_shows_a_blank_screen(page, tmp_path, anchor):
+    binary, index = page
+    shot = tmp_path / "anchor.png"
+    _run_chromium(binary, tmp_path, "anchor", f"--screenshot={shot}", "--window-size=1000,800",
+                  index.as_uri() + anchor)
+    width, height, distinct = _png_info(shot)
+    assert (width, height) == (1000, 800)
+    assert distinct > 50, f"{anchor}: the screen is (nearly) one colour"
+
+
+def test_header_counts_link_to_their_filters(tmp_path):
+    rep = sample_report()
+    report_mod.write_report(rep, str(tmp_path))
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert 'href="?unexpected=1#decide"' in page
+    assert 'href="?v=NOT_EQUIVALENT#matrix-head"' in page
+    # the sidecar holds what the page leaves out, and comes back whole
+    slim = report_mod.json.loads((tmp_path / "report.json").read_text())
+    assert slim["detail_file"] == "detail.js"
+    back = report_mod.merge_detail(slim, report_mod.read_detail(str(tmp_path)))
+    assert back["applications"] == rep["applications"]

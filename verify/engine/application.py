@@ -91,13 +91,22 @@ class Application:
         every rank), "witnessed" (it did not: no value check, or one that
         was INCONCLUSIVE and advisory, e.g. a gradient merge's in-place
         accumulators; the verdict rests on the numeric runs, i.e. sampling),
-        "" for any other verdict."""
+        "proved at sizes B in 1, 3, 4" (proved on every rank, but at
+        sampled values of the -1 dims only: ``details["sizes_proved"]``; no
+        argument extends it to every size), "" for any other verdict."""
         if self.verdict != Verdict.EQUIVALENT:
             return ""
         value = [c for c in self.checks if c.kind == "value"]
         ok = value and all(c.verdict == Verdict.EQUIVALENT for c in value) and \
             {c.rank for c in value} >= set(self.ranks)
-        return "proved" if ok else "witnessed"
+        if not ok:
+            return "witnessed"
+        sampled = [c.details["sizes_proved"] for c in value
+                   if (c.details or {}).get("sizes_proved")]
+        if sampled:
+            from verify.value.proof import sizes_label
+            return f"{PROVED_AT_SIZES} {sizes_label(sampled[0])}"
+        return "proved"
 
     @property
     def status(self) -> str:
@@ -152,6 +161,29 @@ def _identity_proofs(adapter, case, outcomes) -> list:
             for o in outcomes]
 
 
+PROVED_AT_SIZES = "proved at sizes"  # the proof label's prefix of a sampled-size proof
+
+
+def numeric_sizes(case, outcomes) -> dict:
+    """{size symbol: sizes} the numeric runs feed: each fed var's concrete
+    shape (``FeedSpec.shape``) at its -1 dims (the snapshot's declaration),
+    by the symbol the proof gives that dim."""
+    from verify.value.symbolic import size_symbol
+
+    out = {}
+    for o in outcomes:
+        rp = o.run.original
+        for f in rp.feeds:
+            v = o.before.vars.get(f.name) if o.before is not None else None
+            if v is None or not v.shape or len(v.shape) != len(f.shape):
+                continue
+            for i, d in enumerate(v.shape):
+                if int(d) < 0:
+                    out.setdefault(size_symbol(case.symbols, f.name, i), set()).add(
+                        int(f.shape[i]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
 def value_checks(adapter, case, outcomes) -> list:
     """The value proof of every rank (``verify/value``): original and
     rewritten programs of all ranks executed symbolically together, Z3
@@ -165,6 +197,11 @@ def value_checks(adapter, case, outcomes) -> list:
     for o in outcomes:
         rp = o.run.original
         watched[o.rank] = list(rp.fetches) + ([rp.loss] if rp.loss else [])
+        if getattr(case, "family", "") == "program_dir":
+            # what built-in cases watch: each gradient, parameter after the
+            # update and optimizer state (a PIR update's results are new values)
+            from verify.value.proof import optimizer_watch
+            watched[o.rank] += optimizer_watch(o.before)
         # a value the pass moved to a new name is compared under it
         renames[o.rank] = adapter.renames(case, o.rank, o.before, o.after)
         # values the pass leaves stale on purpose, confirmed dead (verify/ir/dead_values.py)
@@ -178,7 +215,8 @@ def value_checks(adapter, case, outcomes) -> list:
     return prove_application(f"{adapter.name} on {case.name}", case.ranks, case.rings,
                              {o.rank: o.before for o in outcomes},
                              {o.rank: o.after for o in outcomes}, watched, feed_key=feed_key,
-                             renames=renames, unobserved=dead)
+                             renames=renames, unobserved=dead, symbols=dict(case.symbols),
+                             avoid_sizes=numeric_sizes(case, outcomes))
 
 
 def values_statement(checks, ranks) -> str:

@@ -21,7 +21,8 @@ def _line_parts(app) -> tuple:
     # a case name is input: its control characters escaped (verify/safe_names.py)
     middle = (f" {app.pass_name:38s} {printable(app.case_name):28s} ranks={len(app.ranks)} "
               f"fired={fired:7s} ops={app.op_delta():15s} ")
-    how = " (witnessed, not proved)" if app.proof == "witnessed" else ""
+    how = " (witnessed, not proved)" if app.proof == "witnessed" else \
+        f" ({app.proof})" if app.proof.startswith("proved at sizes") else ""
     return mark, middle, str(app.status) + how, exp
 
 

@@ -29,6 +29,7 @@ def summary_table(apps, styled: bool = True) -> Table:
     for v in VERDICTS:
         table.add_column(v, justify="right", no_wrap=True,
                          header_style=verdict_style(v) if styled else "")
+    table.add_column("proved at sizes only", justify="right", no_wrap=True)
     table.add_column("witnessed, not proved", justify="right", no_wrap=True)
     table.add_column("unexpected", justify="right", no_wrap=True)
     for p in dict.fromkeys(a.pass_name for a in apps):
@@ -40,9 +41,15 @@ def summary_table(apps, styled: bool = True) -> Table:
                    for a in mine)
         cells = [Text(str(counts.get(v, 0)), style=verdict_style(v) if styled and counts.get(v)
                       else "") for v in VERDICTS]
-        table.add_row(p, *cells, Text(str(seen)),
+        table.add_row(p, *cells, Text(str(_at_sizes(mine))), Text(str(seen)),
                       Text(str(bad), style="bold red" if styled and bad else ""))
     return table
+
+
+def _at_sizes(apps) -> int:
+    """Of the EQUIVALENT, those proved at sampled sizes of the -1 dims only."""
+    return sum(str(getattr(a, "proof", "") or "").startswith("proved at sizes")
+               and a.status == "EQUIVALENT" for a in apps)
 
 
 def _pass_counts(apps):
@@ -56,6 +63,8 @@ def _pass_counts(apps):
         items += [(v, n, "") for v, n in sorted(counts.items()) if v not in VERDICTS]
         seen = sum(getattr(a, "proof", "") == "witnessed" and a.status == "EQUIVALENT"
                    for a in mine)
+        if _at_sizes(mine):
+            items.append(("proved at sizes only", _at_sizes(mine), ""))
         if seen:
             items.append(("witnessed, not proved", seen, ""))
         bad = sum(not a.as_expected for a in mine)
@@ -141,6 +150,10 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
                       f"{vp.get('values_by_expanded_form', 0)}, by Z3 "
                       f"{vp.get('values_by_z3', 0)}; refutations replayed "
                       f"{vp.get('refutations_replayed', 0)}")
+    at_sizes = summ.get("proved_at_sizes_only") or []
+    if at_sizes:  # a proof at sampled sizes of the -1 dims, said apart from one at every size
+        console.print(printable(f"EQUIVALENT, proved at sizes only ({len(at_sizes)}): "
+                                + ", ".join(at_sizes)))
     witnessed = summ.get("witnessed_not_proved") or []
     if witnessed:  # EQUIVALENT on sampling alone: said apart from the proved
         console.print(printable(f"EQUIVALENT, witnessed not proved ({len(witnessed)}): "

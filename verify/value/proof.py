@@ -87,7 +87,7 @@ from .expand import expander
 from .kernels import NoReference, NotAnInput, reference, round_to
 from .rational import Q, is_exact, to_q
 from .semantics import Unsupported, dtype_name
-from .symbolic import Budget, ExecError, Store, execute
+from .symbolic import Budget, ExecError, Store, execute, size_symbol
 
 KIND, NAME = "value", "value proof"
 ROUNDING = "a proof over the reals ignores rounding (the numeric check witnesses precision)"
@@ -162,6 +162,23 @@ def default_watch(snap) -> list:
     out = sorted(n for n in seeded if n in snap.vars)
     out += [p + "@GRAD" for p in params if p + "@GRAD" in snap.vars]
     out += params + sorted(snap.startup_writes())
+    return list(dict.fromkeys(out))
+
+
+def optimizer_watch(snap) -> list:
+    """Of every optimizer op (an op reading a ``param`` and a ``grad`` slot,
+    by slot names, never op names: sgd_, adam_, adamw_, momentum_, ...; PIR
+    ``param``/``grad``, legacy ``Param``/``Grad``): the gradient it reads,
+    then what it writes (the parameter after the update, moments,
+    accumulators, beta powers), in program order.  Under PIR an in-place
+    update's results are new values, so :func:`default_watch` (parameters by
+    name) sees only their initial values; a program dir watches these too."""
+    out = []
+    for op in snap.ops:
+        slots = {k.lower(): v for k, v in op.inputs.items()}
+        if not (slots.get("param") and slots.get("grad")):
+            continue
+        out += list(slots["grad"]) + [n for n in op.writes() if n]
     return list(dict.fromkeys(out))
 
 
@@ -812,13 +829,84 @@ def _symbolic_dims(snaps) -> list:
     return list(out.items())
 
 
-def _shapes_note(dyn, sizes) -> str:
-    if not dyn:
+def _size_symbols(snaps, symbols) -> list:
+    """The size symbols the leaves' -1 dims take (``size_symbol``: a fed
+    var's declared symbol, else the one default symbol), in order of first
+    use: the feeds', then those of vars read before any write."""
+    out = {}
+    for snap in snaps:
+        written = {n for op in list(snap.ops) + list(snap.startup_ops) for n in op.writes()}
+        feeds = list(getattr(snap, "feeds", []) or [])
+        for name in feeds + sorted(n for n in snap.vars if n not in written):
+            v = snap.vars.get(name)
+            for i, d in enumerate((v.shape or []) if v is not None else []):
+                if int(d) < 0:
+                    out.setdefault(size_symbol(symbols, name, i), None)
+    return list(out)
+
+
+def size_instances(syms, sizes=BATCH_SIZES, avoid=None) -> list:
+    """The size instances a proof executes: [{symbol: size}] ([None] without
+    -1 dims).  Each symbol takes ``len(sizes)`` sizes, ``sizes`` first,
+    leaving out the sizes ``avoid`` {symbol: sizes} names (the numeric runs'
+    own: so they run at a size no proof covers); several symbols are
+    independent: one instance with each at its smallest size, then a
+    rotation (symbol j at its ((i + j) mod m)-th size, m >= the number of
+    symbols) in which different symbols take different sizes."""
+    syms, avoid = list(syms), avoid or {}
+    if not syms:
+        return [None]
+    m = max(len(sizes), len(syms))
+    cand = {}
+    for s in syms:
+        bad = {int(b) for b in avoid.get(s, ())}
+        own = [int(b) for b in sizes if int(b) not in bad]
+        nxt = max([int(b) for b in sizes] + [0]) + 1
+        while len(own) < m:
+            if nxt not in bad:
+                own.append(nxt)
+            nxt += 1
+        cand[s] = own
+    if len(syms) == 1:
+        return [{syms[0]: b} for b in cand[syms[0]][:len(sizes)]]
+    out = [{s: min(cand[s]) for s in syms}]
+    for i in range(len(sizes)):
+        inst = {s: cand[s][(i + j) % m] for j, s in enumerate(syms)}
+        if inst not in out:
+            out.append(inst)
+    return out
+
+
+def _instance_note(inst) -> str:
+    """One instance, as the messages say it."""
+    if inst is None:
+        return "at the real shapes"
+    if len(inst) == 1:
+        return f"with every -1 dim = {next(iter(inst.values()))}"
+    return "with " + ", ".join(f"{s} = {b}" for s, b in inst.items())
+
+
+def sizes_label(instances) -> str:
+    """"B in 1, 2, 3" or "(B, S) in (1, 1), (1, 2), ...": the sizes proved."""
+    insts = [i for i in instances if i]
+    if not insts:
+        return ""
+    syms = list(insts[0])
+    if len(syms) == 1:
+        return f"{syms[0]} in {', '.join(str(i[syms[0]]) for i in insts)}"
+    return (f"({', '.join(syms)}) in "
+            + ", ".join(f"({', '.join(str(i[s]) for s in syms)})" for i in insts))
+
+
+def _shapes_note(dyn, instances, symbols=None) -> str:
+    if not dyn or not [i for i in instances if i]:
         return "at the programs' real shapes (no -1 dims)"
-    shown = ", ".join(f"{n}[{', '.join('B' if int(d) < 0 else str(d) for d in s)}]"
-                      for n, s in dyn[:3])
+    def dims(n, s):
+        return ", ".join(size_symbol(symbols, n, i) if int(d) < 0 else str(d)
+                         for i, d in enumerate(s))
+    shown = ", ".join(f"{n}[{dims(n, s)}]" for n, s in dyn[:3])
     more = f" (and {len(dyn) - 3} more)" if len(dyn) > 3 else ""
-    return f"at {shown}{more} for B in {', '.join(str(b) for b in sizes)}"
+    return f"at {shown}{more} for {sizes_label(instances)}"
 
 
 def _compare_rank(r, store, zt, env_a, env_b, befores, watched, rings, renames, dead,
@@ -920,7 +1008,8 @@ def _collector_paused(fn):
 def prove_application(where: str, ranks: list, rings: dict, befores: dict, afters: dict,
                       watched: dict | None = None, feed_key=None,
                       renames: dict | None = None, unobserved: dict | None = None,
-                      sizes=BATCH_SIZES, budget: dict | None = None, **legacy) -> list:
+                      sizes=BATCH_SIZES, budget: dict | None = None, symbols=None,
+                      avoid_sizes=None, **legacy) -> list:
     """One CheckResult (kind "value") per rank; see module docstring.
 
     ``watched``: {rank: [var names]} watched IN ADDITION to
@@ -933,7 +1022,14 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
     ``unobserved``: {rank: {var: reason}} values the pass leaves stale on
     purpose and that are dead in the rewritten program
     (``verify/ir/dead_values.py``): not compared, listed in the details.
-    ``sizes``: the values every -1 dim takes, one proof each.
+    ``sizes``: the values each size symbol takes, one execution each
+    (:func:`size_instances`).  ``symbols``: {fed var: (symbol or None, ...)},
+    the case's declared size symbols (each independent; an unnamed -1 dim is
+    the default one); ``avoid_sizes``: {symbol: sizes} the numeric runs use,
+    left out of the proved ones.  A proof at sampled sizes covers those
+    sizes only: ``details["sizes_proved"]`` lists them (the application is
+    "proved at sizes ...", ``Application.proof``); a program without -1 dims,
+    or an identical one, is proved at every size (``details["all_sizes"]``).
     ``budget``: {setting: value} over :func:`budget_settings` (work units of
     the symbolic executions, Z3 rlimits; module docstring): past it,
     INCONCLUSIVE.  The old seconds (``budget_s``, ``timeout_ms``,
@@ -976,9 +1072,12 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         for r in out:
             r.advisory = True  # INCONCLUSIVE, shown; never counted as a proof
         return out
-    dyn = _symbolic_dims(list(befores.values()) + list(afters.values()))
-    sizes = tuple(sizes) if dyn else (None,)
-    note = _shapes_note(dyn, [b for b in sizes if b is not None])
+    snaps_all = list(befores.values()) + list(afters.values())
+    dyn = _symbolic_dims(snaps_all)
+    syms = _size_symbols(snaps_all, symbols) if dyn else []
+    instances = size_instances(syms, tuple(sizes), avoid_sizes)
+    note = _shapes_note(dyn, instances, symbols)
+    proved_sizes = [dict(i) for i in instances if i]
     if all(_same_program(befores[r], afters[r]) for r in ranks) and \
             not any((renames or {}).get(r) for r in ranks):
         # the very programs: every value is itself, whatever the shapes
@@ -994,7 +1093,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                 details={"queries": 0, "seconds": round(time.perf_counter() - start, 4),
                          "proved": names, "refuted": [], "unknown": [],
                          "by_identity": len(names), "by_normal_form": 0, "by_z3": 0,
-                         "refuted_replayed": 0, "shapes": note, "budget": spent()}))
+                         "refuted_replayed": 0, "shapes": note, "budget": spent(),
+                         "all_sizes": True}))
         return out
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
@@ -1004,8 +1104,12 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
            for r in ranks}
     ops_total = 0
     store = None
-    for b in sizes:
-        size_note = "at the real shapes" if b is None else f"with every -1 dim = {b}"
+    for inst in instances:
+        size_note = _instance_note(inst)
+        # the counterexample's sizes: one int for one symbol (as before)
+        b = None if inst is None else (next(iter(inst.values())) if len(inst) == 1
+                                       else dict(inst))
+        run_at = 1 if inst is None else dict(inst)
         live = [r for r in ranks if not per[r]["refuted"]]
         if not live:
             break  # every rank refuted: larger sizes cannot change that
@@ -1030,7 +1134,7 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                       stored_limit=bud["stored_monomials"])
         try:
             env_a, ops_a = execute({r: befores[r] for r in ranks}, rings, store,
-                                   b or 1, feed_key)
+                                   run_at, feed_key, symbols)
         except Unresolved as exc:
             work["spent"] += store.work
             return unresolved("original", exc)
@@ -1041,8 +1145,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         except Budget as exc:
             return over_budget(exc)
         try:
-            env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, b or 1,
-                                   feed_key)
+            env_b, ops_b = execute({r: afters[r] for r in ranks}, rings, store, run_at,
+                                   feed_key, symbols)
         except Unresolved as exc:
             work["spent"] += store.work
             return unresolved("rewritten", exc)
@@ -1107,7 +1211,14 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                    "by_expanded_form": st.get("expanded", 0), "by_z3": st["z3_proved"],
                    "refuted_replayed": st["probe_refuted"] + st["z3_refuted"],
                    "refuted_by_probe": st["probe_refuted"], "refuted_by_z3": st["z3_refuted"],
-                   "shapes": note, "batch_sizes": [b for b in sizes if b is not None],
+                   "shapes": note,
+                   "batch_sizes": [next(iter(i.values())) for i in proved_sizes
+                                   if len(i) == 1],
+                   # the sizes proved: every size only without -1 dims (no
+                   # argument here extends a proof at sampled sizes to all)
+                   "sizes_proved": proved_sizes, "size_symbols": syms,
+                   "all_sizes": not proved_sizes,
+                   "watched": list(p["names"]),
                    "ops_executed": ops_total, "terms": len(store.polys) if store else 0,
                    "budget": spent()}
         if dead:

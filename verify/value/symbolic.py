@@ -819,6 +819,18 @@ class Rank:
         self.views = Views()  # coalesce_tensor's fused buffers (views.py)
 
 
+# the size symbol of a -1 dim no declared symbol names (``Case.symbols``)
+DEFAULT_SIZE_SYMBOL = "B"
+
+
+def size_symbol(symbols, var, i) -> str:
+    """The size symbol of dim ``i`` (a -1) of ``var``: the one ``symbols``
+    ({var: (symbol or None, ...)}, a case's declaration) names, else
+    ``DEFAULT_SIZE_SYMBOL`` (every unnamed -1 dim one size, as the batch)."""
+    names = (symbols or {}).get(var) or ()
+    return str(names[i]) if i < len(names) and names[i] else DEFAULT_SIZE_SYMBOL
+
+
 class Budget(Exception):
     """The real shapes do not fit the proof's budget (a leaf too large, or
     the work units spent past ``Store.work_limit``): the proof is
@@ -829,18 +841,23 @@ class Executor:
     """Runs the programs of all ranks (one version: original or rewritten)
     at their real shapes, every -1 dim at ``batch``."""
 
-    def __init__(self, store, rings, batch=2, feed_key=None):
+    def __init__(self, store, rings, batch=2, feed_key=None, symbols=None):
         self.store = store
         self.k = Kernels(store)
         self.rings = rings
-        self.batch = int(batch)
+        # ``batch``: one size for every -1 dim, or {size symbol: size} (each
+        # declared symbol its own; ``symbols`` {var: (symbol or None, ...)}
+        # names them, an unnamed -1 dim is DEFAULT_SIZE_SYMBOL)
+        self.sizes = dict(batch) if isinstance(batch, dict) else {}
+        self.batch = int(self.sizes.get(DEFAULT_SIZE_SYMBOL, 2) if self.sizes else batch)
+        self.symbols = symbols or {}
         self.feed_key = feed_key or (lambda rank, name: f"r{rank}")
         self.op_memo = store.op_memo
         self.ops_run = 0
 
     # -- leaves ------------------------------------------------------------
-    def leaf(self, name, shape, dtype=""):
-        real = [self.batch if int(n) < 0 else int(n) for n in shape]
+    def leaf(self, name, shape, dtype="", var=None):
+        real = [self.dim_size(var, i) if int(n) < 0 else int(n) for i, n in enumerate(shape)]
         if int(np.prod(real)) > MAX_LEAF_ELEMENTS:
             raise Budget(f"{name} has {int(np.prod(real))} elements at {real} "
                          f"(over {MAX_LEAF_ELEMENTS} per tensor)")
@@ -851,6 +868,10 @@ class Executor:
         for idx in np.ndindex(*real):
             arr[idx] = T(self.store.sym(f"{name}{list(idx) if real else ''}", dtype))
         return Tensor(arr, dims, dtype)
+
+    def dim_size(self, var, i) -> int:
+        """The size of dim ``i`` (a -1) of leaf ``var``: its symbol's."""
+        return int(self.sizes.get(size_symbol(self.symbols, var, i), self.batch))
 
     def _read(self, st, name, op):
         if st.views:
@@ -872,7 +893,7 @@ class Executor:
                 raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) reads {name}, "
                                 "which has neither a value nor a declaration", st.rank, op)
             # read before any write: an input of the program (a loaded var)
-            t = st.env[name] = self.leaf(f"{name}@r{st.rank}", v.shape, v.dtype)
+            t = st.env[name] = self.leaf(f"{name}@r{st.rank}", v.shape, v.dtype, var=name)
         return t
 
     def _write(self, st, name, t, op):
@@ -1125,12 +1146,15 @@ def _startup_pieces(st, rank):
         st.env[var] = Tensor(piece, leaf_dims(piece.shape), t.dtype)
 
 
-def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None) -> dict:
+def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None,
+            symbols=None) -> dict:
     """Run startup then main of every rank's snapshot at the real shapes
-    (-1 dims at ``batch``); ``({rank: env}, ops executed)``.  The work spent
-    is ``store.work``; past ``store.work_limit``, :class:`Budget`."""
+    (-1 dims at ``batch``: one size, or {size symbol: size} with ``symbols``
+    naming each fed var's dims, :func:`size_symbol`); ``({rank: env}, ops
+    executed)``.  The work spent is ``store.work``; past
+    ``store.work_limit``, :class:`Budget`."""
     T.store = store
-    ex = Executor(store, rings, batch, feed_key)
+    ex = Executor(store, rings, batch, feed_key, symbols)
     states = {r: Rank(r, s, list(s.startup_ops), {}) for r, s in sorted(snaps.items())}
     ex.run(states, startup=True)
     for r, st in states.items():
@@ -1138,7 +1162,8 @@ def execute(snaps: dict, rings: dict, store: Store, batch=2, feed_key=None) -> d
         for name in st.snap.feeds:
             v = st.snap.vars.get(name)
             if v is not None:
-                st.env[name] = ex.leaf(f"{name}@{ex.feed_key(r, name)}", v.shape, v.dtype)
+                st.env[name] = ex.leaf(f"{name}@{ex.feed_key(r, name)}", v.shape, v.dtype,
+                                       var=name)
         st.ops, st.pos = list(st.snap.ops), 0
     ex.run(states, startup=False)
     if store.work_limit is not None and store.work > store.work_limit:  # the last op's

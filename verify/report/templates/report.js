@@ -55,23 +55,65 @@
     document.documentElement.style.setProperty('--controls-h', h + 'px');
   }
 
-  function openTarget() {
-    var id = '';
-    try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { id = ''; }
-    var el = id && document.getElementById(id);
-    if (!el) {
-      // an unknown or empty anchor: the top of the page, never an empty screen
-      if (location.hash) window.scrollTo(0, 0);
-      return;
-    }
+  function reveal(el) {
     // open the target and every folded section around it, and show it
     // whatever the filters say
     for (var p = el; p; p = p.parentElement) {
       if (p.tagName === 'DETAILS') p.open = true;
-      p.classList && p.classList.remove('filtered');
+      if (p.classList) p.classList.remove('filtered');
     }
+  }
+
+  function target(hash) {
+    var id = '';
+    try { id = decodeURIComponent((hash || '').slice(1)); } catch (e) { id = ''; }
+    return id ? document.getElementById(id) : null;
+  }
+
+  function openTarget() {  // a link followed inside the page (a matrix cell, a finding)
+    var el = target(location.hash);
+    if (!el) return;
+    reveal(el);
     el.scrollIntoView();
   }
+
+  // The page opened with an anchor (index.html#app-...): the browser's own
+  // jump to it at load leaves headless Chromium's screenshot blank, so the
+  // anchor is taken off the address before load and the page shows the
+  // application it names first, in #linked at the top (the address gets the
+  // anchor back once loaded, without a jump).
+  var initial = location.hash;
+  if (initial) history.replaceState(null, '', location.pathname + location.search);
+  function showInitial() {
+    var el = target(initial);
+    if (!el) return;
+    reveal(el);
+    var app = el.closest('details.app');
+    var linked = document.getElementById('linked');
+    if (app && linked) {
+      var g = app.closest('div.passgroup');
+      var back = document.getElementById('linked-where');
+      if (back && g) {
+        var h = g.querySelector('h2.passhead');
+        back.textContent = 'its place: ' + (h ? h.firstChild.textContent.trim() : '') +
+                           ', among the applications below';
+      }
+      linked.appendChild(app);
+      linked.hidden = false;
+    } else {
+      pending = el;  // a heading or a section: scrolled to once the page is loaded
+    }
+  }
+  var pending = null;
+  window.addEventListener('load', function () {
+    setTimeout(function () {
+      if (initial && !location.hash)
+        history.replaceState(null, '', location.pathname + location.search + initial);
+    }, 0);
+    // a scroll before headless Chromium's first paint blanks its screenshot;
+    // a quarter second later it is a jump a reader barely sees
+    if (pending) setTimeout(function () { pending.scrollIntoView(); }, 250);
+  });
 
   // detail.js (beside the page): diffs and tables loaded when asked for
   var detail = null, waiting = [], loading = false;
@@ -182,6 +224,6 @@
   window.addEventListener('resize', measure);
   measure();
   apply();
-  openTarget();
+  showInitial();
   document.body.dataset.ready = '1';
 })();
