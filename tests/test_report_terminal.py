@@ -58,3 +58,30 @@ def test_summary_piped_is_the_markdown_table():
     print_summary(_apps(), "/x/report.json", 1.0, plain, summary=SUMMARY)
     header = next(ln for ln in plain.getvalue().splitlines() if ln.startswith("pass "))
     assert [c.strip() for c in header.split("|")][1:3] == ["EQUIVALENT", "LEFT_ALONE"]
+
+
+def test_latest_last_and_pruning(tmp_path, monkeypatch):
+    """``last`` follows every run, ``latest`` the full ones; the oldest
+    default folders past the number kept go, never one a link names."""
+    import os
+    import time as _time
+
+    from verify.report import write
+
+    for i, name in enumerate(["run-a", "pytest-b", "run-c", "run-d", "run-e", "other"]):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text("{}")
+        os.utime(tmp_path / name, (_time.time() - 100 + i, _time.time() - 100 + i))
+    write.point_reports(str(tmp_path / "run-a"), full=True)
+    write.point_reports(str(tmp_path / "run-e"), full=False)
+    assert os.readlink(tmp_path / "latest") == "run-a"
+    assert os.readlink(tmp_path / "last") == "run-e"
+    removed = write.prune_reports(str(tmp_path), keep=2, current=str(tmp_path / "run-e"))
+    assert sorted(os.path.basename(p) for p in removed) == ["pytest-b", "run-c"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        ["last", "latest", "other", "run-a", "run-d", "run-e"]
+    assert write.prune_reports(str(tmp_path), keep=0) == []
+    monkeypatch.setenv(write.KEEP_ENV, "3")
+    assert write.keep_reports() == 3 and write.keep_reports(5) == 5
+    monkeypatch.delenv(write.KEEP_ENV)
+    assert write.keep_reports() == write.DEFAULT_KEEP

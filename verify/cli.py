@@ -22,6 +22,19 @@ from verify.arguments import (ArgumentParser, count_arg, megabytes_arg,  # noqa:
                               seconds_arg, seed_arg)
 
 
+def _keep_arg(text: str) -> int:
+    """--keep-reports: a whole number >= 0 (0 keeps every report folder)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: give 0 (keep all) or more")
+    return value
+
+
 def _parser():
     p = ArgumentParser(prog="python -m verify",
                        description="Verify Paddle's distributed rewrite passes.")
@@ -106,6 +119,10 @@ def _parser():
                           "process the run starts (the premerge overlay; repeatable)")
     run.add_argument("--report-dir", metavar="DIR", default=None,
                      help="where report.json goes (default reports/run-<time>)")
+    run.add_argument("--keep-reports", type=_keep_arg, default=None, metavar="N",
+                     help="after a run into the default reports/ folder, remove the "
+                          "oldest run-*/pytest-* folders past the newest N (default "
+                          "$VERIFY_KEEP_REPORTS, else 10; 0 keeps all)")
     run.add_argument("--backend", choices=["none", "simulated", "ranks", "both"],
                      default=None, help="numeric backend (default: the best available)")
     run.add_argument("--seed", type=seed_arg, default=None, help="seed of parameters and inputs")
@@ -340,6 +357,10 @@ def _cmd_run(args, out) -> int:
     # a fresh default dir per run (time, pid, random); the dir locked for the
     # run (an explicit --report-dir another run holds: one line, exit 2)
     report_dir = args.report_dir or report_mod.run_dir_name("run")
+    try:  # --keep-reports, else $VERIFY_KEEP_REPORTS: a bad value is bad input
+        args.keep_reports = report_mod.keep_reports(getattr(args, "keep_reports", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     args.report_lock = _lock_report_dir(report_dir)  # released by cmd_run
     _configure_value_budget(args)
     seed = args.seed if args.seed is not None else report_mod.DEFAULT_SEED
@@ -387,7 +408,14 @@ def _cmd_run(args, out) -> int:
         _summary(apps, "NOT WRITTEN", time.perf_counter() - start, out, rep["summary"])
         raise UsageError(f"cannot write the report to {report_dir}: "
                          f"{exc.strerror or exc}") from None
-    report_mod.point_latest(report_dir)
+    # reports/latest: the last full run; reports/last: the last run of any kind
+    full = interrupted is None and not (args.passes or args.cases or args.case_files
+                                        or args.program_dirs or args.pass_file
+                                        or getattr(args, "paddle_files", None))
+    report_mod.point_reports(report_dir, full=full)
+    if not args.report_dir:
+        report_mod.prune_reports(os.path.dirname(os.path.abspath(report_dir)),
+                                 args.keep_reports, report_dir)
     _summary(apps, path, time.perf_counter() - start, out, rep["summary"])
     if interrupted is not None:
         print(f"interrupted ({interrupted[0]}): {len(rep['not_run'])} applications not run",

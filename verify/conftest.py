@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -208,7 +209,15 @@ def pytest_sessionfinish(session, exitstatus):
         command="pytest " + " ".join(config.invocation_params.args))
     rep["unfinished"] = unfinished
     report_mod.write_report(rep, config._verify_run_dir)
-    report_mod.point_latest(config._verify_run_dir)
+    # the gate's report is reports/last, never reports/latest (the last full
+    # ``verify run``); default folders past $VERIFY_KEEP_REPORTS are pruned
+    report_mod.point_reports(config._verify_run_dir, full=False)
+    if not config.getoption("--report-dir", default=None):
+        try:
+            report_mod.prune_reports(os.path.dirname(config._verify_run_dir),
+                                     report_mod.keep_reports(), config._verify_run_dir)
+        except ValueError as exc:
+            print(f"warning: reports not pruned: {exc}", file=sys.stderr)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(f"equivalence report: {config._verify_run_dir}/report.json "

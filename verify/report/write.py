@@ -371,18 +371,18 @@ class DirLock:
         self.release()
 
 
-def point_latest(directory: str) -> None:
-    """Make ``reports/latest`` (beside ``directory``) point at ``directory``,
-    atomically: a new symlink under a temporary name renamed over ``latest``
+def point_latest(directory: str, name: str = "latest") -> None:
+    """Make ``reports/<name>`` (beside ``directory``) point at ``directory``,
+    atomically: a new symlink under a temporary name renamed over it
     (``os.replace``), so a reader (or a concurrent run) never finds it
-    missing or half made.  A real directory called latest is left alone."""
+    missing or half made.  A real directory of that name is left alone."""
     import secrets
 
     parent = os.path.dirname(os.path.abspath(directory))
-    link = os.path.join(parent, "latest")
+    link = os.path.join(parent, name)
     if os.path.exists(link) and not os.path.islink(link):
         return
-    tmp = os.path.join(parent, f".latest-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = os.path.join(parent, f".{name}-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         os.symlink(os.path.basename(os.path.abspath(directory)), tmp)
         os.replace(tmp, link)
@@ -391,3 +391,77 @@ def point_latest(directory: str) -> None:
             os.remove(tmp)
         except OSError:
             pass
+
+
+def point_reports(directory: str, full: bool) -> None:
+    """``reports/last``: the last run of any kind (a subset, a pytest gate);
+    ``reports/latest``: the last *full* run (``python -m verify run`` of every
+    pass on every built-in case, not interrupted), so a subset run never
+    hides the last full report."""
+    point_latest(directory, "last")
+    if full:
+        point_latest(directory, "latest")
+
+
+KEEP_ENV = "VERIFY_KEEP_REPORTS"
+DEFAULT_KEEP = 10
+PRUNED_PREFIXES = ("run-", "pytest-")
+
+
+def keep_reports(value=None) -> int:
+    """How many run folders to keep: ``value`` (``--keep-reports``), else
+    ``$VERIFY_KEEP_REPORTS``, else ``DEFAULT_KEEP``; 0 keeps all."""
+    if value is None:
+        raw = os.environ.get(KEEP_ENV, "").strip()
+        if not raw:
+            return DEFAULT_KEEP
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{KEEP_ENV}={raw!r}: give a whole number "
+                             "(0 keeps every report)") from None
+    if value < 0:
+        raise ValueError(f"keep {value} reports: give 0 (keep all) or more")
+    return value
+
+
+def prune_reports(parent: str, keep: int, current: str | None = None) -> list:
+    """Remove the oldest default run folders (``run-*``, ``pytest-*``) in
+    ``parent`` beyond the newest ``keep`` (0: none removed).  Never removed:
+    ``current``, what ``latest`` and ``last`` point at, a folder another run
+    holds (its lock), anything else.  Returns the paths removed."""
+    import shutil
+
+    if keep <= 0 or not os.path.isdir(parent):
+        return []
+    spared = set()
+    for name in ("latest", "last"):
+        link = os.path.join(parent, name)
+        if os.path.islink(link):
+            spared.add(os.path.realpath(link))
+    if current:
+        spared.add(os.path.realpath(current))
+    runs = []
+    for entry in os.scandir(parent):
+        if entry.name.startswith(PRUNED_PREFIXES) and entry.is_dir(follow_symlinks=False):
+            try:
+                runs.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+            except OSError:
+                continue
+    runs.sort(reverse=True)
+    removed = []
+    for _, path in runs[keep:]:
+        if os.path.realpath(path) in spared:
+            continue
+        try:
+            lock = DirLock(path)
+        except (DirectoryBusy, OSError):
+            continue  # in use by a run: next time
+        try:
+            shutil.rmtree(path)
+            removed.append(path)
+        except OSError:
+            pass
+        finally:
+            lock.release()
+    return removed
