@@ -317,16 +317,30 @@ def test_a_pass_module_that_does_not_compile_is_new(tmp_path, cache_env):
     assert "auto_parallel_gradient_merge_pass" not in data["not_selected"]
 
 
-def test_reproducer_header_states_the_verdict_found():
-    """The legacy reproducer's first line: the verdict the run found, and
-    the baseline's apart (it said the baseline's as if found)."""
-    text = (ROOT / "verify" / "repro" / "legacy_template.py").read_text()
+def test_reproducer_header_states_the_verdict_found(tmp_path):
+    """A run's reproducer of a finding its pass file makes (the overlap with
+    its stream dropped: CONTRACT_BROKEN on a case whose baseline is
+    EQUIVALENT) states the verdict found, the baseline's apart (it printed
+    the baseline's verdict as the one found)."""
+    import base64
+    import re
+    import zlib
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    r = subprocess.run([sys.executable, "-m", "verify", "run", "--case", "col_3d_static",
+                        "--pass-file", str(ROOT / "tests" / "mutants" /
+                                           "overlap_stream_dropped.py"),
+                        "--backend", "none", "--quiet", "--report-dir", str(tmp_path / "r")],
+                       cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    rep = json.loads((tmp_path / "r" / "report.json").read_text())
+    [app] = rep["applications"]
+    assert app["baseline"]["label"] == "NEW", app["baseline"]
+    text = (tmp_path / "r" / app["reproducer"]).read_text()
+    blob = re.search(r'PAYLOAD = json.loads\(zlib.decompress\(base64.b64decode\("""\n(.*?)\n"""',
+                     text, re.S).group(1)
+    payload = json.loads(zlib.decompress(base64.b64decode(blob.replace("\n", ""))))
+    assert (payload["found"], payload["expected"]) == (app["verdict"], "EQUIVALENT")
+    assert app["verdict"] != "EQUIVALENT"
     assert "the suite found: " in text and "PAYLOAD.get('found')" in text
-    import inspect
-
-    from verify.repro import pir_script, reproducer
-
-    assert "found" in inspect.signature(reproducer.write).parameters
-    assert "found" in inspect.signature(pir_script.script).parameters
-    src = (ROOT / "verify" / "cli.py").read_text()
-    assert 'found=app.get("verdict")' in src

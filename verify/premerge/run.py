@@ -384,6 +384,11 @@ def premerge(args, out=sys.stdout) -> int:
             o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
                         rec.get("evidence", ""), cached=cached, label=cmp["label"],
                         new_ids=cmp["new"], gone_ids=cmp["gone"])
+            if broken and o.now == "INCONCLUSIVE" and o.kind != "NEW":
+                # a run that could not judge because a module it runs no
+                # longer imports: the change broke it (not "not proved")
+                o.label = "NEW"
+                o.evidence = "; ".join(broken) + (f" ({o.evidence})" if o.evidence else "")
             if o.kind == "NEW" and o.now == "EQUIVALENT":
                 # the finding went away because the pass stopped firing where
                 # the baseline says it fires: the pass no longer does its job
