@@ -223,18 +223,10 @@ class EnginePipelineAdapter(PassAdapter):
     def export_rewritten(self, rp) -> dict:
         """What the isolation worker sends back: the rewritten programs as
         the worker's default answer holds them, plus this rank's stage records."""
-        streams = {}
-        for which, prog in (("main", rp.main), ("startup", rp.startup)):
-            s = {}
-            for i, op in enumerate(prog.global_block().ops):
-                d = op.desc.dist_attr
-                if d is not None and d.execution_stream and d.execution_stream != "default":
-                    s[i] = (d.execution_stream, d.stream_priority)
-            streams[which] = s
+        from verify.ir.program_transport import export_legacy
+
         key = getattr(self, "_last", None)
-        return {"main": rp.main.desc.serialize_to_string(),
-                "startup": rp.startup.desc.serialize_to_string(), "streams": streams,
-                "params_grads": [(p.name, g.name) for p, g in rp.params_grads],
+        return {**export_legacy(rp),
                 "key": list(key) if key else None,
                 "stages": self._stages.get(key, []) if key else []}
 

@@ -72,11 +72,12 @@ process, as without isolation.
 The rewritten program comes back as ``desc.serialize_to_string()`` plus what
 the desc does not carry: each op's ``execution_stream`` and
 ``stream_priority`` (kept in the op's dist attr) and the names of
-``params_grads`` after the pass.  The snapshot of the rebuilt program equals
-the in-process one except for Paddle's runtime-only "extra" attrs
-(``mkldnn_data_type``, ``use_quantizer``, ...) on ops the pass inserted,
-which ``serialize_to_string`` drops (and which no check reads, nor the
-executor, which always gets serialized programs).  This process builds the original itself
+``params_grads`` after the pass, and every attr ``serialize_to_string``
+drops (Paddle's runtime-only "extra" attrs, ``mkldnn_data_type``,
+``use_quantizer``, ...: ``program_transport.dropped_attrs``), set again on
+the rebuilt ops, and the names of the vars flagged ``is_data`` (a
+Python-side flag: the feeds).  The snapshot of the rebuilt program equals the in-process
+one, every attr of every op (``tests/test_isolation.py``).  This process builds the original itself
 (``case.build`` is deterministic) and a fresh build gives the rewritten
 side's feeds, fetches, loss and ``dist_context``.
 
@@ -775,22 +776,11 @@ class _WorkerState:
         if export is not None:  # programs that do not travel as a ProgramDesc (PIR)
             return {"exported": export(rw), "error": run.error, "error_type": run.error_type,
                     "healthy": not run.out_of_memory, "applied": applied}
-        streams = {}
-        for which, prog in (("main", rw.main), ("startup", rw.startup)):
-            s = {}
-            for i, op in enumerate(prog.global_block().ops):
-                try:
-                    d = op.desc.dist_attr
-                    if d is not None and d.execution_stream and \
-                            d.execution_stream != "default":
-                        s[i] = (d.execution_stream, d.stream_priority)
-                except Exception:
-                    pass
-            streams[which] = s
-        return {"main": rw.main.desc.serialize_to_string(),
-                "startup": rw.startup.desc.serialize_to_string(),
-                "streams": streams,
-                "params_grads": [(p.name, g.name) for p, g in rw.params_grads],
+        from verify.ir.program_transport import export_legacy
+
+        # the serialized descs and what they lose on the way (stream attrs,
+        # Paddle's runtime-only extra attrs, is_data), set again by rebuild_legacy
+        return {**export_legacy(rw),
                 "error": run.error, "error_type": run.error_type,
                 "healthy": not run.out_of_memory, "applied": applied}
 
