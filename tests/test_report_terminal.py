@@ -27,6 +27,8 @@ def _apps():
                                     "INCONCLUSIVE"][: 3 + i + 1]):
             apps.append(SimpleNamespace(pass_name=p, case_name=f"c{j}", status=status,
                                         as_expected=True, proof="witnessed" if j == 0 else ""))
+        apps.append(SimpleNamespace(pass_name=p, case_name="sized", status="EQUIVALENT",
+                                    as_expected=True, proof="proved at sizes B in 1, 3"))
     return apps
 
 
@@ -50,7 +52,7 @@ def test_summary_reads_at_80_columns(monkeypatch):
     block = lines[lines.index(PASSES[3]) + 1:]
     joined = " ".join(ln.strip() for ln in block[:3])
     assert "INCONCLUSIVE 1" in joined and "witnessed, not proved 1" in joined
-    assert "unexpected 0" in joined
+    assert "unexpected 0" in joined and "proved at sizes only 1" in joined
 
 
 def test_summary_piped_is_the_markdown_table():
