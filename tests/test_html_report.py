@@ -443,3 +443,16 @@ def test_header_counts_link_to_their_filters(tmp_path):
     assert slim["detail_file"] == "detail.js"
     back = report_mod.merge_detail(slim, report_mod.read_detail(str(tmp_path)))
     assert back["applications"] == rep["applications"]
+
+
+def test_a_new_finding_by_identity_needs_a_decision_too():
+    """The same verdict as the baseline but a finding it does not record
+    (the run's ``baseline`` label NEW) is listed first, as a new finding."""
+    rep = sample_report()
+    crashed = rep["applications"][2]
+    crashed["baseline"] = {"label": "NEW", "new": [{"check": "pass/pass ran"}], "gone": []}
+    page = render_html(rep)
+    section = re.search(r'id="decide">(.*?)</section>', page, re.S).group(1)
+    assert "row_mp_sp_o0_sgd_tp2" in section
+    assert section.index("row_mp_sp_o0_sgd_tp2") < section.index("row_mp_o0_sgd_clip_tp2")
+    assert "Needs a decision <span class=\"dim\">(3)" in page

@@ -181,21 +181,46 @@ def _cause(app) -> dict:
             "counterexample": cex[:_CAUSE_CHARS], "cex_cut": len(cex) > _CAUSE_CHARS}
 
 
+# the baseline comparison's labels (verify/engine/baseline.py), as the page words them
+_LABEL_WORDS = {"NEW": "new finding", "CHANGED CAUSE": "new finding: changed cause",
+                "GONE": "finding went away", "FIXED": "finding went away: fixed",
+                "UNPROVED": "finding not reproduced, not proved gone"}
+
+
+def _label(app) -> str | None:
+    """The run's comparison with the baseline by finding identity, if made."""
+    b = app.get("baseline")
+    return b.get("label") if isinstance(b, dict) and b.get("label") else None
+
+
+def _needs_decision(app) -> bool:
+    """A verdict that differs from the baseline, or the same verdict for a
+    finding the baseline does not record (NEW, CHANGED CAUSE, ...)."""
+    label = _label(app)
+    return _unexpected(app) or (label is not None and label != "unchanged")
+
+
 def _finding_entry(app, aid) -> dict:
     v = _status(app)
-    new = _unexpected(app) and v not in ("EQUIVALENT", "LEFT_ALONE")
+    decide = _needs_decision(app)
+    label = _label(app)
+    if label in _LABEL_WORDS:
+        what = _LABEL_WORDS[label]
+    elif decide:
+        what = "new finding" if v not in ("EQUIVALENT", "LEFT_ALONE") else "finding went away"
+    else:
+        what = "as the baseline says"
     return {"id": aid, "pass": app.get("pass"), "case": app.get("case"), "verdict": v,
-            "expected": app.get("expected"), "unexpected": _unexpected(app),
-            "what": ("new finding" if new else "finding went away"
-                     if _unexpected(app) else "as the baseline says"),
+            "expected": app.get("expected"), "unexpected": decide,
+            "what": what,
             "cause": _cause(app), "reproducer": app.get("reproducer"),
             "reproduce": reproducer_command(app) if v != "EQUIVALENT" else repro_command(app)}
 
 
 def _decide(apps, ids) -> list:
     """The verdicts that differ from the baseline: new findings first."""
-    out = [_finding_entry(a, aid) for a, aid in zip(apps, ids) if _unexpected(a)]
-    out.sort(key=lambda e: e["what"] != "new finding")
+    out = [_finding_entry(a, aid) for a, aid in zip(apps, ids) if _needs_decision(a)]
+    out.sort(key=lambda e: not e["what"].startswith("new finding"))
     return out
 
 
