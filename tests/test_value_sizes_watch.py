@@ -7,7 +7,8 @@
    (there the rewrite is refuted at 4).  A program without -1 dims stays
    "proved".  Each declared size symbol is independent: dividing by S
    instead of B is refuted where B and S are separate symbols; dividing by B
-   stays proved (at sizes).
+   stays proved (at sizes).  End to end, a built-in case with a dynamic
+   batch is "proved at sizes B in 1, 3, 4" (its numeric runs feed B = 2).
 7. On a planned PIR program dir the value proof watches every gradient, the
    parameters after the update and the optimizer states, not only the loss
    and the initial parameters: a pass file running the real VPP split and
@@ -239,3 +240,22 @@ def test_twin_the_plain_split_on_a_pir_program_dir_stays_proved(pir_dir, tmp_pat
         for op in sgd:  # each gradient, each parameter after the update
             assert op.inputs["grad"][0] in watched and op.outputs["param_out"][0] in watched
             assert op.outputs["param_out"][0] in c.details["proved"]
+
+
+def test_an_application_with_a_dynamic_batch_is_proved_at_sizes_the_runs_do_not_use():
+    """End to end (the engine): the case's declared symbols reach the proof,
+    whose sizes leave out the numeric runs' batch (its FeedSpec, B = 2)."""
+    import cases
+    import passes
+    from verify.engine.application import run_application
+
+    case = cases.all_cases()["engine_mlp_tp2_adamw"]
+    app = run_application(passes.get("promotion"), case)
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks]
+    assert app.proof == "proved at sizes B in 1, 3, 4", app.proof
+    fed = {f.shape[0] for f in case.build(0).feeds if f.name in case.symbols}
+    assert fed == {2}  # what the numeric runs feed
+    for c in app.checks:
+        if c.kind == "value":
+            assert c.details["sizes_proved"] == [{"B": 1}, {"B": 3}, {"B": 4}]
+            assert not fed & {s["B"] for s in c.details["sizes_proved"]}
