@@ -193,10 +193,14 @@ def apply_step(b: Builder, step, edit=None):
 
 def finish(b: Builder, edit=None):
     """loss = mean(h) (``edit`` "keep": sum * 1/n with the real n when the
-    shape is static; "change": sum * 1/(n with the batch taken as 2))."""
+    shape is static and 1/n a float exactly; "change": sum * 1/(n with the
+    batch taken as 2))."""
     shape = b.shape
     n = int(np.prod([2 if d < 0 else d for d in shape]))
-    if edit is None or (edit == "keep" and any(d < 0 for d in shape)):
+    # 1/n as a float attr is 1/n only where n is a power of two: constants are
+    # read exactly as the kernel reads them (issue 34), so "keep" is the mean
+    # itself where 1.0 / n is not exact
+    if edit is None or (edit == "keep" and (any(d < 0 for d in shape) or n & (n - 1))):
         b.op("mean", {"X": [b.h]}, {}, [])
     else:
         s = b.op("reduce_sum", {"X": [b.h]}, {"reduce_all": True}, [])

@@ -91,15 +91,25 @@ def test_2_a_mean_written_with_the_wrong_count_is_refuted_the_right_one_proved()
     assert_refuted(prove(before, _sum_times(8), ["loss"]), "loss")
 
 
-def test_a_mean_written_with_a_float_reciprocal_is_proved():
-    """1/12 as a float32 attr is 1/12 within float32 rounding: the proof
-    reads it so (the differential test found the false refutation)."""
+def test_a_mean_written_with_a_float32_reciprocal_is_its_float32_value():
+    """A float32 attr is its float32 value (issue 34: it was the simplest
+    rational within 2^-24, 1/12, so constants a rewrite moved by less than
+    that were the same): ``sum * 0.0833333358`` is not the mean of 12
+    values; ``sum * 0.0625`` is the mean of 16 (1/16 is a float32 exactly)."""
     before = snap([("mean", {"X": ["x"]}, {"Out": ["loss"]}, {})],
                   {"x": [3, 4], "loss": []}, feeds=["x"])
     after = snap([("reduce_sum", {"X": ["x"]}, {"Out": ["s"]}, {"reduce_all": True}),
                   ("scale", {"X": ["s"]}, {"Out": ["loss"]}, {"scale": 0.0833333358168602})],
                  {"x": [3, 4], "s": [], "loss": []}, feeds=["x"])
-    assert_proved(prove(before, after, ["loss"]))
+    cex = assert_refuted(prove(before, after, ["loss"]), "loss")
+    assert Fraction(cex["rewritten_value"]) / Fraction(cex["original_value"]) == \
+        Fraction(0.0833333358168602) * 12
+    before16 = snap([("mean", {"X": ["x"]}, {"Out": ["loss"]}, {})],
+                    {"x": [4, 4], "loss": []}, feeds=["x"])
+    after16 = snap([("reduce_sum", {"X": ["x"]}, {"Out": ["s"]}, {"reduce_all": True}),
+                    ("scale", {"X": ["s"]}, {"Out": ["loss"]}, {"scale": 0.0625})],
+                   {"x": [4, 4], "s": [], "loss": []}, feeds=["x"])
+    assert_proved(prove(before16, after16, ["loss"]))
 
 
 # -- 3. opaque kernels keyed by shape --------------------------------------------

@@ -193,11 +193,28 @@ def _peer(rank, name, rings, after_envs):
 
 
 # -- Z3 ----------------------------------------------------------------------
+_FUNCTION_NAMES = {}  # (kernel, attrs, n) -> its name (the data itself is the key)
+_FUNCTION_DIGESTS = {}  # the attrs' full digest -> the attrs' text it was made of
+
+
 def z3_function_name(kernel, attrs, n) -> str:
     """The Z3 function a kernel is (one name: one function, in Z3 as in
-    ``_free_kernel_evaluator``)."""
-    tag = hashlib.sha1(repr(attrs).encode()).hexdigest()[:6]
-    return f"{kernel}#{tag}/{n}"
+    ``_free_kernel_evaluator``): the kernel, the full sha256 of its attrs'
+    text and its arity.  Never a truncated digest (issue 34: a 6-hex-digit
+    tag is found by brute force in seconds, and two kernels of one tag
+    were one function); two texts of one full digest are refused, never
+    merged."""
+    key = (kernel, attrs, n)
+    got = _FUNCTION_NAMES.get(key)
+    if got is None:
+        text = repr(attrs)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        seen = _FUNCTION_DIGESTS.setdefault(digest, text)
+        if seen != text:
+            raise Unsupported(f"kernel attrs {text[:200]} and {seen[:200]} share the "
+                              f"sha256 {digest}: not one function")
+        got = _FUNCTION_NAMES[key] = f"{kernel}#{digest}/{n}"
+    return got
 
 
 class Z3Terms:

@@ -243,7 +243,7 @@ def matmul(op, ins, k):
     out = _mm(x.arr, y.arr, tx, ty)
     alpha = op.attrs.get("alpha", 1.0)
     if alpha != 1.0:
-        out = out * k.const(alpha)
+        out = out * k.const(constant(alpha, x.dtype))
     return {"Out": [Tensor(out, _mm_dims(x, y, tx, ty), x.dtype)]}
 
 
@@ -442,6 +442,155 @@ def dtype_name(d) -> str:
     return _ALIASES.get(s, s)
 
 
+# -- constants as the kernel reads them, and the dtypes a row models ----------
+# an integer dtype's range (Paddle's static_cast<T> of an attr outside it is
+# undefined: Unsupported) and its bits (its arithmetic wraps modulo 2^bits)
+_INT_RANGE = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
+              "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
+              "uint8": (0, 255), "uint32": (0, (1 << 32) - 1), "uint64": (0, (1 << 64) - 1)}
+INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint32": 32,
+            "uint64": 64}
+FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+INTEGERS = frozenset(_INT_RANGE)
+NUMERIC = FLOATS | INTEGERS
+
+
+def constant(value, dtype="") -> Fraction:
+    """The constant ``value`` (an attr: a Python number, or an exact rational
+    a row computed) as a kernel of dtype ``dtype`` reads it, exactly: Paddle
+    casts an attr to the tensor's type (``static_cast<T>``, ``Scalar::to<T>``).
+    float64 (and an unknown dtype) the value itself, float32 and float16 their
+    nearest value (a float32 attr is one already), bfloat16 only where exact
+    (CPU and GPU round differently); an integer dtype truncated toward zero
+    (``fill_constant(int64, 0.5)`` is 0, ``scale(x_int, 0.5)`` multiplies by
+    0), Unsupported outside its range; bool 0 or 1.  Never rounded to a
+    "simpler" rational (issue 34: every float was the simplest rational
+    within 2^-24 of it, so a constant changed by less than that was the same)."""
+    d = dtype_name(dtype)
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, str):
+        value = value.strip()
+        try:
+            value = int(value)
+        except ValueError:
+            value = float(value)
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise Unsupported(f"constant {value!r} (not a finite number)")
+    exact = value if isinstance(value, Fraction) else Fraction(value)
+    if d == "bool":
+        return Fraction(int(exact != 0))
+    if d in _INT_RANGE:
+        if isinstance(value, Fraction) and exact.denominator != 1:
+            raise Unsupported(f"constant {value} in {d}: how the kernel rounds it is not modelled")
+        n = int(exact)  # toward zero, as static_cast<T>
+        lo, hi = _INT_RANGE[d]
+        if not lo <= n <= hi:
+            raise Unsupported(f"constant {value!r} outside the range of {d}")
+        return Fraction(n)
+    if isinstance(value, Fraction) or d in ("", "float64"):
+        return exact  # a row's exact rational (a mean's 1/n), or a float64 value
+    if d in ("float32", "float16"):
+        with np.errstate(over="ignore"):
+            v = float(np.float32(value) if d == "float32" else np.float16(value))
+        if v in (float("inf"), float("-inf")):
+            raise Unsupported(f"constant {value!r} overflows {d}")
+        return Fraction(v)
+    if d == "bfloat16":
+        if Fraction(float(np.float32(value))) != exact or \
+                int(np.float32(value).view(np.uint32)) & 0xFFFF:
+            raise Unsupported(f"constant {value!r} is not a bfloat16 value (how it rounds "
+                              "is not modelled)")
+        return exact
+    return exact
+
+
+# Which dtypes each row models: every tensor it reads or writes (the slots
+# in INDEX_SLOTS aside) must have one of them, else the op is Unsupported
+# (INCONCLUSIVE naming op, slot and dtype), never computed as if real.
+# ANY: rows that move values without arithmetic (index maps, copies), or
+# whose kernels are uninterpreted functions keyed by their inputs' dtypes;
+# WRAPPED: exact integer arithmetic (ring operations only: add, subtract,
+# multiply, a truncated constant) whose integer results are reduced modulo
+# 2^bits (``wrap_modulus``: Paddle's int32 ``x * 65536 * 65536`` is 0); every
+# other row floats only (an integer division truncates, a mean divides).
+ANY = None
+_ANY_ROWS = (
+    "reshape2", "reshape", "transpose2", "transpose", "stack", "split", "cast", "assign",
+    "c_identity", "fill_constant", "nop", "depend", "reshape2_grad", "transpose2_grad",
+    "slice", "slice_grad", "lookup_table_v2", "lookup_table_v2_grad",
+    "builtin.parameter", "pd_op.data", "builtin.set_parameter", "builtin.shadow_output",
+    "builtin.combine", "builtin.slice", "builtin.split", "pd_op.full", "pd_op.full_int_array",
+    "pd_op.full_like", "pd_op.assign_value_", "pd_op.reshape", "pd_op.reshape_grad",
+    "pd_op.transpose", "pd_op.transpose_grad", "pd_op.split_with_num", "pd_op.split",
+    "pd_op.assign", "pd_op.cast", "pd_op.share_data_", "pd_op.assign_out_", "pd_op.slice",
+    "pd_op.slice_grad", "pd_op.concat", "pd_op.concat_grad", "pd_op.unsqueeze",
+    "pd_op.expand", "pd_op.tile", "pd_op.embedding", "pd_op.embedding_grad", "pd_op.arange",
+    "pd_op.empty", "pd_op.set_value_with_tensor_",
+    # uninterpreted, keyed by every input's dtype (kernel_key / _uf_broadcast)
+    "pd_op.set_value_", "pd_op.tril", "pd_op.cross_entropy_with_softmax",
+    "pd_op.cross_entropy_with_softmax_grad", "pd_op.not_equal", "pd_op.bitwise_and",
+    "pd_op.where")
+WRAPPED = frozenset({"scale", "pd_op.scale", "pd_op.scale_", "elementwise_add",
+                     "elementwise_sub", "elementwise_mul", "pd_op.add", "pd_op.add_",
+                     "pd_op.subtract", "pd_op.multiply", "sum", "pd_op.add_n", "reduce_sum",
+                     "pd_op.sum"})
+ROW_DTYPES = {**{t: ANY for t in _ANY_ROWS}, **{t: NUMERIC for t in WRAPPED}}
+# input slots a row reads only as constants recorded in attrs (a PIR operand
+# whose value is ``<slot>@value``) or not at all: shapes, axes, bounds
+INDEX_SLOTS = frozenset({"axis", "shape", "repeat_times", "starts", "ends", "sections",
+                         "num", "ShapeTensor", "ShapeTensorList", "AxisTensor",
+                         "SectionsTensorList", "StartsTensor", "EndsTensor",
+                         "StartsTensorList", "EndsTensorList", "XShape", "steps"})
+
+
+def row_dtypes(op_type):
+    """The dtypes ``op_type``'s row models (``ANY``: all)."""
+    return ROW_DTYPES.get(op_type, FLOATS)
+
+
+def check_dtypes(op, tensors) -> None:
+    """Unsupported unless every ``(slot, name, dtype)`` of ``tensors`` (the
+    op's inputs and outputs, INDEX_SLOTS aside) has a dtype the op's row
+    models; a WRAPPED row given integers computes in one dtype only."""
+    declared = row_dtypes(op.type)
+    seen = set()
+    for slot, name, dtype in tensors:
+        if slot in INDEX_SLOTS:
+            continue
+        for d in _element_dtypes(dtype):
+            if declared is not ANY and d not in declared:
+                raise Unsupported(f"{op.type} on {d} ({slot} {name}): its row models "
+                                  f"{', '.join(sorted(declared))} only")
+            seen.add(d)
+    if op.type in WRAPPED and seen & INTEGERS and len(seen) > 1:
+        raise Unsupported(f"{op.type} mixing {', '.join(sorted(seen))}: integer arithmetic "
+                          "is modelled in one dtype only")
+
+
+# a PIR vector value's type, ``vec[tensor<2x8xf32>,...]``: its elements' dtypes
+_PIR_ELEMENT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+                "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "ui8": "uint8",
+                "b": "bool", "i1": "bool"}
+
+
+def _element_dtypes(dtype) -> set:
+    """The dtypes of a tensor (one) or of a PIR vector value's tensors (each,
+    an unknown element spelled as it is); none where the dtype is unknown."""
+    d = dtype_name(dtype)
+    if not d.startswith("vec["):
+        return {d} if d else set()
+    import re
+
+    return {_PIR_ELEMENT.get(e, e) for e in re.findall(r"x?([a-z]+[0-9]*)>", d)}
+
+
+def wrap_modulus(dtype):
+    """``(bits, signed)`` of an integer dtype whose arithmetic wraps, else None."""
+    d = dtype_name(dtype)
+    return (INT_BITS[d], not d.startswith("u")) if d in INT_BITS else None
+
+
 def cast_is_exact(src: str, dst: str) -> bool:
     """Whether every value of ``src`` is exactly a value of ``dst``: then a
     cast is the identity on values; otherwise it rounds or truncates."""
@@ -469,7 +618,10 @@ def cast(op, ins, k):
     x = _t(ins, "X")
     src = dtype_name(op.attrs.get("in_dtype", x.dtype)) or dtype_name(x.dtype)
     dst = dtype_name(op.attrs.get("out_dtype", op.attrs.get("dtype", ""))) or src
-    if cast_is_exact(src, dst) or src == dst:
+    # from an integer dtype (not bool) to another dtype: a kernel, never the
+    # identity: an integer value is held as a polynomial reduced modulo 2^bits
+    # (WRAPPED rows), one representative of its value, not the value itself
+    if src == dst or cast_is_exact(src, dst) and src not in INT_BITS:
         return {"Out": [Tensor(x.arr, x.dims, dst)]}
     attrs = (("in_dtype", repr(src)), ("out_dtype", repr(dst)))
     out = np.empty(x.arr.shape, dtype=object)
@@ -508,9 +660,9 @@ def fill_constant(op, ins, k):
                                          ("out_dtype", repr(dtype))))
         value = elem
     elif op.attrs.get("str_value"):
-        value = k.const(float(op.attrs["str_value"]))
+        value = k.const(constant(op.attrs["str_value"], dtype))
     else:
-        value = k.const(op.attrs.get("value", 0.0))
+        value = k.const(constant(op.attrs.get("value", 0.0), dtype))
     dims = leaf_dims(shape, k.reduce_to)
     red = [_prod(r for _, r in d) for d in dims]
     arr = np.empty(red, dtype=object)
@@ -523,7 +675,9 @@ def scale(op, ins, k):
     x = _t(ins, "X")
     if _has(ins, "ScaleTensor"):
         raise Unsupported("scale with ScaleTensor")
-    s, b = k.const(op.attrs.get("scale", 1.0)), k.const(op.attrs.get("bias", 0.0))
+    # cast to x's dtype as the kernel does (an integer scale truncates)
+    s = k.const(constant(op.attrs.get("scale", 1.0), x.dtype))
+    b = k.const(constant(op.attrs.get("bias", 0.0), x.dtype))
     after = op.attrs.get("bias_after_scale", True)
     out = x.arr * s + b if after else (x.arr + b) * s
     return {"Out": [Tensor(np.asarray(out), x.dims, x.dtype)]}
@@ -676,7 +830,8 @@ def _adam_like(kernel):
             res["MasterParamOut"] = res["ParamOut"]
         for i, (slot, beta) in enumerate((("Beta1Pow", "beta1"), ("Beta2Pow", "beta2"))):
             t = _t(ins, slot)
-            res[slot + "Out"] = [Tensor(t.arr * k.const(op.attrs.get(beta, 0.9)),
+            res[slot + "Out"] = [Tensor(t.arr * k.const(constant(op.attrs.get(beta, 0.9),
+                                                                  t.dtype)),
                                         t.dims, t.dtype)]
         return res
     return row
@@ -937,8 +1092,9 @@ def _pir_full_like(op, ins, k):
     if op.attrs.get("value@value") is None:
         raise Unsupported("full_like value is not a constant (no value@value)")
     arr = np.empty(x.arr.shape, dtype=object)
-    arr.fill(k.const(op.attrs["value@value"]))
-    return {"out": [Tensor(arr, x.dims, x.dtype)]}
+    dtype = dtype_name(op.attrs.get("dtype", "")) or x.dtype
+    arr.fill(k.const(constant(op.attrs["value@value"], dtype)))
+    return {"out": [Tensor(arr, x.dims, dtype)]}
 
 
 def _pir_named(in_slot, out_slot):
@@ -1146,7 +1302,7 @@ def _pir_momentum(op, ins, k):
             float(op.attrs.get("rescale_grad", 1.0) or 1.0) != 1.0:
         raise Unsupported("momentum_ with nesterov, regularization or rescale_grad")
     p, g, v, lr = (_t(ins, s) for s in ("param", "grad", "velocity", "learning_rate"))
-    mu = k.const(op.attrs.get("mu", 0.9))
+    mu = k.const(constant(op.attrs.get("mu", 0.9), v.dtype))
     lrv = lr.arr.reshape(-1)[0]
     v_out = v.arr * mu + g.arr
     return {"param_out": [Tensor(np.asarray(p.arr - v_out * lrv), p.dims, p.dtype)],
@@ -1521,7 +1677,8 @@ def _uf_broadcast(kernel, in_slots, out_slot, dtype_slot=None):
     def row(op, ins, k):
         ts = [_t(ins, s) for s in in_slots]
         arrs = np.broadcast_arrays(*[t.arr for t in ts])
-        attrs = _attrs_key(op)
+        # keyed by the inputs' dtypes too: ROW_DTYPES declares these rows for all
+        attrs = _attrs_key(op) + (("@dtypes", repr(tuple(dtype_name(t.dtype) for t in ts))),)
         out = np.empty(arrs[0].shape, dtype=object)
         for idx in np.ndindex(out.shape):
             out[idx] = k.uf(kernel, [a[idx] for a in arrs], attrs)

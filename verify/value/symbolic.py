@@ -69,8 +69,9 @@ import numpy as np
 from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_of
 
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
-from .semantics import (RANDOM_INIT, ROWS, Tensor, Unsupported, attrs_key,
-                        collective, collective_kind, leaf_dims)
+from .semantics import (RANDOM_INIT, ROWS, WRAPPED, Tensor, Unsupported, attrs_key,
+                        check_dtypes, collective, collective_kind, constant, leaf_dims,
+                        wrap_modulus)
 from .views import Uninitialised, Views
 
 # a product above this many monomials multiplies cut atoms.  Measured on
@@ -221,6 +222,7 @@ class Store:
         self.read_names = ({}, {})  # leaf base -> bit, kernel -> bit (the masks' bits)
         self.read_atoms = {}  # aid -> (leaf mask, kernel mask, pids it reads)
         self.feeds = {}  # (input values, leaf) -> a counterexample's feed (proof.py)
+        self.init_texts = {}  # an initialisation's digest -> its text (init_tag)
         self.coefs = {}  # (numerator, denominator) -> the one coefficient object (coef)
         self.coef_ids = set()  # id() of the objects in coefs
         self.quotients = {}  # lead -> {coefficient: coefficient / lead} (cut)
@@ -230,6 +232,49 @@ class Store:
         self.ONE_Q = self.coef(Q(1))
         self.ZERO = self.intern(())
         self.ONE = self.intern((((), self.ONE_Q),))
+
+    def init_tag(self, data) -> str:
+        """The tag of an initialisation's input symbols: the full sha256 of
+        ``data``'s text (op type and attrs), the text compared on an equal
+        digest (two initialisations of one digest are refused, never one
+        input).  Never a truncated digest (issue 34: a ``diag`` init was
+        found in seconds whose 6-hex-digit tag equalled a
+        ``uniform_random``'s, and a rewrite swapping them was "proved")."""
+        text = repr(data)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        seen = self.init_texts.setdefault(digest, text)
+        if seen != text:
+            raise Unsupported(f"initialisations {text[:200]} and {seen[:200]} share the "
+                              f"sha256 {digest}: not one input")
+        return digest
+
+    def wrap(self, pid, bits: int, signed: bool) -> int:
+        """``pid``, an integer-valued polynomial, with every coefficient
+        reduced modulo 2^bits (into [-2^(bits-1), 2^(bits-1)) where
+        ``signed``): the same value modulo 2^bits wherever every atom is an
+        integer.  Unsupported where that is not known: a coefficient that is
+        no integer, or a cut atom (it stands for a polynomial divided by its
+        lead coefficient, which need not be an integer)."""
+        items = self.polys[pid]
+        mod = 1 << bits
+        half = mod >> 1
+        out, changed = [], False
+        atoms = self.atoms
+        self.work += 1 + len(items)
+        for m, c in items:
+            if _denom(c) != 1:
+                raise Unsupported(f"an integer value with the coefficient {c}")
+            for a in m:
+                if atoms[a][0] == "cut":
+                    raise Unsupported("an integer value abbreviated by a cut")
+            n = int(_numer(c)) % mod
+            if signed and n >= half:
+                n -= mod
+            if n != c:
+                changed = True
+            if n:
+                out.append((m, Q(n)))
+        return self._finish_sorted(out) if changed else pid
 
     def spend(self, units: int, doing: str) -> None:
         """Count ``units`` of work; past the limit, Budget saying what was
@@ -750,34 +795,15 @@ class T:
 
 
 def attr_constant(value) -> Fraction:
-    """A constant an op attr holds, as the proof reads it: a float attr (a
-    float32 in Paddle) is the simplest rational within float32 rounding of
-    it (``scale(1/12)`` written as 0.0833333358 is 1/12, as a mean's 1/12
-    is), else its exact value.  Both programs read constants alike, and a
-    proof over the reals ignores rounding anyway (the numeric check
-    witnesses precision); constants further apart than float32 rounding
-    stay apart (1/999999 is not 1/1000000)."""
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
-        exact = Fraction(value)
-        if exact == 0 or exact.denominator == 1:
-            return exact
-        tol = abs(exact) / (1 << 24)  # float32 rounds within half an ulp
-        return _simplest(exact - tol, exact + tol)
+    """A constant as the proof reads it: exactly the number given (a row
+    converts an attr to its tensor's dtype first, ``semantics.constant``: a
+    float32 attr is its float32 value, a float64 one exact, an integer one
+    truncated).  No rounding to a "simpler" rational: the simplest rational
+    within 2^-24 of every float (what this was until issue 34) made
+    constants a rewrite changed by less than that the same."""
+    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+        raise Unsupported(f"constant {value!r} (not a finite number)")
     return value if isinstance(value, Fraction) else Fraction(value)
-
-
-def _simplest(lo: Fraction, hi: Fraction) -> Fraction:
-    """The rational of smallest denominator in [lo, hi] (continued fractions)."""
-    if lo < 0 < hi or lo == 0 or hi == 0:
-        return Fraction(0)
-    if hi < 0:
-        return -_simplest(-hi, -lo)
-    fl = lo.numerator // lo.denominator
-    if fl == lo:
-        return Fraction(fl)
-    if fl + 1 <= hi:
-        return Fraction(fl + 1)
-    return fl + 1 / _simplest(1 / (hi - fl), 1 / (lo - fl))
 
 
 class Kernels:
@@ -873,6 +899,25 @@ class Executor:
         """The size of dim ``i`` (a -1) of leaf ``var``: its symbol's."""
         return int(self.sizes.get(size_symbol(self.symbols, var, i), self.batch))
 
+    def wrap_tensor(self, t, op):
+        """An integer result (``t.dtype`` int32, int64, ...) with every element
+        reduced modulo 2^bits (``Store.wrap``): Paddle's integer arithmetic
+        wraps around, and a ring operation's result modulo 2^bits depends on
+        its operands modulo 2^bits only, so equal reduced forms are equal
+        values; a float result as it is."""
+        mod = wrap_modulus(t.dtype)
+        if mod is None or t.arr.dtype != object:
+            return t
+        out = np.empty(t.arr.shape, dtype=object)
+        of, flat = out.reshape(-1), t.arr.reshape(-1)
+        for j, e in enumerate(flat):
+            pid = e.i if isinstance(e, T) else self.store.const(e)
+            try:
+                of[j] = T(self.store.wrap(pid, *mod))
+            except Unsupported as exc:
+                raise Unsupported(f"{op.type} in {t.dtype}: {exc}") from None
+        return Tensor(out, t.dims, t.dtype)
+
     def _read(self, st, name, op):
         if st.views:
             st.views.check_access(op, name)
@@ -904,7 +949,7 @@ class Executor:
             st.env[name] = t
 
     def _constant(self, value, shape, dtype):
-        c = self.k.const(value)
+        c = self.k.const(constant(value, dtype))
         arr = np.empty(shape, dtype=object)
         for idx in np.ndindex(*shape):
             arr[idx] = c
@@ -923,7 +968,7 @@ class Executor:
             # (its value in the key: a pass changing the init changes it)
             shape = op.attrs.get("shape") or st.snap.shape(op.writes()[0]) or []
             how = attrs_key(op, skip=RANDOM_ATTRS_ASIDE)
-            tag = hashlib.sha1(repr((op.type, how)).encode()).hexdigest()[:6]
+            tag = store.init_tag((op.type, how))
             stored = getattr(st, "param_stores", None) or {}
             for name in op.writes():
                 # a PIR parameter's constant is named by the parameter it is
@@ -943,6 +988,11 @@ class Executor:
             raise Unsupported(f"no semantics row for op {op.type}")
         ins = {s: [self._read(st, n, op) for n in names] for s, names in op.inputs.items()
                if names}
+        # the dtypes its row models, of every tensor it reads and writes (issue 34)
+        check_dtypes(op, [(s, n, t.dtype) for s, names in op.inputs.items()
+                          for n, t in zip(names, ins.get(s, [])) if t is not None] +
+                     [(s, n, getattr(st.snap.vars.get(n), "dtype", ""))
+                      for s, names in op.outputs.items() for n in names])
         key = (op.type, tuple(sorted((a, repr(v)) for a, v in op.attrs.items()
                                      if a not in ("op_role", "op_role_var", "op_namescope",
                                                   "op_callstack", "op_device",
@@ -968,6 +1018,9 @@ class Executor:
                 raise ExecError(f"rank {st.rank} op {op.idx} ({op.type}) fails on its "
                                 f"shapes ({shapes}): {type(exc).__name__}: {exc}",
                                 st.rank, op) from exc
+            if op.type in WRAPPED:  # integer results modulo 2^bits (wrap_tensor)
+                outs = {slot: [None if t is None else self.wrap_tensor(t, op) for t in ts]
+                        for slot, ts in outs.items()}
             outs = {slot: [None if t is None else self.store.cut_tensor(t) for t in ts]
                     for slot, ts in outs.items()}
             store.work += sum(t.arr.size for ts in outs.values() for t in ts if t is not None)
@@ -1093,6 +1146,12 @@ class Executor:
             self.store.work += 1 + sum(x.arr.size for x in xs)
             try:
                 out = collective(kind, xs, i, root, self.k)
+                if wrap_modulus(out.dtype) is not None and kind not in (
+                        "identity", "all_gather", "broadcast", "max", "min"):
+                    if kind in ("avg", "reduce_avg"):
+                        raise Unsupported(f"an average over {out.dtype} (an integer "
+                                          "division) is not modelled")
+                    out = self.wrap_tensor(out, o)
             except Budget as exc:
                 raise Budget(f"{exc}, in rank {m} op {o.idx} ({o.type})") from None
             except Unsupported as exc:
