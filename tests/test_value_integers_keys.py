@@ -277,3 +277,13 @@ def test_no_truncated_digest_names_anything_in_the_proof():
                 if re.search(r"digest\(\)\s*\[", text) and text.strip() not in SEEDS:
                     hits.append(f"{path.name}:{i}: {text.strip()}")
     assert not hits, hits
+
+
+def test_a_wrapped_integer_cast_replays_in_its_range():
+    """The replay's cast reads an integer argument modulo 2^bits, as the
+    proof holds it: int32 2^31 cast to float64 is -2^31."""
+    from verify.value.kernels import reference
+
+    attrs = (("in_dtype", repr("int32")), ("out_dtype", repr("float64")))
+    assert reference("cast", attrs, (Fraction(2 ** 31),)) == -2 ** 31
+    assert reference("cast", attrs, (Fraction(5),)) == 5

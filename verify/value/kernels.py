@@ -96,6 +96,15 @@ _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8}
 
 def _cast(x, at):
     dst = at.get("out_dtype", "")
+    src = at.get("in_dtype", "")
+    if src in _INT_BITS and x == int(x):
+        # an integer value is held as a polynomial reduced modulo 2^bits (the
+        # proof's integer arithmetic wraps, semantics.WRAPPED): its value is
+        # the representative in the dtype's range
+        bits = _INT_BITS[src]
+        x = Fraction(int(x) % (1 << bits))
+        if not src.startswith("u") and x >= 1 << (bits - 1):
+            x -= 1 << bits
     if dst == "bool":
         return Fraction(int(x != 0))
     if dst in _INT_BITS:
