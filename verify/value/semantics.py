@@ -655,7 +655,8 @@ def fill_constant(op, ins, k):
         if v.arr.size != 1:
             raise Unsupported(f"fill_constant ValueTensor of {v.arr.size} elements")
         elem = v.arr.reshape(-1)[0]
-        if not cast_is_exact(v.dtype, dtype) and dtype_name(v.dtype) != dtype:
+        src = dtype_name(v.dtype)
+        if src != dtype and (not cast_is_exact(src, dtype) or src in INT_BITS):
             elem = k.uf("cast", [elem], (("in_dtype", repr(dtype_name(v.dtype))),
                                          ("out_dtype", repr(dtype))))
         value = elem
