@@ -98,12 +98,12 @@ def legacy_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pir_dir(tmp_path_factory):
-    def plan(path):
+    def plan(path):  # the same build as tests/test_pir_plan.py's (shared: one name, one dir)
         p = verify("plan", ROOT / "examples" / "tiny_mlp_pir.py", "--ir", "pir", "--ranks",
-                   "2", "--out", path / "tiny", timeout=600)
+                   "2", "--out", path / "tiny_pir", timeout=600)
         assert p.returncode == 0, p.stdout + p.stderr
 
-    return built_once(tmp_path_factory, "plan-tiny_mlp_pir", plan) / "tiny"
+    return built_once(tmp_path_factory, "plan-tiny_mlp_pir", plan) / "tiny_pir"
 
 
 def _edited(src: Path, tmp_path: Path, name: str, edit) -> Path:
