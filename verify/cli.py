@@ -283,12 +283,14 @@ def _configure_value_budget(args) -> None:
 
 
 def cmd_run(args, out=sys.stdout) -> int:
-    from verify.engine import collector
+    from verify.engine import collector, isolation
 
+    before = isolation.settings()  # a caller in this process keeps its own
     try:
         with collector.run_scope():  # the collector settled per application (see there)
             return _cmd_run(args, out)
     finally:
+        isolation.configure(**before)
         lock = getattr(args, "report_lock", None)
         if lock is not None:
             lock.release()
