@@ -281,7 +281,10 @@ class EnginePipelineAdapter(PassAdapter):
                 extra = get(rec["pass"]).contract(case, rank, rec["before"], rec["after"])
                 own += extra
                 checks = checks + extra
-            if rec["pass"] == "auto_parallel_grad_clip":  # its contract needs every rank
+            if rec["pass"] == "auto_parallel_grad_clip" and \
+                    self._has_global_norm(rec["before"]):
+                # its contract needs every rank, and a clip to be about: a model
+                # without a global-norm clip has nothing the rule speaks of
                 from .auto_parallel_grad_clip import global_norm_checks
 
                 snaps = {r: self._stage_after(case, r, rec["pass"]) for r in case.ranks}
@@ -303,6 +306,13 @@ class EnginePipelineAdapter(PassAdapter):
                                             "ops_after": len(rec["after"].ops),
                                             "checks": [c.to_dict() for c in checks]}))
         return out
+
+    @staticmethod
+    def _has_global_norm(snap) -> bool:
+        """Whether ``snap`` (a stage's input) holds a global-norm clip."""
+        from .auto_parallel_grad_clip import global_norms
+
+        return snap is not None and bool(global_norms(snap))
 
     def _stage_after(self, case, rank, name):
         """``rank``'s snapshot after stage ``name`` (applying the pipeline to

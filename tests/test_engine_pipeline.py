@@ -134,3 +134,27 @@ def test_the_dp_opt_stage_carries_its_contract():
     (c,) = [c for c in sync(bad, 1) if c["verdict"] != "EQUIVALENT"]
     assert c["counterexample"]["var"] == "linear_1.b_0@GRAD"
     assert c["counterexample"]["op_type"] == "sgd" and c["counterexample"]["rank"] == 1
+
+
+def test_a_mended_sp_pass_through_the_default_strategy_is_no_false_alarm():
+    """engine_pipeline_sp_default with the sequence-parallel pass mended
+    (tests/fixed_passes): the model has no clip, so the grad-clip stage's
+    global-norm rule has nothing to speak of (it said "0 global-norm sqrt
+    op(s) ..., not one"), and the case, like engine_sp, says gloo cannot run
+    the reduce_scatter the mended pass makes (real ranks called it
+    NOT_EQUIVALENT).  The application is judged on what the stages did."""
+
+    case = cases.all_cases()["engine_pipeline_sp_default"]
+    assert case.gloo_unfaithful  # the real ranks are not asked
+    loaded = load_pass_file(os.path.join(ROOT, "tests", "fixed_passes",
+                                         "sp_optimization_x_slot_mended.py"))
+    try:
+        app = run_application(passes.get("pipeline"), case, value=False)
+    finally:
+        loaded.restore()
+    for rank in case.ranks:
+        sp = _stage(app, rank, "auto_parallel_sequence_parallel_optimization")
+        assert sp.verdict != Verdict.PASS_CRASHED, sp.message
+        clip = _stage(app, rank, "auto_parallel_grad_clip")
+        assert "global-norm" not in clip.message and clip.verdict == Verdict.EQUIVALENT, \
+            clip.message
