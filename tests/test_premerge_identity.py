@@ -344,3 +344,26 @@ def test_reproducer_header_states_the_verdict_found(tmp_path):
     assert (payload["found"], payload["expected"]) == (app["verdict"], "EQUIVALENT")
     assert app["verdict"] != "EQUIVALENT"
     assert "the suite found: " in text and "PAYLOAD.get('found')" in text
+
+
+def test_a_gradient_merge_change_is_caught_by_the_planner_family(tmp_path, cache_env):
+    """The merged gradient left unaveraged in the gradient-merge pass module
+    (``tests/planner_mutant_edits.py``: gm_no_avg_scale): premerge selects the
+    planner family (its stages apply the pass through ``new_pass``), whose
+    merged plan runs against the serial micro-steps: NEW on planner_tp2_gm
+    (it said "no new finding": the planner was never selected for passes/)."""
+    import planner_mutant_edits as edits
+
+    rel, old, new = edits.EDITS["gm_no_avg_scale"]
+    repo = co.make(tmp_path / "paddle", files=(co.PASS_UTILS, "paddle/" + rel))
+    co.edit(repo, "paddle/" + rel, old, new, 1)
+    co.commit(repo, "gradient merge: the merged gradient is not averaged")
+    out = tmp_path / "out"
+    p = premerge([repo, "--out", str(out), "--pass", "planner", "--case", "planner_tp2_gm",
+                  "--backend", "simulated", "--no-vocabulary", "--no-cache"], cache_env,
+                 timeout=900)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    data = json.loads((out / "premerge.json").read_text())
+    assert [(a["case"], a["kind"]) for a in data["applications"]] == [
+        ("planner_tp2_gm", "NEW")], data["applications"]
+    assert "paddle.distributed.passes.auto_parallel_gradient_merge" in data["planner"]
