@@ -146,7 +146,10 @@ def test_premerge_results_never_hide_a_finding(tmp_path_factory, how):
 
     cache = Cache(tmp_path_factory.mktemp("premerge"))
     k = "c" * 64
-    rec = {"verdict": "NOT_EQUIVALENT", "evidence": "[value/value rank 1] refuted"}
+    rec = {"verdict": "NOT_EQUIVALENT", "evidence": "[value/value rank 1] refuted",
+           "identities": [{"check": "value/value proof", "rank": 1, "stage": "",
+                           "verdict": "NOT_EQUIVALENT", "op": "", "var": "loss"}],
+           "fired": True, "decided": ["value/value proof"]}
     cache.put(k, rec)
     path = cache._path(k)
 
