@@ -11,8 +11,12 @@ alike; a package's ``__init__`` counts only where it is imported itself).
 The graph is the installed sources with the changed files' new text in
 their place, so an import the change adds or removes counts.
 
-The planner family is affected when auto-parallel planning code or a
-reshard function changed (:data:`PLANNER_PREFIXES`).  The applications that
+The planner family is affected when a module its stages run changed:
+auto-parallel planning code or a reshard function (:data:`PLANNER_PREFIXES`),
+a module registering a pass the planner applies through ``new_pass``
+(:data:`PLANNER_PASSES`), or a module in scope those import.  Roots come from
+the changed and the installed registry alike, so a pass module the change
+deletes or leaves not compiling still selects its passes.  The applications that
 family runs are the adapters whose class sets ``planner_family = True``, or
 the names in :data:`PLANNER_ADAPTERS` (a hook for the planner family's
 adapters, which are not all written yet).

@@ -1,8 +1,10 @@
 """``summary.md``: the pre-merge result as a review comment.
 
-Per affected pass: FIXED (baseline verdict -> now), NEW (verdict, one
-evidence line, the reproducer's path), no longer reproduced but not proved
-(-> INCONCLUSIVE), unchanged; the vocabulary audit's new and gone names; the
+Per affected pass, in the words of ``verify.engine.baseline`` (the same in
+``run`` and the gate): NEW and CHANGED CAUSE (verdict, the new and gone
+finding identities, one evidence line, the reproducer's path), FIXED, GONE,
+no longer reproduced but not proved (-> INCONCLUSIVE), unchanged; skipped
+families; the vocabulary audit's new and gone names; the
 changed files that were not checked; and the command to rerun.
 """
 from __future__ import annotations
@@ -145,7 +147,9 @@ def render(r: Review) -> str:
         lines.append("")
     if r.planner:
         lines += ["### Planner family",
-                  "changed planning/reshard code: " + ", ".join(f"`{m}`" for m in r.planner),
+                  "changed modules the planner's stages run (planning, reshard "
+                  "functions, the passes it applies and what they import): "
+                  + ", ".join(f"`{m}`" for m in r.planner),
                   ("ran: " + ", ".join(f"`{a}`" for a in r.planner_adapters))
                   if r.planner_adapters else "no planner-family adapter is installed: "
                   "nothing ran for it (not checked)", ""]
