@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from verify.engine.baseline import classify
+from verify.engine.baseline import classify, describe
 from verify.ir.paddle_overlay import command_flags
 from verify.engine.console import console_for, verdict_style
 from verify.report.write import summarize
@@ -99,16 +99,22 @@ def print_summary(apps, path, seconds, out, summary=None) -> None:
     """The end of a run, written to ``out``; ``summary``: the report's own
     (``summarize`` of the same applications), else made here."""
     console = console_for(out)
-    bad = [a for a in apps if not a.as_expected]
+    bad = [a for a in apps if not a.as_expected or  # by finding identity (cli)
+           getattr(a, "baseline_label", "unchanged") != "unchanged"]
     console.print()
     for a in bad:  # counterexamples first: what a reviewer needs
-        how = classify(a.expected.verdict, a.verdict.value)
+        how = getattr(a, "baseline_label", None) or classify(a.expected.verdict,
+                                                             a.verdict.value)
         # names and messages hold input (a case name): control characters
         # escaped (verify/safe_names.py), never sent to the terminal raw
         console.print(Text.assemble((how, "bold red"),
                                     f": {a.pass_name} on {printable(a.case_name)}: ",
                                     (a.verdict.value, verdict_style(a.verdict.value)),
                                     f" (baseline {a.expected.verdict})"))
+        detail = getattr(a, "baseline_detail", None) or {}
+        for word, key in (("new", "new"), ("gone", "gone")):
+            for i in detail.get(key, [])[:3]:
+                console.print(printable(f"    {word}: {describe(i)}"))
         shown = [c for c in a.checks if c.verdict.value == a.verdict.value]
         # what decided first: the checker's own environment failing, then
         # deciding checks with a counterexample; a proof not attempted only
