@@ -78,18 +78,37 @@ class OverlapAdapter(PassAdapter):
             results.append(finding("collective count", rank,
                                    f"{n_before} allreduces before the pass, {n_after} after",
                                    before=n_before, after=n_after))
-        split_dx = {g.outputs["X@GRAD"][0] for g, _ in matched_pairs(before)}
+        # The pass exists so that dX's allreduce runs while dW is computed:
+        # the allreduce reads dX from a matmul_v2 before it, and every op
+        # writing that pair's dW comes after it.  Where exactly the ops sit
+        # is the implementation's choice (an older overlap kept the
+        # allreduce in place and moved the dW matmul after it).
+        split_dw = {g.outputs["X@GRAD"][0]: g.outputs.get("Y@GRAD", [None])[0]
+                    for g, _ in matched_pairs(before)}
         for op in after.ops:
-            if not is_allreduce_sum(op) or _ar_input(op) not in split_dx:
+            if not is_allreduce_sum(op) or _ar_input(op) not in split_dw:
                 continue
-            prev = after.ops[op.idx - 1] if op.idx else None
-            if prev is None or prev.type != "matmul_v2" or _ar_input(op) not in prev.writes():
+            dx, dw = _ar_input(op), split_dw[_ar_input(op)]
+            dx_writers = [o for o in after.ops[:op.idx] if dx in o.writes()]
+            if not dx_writers or dx_writers[-1].type != "matmul_v2":
+                last = dx_writers[-1] if dx_writers else None
                 results.append(finding(
-                    "allreduce follows dX matmul", rank,
-                    f"{op.type} at op {op.idx} does not directly follow the matmul_v2 "
-                    f"that writes {_ar_input(op)}",
-                    op_index=op.idx, op_type=op.type, var=_ar_input(op),
-                    previous=prev.render() if prev else None))
+                    "allreduce reads the dX matmul", rank,
+                    f"{op.type} at op {op.idx} reads {dx}, last written before it by "
+                    f"{last.type + ' at op ' + str(last.idx) if last else 'nothing'}, not "
+                    "by the matmul_v2 the split makes", op_index=op.idx, op_type=op.type,
+                    var=dx, previous=last.render() if last else None))
+            # the matmul is what is worth overlapping (its operand reshapes are views)
+            early = [o for o in _inserted_slice(before, after, dw)
+                     if o.idx < op.idx and o.type == "matmul_v2"]
+            if early:
+                results.append(finding(
+                    "dW computed after the allreduce", rank,
+                    f"{early[0].type} at op {early[0].idx} (computing {dw}) runs before "
+                    f"{op.type} at op {op.idx} is issued: the dW matmul cannot overlap "
+                    "the allreduce", previous=early[0].render(),
+                    op_index=early[0].idx, op_type=early[0].type, var=dw,
+                    allreduce_index=op.idx))
             if op.stream != MP_STREAM:
                 results.append(finding(
                     "allreduce on mp stream", rank,
@@ -109,8 +128,8 @@ class OverlapAdapter(PassAdapter):
                     var=(op.writes() or op.reads() or [None])[0]))
         if len(results) == 2:
             results.append(holds("allreduce placement", rank,
-                                 "each split allreduce directly follows its dX matmul "
-                                 f"on stream {MP_STREAM}"))
+                                 "each split allreduce reads its dX matmul and is issued "
+                                 f"before its dW matmul, on stream {MP_STREAM}"))
         return results
 
 
@@ -164,3 +183,22 @@ class OverlapAdapter(PassAdapter):
 
 
 ADAPTER = OverlapAdapter()
+
+
+def _inserted_slice(before, after, var) -> list:
+    """The ops of ``after`` that ``var`` depends on and the pass inserted
+    (absent from ``before``), back to the matmul_v2 that computes it: the
+    split's dW computation, in program order."""
+    if not var:
+        return []
+    original = {o.render() for o in before.ops}
+    found, todo = {}, [(var, len(after.ops))]
+    while todo:
+        name, upto = todo.pop()
+        writer = next((o for o in reversed(after.ops[:upto]) if name in o.writes()), None)
+        if writer is None or writer.idx in found or writer.render() in original:
+            continue
+        found[writer.idx] = writer
+        if writer.type != "matmul_v2":  # the dW matmul ends the slice (its operands
+            todo += [(n, writer.idx) for n in writer.reads()]  # are other layers' work)
+    return [found[i] for i in sorted(found)]

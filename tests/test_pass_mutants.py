@@ -122,13 +122,31 @@ def test_stream_dropped_is_caught_by_the_stream_contract():
 def test_wrong_insert_index_is_caught_by_the_placement_contract():
     app = run_mutant("overlap_wrong_insert_index.py")
     assert app.verdict == Verdict.CONTRACT_BROKEN  # values kept
-    # the op before the allreduce is a matmul_v2, but the dY one (X^T @ dOut)
-    caught_by(app, "contract", "allreduce follows dX matmul", [0, 1], op_index=13,
-              op_type="c_allreduce_sum", var="linear_0.x_id@GRAD",
+    # the dW matmul (X^T @ dOut) now runs before the allreduce is issued:
+    # nothing left to overlap it with (the contract states the purpose, not
+    # a position: an allreduce anywhere before the dW matmul would do)
+    caught_by(app, "contract", "dW computed after the allreduce", [0, 1], op_index=12,
+              op_type="matmul_v2", var="linear_0.w_0@GRAD",
               previous=lambda p: p.startswith("matmul_v2(X=linear_0.x_id@reshape.out")
               and "trans_x=True" in p)
     # values are unchanged: only the contract can see a lost overlap
     assert failing_kinds(app) == {"contract"}
+
+
+def test_an_allreduce_issued_elsewhere_before_the_dw_matmul_keeps_the_contract():
+    """The contract states the purpose (dX's allreduce issued before the dW
+    matmul, on the mp stream, values kept), not a position: a faithful
+    variant issuing it after the dW operands' reshapes is EQUIVALENT (the
+    rule "directly follows the dX matmul" called it CONTRACT_BROKEN), beside
+    the mutant above that issues it after the dW matmul."""
+    loaded = load_pass_file(os.path.join(ROOT, "tests", "fixed_passes",
+                                         "overlap_allreduce_after_operand_reshapes.py"))
+    try:
+        app = run("allreduce_matmul_grad_overlapping", "col_3d_static")
+    finally:
+        loaded.restore()
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks if not c.ok]
+    assert any(c.name == "allreduce placement" and c.ok for c in app.checks)
 
 
 def test_removing_the_wrong_op_is_caught_by_collective_count_and_numerics():
@@ -136,8 +154,9 @@ def test_removing_the_wrong_op_is_caught_by_collective_count_and_numerics():
     assert app.verdict == Verdict.NOT_EQUIVALENT
     # the original allreduce survives: dX is allreduced twice ...
     caught_by(app, "contract", "collective count", [0, 1], before=1, after=2)
-    caught_by(app, "contract", "allreduce follows dX matmul", [0, 1], op_index=15,
-              op_type="c_allreduce_sum", var="linear_0.x_id@GRAD")
+    # ... the allreduce left is issued after the dW matmul (nothing overlaps) ...
+    caught_by(app, "contract", "dW computed after the allreduce", [0, 1], op_index=13,
+              op_type="matmul_v2", var="linear_0.w_0@GRAD", allreduce_index=15)
     # ... and the weight's sgd is gone: the weight is never updated
     hits = caught_by(app, "numeric", "simulated run", [0, 1],
                      tensor=lambda t: t in {"linear_0.out", "loss", "linear_0.w_0"})
