@@ -465,11 +465,13 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL pid's process group if pid leads one, and pid itself."""
+def _kill_tree(pid: int, any_group: bool = False) -> None:
+    """SIGKILL pid's process group if pid leads one (``any_group``: whatever
+    group it is in, but never this process's), and pid itself."""
     try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
+        group = os.getpgid(pid)
+        if group == pid or (any_group and group != os.getpgrp()):
+            os.killpg(group, signal.SIGKILL)
     except OSError:
         pass
     try:
@@ -932,20 +934,10 @@ _POOLS: "OrderedDict[str, Pool]" = OrderedDict()
 
 def _force_kill() -> None:
     """Kill every pool's process group and ranks, without a lock (a forced exit)."""
-    mine = os.getpgrp()
     for pool in list(_POOLS.values()):
         pids = list(pool.pids.values()) + ([pool.proc.pid] if pool.proc is not None else [])
-        for pid in pids:
-            try:  # a worker's group is its keeper's (rank_keeper), the launcher's its own
-                group = os.getpgid(pid)
-                if group != mine:
-                    os.killpg(group, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        for pid in pids:  # a worker's group is its keeper's (rank_keeper), the launcher's its own
+            _kill_tree(pid, any_group=True)
 
 
 interrupt.on_force_exit(_force_kill)
