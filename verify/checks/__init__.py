@@ -20,6 +20,9 @@ class CheckContext:
     symbols: dict = field(default_factory=dict)  # fed var -> dim symbol names
     intended: dict = field(default_factory=dict)  # var -> reason (reaching defs)
     renames: dict = field(default_factory=dict)  # original var -> its rewritten name
+    # ring_id -> groups of ranks (the case's rings); None: unknown, the ring,
+    # root and peer checks of collective_validity are skipped
+    rings: dict | None = None
 
     def where(self) -> str:
         return f"{self.pass_name} on {self.case_name} rank {self.rank}"
@@ -27,9 +30,10 @@ class CheckContext:
 
 def static_checks() -> list:
     """The static checks, in the order they run."""
-    from . import def_use, reaching_defs, shape_check, streams
+    from . import collective_validity, def_use, reaching_defs, shape_check, streams
 
-    return [shape_check.run, def_use.run, streams.run, reaching_defs.run]
+    return [shape_check.run, def_use.run, streams.run, reaching_defs.run,
+            collective_validity.run]
 
 
 def run_static_checks(ctx: CheckContext) -> list:

@@ -348,7 +348,8 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
         ctx = CheckContext(pass_name=adapter.name, case_name=case.name, rank=rank,
                            before=before, after=after, symbols=dict(case.symbols),
                            intended=adapter.intended_changes(case, rank, before, after),
-                           renames=adapter.renames(case, rank, before, after))
+                           renames=adapter.renames(case, rank, before, after),
+                           rings=dict(getattr(case, "rings", None) or {}))
         app.checks += run_static_checks(ctx)
     # Executing a program can crash Paddle's executor only where an op reads
     # a tensor nothing ever writes or an op's shape precondition fails; a

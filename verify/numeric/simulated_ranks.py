@@ -269,6 +269,11 @@ def _perform(group, colls, states, where):
                                "which holds no value", m)
         xs.append(x)
     n = len(group)
+    if kind == "broadcast" or kind in _ROOTED_REDUCTIONS:
+        roots = {m: c.root for m, c in zip(group, colls)}
+        if len(set(roots.values())) > 1:
+            raise BackendError(f"{where}: the ranks of group {group} name different roots "
+                               f"for {colls[0].type}: {roots}", group[0])
     if kind in ("sum", "max", "min", "prod", "avg", "reduce_scatter") and \
             len({(x.shape, x.dtype) for x in xs}) > 1:
         desc = ", ".join(f"rank {m}: {list(x.shape)} {x.dtype}" for m, x in zip(group, xs))
@@ -286,9 +291,18 @@ def _perform(group, colls, states, where):
                                    f"{total.shape[0]} over {n} ranks")
             out = np.split(total, n, axis=0)[i]
         elif kind == "broadcast":
-            root = c.root if c.root < n else group.index(c.root) if c.root in group else 0
-            out = xs[root]
+            # the root is an index in the ring's group (Paddle's comm rank:
+            # verify/checks/collective_validity.py); gloo/NCCL reject another
+            if not 0 <= c.root < n:
+                raise BackendError(f"{where}: rank {m} op {c.index} ({c.type}) has root "
+                                   f"{c.root} on ring {c.ring}, whose group is {group}: "
+                                   "the root is an index in the group", m)
+            out = xs[c.root]
         elif kind in _ROOTED_REDUCTIONS:
+            if not 0 <= c.root < n:
+                raise BackendError(f"{where}: rank {m} op {c.index} ({c.type}) has root "
+                                   f"{c.root} on ring {c.ring}, whose group is {group}: "
+                                   "the root is an index in the group", m)
             # the reduction lands on the root (index in the group) only; the
             # other ranks' out keeps their own x
             out = _reduce(kind[len("reduce_"):], xs) if i == c.root else xs[i]

@@ -412,8 +412,10 @@ def perform(group, colls, states):
             out = np.prod(xs, axis=0).astype(xs[0].dtype)
         elif kind == "all_gather":
             out = np.concatenate(xs, axis=0)
-        elif kind == "broadcast":
-            out = xs[group.index(c.root) if c.root in group else 0]
+        elif kind == "broadcast":  # root: an index in the group, as the backend reads it
+            if not 0 <= c.root < n:
+                raise RunError(f"{c.type} root {c.root} is not an index in group {group}", m)
+            out = xs[c.root]
         elif kind in ("reduce_sum", "reduce_avg"):  # root_id: index in the group
             out = xs[i] if i != c.root else np.sum(xs, axis=0).astype(xs[0].dtype) / \
                 (n if kind == "reduce_avg" else 1)

@@ -1139,9 +1139,19 @@ class Executor:
         xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
         root = root_of(ops[0].attrs)
         # an index in the ring's group (collectives.root_of; Paddle's comm
-        # rank), as the numeric simulator reads it; a global rank only when
-        # it cannot be an index
-        root = root if 0 <= root < len(group) else (group.index(root) if root in group else 0)
+        # rank, as the kernels hand it to gloo/NCCL: see
+        # verify/checks/collective_validity.py), as the numeric simulator
+        # reads it; one outside the group the backend rejects: refused, never
+        # read as a global rank
+        if kind == "broadcast" or kind.startswith("reduce_") and kind != "reduce_scatter":
+            roots = {m: root_of(o.attrs) for m, o in zip(group, ops)}
+            if len(set(roots.values())) > 1:
+                raise Unsupported(f"the ranks of group {group} name different roots for "
+                                  f"{ops[0].type}: {roots}")
+            if not 0 <= root < len(group):
+                raise Unsupported(f"rank {group[0]} op {ops[0].idx} ({ops[0].type}) has root "
+                                  f"{root} on a ring whose group is {group}: the root is an "
+                                  "index in the group (the backend rejects this one)")
         for i, (m, o) in enumerate(zip(group, ops)):
             self.store.work += 1 + sum(x.arr.size for x in xs)
             try:
