@@ -97,7 +97,7 @@ class OverlapAdapter(PassAdapter):
                     f"{op.type} at op {op.idx} reads {dx}, last written before it by "
                     f"{last.type + ' at op ' + str(last.idx) if last else 'nothing'}, not "
                     "by the matmul_v2 the split makes", op_index=op.idx, op_type=op.type,
-                    var=dx, previous=last.render() if last else None))
+                    var=dx, last_writer=last.render() if last else None))
             # the matmul is what is worth overlapping (its operand reshapes are views)
             early = [o for o in _inserted_slice(before, after, dw)
                      if o.idx < op.idx and o.type == "matmul_v2"]
@@ -106,9 +106,9 @@ class OverlapAdapter(PassAdapter):
                     "dW computed after the allreduce", rank,
                     f"{early[0].type} at op {early[0].idx} (computing {dw}) runs before "
                     f"{op.type} at op {op.idx} is issued: the dW matmul cannot overlap "
-                    "the allreduce", previous=early[0].render(),
-                    op_index=early[0].idx, op_type=early[0].type, var=dw,
-                    allreduce_index=op.idx))
+                    "the allreduce", op_index=early[0].idx, op_type=early[0].type,
+                    var=early[0].writes()[0], computes=dw, matmul=early[0].render(),
+                    runs_before={"op_index": op.idx, "op_type": op.type, "var": dx}))
             if op.stream != MP_STREAM:
                 results.append(finding(
                     "allreduce on mp stream", rank,

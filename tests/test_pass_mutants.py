@@ -126,9 +126,11 @@ def test_wrong_insert_index_is_caught_by_the_placement_contract():
     # nothing left to overlap it with (the contract states the purpose, not
     # a position: an allreduce anywhere before the dW matmul would do)
     caught_by(app, "contract", "dW computed after the allreduce", [0, 1], op_index=12,
-              op_type="matmul_v2", var="linear_0.w_0@GRAD",
-              previous=lambda p: p.startswith("matmul_v2(X=linear_0.x_id@reshape.out")
-              and "trans_x=True" in p)
+              op_type="matmul_v2", computes="linear_0.w_0@GRAD",
+              matmul=lambda p: p.startswith("matmul_v2(X=linear_0.x_id@reshape.out")
+              and "trans_x=True" in p,
+              runs_before={"op_index": 13, "op_type": "c_allreduce_sum",
+                           "var": "linear_0.x_id@GRAD"})
     # values are unchanged: only the contract can see a lost overlap
     assert failing_kinds(app) == {"contract"}
 
@@ -156,7 +158,8 @@ def test_removing_the_wrong_op_is_caught_by_collective_count_and_numerics():
     caught_by(app, "contract", "collective count", [0, 1], before=1, after=2)
     # ... the allreduce left is issued after the dW matmul (nothing overlaps) ...
     caught_by(app, "contract", "dW computed after the allreduce", [0, 1], op_index=13,
-              op_type="matmul_v2", var="linear_0.w_0@GRAD", allreduce_index=15)
+              op_type="matmul_v2", computes="linear_0.w_0@GRAD",
+              runs_before=lambda r: r["op_index"] == 15)
     # ... and the weight's sgd is gone: the weight is never updated
     hits = caught_by(app, "numeric", "simulated run", [0, 1],
                      tensor=lambda t: t in {"linear_0.out", "loss", "linear_0.w_0"})

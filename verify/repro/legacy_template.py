@@ -689,6 +689,14 @@ def judge(claim, main, startup, ctx):
                           f"{claim['var']}: op {i - 1} is "
                           f"{prev.type if prev else 'nothing'} ({claim['message']})")
         return False, f"{where} directly follows {prev.type}, which writes {claim['var']}"
+    if kind == "order":
+        j = locate(ops, claim["later"])
+        if j is None:
+            return None, f"rank {r}: no {claim['later']['op_type']} op of {claim['later']['var']}"
+        then = f"op {j} ({ops[j].type} of {claim['later']['var']})"
+        if i < j:
+            return True, f"{where} runs before {then}: {claim['message']}"
+        return False, f"{where} runs after {then} now"
     if kind == "cast_dtype":
         out = block.var(op.output("Out")[0])
         want = int(op.attr("out_dtype"))

@@ -112,6 +112,8 @@ def _claim(check: dict) -> dict:
       the recorded ``stream`` (its dist attr ``execution_stream``);
     * ``follows_writer``: the op does not directly follow the op writing
       ``var`` (a ``previous`` op was recorded);
+    * ``order``: the op runs before the op recorded as ``runs_before``
+      (``op_index``/``op_type``/``var`` of each), which it must follow;
     * ``declared_shape``: ``var`` is declared with the recorded stale shape;
     * ``cast_dtype``: the cast at ``op_index`` produces another dtype than
       its output ``var`` is declared with;
@@ -126,6 +128,10 @@ def _claim(check: dict) -> dict:
              "op_type": cex.get("op_type"), "var": cex.get("var")}
     if "stream" in cex and cex.get("op_type"):
         return {**claim, "kind": "stream", "broken": cex["stream"]}
+    if isinstance(cex.get("runs_before"), dict) and cex.get("op_type") and cex.get("var"):
+        later = cex["runs_before"]
+        return {**claim, "kind": "order",
+                "later": {k: later.get(k) for k in ("op_index", "op_type", "var")}}
     if "previous" in cex and cex.get("op_type") and cex.get("var"):
         return {**claim, "kind": "follows_writer"}
     if "declared" in cex and cex.get("var"):
