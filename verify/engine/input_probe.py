@@ -62,6 +62,18 @@ def load_in_worker(kind: str, path: str) -> dict:
         return {"error": f"{_line(exc)}\n{traceback.format_exc()}"}
 
 
+def build_all_in_worker(path: str, builds: list) -> dict:
+    """Build each ``(case name, rank)`` of case file ``path`` here;
+    ``{"errors": {case name: {rank: one line}}}``.  A builder that ends the
+    process ends the job: the caller then tries each build alone."""
+    errors: dict = {}
+    for case_name, rank in builds:
+        got = build_in_worker(path, case_name, rank)
+        if got.get("error"):
+            errors.setdefault(case_name, {})[int(rank)] = got["error"].split("\n")[0]
+    return {"errors": errors}
+
+
 def build_in_worker(path: str, case_name: str, rank: int) -> dict:
     """Build ``rank`` of case ``case_name`` of case file ``path`` here; ``{}``
     or ``{"error": one line}``."""
@@ -112,10 +124,23 @@ def build_failures(cases) -> dict:
     """{case name: {rank: one line}} for the case-file cases in ``cases``
     whose builder does not build a rank in a worker."""
     out: dict = {}
+    by_file: dict = {}
     for case in cases:
         path = getattr(case, "source_file", "") or ""
-        if not path.endswith(".py"):
+        if path.endswith(".py"):
+            by_file.setdefault(path, []).append(case)
+    alone = []
+    for path, file_cases in by_file.items():  # one worker job per file, first
+        builds = [(c.name, int(r)) for c in file_cases for r in c.ranks]
+        got, failed = _in_worker("build_all_in_worker", {"path": path, "builds": builds},
+                                 f"the builders of {path}")
+        if failed:  # a builder ended the worker: find which, one build a job
+            alone += file_cases
             continue
+        for name, ranks in got["errors"].items():
+            out.setdefault(name, {}).update({int(r): why for r, why in ranks.items()})
+    for case in alone:
+        path = case.source_file
         for rank in case.ranks:
             where = f"case {case.name} rank {rank} (builder of {path})"
             got, failed = _in_worker("build_in_worker", {"path": path, "case_name": case.name,
