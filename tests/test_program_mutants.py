@@ -34,13 +34,14 @@ LEGACY_SAMPLE = [
     ("overlap", "col_3d_static", pm.swap_across_collective, "contract"),
     ("overlap", "col_3d_static", pm.rename_input, "numeric"),
     ("overlap", "col_3d_static", pm.reshape_target, "shape"),
-    ("overlap", "col_3d_static", pm.collective_attr, "numeric"),
+    # a ring that does not exist: the backend-validity check sees it before any run
+    ("overlap", "col_3d_static", pm.collective_attr, ("numeric", "dataflow")),
     ("overlap", "col_3d_static", pm.delete_startup_init, "dataflow"),
     ("overlap", "col_3d_static", pm.remove_collective, "contract"),
     ("overlap", "col_3d_static", pm.flip_trans, "numeric"),
     ("overlap", "col_cast_window", pm.cast_dtype, "shape"),
     ("promotion", "row_mp_o0_sgd_tp2", pm.duplicate_bias_add, "numeric"),
-    ("promotion", "engine_mlp_tp2_sgd", pm.collective_attr, "numeric"),
+    ("promotion", "engine_mlp_tp2_sgd", pm.collective_attr, ("numeric", "dataflow")),
 ]
 
 # (pass, case, rank, operator, kind that must catch it, words of the description)
