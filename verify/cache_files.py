@@ -134,8 +134,10 @@ def write_entry(path, key: str, payload: bytes) -> bool:
 
 def unpickle(data: bytes):
     """``pickle.loads`` of an entry's checked payload (only ever bytes this
-    cache wrote: the digest and key were checked), the cyclic collector
-    paused (unpickling a zoo snapshot makes ~10 k small containers)."""
+    cache wrote: the digest and key were checked) or of a blob this process
+    pickled itself (the snapshot memo's copies), the cyclic collector paused
+    (unpickling a zoo snapshot makes ~10 k small containers, none of them
+    cyclic garbage, and the collections cost more than the unpickling)."""
     import gc
     import pickle
 

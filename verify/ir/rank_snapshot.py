@@ -21,7 +21,8 @@ import pickle
 from collections import OrderedDict
 from pathlib import Path
 
-from verify.cache_files import MISS, memo_dir, pack_entry, read_entry, write_whole
+from verify.cache_files import (MISS, memo_dir, pack_entry, read_entry, unpickle,
+                                 write_whole)
 from verify.ir.origin import key_of
 
 SIZE = 32
@@ -59,24 +60,9 @@ def snapshot_of(rp, case, rank: int, which: str):
         while len(_MEMO) > SIZE:
             _MEMO.popitem(last=False)
     if s is None:
-        s = _loads(blob)  # a copy of its own (3-6x cheaper than deepcopy)
+        s = unpickle(blob)  # a copy of its own (3-6x cheaper than deepcopy)
     s.meta["program"] = which
     return s
-
-
-def _loads(blob: bytes):
-    """``pickle.loads`` with the cyclic collector paused: a zoo snapshot is
-    ~10 k small containers, and the collections they trigger cost more than
-    the unpickling (nothing in a snapshot is cyclic garbage)."""
-    import gc
-
-    on = gc.isenabled()
-    gc.disable()
-    try:
-        return pickle.loads(blob)
-    finally:
-        if on:
-            gc.enable()
 
 
 def disk_key(stamp: str, case_name: str, rank: int) -> str:
@@ -128,7 +114,7 @@ def _read(path, dkey):
         return None
     from verify.ir.snapshot import ProgramSnapshot
 
-    got = read_entry(path, dkey, lambda blob: (blob, _loads(blob)),
+    got = read_entry(path, dkey, lambda blob: (blob, unpickle(blob)),
                      lambda v: isinstance(v[1], ProgramSnapshot) and isinstance(v[1].meta, dict))
     return None if got is MISS else got
 
