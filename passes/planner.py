@@ -379,10 +379,47 @@ def stage_checks(case, folder, records, outcomes) -> list:
                 "contract", f"after {stage}", r, Verdict.INCONCLUSIVE,
                 f"planner stage {stage} not run on case {case.name} rank {r}: an earlier "
                 "stage raised", details={"stage": stage, "ran": False}))
+        error = next((s["error"] for s in rec["stages"] if s.get("error")), None)
+        if first is not None and last is not first and error is None:
+            out += backend_validity(case, folder, r)
         if first is not None:
-            outcomes.append((r, first, last, next((s["error"] for s in rec["stages"]
-                                                   if s.get("error")), None)))
+            outcomes.append((r, first, last, error))
     return out
+
+
+def backend_validity(case, folder, rank) -> list:
+    """The rank's programs as its process runs them (main and startup, as
+    exported: ``verify/plan/pir_rank.py``) checked as the backend reads them
+    (``verify/checks/collective_validity.py``): rings, roots and peers against
+    the rings the planner made (``plan.json``), one dtype per collective, and a
+    startup that initialises what the main program reads.  The serial
+    program's own defects are inherited (advisory)."""
+    import paddle
+
+    from verify.checks import CheckContext, collective_validity
+    from verify.ir.pir_snapshot import from_pir_programs
+    from verify.plan.pir_rank import load_rank
+    from verify.plan.stages import read_serial
+
+    rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+             .get("rings", {}).items()}
+    where = f"planner on case {case.name} rank {rank}"
+    try:
+        main, startup, names, _ = load_rank(folder / f"rank{rank}")
+        smain, sstartup, snames = read_serial(folder / f"rank{rank}")
+        with paddle.pir_utils.IrGuard():
+            final = from_pir_programs(main, startup, names)
+            serial = from_pir_programs(smain, sstartup, snames)
+    except Exception as exc:
+        from verify.verdicts import failure_line
+
+        return [CheckResult("dataflow", "backend validity", rank, Verdict.INCONCLUSIVE,
+                            f"{where}: the rank's programs could not be read: "
+                            f"{failure_line(exc)}")]
+    ctx = CheckContext(pass_name="planner (the rank's programs as run)", case_name=case.name,
+                       rank=rank, before=serial, after=final, symbols=dict(case.symbols),
+                       rings=rings)
+    return collective_validity.run(ctx)
 
 
 def _key(check) -> str:
@@ -950,7 +987,8 @@ class _run_memo:
 STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks/def_use.py",
                 "verify/checks/shape_check.py", "verify/ir/snapshot.py",
                 "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
-                "verify/checks/placement_coverage.py",
+                "verify/checks/placement_coverage.py", "verify/checks/collective_validity.py",
+                "verify/plan/pir_rank.py", "verify/ir/pir_snapshot.py",
                 # the loader of the project's modules runs on every import they make
                 "verify/bytecode.py")
 

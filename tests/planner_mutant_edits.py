@@ -144,6 +144,15 @@ EDITS = {
         "            send_bwd_job.set_micro_batch_id(backward_micro_batch_id)\n"
         "            # MUTANT: the cool-down's send_backward job is dropped\n\n"
         "            backward_micro_batch_id += 1\n"),
+    # a pipeline's cross-stage send names the sending rank itself as its peer
+    # (the peer is an index in the p2p ring's group): the send waits for ever
+    "send_to_self": (
+        f"{_STATIC}/reshard_funcs/same_status_reshard_func.py",
+        "                    comm_group.id,\n"
+        "                    comm_group.ranks.index(dst),\n",
+        "                    comm_group.id,\n"
+        "                    # MUTANT: the send is addressed to the sending rank\n"
+        "                    comm_group.ranks.index(src),\n"),
 }
 
 

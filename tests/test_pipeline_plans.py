@@ -288,3 +288,27 @@ def test_recv_shape_rule_is_what_the_peer_sends():
     recv.attrs["out_shape"] = [4, 8]
     bad = checked(snaps[1].with_ops(ops))
     assert bad and "recv_v2" in bad[0].message, [c.message for c in bad]
+
+
+def test_a_send_addressed_to_its_own_rank_is_caught_before_any_run(monkeypatch):
+    """The same-status reshard's send names the sender itself as its peer
+    (mutant of the installed module): each rank's programs as run are checked
+    as the backend reads them (``passes/planner.py:backend_validity``), so
+    the send that would wait for ever is NOT_EQUIVALENT naming the op, the
+    ring's group and the rank, with no run needed (``_apply`` runs none)."""
+    app = _apply("planner_pp2", ["send_to_self"], monkeypatch)
+    bad = [c for c in app.checks if c.kind == "dataflow" and c.name == "collective peer"
+           and c.verdict.value == "NOT_EQUIVALENT" and not c.advisory]
+    assert bad, [(c.name, c.verdict.value, c.message[:160]) for c in app.checks]
+    assert bad[0].counterexample["op_type"] == "pd_op.send_v2", bad[0].counterexample
+    assert f"rank {bad[0].rank} itself, which waits for ever" in bad[0].message, bad[0].message
+    assert app.verdict.value == "NOT_EQUIVALENT"
+
+
+def test_the_installed_pipeline_passes_the_backend_checks():
+    """Twin: the installed planner's pipeline programs hold every check of
+    the backend: rings, peers, dtypes and the startup's initialisation."""
+    app = _apply("planner_pp2")
+    got = [c for c in app.checks if c.kind == "dataflow" and c.name == "backend validity"]
+    assert sorted(c.rank for c in got) == [0, 1], [(c.name, c.message[:160]) for c in app.checks]
+    assert all(c.verdict.value == "EQUIVALENT" for c in got)
