@@ -1049,3 +1049,8 @@ RULES.update({
     "pd_op.concat_grad": _pir_concat_grad,
     "pd_op.slice_grad": _pir_slice_grad,
 })
+
+# dist_op.reshard (in the planner's serial and partition stages, whose
+# snapshots hold global shapes): it changes a value's placements, never its
+# global shape; the reshard stage replaces it with collectives on local shapes
+RULES["dist_op.reshard"] = _pir_same("operands", "results")
