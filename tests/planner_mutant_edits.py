@@ -144,6 +144,18 @@ EDITS = {
         "            send_bwd_job.set_micro_batch_id(backward_micro_batch_id)\n"
         "            # MUTANT: the cool-down's send_backward job is dropped\n\n"
         "            backward_micro_batch_id += 1\n"),
+    # the remove stage drops the last parameter's initialisation from each
+    # rank's startup program: the main program reads a parameter no startup
+    # made ("Cannot find ... in scope"), although the serial program runs
+    "remove_drops_startup_param": (
+        f"{_STATIC}/pir_pass.py",
+        "        # 3. dead code elimination\n",
+        "        # MUTANT: the last parameter's initialisation is dropped\n"
+        "        sets = [op for op in startup_program.global_block().ops\n"
+        "                if op.name() == \"builtin.set_parameter\"]\n"
+        "        if sets:\n"
+        "            sets[-1].erase()\n"
+        "        # 3. dead code elimination\n"),
 }
 
 
