@@ -156,6 +156,13 @@ EDITS = {
         "        if sets:\n"
         "            sets[-1].erase()\n"
         "        # 3. dead code elimination\n"),
+    # a cross-mesh reshard's send is addressed to the sending rank itself:
+    # the receiving rank waits for a tensor nobody sends it (a deadlock)
+    "p2p_send_to_itself": (
+        f"{_STATIC}/reshard_funcs/same_status_reshard_func.py",
+        "                    comm_group.ranks.index(dst),\n",
+        "                    # MUTANT: the send is addressed to the sender itself\n"
+        "                    comm_group.ranks.index(src),\n"),
 }
 
 

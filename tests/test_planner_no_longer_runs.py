@@ -84,3 +84,17 @@ def test_an_environment_failure_of_the_ranks_stays_inconclusive(tmp_path):
     assert c.verdict == Verdict.NOT_EQUIVALENT and c.rank == 1
     assert "the rewritten program no longer runs: rank 1, the ranks' steps: " \
            "ranks step 0: rank 1 raised: RuntimeError: boom" in c.message
+
+
+def test_a_send_addressed_to_its_sender_deadlocks_and_no_longer_runs(monkeypatch):
+    """A pipeline whose cross-mesh send is addressed to the sender itself:
+    the ranks wait on receives nobody serves.  The serial program runs, so
+    this is NOT_EQUIVALENT naming the ranks and the ops they wait in."""
+    app = _apply("planner_pp2", ["p2p_send_to_itself"], monkeypatch)
+    assert app.verdict == Verdict.NOT_EQUIVALENT, [c.message for c in app.checks if not c.ok]
+    bad = [c for c in app.checks if c.name == "planner relation"
+           and c.verdict == Verdict.NOT_EQUIVALENT]
+    assert bad and bad[0].details["no_longer_runs"]
+    msg = bad[0].message
+    assert "the rewritten program no longer runs: rank " in msg
+    assert re.search(r"waiting: rank \d+ in pd_op\.recv_v2 \(op \d+, ring \d+\)", msg), msg
