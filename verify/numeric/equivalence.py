@@ -412,7 +412,7 @@ def _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, r
                                        details={"backend": backend, "error": str(exc)}))
             return
         results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
-                                   f"the rewritten program fails where the original runs: "
+                                   f"the rewritten program no longer runs (the original runs): "
                                    f"{str(exc).splitlines()[0]}{why}",
                                    counterexample={"rank": exc.rank,
                                                    "error": str(exc)[:2000], **extra},
