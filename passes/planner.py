@@ -154,7 +154,9 @@ def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
              if c.kind == "numeric" and c.name == "planner relation"}
     holds = bool(whole) and all(v == Verdict.EQUIVALENT for v in whole.values())
     for c in out:
-        if c.details.get("schedule_failure"):  # the whole programs ran: a difference
+        # the job lists cannot run (a schedule that cannot complete, a job that
+        # raises) while the serial program runs
+        if c.details.get("schedule_failure") or c.details.get("no_longer_runs"):
             if holds:
                 c.counterexample["stage"] = "pipeline_scheduler"
                 c.message += ("; the ranks' whole programs run and relate, so the "
