@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from verify.verdicts import CheckResult, Verdict, combine
+from verify.numeric.run_spec import RANKS_FAILURE
 
 from .base import PirPassAdapter
 
@@ -153,7 +154,9 @@ def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
              if c.kind == "numeric" and c.name == "planner relation"}
     holds = bool(whole) and all(v == Verdict.EQUIVALENT for v in whole.values())
     for c in out:
-        if c.details.get("schedule_failure"):  # the whole programs ran: a difference
+        # the job lists cannot run (a schedule that cannot complete, a job that
+        # raises) while the serial program runs
+        if c.details.get("schedule_failure") or c.details.get("no_longer_runs"):
             if holds:
                 c.counterexample["stage"] = "pipeline_scheduler"
                 c.message += ("; the ranks' whole programs run and relate, so the "
@@ -715,11 +718,14 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
                 fn = ("verify.numeric.planner_runs", "run_relation")
             # one budget for the serial run and one per rank: the job runs them all
             got = offload.run_call(*fn, args, where, budgets=1 + len(case.ranks))
-            memo.store(got)
+            if not _ranks_failed(got):  # a failure is run again (it may be the environment's)
+                memo.store(got)
         else:
             notes.append(f"planner relation: the executor runs of these programs, seed and "
                          f"steps were memoized ({memo.path.name}); the comparison ran")
         serial_out, rank_outs = got
+        if _ranks_failed(got):
+            return [no_longer_runs(where, rank_outs[RANKS_FAILURE], folder, seed)]
         from verify.numeric.job_plan_runs import SCHEDULE_FAILURE
 
         if jobs and isinstance(rank_outs, dict) and SCHEDULE_FAILURE in rank_outs:
@@ -758,6 +764,69 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out
+
+
+def _ranks_failed(got) -> bool:
+    """Whether a relation run's answer says its serial side ran and its
+    ranks' side failed (``verify/numeric/run_spec.RANKS_FAILURE``)."""
+    return isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict) \
+        and RANKS_FAILURE in got[1]
+
+
+def no_longer_runs(where, fail, folder, seed) -> CheckResult:
+    """The check of a relation run whose serial program ran and whose ranks
+    failed (``fail``: ``run_spec.ranks_failure``): the rewrite is what no
+    longer runs, NOT_EQUIVALENT naming the rank, the phase and the error
+    (with what the rank's programs lack when the error names a missing
+    variable); INCONCLUSIVE when the failure is the checker's own
+    environment (``verdicts.environment_cause``)."""
+    from verify.verdicts import environment_cause, error_line, failure_line
+
+    error, rank, phase = fail["error"], fail.get("rank"), fail["phase"]
+    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
+    first = first[len(where) + 2:] if first.startswith(where + ": ") else first
+    if environment_cause(error):
+        exc = RuntimeError(error)
+        return CheckResult("numeric", "planner relation", rank, Verdict.INCONCLUSIVE,
+                           f"{where}: the runs did not complete: {failure_line(exc)}",
+                           details={"traceback": error, "phase": phase})
+    lacks = _missing_var_note(folder, rank, error)
+    return CheckResult(
+        "numeric", "planner relation", rank, Verdict.NOT_EQUIVALENT,
+        f"{where}: the rewritten program no longer runs: rank {rank}, {phase}: {first}"
+        f"{lacks}; the serial program runs", counterexample={
+            "rank": rank, "phase": phase, "error": error_line(error), "seed": seed,
+            "first_line": first},
+        details={"traceback": error, "phase": phase, "no_longer_runs": True})
+
+
+def _missing_var_note(folder, rank, error) -> str:
+    """`` (X: a parameter of rank R's main program that its startup program
+    does not initialise)`` when ``error`` says a variable is not found and
+    the rank's programs show why; else ''."""
+    import re
+
+    m = re.search(r"Cannot find (\S+?)\.? in scope", error)
+    if m is None or rank is None:
+        return ""
+    name = m.group(1)
+    try:
+        import paddle
+
+        from verify.ir.pir_snapshot import import_programs
+
+        with paddle.pir_utils.IrGuard():
+            main, startup, _ = import_programs(_exported_rank(folder, rank))
+        reads = {op.attrs()["parameter_name"] for op in main.global_block().ops
+                 if op.name() == "builtin.parameter"}
+        made = {op.attrs()["parameter_name"] for op in startup.global_block().ops
+                if op.name() == "builtin.set_parameter"}
+    except Exception:  # noqa: BLE001 (a note, never a reason to lose the finding)
+        return ""
+    if name in reads and name not in made:
+        return (f" ({name}: a parameter rank {rank}'s main program reads and its startup "
+                "program does not initialise)")
+    return ""
 
 
 def _relation_snapshots(folder, ranks, r0):
@@ -851,7 +920,8 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/pir_runner.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/job_plan_runs.py",
-           "verify/numeric/placements.py", "verify/ir/pir_snapshot.py")
+           "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
+           "verify/numeric/run_spec.py")
 # what decides the relation's value proof: the proof's modules, the op table
 PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
                  "verify/value/paired_form.py",

@@ -144,14 +144,24 @@ EDITS = {
         "            send_bwd_job.set_micro_batch_id(backward_micro_batch_id)\n"
         "            # MUTANT: the cool-down's send_backward job is dropped\n\n"
         "            backward_micro_batch_id += 1\n"),
-    # a pipeline's cross-stage send names the sending rank itself as its peer
-    # (the peer is an index in the p2p ring's group): the send waits for ever
-    "send_to_self": (
+    # the remove stage drops the last parameter's initialisation from each
+    # rank's startup program: the main program reads a parameter no startup
+    # made ("Cannot find ... in scope"), although the serial program runs
+    "remove_drops_startup_param": (
+        f"{_STATIC}/pir_pass.py",
+        "        # 3. dead code elimination\n",
+        "        # MUTANT: the last parameter's initialisation is dropped\n"
+        "        sets = [op for op in startup_program.global_block().ops\n"
+        "                if op.name() == \"builtin.set_parameter\"]\n"
+        "        if sets:\n"
+        "            sets[-1].erase()\n"
+        "        # 3. dead code elimination\n"),
+    # a cross-mesh reshard's send is addressed to the sending rank itself:
+    # the receiving rank waits for a tensor nobody sends it (a deadlock)
+    "p2p_send_to_itself": (
         f"{_STATIC}/reshard_funcs/same_status_reshard_func.py",
-        "                    comm_group.id,\n"
         "                    comm_group.ranks.index(dst),\n",
-        "                    comm_group.id,\n"
-        "                    # MUTANT: the send is addressed to the sending rank\n"
+        "                    # MUTANT: the send is addressed to the sender itself\n"
         "                    comm_group.ranks.index(src),\n"),
 }
 

@@ -296,7 +296,7 @@ def test_a_send_addressed_to_its_own_rank_is_caught_before_any_run(monkeypatch):
     as the backend reads them (``passes/planner.py:backend_validity``), so
     the send that would wait for ever is NOT_EQUIVALENT naming the op, the
     ring's group and the rank, with no run needed (``_apply`` runs none)."""
-    app = _apply("planner_pp2", ["send_to_self"], monkeypatch)
+    app = _apply("planner_pp2", ["p2p_send_to_itself"], monkeypatch)
     bad = [c for c in app.checks if c.kind == "dataflow" and c.name == "collective peer"
            and c.verdict.value == "NOT_EQUIVALENT" and not c.advisory]
     assert bad, [(c.name, c.verdict.value, c.message[:160]) for c in app.checks]

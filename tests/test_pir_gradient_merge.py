@@ -251,3 +251,47 @@ def test_in_region_mutants_reach_the_accumulator_of_a_merged_program():
     app = run_application(adapter, case, numeric=numeric, mutator=(0, mutator))
     assert app.mutation and app.verdict == Verdict.NOT_EQUIVALENT
     assert any(c.kind == "numeric" and c.verdict == Verdict.NOT_EQUIVALENT for c in app.checks)
+
+
+def drop_last_startup_write(main, startup, snap, rank):
+    """The merged startup's last persistable write (an accumulator's zero
+    fill) is dropped: the merged steps read a value nothing made."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        writes = [op for op in startup.global_block().ops
+                  if op.name() == "builtin.shadow_output"]
+        writes[-1].erase()
+    return "the last startup write dropped"
+
+
+def test_a_merged_program_that_no_longer_runs_is_not_equivalent():
+    """The reference runs and the merged program's steps raise: a finding
+    (NOT_EQUIVALENT, "no longer runs"), not INCONCLUSIVE; the checker's
+    environment failing stays INCONCLUSIVE.  (The numeric layer on its own:
+    in an application the dataflow check sees this read before any run.)"""
+    from verify.numeric import micro_steps as ms
+
+    case = cases.all_cases()["pir_gm_sgd_sum_k2"]
+    run = passes.get("grad_merge").apply_local(case, 0)
+    assert not run.error
+    drop_last_startup_write(run.rewritten.main, run.rewritten.startup, None, 0)
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        params = {}
+        for op in run.original.startup.global_block().ops:
+            if op.name() == "builtin.set_parameter":
+                v = op.operand_source(0)
+                params[op.attrs()["parameter_name"]] = np.full(
+                    v.shape, 0.1, dtype=str(v.dtype).replace("paddle.", ""))
+    feeds = [(f.name, list(f.shape), f.dtype) for f in run.original.feeds]
+    got = ms.both_runs(run.original, run.rewritten, params, params, feeds, list(params),
+                       2, 2, 0)
+    assert got["reference"] and "merged" not in got
+    assert "@GRAD@MERGE" in got["merged_error"], got["merged_error"][:400]
+    c = ms.no_longer_runs("micro-step run", 0, got["merged_error"])
+    assert c.verdict == Verdict.NOT_EQUIVALENT and c.counterexample["rank"] == 0
+    assert "the rewritten program no longer runs (the reference runs): " in c.message
+    env = ms.no_longer_runs("micro-step run", 0, "OSError: [Errno 24] Too many open files")
+    assert env.verdict == Verdict.INCONCLUSIVE and "checker environment" in env.message

@@ -129,12 +129,18 @@ def memo_key(backend, specs) -> tuple:
     ``stop_gradient`` flag of the startup program's vars (the rebuilt startup
     clears it), which only ``append_backward`` reads: a startup program has
     no backward, and the executor runs the ops it is given."""
-    return ("legacy_run", backend, _has_gpu(), [
+    key = ("legacy_run", backend, _has_gpu(), [
         (r, s.rank, without_callstack(s.main), without_callstack(s.startup, startup=True),
          sorted(s.params.items(), key=lambda kv: kv[0]),
          [sorted(f.items(), key=lambda kv: kv[0]) for f in s.feeds],
          sorted(s.watch), sorted(s.rings.items()))
         for r, s in sorted(specs.items())])
+    if backend == "simulated":  # a simulator with a test's op override is another run
+        from .simulated_ranks import overrides_key
+
+        if overrides_key():
+            key += (("simulator overrides", overrides_key()),)
+    return key
 
 
 def without_callstack(program_bytes: bytes, startup: bool = False) -> bytes:
@@ -326,7 +332,19 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         results += _clip_off_checks(case, originals, rewrittens, seed, steps, renames,
                                     dead, notes)
     if "simulated" in runs and "ranks" in runs:
-        results += _agreement(case, runs["simulated"], runs["ranks"], originals, steps)
+        programs = {"original": originals, "rewritten": rewrittens}
+
+        def rerun(backend, which, extra_watch):  # the localisation's runs (one rank's names)
+            specs = make_specs(case, programs[which], seed, steps,
+                               *((renames, originals) if which == "rewritten" else ()))
+            for r, sp in specs.items():
+                sp.watch = list(dict.fromkeys(list(sp.watch) + list(extra_watch.get(r, ()))))
+            return _run(backend, specs, f"{backend} run of {case.name} ({which}, every "
+                        "value watched)")
+
+        agree = _agreement(case, runs["simulated"], runs["ranks"], programs, steps, rerun)
+        results += agree
+        distrust_simulator(results, agree)
     # say what was really run: real ranks, or the simulator alone
     witness = "real ranks" if "ranks" in runs else \
         "simulator only" if "simulated" in runs else "nothing ran"
@@ -394,13 +412,13 @@ def _run_and_compare(case, backend, where, originals, rewrittens, seed, steps, r
                                        details={"backend": backend, "error": str(exc)}))
             return
         results.append(CheckResult(KIND, f"{backend} run", exc.rank, Verdict.NOT_EQUIVALENT,
-                                   f"the rewritten program fails where the original runs: "
+                                   f"the rewritten program no longer runs (the original runs): "
                                    f"{str(exc).splitlines()[0]}{why}",
                                    counterexample={"rank": exc.rank,
                                                    "error": str(exc)[:2000], **extra},
                                    details={"backend": backend}))
         return
-    runs[backend] = orig
+    runs[backend] = {"original": orig, "rewritten": rew}  # for the cross-check
     for rank in case.ranks:
         rp_o, rp_r = originals[rank], rewrittens[rank]
         removed = set(_params(rp_o)) - set(_params(rp_r))
@@ -464,20 +482,108 @@ def _clip_off_checks(case, originals, rewrittens, seed, steps, renames, dead, no
         r.details["clip"] = "off"
     return results
 
-def _agreement(case, sim, real, originals, steps) -> list:
-    """The simulator is trusted only where it agrees with real ranks."""
+def _agreement(case, sim, real, programs, steps, rerun=None) -> list:
+    """The simulator is trusted only where it agrees with real ranks: on
+    every rank, the original's runs and the rewritten's runs of the two
+    backends compared (``sim``/``real``: ``{"original"|"rewritten": {rank:
+    RankResult}}``; ``programs``: the same keys, ``{rank: RankProgram}``).
+    Where they part, the check is INCONCLUSIVE naming the first op whose
+    value parts (:func:`first_parting_op`) and both backends' values there."""
     out = []
-    for rank in case.ranks:
-        depth = reduction_depth(originals[rank], case.world_size, steps)
-        diffs = compare_runs(case, rank, real[rank], sim[rank], sim, depth, set())
-        bad = [d for d in diffs if not d.ok]
-        verdict = Verdict.INCONCLUSIVE if bad or not diffs else Verdict.EQUIVALENT
-        msg = (f"simulator and real ranks agree on {len(diffs)} tensors of the original"
-               if verdict == Verdict.EQUIVALENT else
-               f"simulator DISAGREES with real ranks on {len(bad)} tensors "
-               f"(e.g. {bad[0].name} step {bad[0].step}): numeric results untrusted"
-               if bad else "nothing to compare between simulator and ranks")
-        out.append(CheckResult(KIND, "simulator vs ranks", rank, verdict, msg,
-                               details={"backend": "both",
-                                        "tensors": [d.to_dict() for d in diffs]}))
+    for which in ("original", "rewritten"):
+        if which not in sim or which not in real:
+            continue
+        for rank in case.ranks:
+            if rank not in sim[which] or rank not in real[which]:
+                continue
+            depth = reduction_depth(programs["original"][rank], case.world_size, steps)
+            diffs = compare_runs(case, rank, real[which][rank], sim[which][rank],
+                                 sim[which], depth, set())
+            bad = [d for d in diffs if not d.ok]
+            name = "simulator vs ranks" + ("" if which == "original" else " (rewritten)")
+            details = {"backend": "both", "program": which,
+                       "tensors": [d.to_dict() for d in diffs]}
+            if not diffs:
+                out.append(CheckResult(KIND, name, rank, Verdict.INCONCLUSIVE,
+                                       f"nothing to compare between simulator and ranks "
+                                       f"({which} program, rank {rank})", details=details))
+                continue
+            if not bad:
+                out.append(CheckResult(KIND, name, rank, Verdict.EQUIVALENT,
+                                       f"simulator and real ranks agree on {len(diffs)} "
+                                       f"tensors of the {which} program", details=details))
+                continue
+            at = _localise(case, rank, which, programs[which][rank], bad, depth, rerun)
+            out.append(CheckResult(
+                KIND, name, rank, Verdict.INCONCLUSIVE,
+                f"simulator DISAGREES with real ranks on the {which} program, rank {rank} "
+                f"({len(bad)} of {len(diffs)} tensors): first at {_where(at)}: simulator "
+                f"{at['simulator']:.6g} vs real ranks {at['ranks']:.6g}: the simulator's "
+                "numeric results on this rank are untrusted",
+                counterexample={"rank": rank, "program": which, **at}, details=details))
     return out
+
+
+def _where(at) -> str:
+    op = (f"op {at['op_index']} ({at['op_type']})" if at.get("op_index") is not None
+          else "no op of the main program")
+    return f"{op} writing {at['var']}, step {at['step']} index {at['index']}"
+
+
+def last_writers(program) -> dict:
+    """``{var: index of the last op of main's global block writing it}``:
+    a value read after a step is the one its last writer left (an in-place
+    collective overwrites its input)."""
+    out = {}
+    for i, op in enumerate(program.global_block().ops):
+        for n in op.output_arg_names:
+            out[n] = i
+    return out
+
+
+def first_parting_op(program, bad) -> dict:
+    """Of the TensorDiffs ``bad`` (simulator vs real ranks, one rank), the one
+    at the earliest step whose value's last writer comes first in program
+    order: ``{op_index, op_type, var, step, index, simulator, ranks}``."""
+    ops = program.global_block().ops
+    writer = last_writers(program)
+    step = min(d.step for d in bad)
+    first = min((d for d in bad if d.step == step),
+                key=lambda d: (writer.get(d.name, len(ops)), d.name))
+    i = writer.get(first.name)
+    return {"op_index": i, "op_type": ops[i].type if i is not None else None,
+            "var": first.name, "step": step, "index": first.worst_index,
+            "simulator": float(first.candidate), "ranks": float(first.reference)}
+
+
+def _localise(case, rank, which, rp, bad, depth, rerun) -> dict:
+    """:func:`first_parting_op` over every value the rank's main program
+    writes: both backends run once more with all of them watched (only on a
+    disagreement); over the watched values alone when that run fails."""
+    at = first_parting_op(rp.main, bad)
+    if rerun is None:
+        return at
+    extra = {rank: list(last_writers(rp.main))}
+    try:
+        real, sim = rerun("ranks", which, extra), rerun("simulated", which, extra)
+    except Exception as exc:  # noqa: BLE001 (a failed localisation keeps the coarser one)
+        at["localised"] = f"over the watched values only ({failure_line(exc)})"
+        return at
+    diffs = compare_runs(case, rank, real[rank], sim[rank], sim, depth, set())
+    more = [d for d in diffs if not d.ok]
+    if more:
+        at = first_parting_op(rp.main, more)
+        at["localised"] = "over every value the program writes"
+    return at
+
+
+def distrust_simulator(results, agreement) -> None:
+    """A simulated result of a rank on which the simulator and real ranks
+    disagree (``agreement``) no longer decides: it becomes advisory, saying
+    why; the real ranks' results and the INCONCLUSIVE cross-check decide."""
+    parted = {c.rank for c in agreement if c.verdict == Verdict.INCONCLUSIVE and c.counterexample}
+    for r in results:
+        if r.rank in parted and r.details.get("backend") == "simulated" and not r.advisory:
+            r.advisory = True
+            r.message += (f" [untrusted: the simulator disagrees with real ranks on rank "
+                          f"{r.rank}; see 'simulator vs ranks']")

@@ -406,7 +406,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     ``params`` (the whole program's names the relation compares)."""
     from .merged_relation import _run_serial
     from .pir_ranks import serial_interpreter
-    from .planner_runs import assembled_states
+    from .planner_runs import serial_then_ranks
 
     import paddle
 
@@ -414,13 +414,18 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     for r, d in ranks.items():
         m = watch_map(d["whole"], d["programs"], d.get("loss"), list(d.get("param_names", ())))
         specs[r] = {**d, "map": m}
-    sstates = assembled_states({r: {"exported": d["whole"], "params": d["params"],
-                                    "states": d.get("states")} for r, d in ranks.items()},
-                               state_placements, state_shapes, seed)
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
-        serial_out = _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
-                                 grads, loss, seed, list(params))
-    try:
-        return serial_out, run_job_plans(specs, rings, k, cycles, where, seed)
-    except ScheduleError as exc:  # data, not an exception: it crosses the worker boundary
-        return serial_out, {SCHEDULE_FAILURE: {"rank": exc.rank, "error": str(exc)}}
+
+    def run_serial(sstates):
+        with paddle.pir_utils.IrGuard(), serial_interpreter():
+            return _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
+                               grads, loss, seed, list(params))
+
+    def run_ranks():
+        try:
+            return run_job_plans(specs, rings, k, cycles, where, seed)
+        except ScheduleError as exc:  # data, not an exception: it crosses the worker boundary
+            return {SCHEDULE_FAILURE: {"rank": exc.rank, "error": str(exc)}}
+
+    return serial_then_ranks({r: {"exported": d["whole"], "params": d["params"],
+                                  "states": d.get("states")} for r, d in ranks.items()},
+                             state_placements, state_shapes, seed, run_serial, run_ranks)

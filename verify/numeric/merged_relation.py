@@ -199,17 +199,17 @@ def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, 
     ``planner_runs.run_relation``'s, their feeds one dict per micro-step
     (``cycles * k``)."""
     from .pir_ranks import serial_interpreter
-    from .planner_runs import assembled_states
+    from .planner_runs import serial_then_ranks
 
     import paddle
 
-    sstates = assembled_states(ranks, state_placements, state_shapes, seed)
     with paddle.pir_utils.IrGuard(), serial_interpreter():
-        serial_out = _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
-                                 grads, loss, seed, list(params))
-        rank_outs = _run_ranks(ranks, rings, k, cycles, where, rank_losses or {}, seed,
-                               rank_params or {})
-    return serial_out, rank_outs
+        return serial_then_ranks(
+            ranks, state_placements, state_shapes, seed,
+            lambda sstates: _run_serial(serial, {**sstates, **serial["params"]}, k, avg,
+                                        cycles, grads, loss, seed, list(params)),
+            lambda: _run_ranks(ranks, rings, k, cycles, where, rank_losses or {}, seed,
+                               rank_params or {}))
 
 
 def _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_params=()):

@@ -46,14 +46,17 @@ A second optimizer step (``cycles`` = 2) also catches an accumulator not
 zeroed after the update.
 
 Runs go to an isolation worker (``verify/numeric/offload.py``), so an
-executor crash is INCONCLUSIVE, never the end of the run.  The witness is
+executor crash is INCONCLUSIVE, never the end of the run.  A merged program
+whose steps raise where the reference's ran is NOT_EQUIVALENT ("the
+rewritten program no longer runs"), unless the checker's own environment
+failed.  The witness is
 Paddle's executor in one process (no real ranks), and the checks say so.
 """
 from __future__ import annotations
 
 import traceback
 
-from verify.verdicts import CheckResult, Verdict
+from verify.verdicts import CheckResult, Verdict, environment_cause, failure_line
 
 from .compare import compare
 from .inputs import (describe_init_changes, feed_value, init_changes, initial_params,
@@ -91,12 +94,30 @@ def run_rebuilt(blob, rank, params, feeds, watch, k, cycles, seed, merged_params
         run = adapter.apply_local(case, rank)
     if run.error:
         raise RuntimeError(f"the pass raised when re-applied: {run.error}")
-    ref = _run(run.original.main, run.original.startup, params, feeds, watch, k,
-               cycles, seed, merged=False)
-    got = _run(run.rewritten.main, run.rewritten.startup,
-               params if merged_params is None else merged_params, feeds, watch, k,
-               cycles, seed, merged=True)
-    return {"reference": ref, "merged": got, "applied": applied}
+    return {**both_runs(run.original, run.rewritten, params,
+                        params if merged_params is None else merged_params, feeds, watch, k,
+                        cycles, seed), "applied": applied}
+
+
+class MergedRunError(RuntimeError):
+    """The merged program's steps raised (the executor on its startup or
+    its jobs), the job split having succeeded."""
+
+
+def both_runs(original, rewritten, params, merged_params, feeds, watch, k, cycles,
+              seed) -> dict:
+    """``{"reference": ..., "merged": ...}`` of the two programs; where the
+    reference ran and the merged steps raised, ``{"reference": ...,
+    "merged_error": message and traceback}`` instead (data: it crosses the
+    worker boundary saying that the reference ran)."""
+    ref = _run(original.main, original.startup, params, feeds, watch, k, cycles, seed,
+               merged=False)
+    try:
+        got = _run(rewritten.main, rewritten.startup, merged_params, feeds, watch, k,
+                   cycles, seed, merged=True)
+    except MergedRunError as exc:
+        return {"reference": ref, "merged_error": str(exc)}
+    return {"reference": ref, "merged": got}
 
 
 def _micro_feed(seed, feeds, i):
@@ -125,6 +146,11 @@ def _run(main, startup, params, feeds, watch, k, cycles, seed, merged):
         try:
             _steps(exe, scope, main, startup, params, feeds, k, cycles, seed, merged, read,
                    results, accumulate if merged else None, optimize if merged else None)
+        except Exception as exc:
+            if not merged:
+                raise
+            raise MergedRunError(f"{type(exc).__name__}: {exc}\n"
+                                 + traceback.format_exc()) from exc
         finally:
             paddle.set_flags({flag: saved})
     return results
@@ -208,11 +234,8 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
         watch = state_names(o.before)
         try:
             if live:
-                ro, rr = o.run.original, o.run.rewritten
-                got = {"reference": _run(ro.main, ro.startup, params, feeds, watch, k, cycles,
-                                         seed, merged=False),
-                       "merged": _run(rr.main, rr.startup, merged_params, feeds, watch, k,
-                                      cycles, seed, merged=True)}
+                got = both_runs(o.run.original, o.run.rewritten, params, merged_params,
+                                feeds, watch, k, cycles, seed)
             else:
                 got = offload.run_call(
                     "verify.numeric.micro_steps", "run_rebuilt",
@@ -231,6 +254,9 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
                 f"{where}: did not run: {(str(exc).strip().splitlines() or [''])[-1][:300]}",
                 details={"traceback": traceback.format_exc()}))
             continue
+        if "merged_error" in got:
+            results.append(no_longer_runs(where, o.rank, got["merged_error"]))
+            continue
         results.append(judge(where, o.rank, got["reference"], got["merged"], watch, k,
                              changed))
     for r in results:
@@ -239,6 +265,20 @@ def micro_step_checks(adapter, case, outcomes, k: int, reduction: str, avg: bool
         if "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
             r.message += " [Paddle's executor in one process: real ranks did not run this case]"
     return results
+
+
+def no_longer_runs(where, rank, error) -> CheckResult:
+    """The reference ran and the merged program's steps raised ``error``:
+    NOT_EQUIVALENT, unless the checker's environment failed (INCONCLUSIVE)."""
+    if environment_cause(error):
+        return CheckResult(KIND, NAME, rank, Verdict.INCONCLUSIVE,
+                           f"{where}: did not run: {failure_line(RuntimeError(error))}",
+                           details={"traceback": error})
+    return CheckResult(KIND, NAME, rank, Verdict.NOT_EQUIVALENT,
+                       f"{where}: the rewritten program no longer runs (the reference runs): "
+                       f"{(error.strip().splitlines() or ['unknown error'])[0][:400]}",
+                       counterexample={"rank": rank, "error": error[:2000]},
+                       details={"traceback": error})
 
 
 def judge(where, rank, reference, merged, watch, k, changed_inits=()) -> CheckResult:

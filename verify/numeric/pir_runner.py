@@ -408,7 +408,7 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 continue
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.NOT_EQUIVALENT,
-                f"{where} rank {o.rank}: the rewritten program fails where the original runs: "
+                f"{where} rank {o.rank}: the rewritten program no longer runs (the original runs): "
                 f"{_why(exc)}",
                 counterexample={"rank": o.rank, "error": str(exc)[:2000]},
                 details={"backend": backend}))

@@ -29,6 +29,7 @@ from verify.verdicts import CheckResult, Verdict
 from .compare import compare
 from .divergence import first_divergent_op, serial_counterparts  # noqa: F401 (re-exported)
 from .inputs import feed_value, param_value
+from .run_spec import BackendError, caught_ranks_failure
 
 KIND = "numeric"
 
@@ -76,11 +77,46 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     TP mesh, the parameter's TP piece not yet split over ``dp`` (the planned
     startup is not resharded when the planner runs without
     ``Engine._initialize``) gives its slice, on both sides."""
-    sstates = assembled_states(ranks, state_placements, state_shapes, seed)
-    serial_out = run_serial_exported(serial, {**sstates, **serial["params"]},
-                                     serial["feeds"], serial["watch"], steps, seed)
-    rank_outs = run_ranks_in_waves(ranks, rings, steps, where, seed)
-    return serial_out, rank_outs
+    return serial_then_ranks(
+        ranks, state_placements, state_shapes, seed,
+        lambda sstates: run_serial_exported(serial, {**sstates, **serial["params"]},
+                                            serial["feeds"], serial["watch"], steps, seed),
+        lambda: run_ranks_in_waves(ranks, rings, steps, where, seed))
+
+
+def serial_then_ranks(ranks, state_placements, state_shapes, seed, run_serial, run_ranks):
+    """``(serial outputs, {rank: outputs})``: the ranks' startup states
+    assembled (:func:`assembled_states`), ``run_serial(states)``, then
+    ``run_ranks()``.  Where the serial side ran and the ranks' side failed
+    (a rank's startup or step raised, the schedule cannot complete: not a
+    limit of the runner), the ranks' outputs are ``{RANKS_FAILURE: ...}``
+    saying so (:func:`ranks_failure`); a rank's startup failing, the serial
+    program runs on its own startup's states instead.  A failure of the
+    serial side propagates: the original does not run."""
+    try:
+        sstates = assembled_states(ranks, state_placements, state_shapes, seed)
+    except RankStartupError as exc:
+        return run_serial({}), ranks_failure(exc, "the ranks' startup programs")
+    serial_out = run_serial(sstates)
+    try:
+        return serial_out, run_ranks()
+    except Exception as exc:
+        if not caught_ranks_failure(exc):
+            raise
+        return serial_out, ranks_failure(exc, "the ranks' steps")
+
+
+class RankStartupError(BackendError):
+    """A rank's startup program raised (the rank is named): the planned
+    program fails, not the checker (``run_spec.RANKS_FAILURE``)."""
+
+
+def ranks_failure(exc, phase) -> dict:
+    """``{RANKS_FAILURE: ...}``, the ranks' outputs of a relation run whose
+    serial side ran and whose ranks failed (``run_spec.ranks_failure``)."""
+    from .run_spec import RANKS_FAILURE, ranks_failure as failure
+
+    return {RANKS_FAILURE: failure(exc, phase)}
 
 
 def assembled_states(ranks, state_placements, state_shapes=None, seed: int = 0) -> dict:
@@ -90,7 +126,14 @@ def assembled_states(ranks, state_placements, state_shapes=None, seed: int = 0) 
     ``ranks[r]["params"]`` too (see :func:`run_relation`)."""
     from .placements import assemble_global, piece_from_coarser
 
-    states = {r: startup_states(d["exported"], seed) for r, d in ranks.items()}
+    states = {}
+    for r, d in ranks.items():
+        try:
+            states[r] = startup_states(d["exported"], seed)
+        except Exception as exc:  # the executor on the rank's startup program
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise RankStartupError(f"rank {r}'s startup program raised: "
+                                   f"{type(exc).__name__}: {first}", r) from exc
     for r, st in states.items():
         for n, v in list(st.items()):
             local = list((state_shapes or {}).get(r, {}).get(n, v.shape))

@@ -72,3 +72,29 @@ class ScheduleError(BackendError):
     reading a value no earlier job stored.  Unlike a crash this is a fact
     about the programs: a differential caller whose original ran may call
     it a difference."""
+
+
+# A relation run whose serial (original) side ran and whose ranks' side
+# failed returns ``(serial outputs, {RANKS_FAILURE: ranks_failure(...)})``:
+# data, not an exception, so that it crosses the worker boundary saying that
+# the original ran (``passes/planner.py`` makes it a finding).
+RANKS_FAILURE = "ranks_failure"
+
+
+def ranks_failure(exc: BaseException, phase: str) -> dict:
+    """``{"rank", "phase", "error"}`` of the ranks' failure ``exc`` during
+    ``phase`` (the ranks' startup programs, their steps, their job lists);
+    ``error``: the message, then the traceback."""
+    import traceback
+
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = str(exc)
+    return {"rank": getattr(exc, "rank", None), "phase": phase,
+            "error": (text if text.strip() else type(exc).__name__) + "\n" + tb}
+
+
+def caught_ranks_failure(exc: BaseException) -> bool:
+    """Whether a failure of the ranks' side is theirs to answer for (a rank
+    raised, the schedule cannot complete), not a limit of the runner
+    (:class:`UnsupportedJob`) nor a fault of the checker outside the runs."""
+    return isinstance(exc, BackendError) and not isinstance(exc, UnsupportedJob)

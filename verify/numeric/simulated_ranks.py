@@ -31,6 +31,41 @@ from .run_spec import BackendError, RankResult, ScheduleError
 
 from verify.ir.collectives import COLLECTIVES, REDUCE_TYPES, communicates  # noqa: E402
 
+# TEST HOOK, never set by the suite: ``{op type: perform}`` replaces the
+# simulator's reading of one collective op type, ``perform(kind, xs, colls,
+# group) -> [out per member]`` (``xs``: the members' inputs, group order).
+# It stands for a simulator whose reading of an op differs from Paddle's
+# kernel, so a test can show that the cross-check against real ranks
+# (``equivalence._agreement``) catches it; install it with :func:`overridden`.
+OP_OVERRIDES: dict = {}
+
+
+class overridden:
+    """``with overridden(op_type, perform):`` the simulator reads ``op_type``
+    with ``perform`` (see ``OP_OVERRIDES``; in this process only: a test
+    runs the simulator in process, isolation off)."""
+
+    def __init__(self, op_type: str, perform):
+        self.op_type, self.perform = op_type, perform
+
+    def __enter__(self):
+        self.saved = OP_OVERRIDES.get(self.op_type)
+        OP_OVERRIDES[self.op_type] = self.perform
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            OP_OVERRIDES.pop(self.op_type, None)
+        else:
+            OP_OVERRIDES[self.op_type] = self.saved
+
+
+def overrides_key() -> tuple:
+    """What the installed overrides are, for the run memo's key (a run with
+    an override is another run)."""
+    return tuple(sorted((t, f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', f)}")
+                        for t, f in OP_OVERRIDES.items()))
+
 
 class _Coll:
     def __init__(self, op, index):
@@ -269,6 +304,11 @@ def _perform(group, colls, states, where):
                                "which holds no value", m)
         xs.append(x)
     n = len(group)
+    override = OP_OVERRIDES.get(colls[0].type)
+    if override is not None:  # the test hook above
+        for m, c, out in zip(group, colls, override(kind, xs, colls, group)):
+            states[m].set(c.out, out)
+        return
     if kind == "broadcast" or kind in _ROOTED_REDUCTIONS:
         roots = {m: c.root for m, c in zip(group, colls)}
         if len(set(roots.values())) > 1:
