@@ -98,3 +98,14 @@ def test_a_send_addressed_to_its_sender_deadlocks_and_no_longer_runs(monkeypatch
     msg = bad[0].message
     assert "the rewritten program no longer runs: rank " in msg
     assert re.search(r"waiting: rank \d+ in pd_op\.recv_v2 \(op \d+, ring \d+\)", msg), msg
+
+
+def test_a_rank_startup_without_a_parameter_is_caught_before_any_run(monkeypatch):
+    """The same mutant, read statically: each rank's programs as run are
+    checked as the backend reads them (``passes/planner.py:backend_validity``):
+    the main program reads ``linear_1.b_0``, which no startup op stores."""
+    app = _apply("planner_tp2", ["remove_drops_startup_param"], monkeypatch)
+    got = [c for c in app.checks if c.kind == "dataflow" and c.name == "startup init"
+           and c.verdict == Verdict.NOT_EQUIVALENT and not c.advisory]
+    assert sorted(c.rank for c in got) == [0, 1], [c.message[:200] for c in app.checks]
+    assert all(c.counterexample["var"] == "linear_1.b_0" for c in got), got[0].counterexample
