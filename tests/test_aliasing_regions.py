@@ -262,3 +262,22 @@ def test_legacy_inplace_write_of_the_read_name_is_already_read():
     res = prove_application("legacy", [0], {}, {0: before}, {0: out_of_place},
                             {0: ["e"]})[0]
     assert res.verdict == Verdict.EQUIVALENT, res.message
+
+
+def test_nested_value_names_travel_with_an_exported_program():
+    """The isolation workers' transport (export/import) keeps the names of the
+    values inside the branches: an imported program with ``if`` is the one
+    exported, not a changed one."""
+    import paddle
+
+    from verify.ir.pir_snapshot import export_programs, import_programs
+
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            _with_if()
+        names = value_names(main)
+        before = from_pir_programs(main, startup, names)
+        main2, startup2, names2 = import_programs(export_programs(main, startup, names))
+        after = from_pir_programs(main2, startup2, names2)
+    assert not changed(before, after), [o.render() for o in after.ops]

@@ -38,8 +38,8 @@ The form
   "outputs", "attrs"}]}``, recursively (values inside are named in the one
   table, right after their region op's results; block arguments
   ``%arg<depth>.<block>.<j>``), so a changed branch is a changed op; the
-  value proof refuses such ops (it has no execution of regions).  A constant operand, one defined by ``pd_op.full_int_array``
-  (``value``) or ``pd_op.full`` (``value``), is also recorded in its
+  value proof refuses such ops (it has no execution of regions).  A
+  constant operand, one defined by ``pd_op.full_int_array`` (``value``) or ``pd_op.full`` (``value``), is also recorded in its
   consumer's attrs as ``<slot>@value`` (the reshape target of
   ``pd_op.reshape``, the axes of ``pd_op.mean``): rules see attrs, not other
   ops.
@@ -160,6 +160,16 @@ def _nested_blocks(op) -> list:
         return list(op.blocks()) if op.num_regions() else []
     except Exception:
         return []
+
+
+def _nested_ops(ops):
+    """The ops inside the nested blocks of ``ops``, in the order
+    :meth:`Names.assign` names them (each block's, depth first)."""
+    for op in ops:
+        for block in _nested_blocks(op):
+            for inner in block.ops:
+                yield inner
+                yield from _nested_ops([inner])
 
 
 def _is_null(value) -> bool:
@@ -505,6 +515,8 @@ def export_programs(main, startup, names: Names) -> dict:
     names.assign(main)
     out = {"names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
                      for op in main.global_block().ops], "counter": names.counter,
+           "nested_names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
+                            for op in _nested_ops(main.global_block().ops)],
            "attrs": [_scalar_attrs(op) for op in main.global_block().ops],
            "kwargs": block_kwarg_uses(main)}
     with tempfile.TemporaryDirectory() as d:
@@ -539,6 +551,14 @@ def import_programs(data: dict):
     if len(ops) != len(data["names"]):
         raise ValueError(f"deserialized main has {len(ops)} ops, {len(data['names'])} sent")
     for op, per_op in zip(ops, data["names"]):
+        for i, n in enumerate(per_op):
+            if n is not None and i < op.num_results():
+                names.table[(op.id(), i)] = n
+    nested = list(_nested_ops(ops))
+    if len(nested) != len(data.get("nested_names") or []):
+        raise ValueError(f"deserialized main has {len(nested)} ops in nested blocks, "
+                         f"{len(data.get('nested_names') or [])} sent")
+    for op, per_op in zip(nested, data.get("nested_names") or []):
         for i, n in enumerate(per_op):
             if n is not None and i < op.num_results():
                 names.table[(op.id(), i)] = n
