@@ -281,3 +281,35 @@ def test_nested_value_names_travel_with_an_exported_program():
         main2, startup2, names2 = import_programs(export_programs(main, startup, names))
         after = from_pir_programs(main2, startup2, names2)
     assert not changed(before, after), [o.render() for o in after.ops]
+
+
+def test_a_value_only_a_branch_reads_is_a_read_def_use_sees():
+    """The branches read c = relu(x) from outside: the if op reads it (slot
+    ``region@reads``), so a rewrite that deletes relu is caught by
+    def-before-use naming the if op; the original has no such read."""
+    import paddle
+
+    from verify.checks import CheckContext
+    from verify.checks.def_use import run as def_use
+
+    def build():
+        x = paddle.static.data("x", [4], "float32")
+        p = paddle.static.data("p", [1], "bool")
+        c = paddle.nn.functional.relu(x)
+        return paddle.static.nn.cond(p, lambda: c * 2, lambda: c + 1)
+
+    before, _, _, _ = _pir(build)
+    (relu,) = before.ops_of_type("pd_op.relu")
+    (if_op,) = before.ops_of_type("pd_op.if")
+    c = relu.outputs["out"][0]
+    assert if_op.inputs["region@reads"] == [c]
+    after = before.with_ops([o for o in before.ops if o is not relu])
+
+    def check(snap):
+        return def_use(CheckContext("t", "t", 0, before, snap))
+
+    (bad,) = check(after)
+    assert bad.verdict == Verdict.NOT_EQUIVALENT, bad.message
+    assert bad.counterexample["op_type"] == "pd_op.if" and bad.counterexample["var"] == c
+    (ok,) = check(before)
+    assert ok.verdict == Verdict.EQUIVALENT, ok.message

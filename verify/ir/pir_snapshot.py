@@ -38,7 +38,9 @@ The form
   "outputs", "attrs"}]}``, recursively (values inside are named in the one
   table, right after their region op's results; block arguments
   ``%arg<depth>.<block>.<j>``), so a changed branch is a changed op; the
-  value proof refuses such ops (it has no execution of regions).  A
+  value proof refuses such ops (it has no execution of regions).  The
+  values its blocks read from outside are its inputs in the synthetic slot
+  ``region@reads`` (def-before-use and reaching definitions see them).  A
   constant operand, one defined by ``pd_op.full_int_array`` (``value``) or ``pd_op.full`` (``value``), is also recorded in its
   consumer's attrs as ``<slot>@value`` (the reshape target of
   ``pd_op.reshape``, the axes of ``pd_op.mean``): rules see attrs, not other
@@ -84,6 +86,9 @@ from verify.ir.snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
 # op_dist_attr: the raw text of what ``dist_attr`` records structured
 _NOISE_ATTRS = {"op_callstack", "op_dist_attr"}
 CONSTANT_OPS = {"pd_op.full_int_array", "pd_op.full"}
+# the synthetic input slot of an op with regions: the values defined outside
+# that its blocks' ops read (a branch reading %c reads it at the if op)
+REGION_READS = "region@reads"
 
 
 class Names:
@@ -403,7 +408,7 @@ def _block_records(block_ops, ctx, args: list, depth: int) -> list:
         if blocks:
             # each block's ops, recursively: a changed branch or loop body
             # is a changed op (identity, diffs, fingerprints see it)
-            recs = []
+            recs, captured = [], []
             for bi, b in enumerate(blocks):
                 try:
                     bargs = list(b.args())
@@ -414,7 +419,12 @@ def _block_records(block_ops, ctx, args: list, depth: int) -> list:
                 inner = _block_records(b.ops, ctx, args + list(zip(bargs, arg_names)),
                                        depth + 1)
                 recs.append({"args": arg_names, "ops": [_nested_record(o) for o in inner]})
+                inside = set(arg_names) | {n for o in inner for n in o.writes()}
+                captured += [n for o in inner for n in o.reads()
+                             if n not in inside and n not in captured]
             attrs["blocks"] = recs
+            if captured:  # what the blocks read from outside: def-use sees those reads
+                inputs[REGION_READS] = captured
             if top:
                 meta.setdefault("nested_blocks", []).append(
                     {"program": "startup" if startup else "main", "op_index": idx,
