@@ -239,14 +239,6 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                                      "not_proved": verdict != Verdict.EQUIVALENT, **details})
                 for r in ranks]
 
-    regions = _region_ops({"serial": serial_snap}, rank_snaps)
-    if regions:  # one SSA execution has no branches or loops
-        return every(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested blocks "
-                     "(a branch or loop body); the symbolic execution runs no regions",
-                     reason="nested regions", region_ops=regions)
-    # a read after an in-place write reads the write (verify/ir/inplace.py)
-    serial_snap = resolved(serial_snap)
-    rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     if max_inputs is None:
         max_inputs = input_limit()
     size = input_elements(serial_rel)
@@ -256,6 +248,14 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                      f"proof's {max_inputs} (--value-relation-inputs; the real-model plans "
                      "spend the work budget cold and leave values unproved: "
                      "benchmarks/README.md)", reason="over budget (inputs)")
+    regions = _region_ops({"serial": serial_snap}, rank_snaps)
+    if regions:  # one SSA execution has no branches or loops
+        return every(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested blocks "
+                     "(a branch or loop body); the symbolic execution runs no regions",
+                     reason="nested regions", region_ops=regions)
+    # a read after an in-place write reads the write (verify/ir/inplace.py)
+    serial_snap = resolved(serial_snap)
+    rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     with _cpu_limit(hang_guard_s):
         return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
                       final_ops, rings, budget_settings(), start)
