@@ -207,7 +207,11 @@ def test_nested_blocks_are_noted_and_control_flow_is_read_safely():
             paddle.static.nn.cond(p, lambda: x * 2, lambda: x + 1)
         s = from_pir_programs(main, startup, value_names(main))
     (op,) = s.ops_of_type("pd_op.if")
-    assert op.inputs == {"operands": ["p"]} and op.attrs["blocks"] == [3, 3]
+    # the operand, and what the branches read from outside (def-use sees it)
+    assert op.inputs == {"operands": ["p"], "region@reads": ["x"]}
+    # each branch's ops are recorded (tests/test_aliasing_regions.py)
+    assert [[o["type"] for o in b["ops"]] for b in op.attrs["blocks"]] == \
+        [["pd_op.full", "pd_op.scale", "cf.yield"]] * 2
     assert s.meta["nested_blocks"] == [{"program": "main", "op_index": op.idx,
                                         "op_type": "pd_op.if", "ops": [3, 3]}]
     assert all("blocks" not in o.attrs for o in s.ops if o is not op)

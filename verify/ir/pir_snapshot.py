@@ -32,10 +32,16 @@ The form
 * **Attrs**: ``op.attrs()`` made plain (dtypes and places as strings),
   ``op_callstack`` dropped; ``chunk_id`` = ``op.chunk_id``; ``op_role`` as
   Paddle stores it (-1 when unset); ``dist_attr`` (process mesh shape and
-  ids, operand/result placements as strings) when the op has one; nested
-  blocks as ``blocks`` = their op counts (their ops are not snapshotted: a
-  known limit).  A constant operand, one defined by ``pd_op.full_int_array``
-  (``value``) or ``pd_op.full`` (``value``), is also recorded in its
+  ids, operand/result placements as strings) when the op has one; an op
+  with regions (``pd_op.if``, ``pd_op.while``) has ``blocks``: per nested
+  block ``{"args": [block argument names], "ops": [{"type", "inputs",
+  "outputs", "attrs"}]}``, recursively (values inside are named in the one
+  table, right after their region op's results; block arguments
+  ``%arg<depth>.<block>.<j>``), so a changed branch is a changed op; the
+  value proof refuses such ops (it has no execution of regions).  The
+  values its blocks read from outside are its inputs in the synthetic slot
+  ``region@reads`` (def-before-use and reaching definitions see them).  A
+  constant operand, one defined by ``pd_op.full_int_array`` (``value``) or ``pd_op.full`` (``value``), is also recorded in its
   consumer's attrs as ``<slot>@value`` (the reshape target of
   ``pd_op.reshape``, the axes of ``pd_op.mean``): rules see attrs, not other
   ops.
@@ -52,6 +58,13 @@ The form
   ``meta["dist_values"]`` (``{"dist_attr": text, "local_shape": [...]}``;
   ``Var.shape`` is the global shape).
 * ``feeds``: the ``pd_op.data`` names; ``meta["ir"] = "pir"``.
+* **In-place writes.**  ``meta["inplace"]`` (``meta["startup_inplace"]``):
+  ``{result name: operand name}`` of every result an op writes into one of
+  its operands' buffer, from Paddle's op info (``get_op_inplace_info``):
+  ``%d = pd_op.scale_(%c)`` is ``{"%d": "%c"}``.  The ops keep the literal
+  operands (what the program says; the gradient merge's race contract reads
+  them); a later read of ``%c`` reads the written buffer, which
+  ``verify.ir.inplace.resolved`` makes explicit for the value proof.
 * A keyword block argument (``block.add_kwarg``: a persistable read by name
   from the scope, such as the gradient merge's ``w@GRAD@MERGE``) is named by
   its keyword, declared persistable, and listed in ``meta["block_kwargs"]``.
@@ -73,6 +86,9 @@ from verify.ir.snapshot import Op, ProgramSnapshot, Var, _dtype_name, _plain
 # op_dist_attr: the raw text of what ``dist_attr`` records structured
 _NOISE_ATTRS = {"op_callstack", "op_dist_attr"}
 CONSTANT_OPS = {"pd_op.full_int_array", "pd_op.full"}
+# the synthetic input slot of an op with regions: the values defined outside
+# that its blocks' ops read (a branch reading %c reads it at the if op)
+REGION_READS = "region@reads"
 
 
 class Names:
@@ -93,8 +109,14 @@ class Names:
 
     def assign(self, program) -> "Names":
         """Name every result of ``program``'s global block not named yet,
-        in program order (parameters and data by their own names)."""
-        for op in program.global_block().ops:
+        in program order (parameters and data by their own names); the
+        results of the ops of an op's nested blocks (``pd_op.if`` branches,
+        a ``pd_op.while`` body) right after that op's own."""
+        self._assign_ops(program.global_block().ops)
+        return self
+
+    def _assign_ops(self, ops) -> None:
+        for op in ops:
             attrs = None  # read only when a result needs a name (op.attrs() is costly)
             for i, v in enumerate(op.results()):
                 k = (op.id(), i)
@@ -109,14 +131,20 @@ class Names:
                 else:
                     self.table[k] = f"{self.prefix}{self.counter}"
                     self.counter += 1
-        return self
+            for block in _nested_blocks(op):
+                self._assign_ops(block.ops)
 
     def carried(self, original_program, clone_program) -> "Names":
         """The table for ``clone_program`` (``original_program.clone()``,
         not rewritten yet): op i of the clone gets op i's names."""
         out = Names(self.prefix)
         out.counter = self.counter
-        a, b = original_program.global_block().ops, clone_program.global_block().ops
+        self._carry(out, original_program.global_block().ops,
+                    clone_program.global_block().ops)
+        return out
+
+    def _carry(self, out, a, b) -> None:
+        """Op i of ``b`` (and of each of its nested blocks) gets op i's names."""
         if len(a) != len(b):
             raise ValueError(f"clone has {len(b)} ops, the original {len(a)}")
         for oa, ob in zip(a, b):
@@ -126,7 +154,27 @@ class Names:
                 name = self.table.get((oa.id(), i))
                 if name is not None:
                     out.table[(ob.id(), i)] = name
-        return out
+            for ba, bb in zip(_nested_blocks(oa), _nested_blocks(ob)):
+                self._carry(out, ba.ops, bb.ops)
+
+
+def _nested_blocks(op) -> list:
+    """The blocks of ``op``'s regions (``op.blocks()`` is a lazy, always
+    truthy sequence: listed), none when it has no region."""
+    try:
+        return list(op.blocks()) if op.num_regions() else []
+    except Exception:
+        return []
+
+
+def _nested_ops(ops):
+    """The ops inside the nested blocks of ``ops``, in the order
+    :meth:`Names.assign` names them (each block's, depth first)."""
+    for op in ops:
+        for block in _nested_blocks(op):
+            for inner in block.ops:
+                yield inner
+                yield from _nested_ops([inner])
 
 
 def _is_null(value) -> bool:
@@ -227,10 +275,61 @@ def _constant(op, attrs):
 
 
 def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> list:
+    """The Ops of ``program``'s global block (nested blocks inside their op's
+    ``blocks`` attr); records each in-place write in ``meta``."""
+    ctx = {"names": names, "vars": vars_, "meta": meta, "startup": startup,
+           "kwargs": _block_kwargs(program), "const_of": {}}
+    return _block_records(program.global_block().ops, ctx, args=[], depth=0)
+
+
+def _operand_name(src, ctx, args, i, idx):
+    """An operand's name: its value's, a keyword block argument's, an
+    enclosing block argument's (innermost first), else a placeholder."""
+    nm = ctx["names"].name(src)
+    if nm is None:
+        nm = _kwarg_name(src, ctx["kwargs"], ctx["vars"], ctx["meta"])
+    if nm is None:
+        for value, arg_name in reversed(args):
+            try:
+                if src.is_same(value):
+                    nm = arg_name
+                    break
+            except Exception:
+                pass
+    return nm if nm is not None else f"<unnamed operand {i} of op {idx}>"
+
+
+def inplace_pairs(op) -> dict:
+    """``{result index: operand index}`` of the results an op writes into
+    one of its operands' buffer (Paddle's own op info: ``scale_`` {0: 0},
+    ``sgd_`` {0: 0, 1: 3}); ``{}`` for an op without the op-info interface
+    (asking those may crash 3.3.1, see :func:`_slot_names`)."""
+    if not op.name().startswith("pd_op.") or op.name() in _NO_SIGNATURE or \
+            op.num_regions():
+        return {}
+    try:
+        from paddle.base.libpaddle.pir import get_op_inplace_info
+
+        return {int(r): int(o) for r, o in dict(get_op_inplace_info(op)).items()}
+    except Exception:
+        return {}
+
+
+def _nested_record(o: Op) -> dict:
+    """A nested block's op as plain data (in its parent op's ``blocks``)."""
+    try:  # sorted as canonical() sorts a top-level op's: an import's order renders the same
+        attrs = dict(sorted(o.attrs.items()))
+    except TypeError:
+        attrs = o.attrs
+    return {"type": o.type, "inputs": o.inputs, "outputs": o.outputs, "attrs": attrs}
+
+
+def _block_records(block_ops, ctx, args: list, depth: int) -> list:
+    names, vars_, meta, startup = ctx["names"], ctx["vars"], ctx["meta"], ctx["startup"]
+    const_of = ctx["const_of"]
+    top = depth == 0
     ops = []
-    const_of = {}
-    kwargs = _block_kwargs(program)
-    for idx, op in enumerate(program.global_block().ops):
+    for idx, op in enumerate(block_ops):
         attrs_raw = _safe_attrs(op)
         opname = op.name()
         n_in, n_out = op.num_operands(), op.num_results()
@@ -238,22 +337,21 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
         out_slots = _slot_names(op, "out", n_out) or (["results"] * n_out)
         inputs, outputs = {}, {}
         attrs = {k: _plain_attr(v) for k, v in attrs_raw.items() if k not in _NOISE_ATTRS}
+        operand_names = {}
         for i, slot in enumerate(in_slots):
             inputs.setdefault(slot, [])
             src = op.operand_source(i)
             if _is_null(src):
                 continue
-            nm = names.name(src)
-            if nm is None:
-                nm = _kwarg_name(src, kwargs, vars_, meta)
-            if nm is None:
-                nm = f"<unnamed operand {i} of op {idx}>"
+            nm = _operand_name(src, ctx, args, i, idx)
+            operand_names[i] = nm
             inputs[slot].append(nm)
             if nm in const_of:
                 attrs[f"{slot}@value"] = const_of[nm]
         kind = "param" if opname == "builtin.parameter" else \
             "data" if opname == "pd_op.data" else ""
         named = []  # the positions of the results that have a name
+        result_names = {}
         for i, slot in enumerate(out_slots):
             outputs.setdefault(slot, [])
             v = op.result(i)
@@ -261,13 +359,16 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
             if nm is None or _is_null(v):
                 continue
             named.append(i)
+            result_names[i] = nm
             outputs[slot].append(nm)
-            var = _var(nm, v, kind)
-            if var is not None:
-                vars_[nm] = var
             c = _constant(op, attrs_raw)
             if c is not None:
                 const_of[nm] = c
+            if not top:  # a nested value: no Var (its op is not in ops)
+                continue
+            var = _var(nm, v, kind)
+            if var is not None:
+                vars_[nm] = var
             try:
                 vd = v.dist_attr()
             except Exception:
@@ -279,6 +380,11 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
                 except Exception:
                     pass
                 meta.setdefault("dist_values", {})[nm] = rec
+        if top:  # the buffer each in-place result writes (verify/ir/inplace.py)
+            for r, o in sorted(inplace_pairs(op).items()):
+                if r in result_names and o in operand_names:
+                    meta.setdefault("startup_inplace" if startup else "inplace", {})[
+                        result_names[r]] = operand_names[o]
         if opname == "builtin.split" and len(named) != n_out:
             # unused pieces have no result: which piece each named one is
             attrs["results@index"] = named
@@ -298,15 +404,31 @@ def _records(program, names: Names, vars_: dict, meta: dict, startup: bool) -> l
         dist = _dist_attr(op)
         if dist is not None:
             attrs["dist_attr"] = dist
-        try:  # op.blocks() is a lazy (always truthy) sequence: list it
-            blocks = list(op.blocks()) if op.num_regions() else []
-        except Exception:
-            blocks = []
+        blocks = _nested_blocks(op)
         if blocks:
-            attrs["blocks"] = [len(b.ops) for b in blocks]
-            meta.setdefault("nested_blocks", []).append(
-                {"program": "startup" if startup else "main", "op_index": idx,
-                 "op_type": opname, "ops": attrs["blocks"]})
+            # each block's ops, recursively: a changed branch or loop body
+            # is a changed op (identity, diffs, fingerprints see it)
+            recs, captured = [], []
+            for bi, b in enumerate(blocks):
+                try:
+                    bargs = list(b.args())
+                except Exception:
+                    bargs = []
+                arg_names = [f"{names.prefix}arg{depth + 1}.{bi}.{j}"
+                             for j in range(len(bargs))]
+                inner = _block_records(b.ops, ctx, args + list(zip(bargs, arg_names)),
+                                       depth + 1)
+                recs.append({"args": arg_names, "ops": [_nested_record(o) for o in inner]})
+                inside = set(arg_names) | {n for o in inner for n in o.writes()}
+                captured += [n for o in inner for n in o.reads()
+                             if n not in inside and n not in captured]
+            attrs["blocks"] = recs
+            if captured:  # what the blocks read from outside: def-use sees those reads
+                inputs[REGION_READS] = captured
+            if top:
+                meta.setdefault("nested_blocks", []).append(
+                    {"program": "startup" if startup else "main", "op_index": idx,
+                     "op_type": opname, "ops": [len(b.ops) for b in blocks]})
         stream = attrs.get("execution_stream") or "default"
         ops.append(Op(idx=idx, type=opname, inputs=inputs, outputs=outputs, attrs=attrs,
                       role=role_raw if role_raw >= 0 else 0, stream=str(stream)))
@@ -362,6 +484,7 @@ def from_pir_programs(main, startup=None, names: Names | None = None,
     """
     meta = dict(meta or {})
     meta["ir"] = "pir"
+    meta["inplace"] = {}  # filled by _records: Paddle's info, not a name rule
     names = names if names is not None else Names("%")
     names.assign(main)
     vars_ = {}
@@ -372,6 +495,7 @@ def from_pir_programs(main, startup=None, names: Names | None = None,
         sn = startup_names if startup_names is not None else Names("startup%")
         sn.assign(startup)
         svars = {}
+        meta["startup_inplace"] = {}
         sops = _records(startup, sn, svars, meta, startup=True)
         for n, v in svars.items():
             vars_.setdefault(n, v)
@@ -401,6 +525,8 @@ def export_programs(main, startup, names: Names) -> dict:
     names.assign(main)
     out = {"names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
                      for op in main.global_block().ops], "counter": names.counter,
+           "nested_names": [[names.table.get((op.id(), i)) for i in range(op.num_results())]
+                            for op in _nested_ops(main.global_block().ops)],
            "attrs": [_scalar_attrs(op) for op in main.global_block().ops],
            "kwargs": block_kwarg_uses(main)}
     with tempfile.TemporaryDirectory() as d:
@@ -435,6 +561,14 @@ def import_programs(data: dict):
     if len(ops) != len(data["names"]):
         raise ValueError(f"deserialized main has {len(ops)} ops, {len(data['names'])} sent")
     for op, per_op in zip(ops, data["names"]):
+        for i, n in enumerate(per_op):
+            if n is not None and i < op.num_results():
+                names.table[(op.id(), i)] = n
+    nested = list(_nested_ops(ops))
+    if len(nested) != len(data.get("nested_names") or []):
+        raise ValueError(f"deserialized main has {len(nested)} ops in nested blocks, "
+                         f"{len(data.get('nested_names') or [])} sent")
+    for op, per_op in zip(nested, data.get("nested_names") or []):
         for i, n in enumerate(per_op):
             if n is not None and i < op.num_results():
                 names.table[(op.id(), i)] = n

@@ -47,6 +47,23 @@ class Op:
         return f"{self.type}({ins}) -> {outs} [{attrs}]{stream}"
 
 
+def nested_blocks(op) -> list:
+    """``[ops of each nested block]`` of an op with regions, each a list of
+    plain op records (``{"type", "inputs", "outputs", "attrs"}``): a PIR
+    ``pd_op.if`` / ``pd_op.while`` (its ``blocks`` attr) or a legacy
+    ``conditional_block`` / ``while`` (a block attr such as ``sub_block``,
+    recorded as ``{"block": index, "ops": [...]}``).  ``[]`` for any other."""
+    out = []
+    pir = op.attrs.get("blocks")
+    if isinstance(pir, list):
+        out += [b.get("ops", []) for b in pir if isinstance(b, dict)]
+    for v in op.attrs.values():
+        for b in (v if isinstance(v, list) else [v]):
+            if isinstance(b, dict) and set(b) == {"block", "ops"}:
+                out.append(b["ops"])
+    return out
+
+
 class _PlainPickler(pickle.Pickler):
     """Pickles exact ``None``/bool/int/float/str/bytes/list/tuple/dict/set
     values only: anything else (a numpy scalar, a str or dict subclass, an
@@ -262,15 +279,45 @@ def _dtype_name(dtype) -> str:
     return s.lower()
 
 
-def _op_record(idx, op) -> Op:
+def _block_attr(op, name, depth):
+    """A block attr (``sub_block`` of ``while`` / ``conditional_block``) as
+    ``{"block": index, "ops": [plain op records]}``, its ops recursively (a
+    changed branch is a changed op); a list of those for a blocks attr;
+    None for any other attr."""
+    from paddle.base import core
+
+    try:
+        kind = op.desc.attr_type(name)
+    except Exception:
+        return None
+    if kind == core.AttrType.BLOCK:
+        ids = [op.desc._block_attr_id(name)]
+    elif kind == core.AttrType.BLOCKS:
+        ids = list(op.desc._blocks_attr_ids(name))
+    else:
+        return None
+    out = []
+    for bid in ids:
+        block = op.block.program.block(bid)
+        recs = []
+        for i, inner in enumerate(block.ops):
+            r = _op_record(i, inner, depth + 1)
+            recs.append({"type": r.type, "inputs": r.inputs, "outputs": r.outputs,
+                         "attrs": dict(sorted(r.attrs.items()))})
+        out.append({"block": int(bid), "ops": recs})
+    return out[0] if kind == core.AttrType.BLOCK else out
+
+
+def _op_record(idx, op, depth=0) -> Op:
     desc = op.desc
     attrs = {}
     for name in desc.attr_names():
         if name in _NOISE_ATTRS:
             continue
         try:
-            attrs[name] = _plain(desc.attr(name))
-        except Exception:  # block attrs and the like: record their presence
+            block = _block_attr(op, name, depth) if depth < 16 else None
+            attrs[name] = block if block is not None else _plain(desc.attr(name))
+        except Exception:  # attrs that do not read: record their presence
             attrs[name] = "<unreadable>"
     stream = "default"
     try:
@@ -301,9 +348,13 @@ def from_programs(main, startup=None, meta: dict | None = None) -> ProgramSnapsh
             shape = list(v.shape)
         except Exception:
             shape = []
+        try:  # a while's step scopes have no tensor desc
+            dtype = _dtype_name(v.dtype)
+        except Exception:
+            dtype = str(v.type).lower()
         is_data = bool(getattr(v, "is_data", False)) or bool(
             getattr(v.desc, "need_check_feed", lambda: False)())
-        vars_[name] = Var(name=name, shape=shape, dtype=_dtype_name(v.dtype),
+        vars_[name] = Var(name=name, shape=shape, dtype=dtype,
                           persistable=bool(v.persistable),
                           is_parameter=isinstance(v, Parameter),
                           is_data=is_data)

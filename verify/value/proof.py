@@ -80,6 +80,8 @@ from fractions import Fraction
 import numpy as np
 import z3
 
+from verify.ir.inplace import resolved
+from verify.ir.snapshot import nested_blocks
 from verify.numeric.startup_pieces import Unresolved
 from verify.verdicts import CheckResult, Verdict
 
@@ -835,6 +837,18 @@ def _same_program(a, b) -> bool:
             and list(a.feeds) == list(b.feeds))
 
 
+def _region_ops(befores: dict, afters: dict) -> list:
+    """``["the original program of rank r: main op i (pd_op.if)", ...]``: every
+    op with nested blocks (:func:`verify.ir.snapshot.nested_blocks`)."""
+    out = []
+    for which, snaps in (("original", befores), ("rewritten", afters)):
+        for r, s in sorted(snaps.items()):
+            for part, ops in (("main", s.ops), ("startup", s.startup_ops)):
+                out += [f"the {which} program of rank {r}: {part} op {o.idx} ({o.type})"
+                        for o in ops if nested_blocks(o)]
+    return out
+
+
 def _symbolic_dims(snaps) -> list:
     """[(var, shape)] of the leaves with -1 dims (feeds first), for the message."""
     out = {}
@@ -1089,6 +1103,9 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
         for r in out:
             r.advisory = True  # INCONCLUSIVE, shown; never counted as a proof
         return out
+    # a read after an in-place write reads the write (verify/ir/inplace.py)
+    befores = {r: resolved(s) for r, s in befores.items()}
+    afters = {r: resolved(s) for r, s in afters.items()}
     snaps_all = list(befores.values()) + list(afters.values())
     dyn = _symbolic_dims(snaps_all)
     syms = _size_symbols(snaps_all, symbols) if dyn else []
@@ -1113,6 +1130,13 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                          "refuted_replayed": 0, "shapes": note, "budget": spent(),
                          "all_sizes": True}))
         return out
+    regions = _region_ops(befores, afters)
+    if regions:  # never unsound: one SSA execution has no branches or loops
+        return all_ranks(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested "
+                         "blocks (a branch or loop body); the symbolic execution runs no "
+                         f"regions ({len(regions)} such op(s): {'; '.join(regions[:4])})",
+                         details={"reason": "nested regions", "not_proved": True,
+                                  "region_ops": regions})
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
     per = {r: {"proved": None, "refuted": [], "cexs": [], "unknown": [], "absent": [],

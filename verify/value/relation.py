@@ -48,8 +48,10 @@ from verify.numeric.divergence import first_divergent_op
 from verify.numeric.placements import PlacementError, coords, describe, local_piece
 from verify.verdicts import CheckResult, Verdict
 
+from verify.ir.inplace import resolved
+
 from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _counterexample, \
-    _Z3Budget, budget_settings
+    _region_ops, _Z3Budget, budget_settings
 from .expand import expander
 from .linear_form import LinearForm
 from .paired_form import PairedForm
@@ -246,6 +248,14 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                      f"proof's {max_inputs} (--value-relation-inputs; the real-model plans "
                      "spend the work budget cold and leave values unproved: "
                      "benchmarks/README.md)", reason="over budget (inputs)")
+    regions = _region_ops({"serial": serial_snap}, rank_snaps)
+    if regions:  # one SSA execution has no branches or loops
+        return every(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested blocks "
+                     "(a branch or loop body); the symbolic execution runs no regions",
+                     reason="nested regions", region_ops=regions)
+    # a read after an in-place write reads the write (verify/ir/inplace.py)
+    serial_snap = resolved(serial_snap)
+    rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     with _cpu_limit(hang_guard_s):
         return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
                       final_ops, rings, budget_settings(), start)
