@@ -717,7 +717,8 @@ def sgd(op, ins, k):
     lrv = lr.arr.reshape(-1)[0]
     out = p.arr - g.arr * lrv
     res = {"ParamOut": [Tensor(np.asarray(out), p.dims, p.dtype)]}
-    if _has(ins, "MasterParam"):
+    # the kernel reads MasterParam only under multi_precision (phi's sgd)
+    if _has(ins, "MasterParam") and op.attrs.get("multi_precision", False):
         m = _t(ins, "MasterParam")
         res["MasterParamOut"] = [Tensor(np.asarray(m.arr - g.arr * lrv), m.dims, m.dtype)]
         res["ParamOut"] = res["MasterParamOut"]
