@@ -116,28 +116,33 @@ def test_a_master_param_the_kernel_ignores_does_not_change_the_value():
     assert res.verdict == Verdict.EQUIVALENT, res.message
 
 
-def _adamw_program(skip: bool):
+def _adamw_program(extra=None):
+    """adamw, with one more input slot ``extra`` = (slot, dtype) connected."""
     names = ["p", "g", "m1", "m2", "lr", "b1", "b2"]
     ins = dict(zip(["Param", "Grad", "Moment1", "Moment2", "LearningRate", "Beta1Pow",
                     "Beta2Pow"], [[n] for n in names]))
-    if skip:
-        ins["SkipUpdate"] = ["s"]
+    if extra:
+        ins[extra[0]] = ["s"]
     outs = {"ParamOut": ["p2"], "Moment1Out": ["m1o"], "Moment2Out": ["m2o"],
             "Beta1PowOut": ["b1o"], "Beta2PowOut": ["b2o"]}
     ops = [("adamw", ins, outs, {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8,
                                  "coeff": 0.01, "with_decay": True})]
     shapes = {**{n: [2, 2] for n in ("p", "g", "m1", "m2", "p2", "m1o", "m2o")},
               **{n: [1] for n in ("lr", "b1", "b2", "b1o", "b2o", "s")}}
-    return _snap(ops, shapes, names + ["s"], {"s": "bool"})
+    return _snap(ops, shapes, names + ["s"], {"s": extra[1] if extra else "float32"})
 
 
-def test_an_optimizer_skip_flag_is_inconclusive():
+@pytest.mark.parametrize("extra", [("SkipUpdate", "bool"), ("Beta1Tensor", "float32")])
+def test_an_optimizer_skip_flag_or_tensor_hyper_parameter_is_inconclusive(extra):
     """adamw with ``SkipUpdate`` connected leaves the parameter as it is when
-    the flag is set; the row would update it: INCONCLUSIVE naming the slot."""
-    res = _prove(_adamw_program(False), _adamw_program(True), ["p2"])
+    the flag is set, with ``Beta1Tensor`` it uses the tensor's beta1, not
+    the attr's; the row reads neither: INCONCLUSIVE naming the slot (before
+    read-sets the Beta1Tensor rewrite was proved EQUIVALENT; the bool skip
+    flag was refused only by the dtype check)."""
+    res = _prove(_adamw_program(), _adamw_program(extra), ["p2"])
     assert res.verdict == Verdict.INCONCLUSIVE, res.message
-    assert "SkipUpdate" in res.message
-    twin = _prove(_adamw_program(False), _adamw_program(False), ["p2"])
+    assert f"input slot {extra[0]} is connected (s) but its row does not read it" in res.message
+    twin = _prove(_adamw_program(), _adamw_program(), ["p2"])
     assert twin.verdict == Verdict.EQUIVALENT, twin.message
 
 
