@@ -27,7 +27,9 @@ Declarations are per op type: ``reads`` (slots and attrs, one string),
 ``ignore`` (``{name: reason}``, for both tables), ``shape_ignore``
 (``{name: reason}``: attrs a value row reads that do not change shapes, so a
 shape rule need not read them), ``values`` (``{attr: (predicate, what)}``),
-``refuses`` (slots and attrs the row does not model: refused when connected or
+``consts`` (PIR operands the row reads only as the constant the snapshot
+records beside them, ``<slot>@value``: connected to anything else they are
+refused), ``refuses`` (slots and attrs the row does not model: refused when connected or
 not at their default; listed so that every slot and attr of Paddle's
 definition is accounted for), and ``keyed``: the row applies an uninterpreted kernel keyed by every attr
 (``semantics.attrs_key``), so any attr change is another kernel and every
@@ -82,12 +84,14 @@ class Decl:
     values: dict = field(default_factory=dict)
     keyed: bool = False
     refuses: frozenset = frozenset()
+    consts: frozenset = frozenset()
 
 
 def _d(reads="", ignore=None, shape_ignore=None, values=None, keyed=False,
-       refuses="") -> Decl:
-    return Decl(frozenset(reads.split()), dict(ignore or {}), dict(shape_ignore or {}),
-                dict(values or {}), keyed, frozenset(refuses.split()))
+       refuses="", consts="") -> Decl:
+    return Decl(frozenset(reads.split()) | frozenset(consts.split()), dict(ignore or {}),
+                dict(shape_ignore or {}), dict(values or {}), keyed,
+                frozenset(refuses.split()), frozenset(consts.split()))
 
 
 def _is(*allowed):
@@ -105,6 +109,8 @@ _IS_TEST = "layer_norm's is_test only skips saving the statistics' grads state; 
 _RING = "the ring the collective runs on: the executor reads it to find the group"
 _DROPOUT = "a random mask's parameters: shapes do not depend on them"
 _INIT = "the distribution drawn from: shapes do not depend on it"
+_PARAM_META = "parameter metadata the passes read; the op binds the parameter's value " \
+              "(a leaf of the proof) whatever it says"
 _OPT = "the optimizer's hyper-parameter: shapes do not depend on it"
 
 # elementwise binary ops: the row broadcasts by ``axis`` (Paddle's rule)
@@ -114,7 +120,8 @@ _ADAM = _d("Param Grad Moment1 Moment2 LearningRate Beta1Pow Beta2Pow MasterPara
            "multi_precision beta1 beta2", keyed=True,
            refuses="Moment2Max SkipUpdate Beta1Tensor Beta2Tensor EpsilonTensor")
 _PIR_ADAM = _d("param grad moment1 moment2 learning_rate beta1_pow beta2_pow master_param "
-               "multi_precision beta1 beta2", keyed=True, refuses="moment2_max skip_update")
+               "multi_precision", consts="beta1 beta2 epsilon", keyed=True,
+               refuses="moment2_max skip_update")
 _COLLECTIVE = _d("X x ring_id nranks root root_id reduce_type use_calc_stream "
                  "use_model_parallel")
 
@@ -238,7 +245,9 @@ DECLARED = {
                                   "incr_ratio": _OPT, "decr_ratio": _OPT,
                                   "stop_update": _OPT}),
     # -- PIR ---------------------------------------------------------------------
-    "builtin.parameter": _d("parameter_name"),
+    "builtin.parameter": _d("parameter_name", ignore={
+        "is_distributed": _PARAM_META, "is_parameter": _PARAM_META, "need_clip": _PARAM_META,
+        "trainable": _PARAM_META}),
     "pd_op.data": _d("name shape dtype", ignore={"place": _PLACE}),
     "builtin.set_parameter": _d("operands parameter_name"),
     "builtin.shadow_output": _d("operands output_name"),
@@ -378,6 +387,8 @@ def undeclared(op, definition=None, shape: bool = False) -> list:
     for slot, names in op.inputs.items():
         if any(names) and slot not in accounted:
             out.append(("slot", slot, list(names)))
+        elif any(names) and slot in decl.consts and f"{slot}@value" not in op.attrs:
+            out.append(("const", slot, list(names)))
     defaults = definition.attrs if definition is not None else {}
     for name, value in op.attrs.items():
         if name in COMMON:
@@ -409,6 +420,9 @@ def refusal(op, definition=None, shape: bool = False) -> str | None:
     if what == "slot":
         return (f"{at}: input slot {name} is connected ({', '.join(value)}) but its "
                 f"{'rule' if shape else 'row'} does not read it")
+    if what == "const":
+        return (f"{at}: input slot {name} is connected to {', '.join(value)}, not a "
+                f"constant: its {'rule' if shape else 'row'} reads only a constant there")
     if what == "value":
         _, allowed = DECLARED[op.type].values[name]
         return f"{at}: attr {name}={value!r}: its {'rule' if shape else 'row'} handles " \
