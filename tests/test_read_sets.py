@@ -175,3 +175,25 @@ def test_refusal_takes_the_definition_as_data():
     why = read_sets.refusal(op, op_definitions.OpDef("matmul_v2", ("X", "Y"), {"odd": 0}))
     assert why == ("op 3 (matmul_v2): attr odd=7 differs from Paddle's default and its row "
                    "does not declare it")
+
+
+def test_a_pir_hyper_parameter_operand_is_read_only_as_a_constant():
+    """pd_op.adamw_ takes beta1/beta2/epsilon as operands; the row reads
+    their constants (``epsilon@value``) and fell back on the attr default
+    otherwise: an operand computed at run time is refused, naming it."""
+    ins = {"param": ["p"], "grad": ["g"], "learning_rate": ["lr"], "moment1": ["m1"],
+           "moment2": ["m2"], "beta1_pow": ["b1"], "beta2_pow": ["b2"], "master_param": [],
+           "skip_update": [], "beta1": ["c1"], "beta2": ["c2"], "epsilon": ["e"]}
+    attrs = {"beta1@value": 0.9, "beta2@value": 0.999, "coeff": 0.01, "with_decay": True,
+             "multi_precision": False, "lazy_mode": False, "amsgrad": False, "lr_ratio": 1.0,
+             "min_row_size_to_use_multithread": 1000, "use_global_beta_pow": False,
+             "chunk_id": -1, "op_role": 2, "stop_gradient": [False]}
+    op = Op(7, "pd_op.adamw_", ins, {"param_out": ["p"]}, dict(attrs))
+    d = op_definitions.definition("pd_op.adamw_")
+    assert read_sets.refusal(op, d) == (
+        "op 7 (pd_op.adamw_): input slot epsilon is connected to e, not a constant: its row "
+        "reads only a constant there")
+    op.attrs["epsilon@value"] = 1e-8
+    assert read_sets.refusal(op, d) is None
+    op.inputs["skip_update"] = ["skip"]
+    assert "input slot skip_update is connected (skip)" in read_sets.refusal(op, d)

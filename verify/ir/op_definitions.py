@@ -50,7 +50,10 @@ _CACHE: dict = {}
 def definition(op_type: str) -> OpDef | None:
     """Paddle's definition of ``op_type``; None when Paddle states none."""
     if op_type not in _CACHE:
-        _CACHE[op_type] = _pir(op_type) if "." in op_type else _legacy(op_type)
+        try:
+            _CACHE[op_type] = _pir(op_type) if "." in op_type else _legacy(op_type)
+        except ImportError:  # no Paddle here: no defaults (undeclared attrs refused)
+            _CACHE[op_type] = None
     return _CACHE[op_type]
 
 
