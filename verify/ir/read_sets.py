@@ -100,13 +100,10 @@ def _is(*allowed):
 
 _FALSE = _is(False, 0, None)
 _AXIS_LAST = _is(-1)
-_DTYPE = "the result's dtype: the dtype check (semantics.check_dtypes) and the row read it"
 _PLACE = "the device the constant is made on; the value is the same on any device"
 _VALUE_ONLY = "a value the row reads; shapes do not depend on it"
 _LAYOUT = "a oneDNN layout hint; the CPU/GPU kernels ignore it"
-_IS_TEST = "layer_norm's is_test only skips saving the statistics' grads state; the " \
-           "normalized values are the same"
-_RING = "the ring the collective runs on: the executor reads it to find the group"
+_IS_TEST = "an inference switch; layer_norm's outputs are the same under it"
 _DROPOUT = "a random mask's parameters: shapes do not depend on them"
 _INIT = "the distribution drawn from: shapes do not depend on it"
 _PARAM_META = "parameter metadata the passes read; the op binds the parameter's value " \
@@ -132,20 +129,23 @@ DECLARED = {
     # -- index maps ------------------------------------------------------------
     "reshape2": _d("X shape", refuses="Shape ShapeTensor"),
     "reshape": _d("X shape", refuses="Shape ShapeTensor"),
-    "reshape2_grad": _d("Out@GRAD XShape shape"),
+    "reshape2_grad": _d("Out@GRAD XShape", ignore={
+        "shape": "the grad reshapes back to XShape's dims, whatever the forward's target"}),
     "transpose2": _d("X axis", ignore={"data_format": _LAYOUT}),
     "transpose": _d("X axis", ignore={"data_format": _LAYOUT}),
     "transpose2_grad": _d("Out@GRAD XShape axis", ignore={"data_format": _LAYOUT}),
     "stack": _d("X axis"),
-    "split": _d("X AxisTensor SectionsTensorList axis num sections"),
+    "split": _d("X axis num sections", refuses="AxisTensor SectionsTensorList"),
     "cast": _d("X in_dtype out_dtype"),
     "assign": _d("X"),
     "c_identity": _d("X", ignore={"ring_id": _IDENTITY, "use_calc_stream": _IDENTITY,
                                   "use_model_parallel": _IDENTITY}),
-    "fill_constant": _d("ValueTensor ShapeTensor ShapeTensorList shape dtype value str_value",
+    "fill_constant": _d("ValueTensor shape dtype value str_value",
+                        refuses="ShapeTensor ShapeTensorList",
                         ignore={"force_cpu": _PLACE, "place_type": _PLACE}),
     "nop": _d("X"),
-    "depend": _d("X Dep"),
+    "depend": _d("X", ignore={"Dep": "a control dependence: orders the op after Dep; "
+                                     "its value is X's"}),
     "slice": _d("Input axes starts ends decrease_axis", ignore={"infer_flags": _INFER},
                 refuses="StartsTensor EndsTensor StartsTensorList EndsTensorList"),
     "slice_grad": _d("Input Out@GRAD axes starts ends decrease_axis",
