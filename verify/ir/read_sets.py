@@ -186,7 +186,7 @@ DECLARED = {
     "sgd": _d("Param Grad LearningRate MasterParam multi_precision"),
     "matmul_v2": _d("X Y trans_x trans_y"),
     "matmul": _d("X Y transpose_X transpose_Y alpha",
-                 values={"alpha": _is(1.0, 1), "head_number": _is(1)}),
+                 values={"head_number": _is(1)}),
     "matmul_v2_grad": _d("X Y Out@GRAD trans_x trans_y"),
     "square": _d("X"),
     "square_grad": _d("X Out@GRAD"),
