@@ -292,15 +292,15 @@ DECLARED = {
     "pd_op.cast": _d("x dtype"),
     "pd_op.split_with_num": _d("x num", consts="axis"),
     "pd_op.split": _d("x", consts="sections axis"),
-    "pd_op.add": _d("x y"),
-    "pd_op.add_": _d("x y"),
+    "pd_op.add": _d("x y axis"),  # the legacy row reads an axis if one is set
+    "pd_op.add_": _d("x y axis"),
     "pd_op.add_grad": _d("x y out_grad axis"),
     "pd_op.add_n": _d("inputs"),
-    "pd_op.subtract": _d("x y"),
+    "pd_op.subtract": _d("x y axis"),
     "pd_op.subtract_grad": _d("x y out_grad axis"),
-    "pd_op.multiply": _d("x y"),
+    "pd_op.multiply": _d("x y axis"),
     "pd_op.multiply_grad": _d("x y out_grad axis"),
-    "pd_op.divide": _d("x y"),
+    "pd_op.divide": _d("x y axis"),
     "pd_op.divide_grad": _d("x y out out_grad", values={"axis": _AXIS_LAST}),
     "pd_op.pow": _d("x y"),
     "pd_op.pow_grad": _d("x out_grad y"),
@@ -407,8 +407,8 @@ def undeclared(op, definition=None, shape: bool = False) -> list:
             continue
         if name in accounted or decl.keyed:
             continue
-        if "@" in name and name.split("@")[0] in op.inputs:
-            continue  # a constant operand's value, recorded beside its (checked) slot
+        if name.endswith("@value") and name[:-len("@value")] in accounted:
+            continue  # the constant of an operand its row reads (pir_snapshot records it)
         if not _same(value, defaults.get(name, NO_DEFAULT)):
             out.append(("attr", name, value))
     return out
