@@ -71,6 +71,9 @@ COMMON = {
     "events_to_wait": "multi-stream event names (the stream checks read them)",
     "kernel_name": "the lowered kernel's name (what the op type already says)",
     "struct_name": "the Python layer that built the op (debug info)",
+    "replace_all_uses_with_reshard_var": "a marker the reshard pass reads (its uses move to "
+                                         "the resharded value); no kernel reads it",
+    "scheduling_priority": "the pipeline scheduler's ordering hint (when, not what)",
 }
 
 KEYED = "the kernel is uninterpreted and keyed by every attr (semantics.attrs_key)"
@@ -293,7 +296,9 @@ DECLARED = {
     "pd_op.split_with_num": _d("x num", consts="axis"),
     "pd_op.split": _d("x", consts="sections axis"),
     "pd_op.add": _d("x y axis"),  # the legacy row reads an axis if one is set
-    "pd_op.add_": _d("x y axis"),
+    "pd_op.add_": _d("x y axis", ignore={
+        "grad_merge_add": "marks the gradient-merge accumulation for the passes; the kernel "
+                          "adds"}),
     "pd_op.add_grad": _d("x y out_grad axis"),
     "pd_op.add_n": _d("inputs"),
     "pd_op.subtract": _d("x y axis"),
