@@ -314,7 +314,8 @@ DECLARED = {
     "pd_op.cos": _d("x", keyed=True),
     "pd_op.sin": _d("x", keyed=True),
     "pd_op.silu": _d("x", keyed=True),
-    "pd_op.silu_grad": _d("x out out_grad", keyed=True),
+    "pd_op.silu_grad": _d("x out_grad", keyed=True, ignore={
+        "out": "silu(x): a function of x, which the row reads"}),
     "pd_op.gelu": _d("x approximate", keyed=True),
     "pd_op.gelu_grad": _d("x out_grad approximate", keyed=True),
     "pd_op.relu": _d("x", keyed=True),
