@@ -167,3 +167,88 @@ def _pir(op_type: str) -> OpDef | None:
         except ValueError:
             attrs[p.arg] = NO_DEFAULT
     return OpDef(op_type, tuple(inputs), attrs, "ops.pyi")
+
+
+_INSTANCES = None
+
+
+def instance_definitions() -> dict:
+    """``{PIR op type: OpDef}`` read off real op instances (their
+    ``get_input_names()`` and ``attrs()``; attrs without defaults): the ops
+    of a small PIR training program Paddle builds here (forward, backward
+    and each optimizer), the op info Paddle gives no lookup by name for.
+    Built once, in programs of its own under a fresh name scope; meant for
+    the enumeration test (``tests/test_read_sets.py``), not for the checks,
+    which must not build programs in a process that is taking snapshots."""
+    global _INSTANCES
+    if _INSTANCES is None:
+        _INSTANCES = {}
+        for build in (_forward_and_backward, *[_optimizer(n) for n in
+                                               ("AdamW", "Adam", "SGD", "Momentum")]):
+            for d in _build(build):
+                _INSTANCES.setdefault(d.type, d)
+    return _INSTANCES
+
+
+def _op_info(op) -> OpDef:
+    try:
+        ins = tuple(op.get_input_names())
+    except Exception:
+        ins = ("operands",) * op.num_operands()
+    return OpDef(op.name(), ins, {a: NO_DEFAULT for a in op.attrs()}, "PIR op instance")
+
+
+def _build(fn) -> list:
+    """The op infos of the program ``fn`` builds (read while it lives: an
+    op outliving its program is freed memory)."""
+    import paddle
+
+    was_static = not paddle.in_dynamic_mode()
+    paddle.enable_static()
+    try:
+        with paddle.pir_utils.IrGuard(), paddle.utils.unique_name.guard():
+            main, startup = paddle.static.Program(), paddle.static.Program()
+            with paddle.static.program_guard(main, startup):
+                fn(paddle)
+            return [_op_info(op) for op in main.global_block().ops]
+    finally:
+        if not was_static:
+            paddle.disable_static()
+
+
+def _forward_and_backward(paddle):
+    """One program with the forward ops the rows cover, and their grads."""
+    F = paddle.nn.functional
+    x = paddle.static.data("x", [4, 8], "float32")
+    x.stop_gradient = False
+    w = paddle.static.create_parameter([8, 8], "float32")
+    ids = paddle.static.data("ids", [4], "int64")
+    emb = paddle.static.create_parameter([10, 8], "float32")
+    h = paddle.matmul(x, w) + F.embedding(ids, emb)
+    h = F.gelu(h) * F.relu(h) - F.silu(h)
+    h = h / (paddle.rsqrt(h * h + 1.0) + paddle.pow(h, 2.0))
+    h = F.softmax(F.layer_norm(h, [8]), -1)
+    h = paddle.transpose(paddle.reshape(h, [8, 4]), [1, 0])
+    a, b = paddle.split(h, 2, axis=1)
+    h = paddle.slice(paddle.concat([a, b], axis=1), [0], [0], [2])
+    h = paddle.tile(h, [2, 1]) + paddle.expand(paddle.unsqueeze(paddle.sum(h, 0), 0), [4, 8])
+    h = paddle.tril(h) + paddle.where(h > 0, h, paddle.full_like(h, 1.0)) + paddle.sin(h) + \
+        paddle.cos(h)
+    h = paddle.scale(h, 2.0) + paddle.cast(paddle.not_equal(ids, ids), "float32").unsqueeze(1)
+    h = paddle.assign(h) + paddle.square(h) + paddle.arange(0, 8, dtype="float32")
+    loss = paddle.mean(F.cross_entropy(h, ids.unsqueeze(1)))
+    paddle.autograd.ir_backward.grad(loss, [x, w, emb])
+    # in-place forms (no grads through them)
+    v = paddle.zeros([4, 8], "float32")
+    v[0] = 1.0
+    v[1] = x[0]
+    v.add_(x)
+    v.scale_(2.0)
+
+
+def _optimizer(name):
+    def fn(paddle):
+        x = paddle.static.data("x", [4, 8], "float32")
+        w = paddle.static.create_parameter([8, 8], "float32")
+        getattr(paddle.optimizer, name)(0.1).minimize(paddle.mean(paddle.matmul(x, w)))
+    return fn
