@@ -21,6 +21,7 @@ import re
 
 import z3
 
+from ..ir import op_definitions, read_sets
 from ..verdicts import CheckResult, Verdict
 from .shape_rules import RULES, RuleError, Shapes, is_static, prod
 
@@ -178,6 +179,12 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
         if rule is None:
             unknowns.append(f"op {op.idx} ({op.type}) has no shape rule")
             poisoned.update(op.writes())  # their shapes are unknown from here on
+            continue
+        # the rule interprets every slot and attr the op carries, or it is not applied
+        why = read_sets.refusal(op, op_definitions.definition(op.type), shape=True)
+        if why is not None:
+            unknowns.append(why)
+            poisoned.update(op.writes())
             continue
         ins = {slot: [shape_of(v) if v else None for v in names]
                for slot, names in op.inputs.items()}

@@ -1,5 +1,7 @@
 """One shape rule per op type: the table the shape check runs (like XLA's
-HLO verifier).  Adding an op is adding one row to ``RULES``.
+HLO verifier).  Adding an op is adding one row to ``RULES`` (and its
+read-set to ``verify/ir/read_sets.py``: an op carrying a slot or attr its
+rule does not interpret is left unchecked, named).
 
 A rule gets the op (a snapshot ``Op``) and a :class:`Shapes` view that maps
 its input slots to shapes.  A shape is a list of dims; a dim is a Python int

@@ -29,7 +29,11 @@ Which ops have meaning and which stay uninterpreted, and why:
     counterexample says which kernels it went through);
   * collectives (``COLLECTIVES``) need every rank's terms; the executor
     gathers those and calls :func:`collective`.
-An op with no row makes the proof INCONCLUSIVE, never a pass.
+An op with no row makes the proof INCONCLUSIVE, never a pass; so does an op
+carrying a slot or attr its row does not read: each row's read-set is
+declared in ``verify/ir/read_sets.py`` (adding a row is adding its
+declaration there; ``tests/test_read_sets.py`` checks it against Paddle's
+op definitions).
 """
 from __future__ import annotations
 
@@ -717,7 +721,8 @@ def sgd(op, ins, k):
     lrv = lr.arr.reshape(-1)[0]
     out = p.arr - g.arr * lrv
     res = {"ParamOut": [Tensor(np.asarray(out), p.dims, p.dtype)]}
-    if _has(ins, "MasterParam"):
+    # the kernel reads MasterParam only under multi_precision (phi's sgd)
+    if _has(ins, "MasterParam") and op.attrs.get("multi_precision", False):
         m = _t(ins, "MasterParam")
         res["MasterParamOut"] = [Tensor(np.asarray(m.arr - g.arr * lrv), m.dims, m.dtype)]
         res["ParamOut"] = res["MasterParamOut"]

@@ -69,6 +69,7 @@ import numpy as np
 from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_of
 
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
+from verify.ir import op_definitions, read_sets
 from .semantics import (RANDOM_INIT, ROWS, WRAPPED, Tensor, Unsupported, attrs_key,
                         check_dtypes, collective, collective_kind, constant, leaf_dims,
                         wrap_modulus)
@@ -986,6 +987,10 @@ class Executor:
         row = ROWS.get(op.type)
         if row is None:
             raise Unsupported(f"no semantics row for op {op.type}")
+        # everything the op carries is read by its row or declared irrelevant
+        why = read_sets.refusal(op, op_definitions.definition(op.type))
+        if why is not None:
+            raise Unsupported(why)
         ins = {s: [self._read(st, n, op) for n in names] for s, names in op.inputs.items()
                if names}
         # the dtypes its row models, of every tensor it reads and writes (issue 34)
