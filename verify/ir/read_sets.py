@@ -260,6 +260,9 @@ DECLARED = {
     "builtin.set_parameter": _d("operands parameter_name"),
     "builtin.shadow_output": _d("operands output_name"),
     "builtin.combine": _d("operands"),
+    # global shapes (the planner's serial and partition stages): its dist_attr
+    # (COMMON) names the placements it reshards to, which change no global dim
+    "dist_op.reshard": _d("operands"),
     "builtin.slice": _d("operands index"),
     "builtin.split": _d("operands results@index"),
     "pd_op.full": _d("shape value dtype", ignore={"place": _PLACE}),
