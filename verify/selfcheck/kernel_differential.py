@@ -318,6 +318,7 @@ def gen_cast(draw, dtype):
     x = b.feed(_shape(draw), dtype)
     b.legacy("cast", {"X": [x]}, {"Out": 1}, {"in_dtype": VARTYPE[dtype],
                                               "out_dtype": VARTYPE[dst]})
+    b.ex.legacy["out_dtype"] = dst
     return b.pir("pd_op.cast", [x], dst).ex
 
 
@@ -655,7 +656,7 @@ def specs() -> list:
 
 def sample(spec: Spec, dtype: str, n: int, seed: int = 0) -> list:
     """``n`` examples of ``spec`` in ``dtype``, drawn by Hypothesis with a
-    fixed seed (the spec's name and ``seed``): the same examples every run."""
+    fixed seed (the spec's name, dtype and ``seed``): the same every run."""
     import zlib
 
     from hypothesis import HealthCheck, Phase, given, settings
@@ -665,13 +666,15 @@ def sample(spec: Spec, dtype: str, n: int, seed: int = 0) -> list:
     got = []
 
     @hseed(zlib.crc32(f"{spec.name}/{dtype}/{seed}".encode()))
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+    @settings(max_examples=n + 1, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def collect(data):
         got.append(spec.gen(data.draw, dtype))
     collect()
-    return got[:n]
+    # Hypothesis's first example is its simplest (every dim 1, every choice
+    # the first): kept only when it is all there is
+    return got[1:n + 1] or got[:1]
 
 
 # -- the worker: one executor mode, a batch of examples ---------------------------
@@ -705,9 +708,13 @@ def _plain(v):
     return json.loads(json.dumps(v, default=str))
 
 
-def _fetched(arr, dtype):
+def _fetched(arr, declared):
+    """A fetched array as JSON: its dtype the array's own (uint16 the
+    bfloat16 bits; ``declared``, the program's var dtype, may differ)."""
     a = np.asarray(arr)
-    if dtype == "bfloat16" or a.dtype == np.uint16:
+    dtype = "bfloat16" if a.dtype == np.uint16 else "bool" if a.dtype == np.bool_ else \
+        str(a.dtype)
+    if a.dtype == np.uint16:
         a = (a.reshape(-1).astype(np.uint32) << 16).view(np.float32).reshape(a.shape)
     if a.dtype == np.bool_:
         a = a.astype(np.int64)
@@ -725,7 +732,10 @@ def _run_legacy(paddle, ex, exe):
         vs = {n: paddle.static.data(n, shape, dt) for n, (_, shape, dt) in ex["feeds"].items()}
         for n in (leg.get("grad") or {}).get("wrt", []):
             vs[n].stop_gradient = False
-        outs = {s: [block.create_var(name=f"out.{s}.{i}") for i in range(n)]
+        # outputs declared in the example's dtype (cast: its target); an op
+        # whose var-type inference sets its outputs' dtypes overrides it
+        dt = leg.get("out_dtype", ex["dtype"])
+        outs = {s: [block.create_var(name=f"out.{s}.{i}", dtype=dt) for i in range(n)]
                 for s, n in leg["outputs"].items()}
         block.append_op(type=leg["type"], inputs={s: [vs[n] for n in names]
                                                   for s, names in leg["inputs"].items()},
@@ -767,6 +777,11 @@ def _run_pir(paddle, ex):
 def _message(exc) -> str:
     """Paddle's own message (its "In user code" traceback cut away)."""
     text = str(exc)
+    import re
+
+    m = re.search(r"\b(\w+Error: [^\n]*)", text.split("In user code:")[-1])
+    if m:
+        return " ".join(m.group(1).split())[:300]
     for mark in ("(InvalidArgument)", "(Unimplemented)", "(PreconditionNotMet)",
                  "(NotFound)", "(InvalidType)", "(Fatal)", "(OutOfRange)"):
         if mark in text:
@@ -806,7 +821,8 @@ def _worker(mode, src, dst):
                 targets = fetch
             r["snap"] = {"ops": [{"type": o.type, "inputs": o.inputs, "outputs": o.outputs,
                                   "attrs": _plain(o.attrs)} for o in snap.ops],
-                         "vars": {n: v.dtype for n, v in snap.vars.items()}}
+                         "vars": {n: v.dtype for n, v in snap.vars.items()},
+                         "shapes": {n: _plain(v.shape) for n, v in snap.vars.items()}}
             r["ops"] = [o.type for o in snap.ops]
             r["fetch"] = fetch
         except Exception as exc:  # Paddle refuses to build it
@@ -817,8 +833,10 @@ def _worker(mode, src, dst):
             feed = {n: feed_array(*v) for n, v in ex["feeds"].items()}
             got = exe.run(main, feed=feed, fetch_list=targets)
             r["outs"] = [_fetched(a, r["snap"]["vars"].get(n, "")) for a, n in zip(got, fetch)]
+            r["declared"] = [r["snap"]["vars"].get(n, "") for n in fetch]
         except Exception as exc:  # Paddle refuses to run it
             r["error"] = f"run: {type(exc).__name__}: {_message(exc)}"
+            r["error_full"] = str(exc)[-3000:]
         results.append(r)
     flags = paddle.get_flags(["FLAGS_enable_pir_in_executor", "FLAGS_enable_pir_api"])
     with open(dst, "w") as f:
@@ -869,11 +887,22 @@ def _wrap(v, dtype):
 DECLARATIONS = frozenset({"data", "feed", "fetch"})
 
 
+def _declared(res, name):
+    from verify.value import semantics as S
+
+    shape = res["snap"].get("shapes", {}).get(name)
+    if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
+        return None
+    return S.Tensor(np.empty(shape, dtype=object), S.leaf_dims(shape),
+                    res["snap"]["vars"].get(name, ""))
+
+
 def apply_rows(ex: Example, res: dict) -> list:
     """The rows of ``res``'s snapshot ops applied in order to ``ex``'s fed
     values (as ``symbolic.py`` applies them on terms): the fetched tensors."""
     from verify.ir.snapshot import Op
     from verify.value import semantics as S
+    from verify.value.executor_disagreements import refusal
 
     env = {n: _tensor(*v) for n, v in ex.feeds.items()}
     k = ExactKernels()
@@ -885,11 +914,18 @@ def apply_rows(ex: Example, res: dict) -> list:
         row = S.ROWS.get(op.type)
         if row is None:
             raise S.Unsupported(f"no semantics row for op {op.type}")
-        ins = {s: [env.get(n) for n in names] for s, names in op.inputs.items() if names}
+        # a var read before anything wrote it (a forward's XShape): its
+        # declared shape, elements that fail if a row computes with them
+        ins = {s: [env[n] if n in env else _declared(res, n) for n in names]
+               for s, names in op.inputs.items() if names}
         S.check_dtypes(op, [(s, n, t.dtype) for s, names in op.inputs.items()
                             for n, t in zip(names, ins.get(s, [])) if t is not None] +
                        [(s, n, dtypes.get(n, "")) for s, names in op.outputs.items()
                         for n in names])
+        why = refusal(op, [t.dtype for ts in ins.values() for t in ts if t is not None] +
+                      [dtypes.get(n, "") for names in op.outputs.values() for n in names])
+        if why:  # as the proof: no one meaning where Paddle's executors disagree
+            raise S.Unsupported(why)
         outs = row(op, ins, k)
         for slot, names in op.outputs.items():
             for n, t in zip(names, outs.get(slot) or []):
@@ -990,6 +1026,60 @@ def executor_diff(ex: Example, a: dict | None, b: dict | None) -> str | None:
             if not (p == q or (p != p and q != q)) and not abs(p - q) <= tol:
                 return f"element {j}: {p!r} vs {q!r} ({x['dtype']})"
     return None
+
+
+
+# -- a sweep: examples of every spec in every dtype its rows model ----------------
+PAIRS = (("legacy", "legacy_pir"), ("legacy", "pir"), ("legacy_pir", "pir"))
+
+
+@dataclass
+class Sweep:
+    examples: list
+    outcomes: dict            # (mode, outcome) -> count
+    disagreements: list       # (mode, spec, dtype, detail, example json): a row vs Paddle
+    executor: list            # (mode a, mode b, spec, dtype, detail, example json)
+    rows_agreeing: set        # ROWS keys applied in a run that agreed with Paddle
+    seconds: float
+    translations: dict        # mode -> the executor's translate_to_pir calls
+
+    def examples_run(self, mode):
+        return sum(n for (m, o), n in self.outcomes.items() if m == mode and o != "absent")
+
+
+def build_examples(n: int, seed: int = 0, names=None) -> list:
+    exs = []
+    for spec in specs():
+        if names and spec.name not in names:
+            continue
+        for dtype in spec.dtypes:
+            for e in sample(spec, dtype, n, seed):
+                e.id = len(exs)
+                exs.append(e)
+    return exs
+
+
+def sweep(n: int = 1, seed: int = 0, names=None) -> Sweep:
+    """``n`` examples a spec and dtype, run in the three modes and judged."""
+    t0 = time.time()
+    exs = build_examples(n, seed, names)
+    runs = {m: run_mode(m, exs) for m in MODES}
+    outcomes, dis, ex_dis, rows = {}, [], [], set()
+    for e in exs:
+        for m in MODES:
+            res = runs[m]["results"].get(e.id)
+            o, detail = judge(e, res)
+            outcomes[(m, o)] = outcomes.get((m, o), 0) + 1
+            if o == "agree":
+                rows.update(t for t in res["ops"] if t not in DECLARATIONS)
+            elif o == "disagree":
+                dis.append((m, e.spec, e.dtype, detail, e.to_json()))
+        for a, b in PAIRS:
+            d = executor_diff(e, runs[a]["results"].get(e.id), runs[b]["results"].get(e.id))
+            if d:
+                ex_dis.append((a, b, e.spec, e.dtype, d, e.to_json()))
+    return Sweep(exs, outcomes, dis, ex_dis, rows, time.time() - t0,
+                 {m: runs[m]["translations"] for m in MODES})
 
 
 if __name__ == "__main__":
