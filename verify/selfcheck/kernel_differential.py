@@ -858,7 +858,8 @@ class ExactKernels:
     def uf(self, kernel, args, attrs=()):
         from verify.value.kernels import reference
 
-        v = reference(kernel, attrs, tuple(Fraction(a) for a in args))
+        with np.errstate(over="ignore"):  # a cast that overflows: NotAnInput
+            v = reference(kernel, attrs, tuple(Fraction(a) for a in args))
         return v if isinstance(v, Fraction) else Fraction(float(v))
 
 
@@ -1038,13 +1039,30 @@ class Sweep:
     examples: list
     outcomes: dict            # (mode, outcome) -> count
     disagreements: list       # (mode, spec, dtype, detail, example json): a row vs Paddle
-    executor: list            # (mode a, mode b, spec, dtype, detail, example json)
+    executor: list            # (mode a, mode b, spec, dtype, detail, example json, the
+    #                           table's refusal for legacy vs legacy_pir, else None)
     rows_agreeing: set        # ROWS keys applied in a run that agreed with Paddle
     seconds: float
     translations: dict        # mode -> the executor's translate_to_pir calls
 
     def examples_run(self, mode):
         return sum(n for (m, o), n in self.outcomes.items() if m == mode and o != "absent")
+
+
+def listed_refusal(res: dict | None) -> str | None:
+    """The table's refusal of an op of ``res``'s program snapshot (its
+    attrs as the program records them: a legacy ``value`` attr is float32)."""
+    from verify.ir.snapshot import Op
+    from verify.value.executor_disagreements import refusal
+
+    if not res or "snap" not in res:
+        return None
+    dtypes = list(res["snap"]["vars"].values())
+    for i, rec in enumerate(res["snap"]["ops"]):
+        why = refusal(Op(i, rec["type"], rec["inputs"], rec["outputs"], rec["attrs"]), dtypes)
+        if why:
+            return why
+    return None
 
 
 def build_examples(n: int, seed: int = 0, names=None) -> list:
@@ -1075,9 +1093,11 @@ def sweep(n: int = 1, seed: int = 0, names=None) -> Sweep:
             elif o == "disagree":
                 dis.append((m, e.spec, e.dtype, detail, e.to_json()))
         for a, b in PAIRS:
-            d = executor_diff(e, runs[a]["results"].get(e.id), runs[b]["results"].get(e.id))
+            ra, rb = runs[a]["results"].get(e.id), runs[b]["results"].get(e.id)
+            d = executor_diff(e, ra, rb)
             if d:
-                ex_dis.append((a, b, e.spec, e.dtype, d, e.to_json()))
+                listed = listed_refusal(ra) if (a, b) == ("legacy", "legacy_pir") else None
+                ex_dis.append((a, b, e.spec, e.dtype, d, e.to_json(), listed))
     return Sweep(exs, outcomes, dis, ex_dis, rows, time.time() - t0,
                  {m: runs[m]["translations"] for m in MODES})
 
