@@ -165,3 +165,36 @@ def test_a_slice_decreasing_every_axis_is_0d_as_paddles():
             res = run["results"][e.id]
             assert K.judge(e, res) == ("agree", ""), (mode, e.legacy["attrs"], res.get("outs"))
         assert run["results"][0]["outs"][0]["shape"] == []
+
+
+def test_tensor_valued_attrs():
+    """Found by the sweep: reshape2 reads a ``Shape`` / ``ShapeTensor`` input
+    over its ``shape`` attr (x [3, 4], Shape [2, 6], attr [4, 3]: Paddle
+    [2, 6]); the row used the attr.  Now Unsupported.  Twins: a
+    ``ValueTensor`` fill_constant (modelled: the cast of the tensor) agrees;
+    a ``ScaleTensor`` scale is Unsupported."""
+    data = [float(i) / 8 for i in range(12)]
+    reshape = {"type": "reshape2", "outputs": {"Out": 1, "XShape": 1}, "attrs": {"shape": [4, 3]}}
+    exs = [
+        K.Example("reshape2", "float32", {"in0": (data, [3, 4], "float32"),
+                                          "in1": ([2, 6], [2], "int32")},
+                  legacy={**reshape, "inputs": {"X": ["in0"], "Shape": ["in1"]}}),
+        K.Example("reshape2", "float32", {"in0": (data, [3, 4], "float32"),
+                                          "in1": ([2], [1], "int32"), "in2": ([6], [1], "int32")},
+                  legacy={**reshape, "inputs": {"X": ["in0"], "ShapeTensor": ["in1", "in2"]}}),
+        K.Example("fill_constant", "int32", {"in0": ([-2.75], [1], "float32")},
+                  legacy={"type": "fill_constant", "inputs": {"ValueTensor": ["in0"]},
+                          "outputs": {"Out": 1},
+                          "attrs": {"shape": [2], "dtype": 2, "value": 1.0}}),
+        K.Example("scale", "float32", {"in0": (data, [3, 4], "float32"),
+                                       "in1": ([3.0], [1], "float32")},
+                  legacy={"type": "scale", "inputs": {"X": ["in0"], "ScaleTensor": ["in1"]},
+                          "outputs": {"Out": 1}, "attrs": {"scale": 2.0, "bias": 0.5}})]
+    for i, e in enumerate(exs):
+        e.id = i
+    for mode in ("legacy", "legacy_pir"):
+        run = K.run_mode(mode, exs)
+        assert run["results"][0]["outs"][0]["shape"] == [2, 6]
+        assert run["results"][2]["outs"][0]["data"] == [-2, -2]
+        got = [K.judge(e, run["results"][e.id])[0] for e in exs]
+        assert got == ["unsupported", "unsupported", "agree", "unsupported"], (mode, got)

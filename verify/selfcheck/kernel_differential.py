@@ -550,6 +550,39 @@ def gen_unsqueeze(draw, dtype):
     return b.pir("pd_op.unsqueeze", [b.feed(xs, dtype)], [a]).ex
 
 
+def gen_tensor_attr(draw, dtype):
+    """An attr given as a tensor: reshape2's ``Shape`` / ``ShapeTensor``
+    (with a different ``shape`` attr), fill_constant's ``ValueTensor``,
+    scale's ``ScaleTensor``."""
+    st = _st()
+    kind = draw(st.sampled_from(["Shape", "ShapeTensor", "ValueTensor", "ScaleTensor"]))
+    b = _B(draw, "tensor_attrs", dtype)
+    if kind == "ValueTensor":
+        src = draw(st.sampled_from(["float32", "float64", "int32", "int64"]))
+        v = b.feed([1], src)
+        shape = _shape(draw, 1, 2)
+        b.legacy("fill_constant", {"ValueTensor": [v]}, {"Out": 1},
+                 {"shape": shape, "dtype": VARTYPE[dtype], "value": 1.0})
+        return b.ex
+    xs = _shape(draw, 2, 3)
+    x = b.feed(xs, dtype)
+    if kind == "ScaleTensor":
+        s = b.feed([1], "float32")
+        b.legacy("scale", {"X": [x], "ScaleTensor": [s]}, {"Out": 1},
+                 {"scale": 2.0, "bias": draw(st.sampled_from(BIASES))})
+        return b.ex
+    target = [int(np.prod(xs))] if draw(st.booleans()) else [xs[0], -1]
+    names = []
+    for i, t in enumerate([target] if kind == "Shape" else [[t] for t in target]):
+        n = f"in{b.n}"
+        b.n += 1
+        b.ex.feeds[n] = (list(t), [len(t)], "int32")
+        names.append(n)
+    b.legacy("reshape2", {"X": [x], kind: names}, {"Out": 1, "XShape": 1},
+             {"shape": list(reversed(xs))})
+    return b.ex
+
+
 @dataclass
 class Spec:
     name: str
@@ -631,6 +664,7 @@ def _specs():
                        attr=("shape", lambda r: st.just([-1])),
                        shape=lambda xs, a: [int(np.prod(xs))]))
     add("unsqueeze", ["pd_op.unsqueeze"], gen_unsqueeze)
+    add("tensor_attrs", ["fill_constant"], gen_tensor_attr)
     add("expand", ["pd_op.expand"], gen_expand(False))
     add("tile", ["pd_op.tile"], gen_expand(True))
     from verify.value import semantics as S

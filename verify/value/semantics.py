@@ -356,6 +356,8 @@ def reshape_dims(dims, target, to=None):
 
 def reshape(op, ins, k):
     x = _t(ins, "X")
+    if _has(ins, "Shape") or _has(ins, "ShapeTensor"):  # Paddle reads these over the attr
+        raise Unsupported("reshape to a tensor-valued shape (Shape/ShapeTensor)")
     target = _resolve_target(x.orig, op.attrs.get("shape") or [])
     dims = reshape_dims(x.dims, target, k.reduce_to)
     shape = [_prod(r for _, r in d) for d in dims]
