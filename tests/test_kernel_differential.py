@@ -198,3 +198,36 @@ def test_tensor_valued_attrs():
         assert run["results"][2]["outs"][0]["data"] == [-2, -2]
         got = [K.judge(e, run["results"][e.id])[0] for e in exs]
         assert got == ["unsupported", "unsupported", "agree", "unsupported"], (mode, got)
+
+
+def test_layer_norm_stats_shape_and_the_bf16_divide_grad():
+    """Found by the sweep.  (1) layer_norm's Mean/Variance are
+    x.shape[:begin_norm_axis] ([2, 2] for x [2, 2, 2], begin 2); the row
+    flattened them to [4].  (2) CPU bfloat16 divide_grad gives y_grad the
+    wrong sign on every executor: the proof refuses it (a kernel finding);
+    the float32 twin agrees."""
+    d = [0.5, -1.0, 2.0, 0.25, 1.5, -2.0, 3.0, 1.0]
+    ln = K.Example("layer_norm", "float32", {"in0": (d, [2, 2, 2], "float32"),
+                                             "in1": ([1.0, 0.5], [2], "float32"),
+                                             "in2": ([0.0, 0.25], [2], "float32")},
+                   legacy={"type": "layer_norm", "inputs": {"X": ["in0"], "Scale": ["in1"],
+                                                            "Bias": ["in2"]},
+                           "outputs": {"Y": 1, "Mean": 1, "Variance": 1},
+                           "attrs": {"epsilon": 1e-5, "begin_norm_axis": 2}})
+    exs = [ln]
+    for dt in ("bfloat16", "float32"):
+        exs.append(K.Example("div", dt, {"in0": ([1.875, 3.0], [2], dt),
+                                         "in1": ([3.0, -2.0], [2], dt),
+                                         "in2": ([1.875, 1.0], [2], dt)},
+                             pir={"op": "pd_op.divide", "ins": ["in0", "in1"], "args": [],
+                                  "grad": {"wrt": ["in0", "in1"], "gout": "in2"}}))
+    for i, e in enumerate(exs):
+        e.id = i
+    legacy, pir = K.run_mode("legacy", exs[:1]), K.run_mode("pir", exs[1:])
+    assert legacy["results"][0]["outs"][1]["shape"] == [2, 2]
+    assert K.judge(ln, legacy["results"][0]) == ("agree", "")
+    bf16, f32 = pir["results"][1], pir["results"][2]
+    assert bf16["outs"][1]["data"][0] == 0.390625 and f32["outs"][1]["data"][0] == -0.390625
+    outcome, why = K.judge(exs[1], bf16)
+    assert outcome == "unsupported" and "not the op's definition" in why
+    assert K.judge(exs[2], f32) == ("agree", "")

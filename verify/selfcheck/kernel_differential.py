@@ -159,6 +159,11 @@ PIR_BUILD = {
     "pd_op.pow": lambda C, v, y: [C.pow(v[0], y)],
     "pd_op.pow_grad": lambda C, v, y: [C.pow_grad(v[0], v[1], y)],
     "pd_op.transpose_grad": lambda C, v, perm: [C.transpose_grad(v[0], perm)],
+    "pd_op.embedding": lambda C, v, pad: [C.embedding(v[0], v[1], pad, False)],
+    # the static PIR builder returns layer_norm's ``out`` only
+    "pd_op.layer_norm": lambda C, v, eps, begin: [C.layer_norm(v[0], v[1], v[2], eps, begin)],
+    "pd_op.full_like": lambda C, v, value, d: [C.full_like(v[0], value, _dt(d), _cpu())],
+    "pd_op.split": lambda C, v, sections, axis: list(C.split(v[0], sections, axis)),
 }
 
 
@@ -380,9 +385,12 @@ def gen_reduce(legacy, pir, grad=False):
     return gen
 
 
-def gen_mean(draw, dtype):
-    b = _B(draw, "mean", dtype)
-    return b.legacy("mean", {"X": [b.feed(_shape(draw), dtype)]}, {"Out": 1}, {}).ex
+def gen_mean(grad=False):
+    def gen(draw, dtype):
+        b = _B(draw, "mean_grad" if grad else "mean", dtype)
+        b.legacy("mean", {"X": [b.feed(_shape(draw), dtype)]}, {"Out": 1}, {})
+        return b.grad(["in0"], [], dtype).ex if grad else b.ex
+    return gen
 
 
 FILL_VALUES = [0.1, 2.7, -3.5, 1e5, 3.0, 1.0, 1e-8, -0.0, 70000.0, 2.0 ** 40 + 1]
@@ -478,6 +486,22 @@ def gen_split(draw, dtype):
     return b.pir("pd_op.split_with_num", [x], num, xs_neg).ex
 
 
+def gen_slice_grad(draw, dtype):
+    ex = gen_slice(draw, dtype)
+    at = ex.legacy["attrs"]
+    data, xs, _ = ex.feeds["in0"]
+    idx = [slice(None)] * len(xs)
+    for a, s, e in zip(at["axes"], at["starts"], at["ends"]):
+        idx[a] = slice(s, e)
+    out = np.zeros(xs)[tuple(idx)]
+    shape = [d for i, d in enumerate(out.shape) if i not in at["decrease_axis"]]
+    if 0 in out.shape:
+        return ex
+    b = _B(draw, "slice_grad", dtype)
+    b.ex, b.n = ex, len(ex.feeds)
+    return b.grad(["in0"], shape, dtype).ex
+
+
 def gen_slice(draw, dtype):
     st = _st()
     b = _B(draw, "slice", dtype)
@@ -498,7 +522,20 @@ def gen_slice(draw, dtype):
     return b.pir("pd_op.slice", [x], axes, starts, ends, dec).ex
 
 
-def gen_lookup(draw, dtype):
+def gen_lookup(grad=False):
+    def gen(draw, dtype):
+        ex = _gen_lookup(draw, dtype)
+        if grad:
+            ids, w = ex.legacy["inputs"]["Ids"][0], ex.legacy["inputs"]["W"][0]
+            out = ex.feeds[ids][1] + [ex.feeds[w][1][1]]
+            b = _B(draw, "lookup_table_v2_grad", dtype)
+            b.ex, b.n = ex, len(ex.feeds)
+            return b.grad([w], out, dtype).ex
+        return ex
+    return gen
+
+
+def _gen_lookup(draw, dtype):
     st = _st()
     b = _B(draw, "lookup_table_v2", dtype)
     rows, width = draw(st.integers(1, 5)), draw(st.integers(1, 4))
@@ -510,7 +547,43 @@ def gen_lookup(draw, dtype):
     b.ex.feeds[ids] = ([int(v) for v in b.rng.integers(0, rows, n)], ids_shape, "int64")
     w = b.feed([rows, width], dtype)
     b.legacy("lookup_table_v2", {"Ids": [ids], "W": [w]}, {"Out": 1}, {"padding_idx": pad})
-    return b.ex
+    return b.pir("pd_op.embedding", [ids, w], pad).ex
+
+
+def gen_layer_norm(grad=False):
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "layer_norm_grad" if grad else "layer_norm", dtype)
+        xs = _shape(draw, 2, 3)
+        begin = draw(st.integers(1, len(xs) - 1))
+        eps = draw(st.sampled_from([1e-5, 0.5, 1e-3]))
+        n = int(np.prod(xs[begin:]))
+        x, sc, bi = b.feed(xs, dtype), b.feed([n], dtype), b.feed([n], dtype)
+        b.legacy("layer_norm", {"X": [x], "Scale": [sc], "Bias": [bi]},
+                 {"Y": 1, "Mean": 1, "Variance": 1}, {"epsilon": eps, "begin_norm_axis": begin})
+        b.pir("pd_op.layer_norm", [x, sc, bi], eps, begin)
+        return b.grad([x, sc, bi], xs, dtype).ex if grad else b.ex
+    return gen
+
+
+def gen_full_like(draw, dtype):
+    st = _st()
+    b = _B(draw, "full_like", dtype)
+    src = draw(st.sampled_from(["float32", "int64", "float64"]))
+    x = b.feed(_shape(draw), src)
+    return b.pir("pd_op.full_like", [x], draw(st.sampled_from(FILL_VALUES)), dtype).ex
+
+
+def gen_split_sections(draw, dtype):
+    st = _st()
+    b = _B(draw, "pd_op.split", dtype)
+    xs = _shape(draw)
+    axis = draw(st.integers(0, len(xs) - 1))
+    num = draw(st.sampled_from([1] + _divisors(xs[axis])))
+    sections = [xs[axis] // num] * num
+    if num > 1 and draw(st.booleans()):
+        sections[-1] = -1
+    return b.pir("pd_op.split", [b.feed(xs, dtype)], sections, axis).ex
 
 
 def gen_sgd(draw, dtype):
@@ -608,6 +681,8 @@ def _specs():
                      ("elementwise_mul", "pd_op.multiply")):
         add(leg + "_grad", [leg, leg + "_grad", pir, pir + "_grad"],
             gen_ew(leg, pir, grad=True))
+    add("elementwise_div_grad", ["pd_op.divide", "pd_op.divide_grad"],
+        gen_ew("elementwise_div", "pd_op.divide", grad=True, ykind="nonzero"))
     add("matmul_v2", ["matmul_v2", "pd_op.matmul"], gen_matmul_v2())
     add("matmul_v2_grad", ["matmul_v2", "matmul_v2_grad", "pd_op.matmul",
                            "pd_op.matmul_grad"], gen_matmul_v2(True))
@@ -623,7 +698,8 @@ def _specs():
     add("reduce_mean_grad", ["reduce_mean", "reduce_mean_grad", "pd_op.mean",
                              "pd_op.mean_grad"],
         gen_reduce("reduce_mean", "pd_op.mean", grad=True))
-    add("mean", ["mean"], gen_mean)
+    add("mean", ["mean"], gen_mean())
+    add("mean_grad", ["mean", "mean_grad"], gen_mean(True))
     add("fill_constant", ["fill_constant", "pd_op.full"], gen_fill)
     add("square", ["square", "pd_op.square"], gen_unary("square", "pd_op.square"))
     add("square_grad", ["square", "square_grad", "pd_op.square", "pd_op.square_grad"],
@@ -648,7 +724,16 @@ def _specs():
                                                                  axis=True))
     add("split", ["split", "pd_op.split_with_num", "builtin.split"], gen_split)
     add("slice", ["slice", "pd_op.slice"], gen_slice)
-    add("lookup_table_v2", ["lookup_table_v2"], gen_lookup)
+    add("lookup_table_v2", ["lookup_table_v2", "pd_op.embedding"], gen_lookup())
+    add("lookup_table_v2_grad", ["lookup_table_v2", "lookup_table_v2_grad", "pd_op.embedding",
+                                 "pd_op.embedding_grad"], gen_lookup(True))
+    add("layer_norm", ["layer_norm", "pd_op.layer_norm"], gen_layer_norm())
+    add("layer_norm_grad", ["layer_norm", "layer_norm_grad", "pd_op.layer_norm",
+                            "pd_op.layer_norm_grad"], gen_layer_norm(True))
+    add("full_like", ["pd_op.full_like"], gen_full_like)
+    add("split_sections", ["pd_op.split"], gen_split_sections)
+    add("slice_grad", ["slice", "slice_grad", "pd_op.slice", "pd_op.slice_grad"],
+        gen_slice_grad)
     add("sgd", ["sgd"], gen_sgd)
     add("pow", ["pd_op.pow"], gen_pir_unary("pd_op.pow", attr=(
         "y", lambda r: st.sampled_from([2.0, 3.0]))))

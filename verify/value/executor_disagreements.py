@@ -1,4 +1,5 @@
-"""Where Paddle 3.3.1's executors compute one program differently: a table.
+"""Where Paddle 3.3.1's executors compute one program differently (and where
+every executor computes a kernel other than its definition): a table.
 
 Found by the kernel differential (``verify/selfcheck/kernel_differential.py``,
 ``tests/test_kernel_differential.py``, ``benchmarks/bench_kernel_differential.py``):
@@ -16,12 +17,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Disagreement:
+    """``kind`` "executors": two executors compute the op differently;
+    "kernel": every executor computes it, alike, other than its definition
+    (the row models the definition; real ranks would not follow it)."""
     op: str          # the op type
     condition: str   # where (dtype, attrs)
     legacy: str      # what the legacy executor computes
     pir: str         # what FLAGS_enable_pir_in_executor=1 computes
     found: str       # how (the reproducer)
     applies: object  # (op, dtypes) -> bool
+    kind: str = "executors"
 
 
 def _str_value_lost(op, dtypes) -> bool:
@@ -57,6 +62,14 @@ TABLE = (
         found="kernel differential, fill_constant int64 value 2^40+1 with str_value "
               "'1099511627777.0', shape [4, 3, 2, 4]",
         applies=_str_value_lost),
+    Disagreement(
+        op="pd_op.divide_grad", condition="bfloat16 on CPU",
+        legacy="y_grad = +dout * out / y, the sign flipped (x=1.875, y=3, dout=1.875: "
+               "+0.390625, float32 and float64 -0.390625); the same on the legacy "
+               "executor's elementwise_div_grad",
+        pir="the same wrong sign (pd_op.divide_grad, and the translated legacy program)",
+        found="kernel differential, elementwise_div_grad / pd_op.divide_grad in bfloat16",
+        applies=lambda op, dtypes: "bfloat16" in dtypes, kind="kernel"),
 )
 
 
@@ -68,6 +81,9 @@ def refusal(op, dtypes) -> str | None:
     dtypes = {dtype_name(d) for d in dtypes}
     for d in TABLE:
         if d.op == op.type and d.applies(op, dtypes):
+            if d.kind == "kernel":
+                return (f"{op.type} ({d.condition}): Paddle's kernel is not the op's "
+                        f"definition ({d.legacy}), docs/paddle-findings.md")
             return (f"{op.type} ({d.condition}): Paddle's executors disagree (legacy "
                     f"{d.legacy}; FLAGS_enable_pir_in_executor=1 {d.pir}), "
                     "docs/paddle-findings.md")

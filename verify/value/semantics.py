@@ -912,7 +912,7 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
 
 def _ln_stats_dims(op, x):
     b = op.attrs.get("begin_norm_axis", 1)
-    return [tuple(f for d in x.dims[:b] for f in d) or ((1, 1),)]
+    return list(x.dims[:b]) or [((1, 1),)]  # Mean/Variance: x.shape[:b], as 3.3.1's
 
 
 # -- collectives (performed by the executor across ranks) --------------------
@@ -1389,11 +1389,11 @@ def _pir_layer_norm(op, ins, k):
             if bias is not None:
                 y = y + bias[j]
             out[i, j] = y
-    stats = [tuple(f for d in x.dims[:int(op.attrs.get("begin_norm_axis", 1))] for f in d)
-             or ((1, 1),)]
+    stats = _ln_stats_dims(op, x)  # x.shape[:begin_norm_axis], as 3.3.1's
+    sshape = [_prod(r for _, r in d) for d in stats]
     return {"out": [Tensor(out.reshape(x.arr.shape), x.dims, x.dtype)],
-            "mean": [Tensor(np.array(mean, dtype=object), stats, x.dtype)],
-            "variance": [Tensor(np.array(var, dtype=object), stats, x.dtype)]}
+            "mean": [Tensor(np.array(mean, dtype=object).reshape(sshape), stats, x.dtype)],
+            "variance": [Tensor(np.array(var, dtype=object).reshape(sshape), stats, x.dtype)]}
 
 
 def _pir_layer_norm_grad(op, ins, k):
