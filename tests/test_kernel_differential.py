@@ -23,6 +23,79 @@ def sweep():
     return K.sweep(n=1, seed=0)
 
 
+def _fill(dtype, v):
+    return K.Example("fill_constant", dtype, {}, legacy={
+        "type": "fill_constant", "inputs": {}, "outputs": {"Out": 1},
+        "attrs": {"shape": [2], "dtype": K.VARTYPE[dtype], "value": v, "str_value": repr(v)}})
+
+
+_DATA = [float(i) / 8 for i in range(12)]
+_RESHAPE = {"type": "reshape2", "outputs": {"Out": 1, "XShape": 1}, "attrs": {"shape": [4, 3]}}
+_LN = [0.5, -1.0, 2.0, 0.25, 1.5, -2.0, 3.0, 1.0]
+
+
+def _div(dt):
+    return K.Example("div", dt, {"in0": ([1.875, 3.0], [2], dt), "in1": ([3.0, -2.0], [2], dt),
+                                 "in2": ([1.875, 1.0], [2], dt)},
+                     pir={"op": "pd_op.divide", "ins": ["in0", "in1"], "args": [],
+                          "grad": {"wrt": ["in0", "in1"], "gout": "in2"}})
+
+
+# the reproducers of what the sweep found, run once in each mode
+FIXED = {
+    "fill_int64": _fill("int64", 2.0 ** 40 + 1),
+    "fill_float64": _fill("float64", 0.1),
+    "fill_float32": _fill("float32", 0.1),
+    "slice_1d": None, "slice_3d": None, "slice_one_axis": None,
+    "reshape_Shape": K.Example("reshape2", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([2, 6], [2], "int32")},
+        legacy={**_RESHAPE, "inputs": {"X": ["in0"], "Shape": ["in1"]}}),
+    "reshape_ShapeTensor": K.Example("reshape2", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([2], [1], "int32"),
+        "in2": ([6], [1], "int32")},
+        legacy={**_RESHAPE, "inputs": {"X": ["in0"], "ShapeTensor": ["in1", "in2"]}}),
+    "fill_ValueTensor": K.Example("fill_constant", "int32", {"in0": ([-2.75], [1], "float32")},
+                                  legacy={"type": "fill_constant",
+                                          "inputs": {"ValueTensor": ["in0"]},
+                                          "outputs": {"Out": 1},
+                                          "attrs": {"shape": [2], "dtype": 2, "value": 1.0}}),
+    "scale_ScaleTensor": K.Example("scale", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([3.0], [1], "float32")},
+        legacy={"type": "scale", "inputs": {"X": ["in0"], "ScaleTensor": ["in1"]},
+                "outputs": {"Out": 1}, "attrs": {"scale": 2.0, "bias": 0.5}}),
+    "layer_norm": K.Example("layer_norm", "float32", {
+        "in0": (_LN, [2, 2, 2], "float32"), "in1": ([1.0, 0.5], [2], "float32"),
+        "in2": ([0.0, 0.25], [2], "float32")},
+        legacy={"type": "layer_norm", "inputs": {"X": ["in0"], "Scale": ["in1"], "Bias": ["in2"]},
+                "outputs": {"Y": 1, "Mean": 1, "Variance": 1},
+                "attrs": {"epsilon": 1e-5, "begin_norm_axis": 2}}),
+    "add_axis": K.Example("elementwise_add", "float32", {
+        "in0": ([float(i) for i in range(24)], [2, 3, 4], "float32"),
+        "in1": ([0.5, -1.0, 2.0], [3], "float32")},
+        legacy={"type": "elementwise_add", "inputs": {"X": ["in0"], "Y": ["in1"]},
+                "outputs": {"Out": 1}, "attrs": {"axis": 1}}),
+    "div_bf16": _div("bfloat16"),
+    "div_f32": _div("float32"),
+}
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    """``{mode: {name: result}}`` of FIXED, one worker a mode."""
+    FIXED["slice_1d"] = _slice_example([4], [0], [3], [4], [0])
+    FIXED["slice_3d"] = _slice_example([4, 1, 4], [0, 1, 2], [3, 0, 3], [4, 1, 4], [0, 1, 2])
+    FIXED["slice_one_axis"] = _slice_example([3, 4], [0], [1], [2], [0])
+    names = list(FIXED)
+    for i, n in enumerate(names):
+        FIXED[n].id = i
+    runs = {m: K.run_mode(m, list(FIXED.values()))["results"] for m in K.MODES}
+    return {m: {n: runs[m].get(i) for i, n in enumerate(names)} for m in K.MODES}
+
+
+def _judge(fixed, mode, name):
+    return K.judge(FIXED[name], fixed[mode][name])
+
+
 def test_every_row_agrees_with_paddle_where_both_compute(sweep):
     assert not sweep.disagreements, "\n".join(
         f"{m} {spec} {dt}: {why}\n  {ex}" for m, spec, dt, why, ex in sweep.disagreements[:10])
@@ -59,28 +132,23 @@ def test_executor_disagreements_are_all_in_the_table(sweep):
     assert "reduce_sum" in seen  # float16 on CPU: the legacy executor refuses
 
 
-def test_fill_constant_str_value_lost_by_the_pir_translation():
-    """The reproducer of the fill_constant finding, on the three modes: the
-    legacy executor reads str_value, the PIR-translated one the float32
-    value; the row (str_value) agrees with the first, and the proof refuses."""
-    exs = []
-    for dtype, v in (("int64", 2.0 ** 40 + 1), ("float64", 0.1), ("float32", 0.1)):
-        e = K.Example("fill_constant", dtype, {}, legacy={
-            "type": "fill_constant", "inputs": {}, "outputs": {"Out": 1},
-            "attrs": {"shape": [2], "dtype": K.VARTYPE[dtype], "value": v,
-                      "str_value": repr(v)}})
-        e.id = len(exs)
-        exs.append(e)
-    legacy, translated = K.run_mode("legacy", exs), K.run_mode("legacy_pir", exs)
-    got = [(legacy["results"][i]["outs"][0]["data"][0],
-            translated["results"][i]["outs"][0]["data"][0]) for i in range(3)]
-    assert got[0] == (2 ** 40 + 1, 2 ** 40) and got[1] == (0.1, 0.10000000149011612)
-    assert got[2][0] == got[2][1]  # twin: float32 0.1 is the float32 value in both
-    for i, want in ((0, True), (1, True), (2, False)):
-        rec = legacy["results"][i]["snap"]["ops"][0]
+def test_fill_constant_str_value_lost_by_the_pir_translation(fixed):
+    """The reproducer of the fill_constant finding: the legacy executor reads
+    str_value, the PIR-translated one the float32 value; the row (str_value)
+    agrees with the first, and the proof refuses the op."""
+    got = {n: (fixed["legacy"][n]["outs"][0]["data"][0],
+               fixed["legacy_pir"][n]["outs"][0]["data"][0])
+           for n in ("fill_int64", "fill_float64", "fill_float32")}
+    assert got["fill_int64"] == (2 ** 40 + 1, 2 ** 40)
+    assert got["fill_float64"] == (0.1, 0.10000000149011612)
+    assert got["fill_float32"][0] == got["fill_float32"][1]  # twin: float32 0.1 in both
+    for name, want in (("fill_int64", True), ("fill_float64", True), ("fill_float32", False)):
+        res = fixed["legacy"][name]
+        rec = res["snap"]["ops"][0]
         op = Op(0, rec["type"], rec["inputs"], rec["outputs"], rec["attrs"])
-        assert bool(refusal(op, [exs[i].dtype])) == want, rec["attrs"]
-        assert K.judge(exs[i], legacy["results"][i])[0] == ("unsupported" if want else "agree")
+        assert bool(refusal(op, [FIXED[name].dtype])) == want, rec["attrs"]
+        assert K.listed_refusal(res) == refusal(op, [FIXED[name].dtype])
+        assert _judge(fixed, "legacy", name)[0] == ("unsupported" if want else "agree")
 
 
 def test_the_proof_refuses_a_row_the_executors_disagree_on():
@@ -109,15 +177,16 @@ def test_the_proof_refuses_a_row_the_executors_disagree_on():
     assert prove("1099511627776.0").verdict == Verdict.EQUIVALENT
 
 
-def test_a_wrong_row_is_caught_with_its_example(monkeypatch):
-    """Teeth: a scale row that ignores bias_after_scale, and an elementwise
-    row that drops ``axis``, disagree with Paddle on a generated example."""
+def test_a_wrong_row_is_caught_with_its_example(sweep, fixed, monkeypatch):
+    """Teeth: the sweep's own Paddle results judged again with a scale row
+    that ignores bias_after_scale (and the reproducer x [2, 3, 4] + y [3] at
+    axis 1 with an elementwise_add row that drops ``axis``): they disagree,
+    naming output, row value and Paddle's."""
     right_scale = S.ROWS["scale"]
 
     def wrong_scale(op, ins, k):
         return right_scale(Op(0, op.type, op.inputs, op.outputs,
                               {**op.attrs, "bias_after_scale": True}), ins, k)
-    monkeypatch.setitem(S.ROWS, "scale", wrong_scale)
     right_add = S.ROWS["elementwise_add"]
 
     def wrong_add(op, ins, k):
@@ -125,19 +194,28 @@ def test_a_wrong_row_is_caught_with_its_example(monkeypatch):
         if y.arr.ndim < x.arr.ndim:  # numpy's trailing alignment, whatever axis says
             return {"Out": [S.Tensor(x.arr + y.arr, x.dims, x.dtype)]}
         return right_add(op, ins, k)
+
+    def caught():
+        out = {}
+        for e in sweep.examples:
+            if e.spec in ("scale", "elementwise_add"):
+                for m in ("legacy", "legacy_pir", "pir"):
+                    o, why = K.judge(e, sweep.runs[m].get(e.id))
+                    if o == "disagree":
+                        out.setdefault((e.spec, m), why)
+        for m in ("legacy", "legacy_pir"):
+            o, why = _judge(fixed, m, "add_axis")
+            if o == "disagree":
+                out[("elementwise_add", m)] = why
+        return out
+    assert caught() == {}  # twin: the real rows agree
+    monkeypatch.setitem(S.ROWS, "scale", wrong_scale)
     monkeypatch.setitem(S.ROWS, "elementwise_add", wrong_add)
-    sw = K.sweep(n=2, seed=0, names={"scale", "elementwise_add"})
-    caught = {(spec, m) for m, spec, _, _, _ in sw.disagreements}
-    assert ("scale", "legacy") in caught and ("scale", "legacy_pir") in caught, caught
-    assert ("scale", "pir") not in caught  # pd_op.scale's row is its own (not patched)
-    assert ("elementwise_add", "legacy") in caught, caught
-    why = next(d for m, s, _, d, _ in sw.disagreements if s == "scale")
-    assert "row" in why and "Paddle" in why
-
-
-def test_tables_are_consistent():
-    for d in TABLE:
-        assert d.op in S.ROWS and d.condition and d.legacy and d.pir and d.found
+    got = caught()
+    assert {("scale", "legacy"), ("scale", "legacy_pir"), ("elementwise_add", "legacy"),
+            ("elementwise_add", "legacy_pir")} <= set(got), got
+    assert ("scale", "pir") not in got  # pd_op.scale's row is its own (not patched)
+    assert "row" in got[("scale", "legacy")] and "Paddle" in got[("scale", "legacy")]
 
 
 def _slice_example(shape, axes, starts, ends, decrease, dtype="float32"):
@@ -150,84 +228,45 @@ def _slice_example(shape, axes, starts, ends, decrease, dtype="float32"):
     return e
 
 
-def test_a_slice_decreasing_every_axis_is_0d_as_paddles():
+def test_a_slice_decreasing_every_axis_is_0d_as_paddles(fixed):
     """Found by the sweep: ``slice`` with every axis in decrease_axis is a
     0-D tensor on 3.3.1's three executors; the row kept shape [1].  Twin:
     one axis of two decreased keeps the other."""
-    exs = [_slice_example([4], [0], [3], [4], [0]),
-           _slice_example([4, 1, 4], [0, 1, 2], [3, 0, 3], [4, 1, 4], [0, 1, 2]),
-           _slice_example([3, 4], [0], [1], [2], [0])]
-    for i, e in enumerate(exs):
-        e.id = i
     for mode in K.MODES:
-        run = K.run_mode(mode, exs)
-        for e in exs:
-            res = run["results"][e.id]
-            assert K.judge(e, res) == ("agree", ""), (mode, e.legacy["attrs"], res.get("outs"))
-        assert run["results"][0]["outs"][0]["shape"] == []
+        for name in ("slice_1d", "slice_3d", "slice_one_axis"):
+            assert _judge(fixed, mode, name) == ("agree", ""), (mode, name)
+        assert fixed[mode]["slice_1d"]["outs"][0]["shape"] == []
 
 
-def test_tensor_valued_attrs():
+def test_tensor_valued_attrs(fixed):
     """Found by the sweep: reshape2 reads a ``Shape`` / ``ShapeTensor`` input
     over its ``shape`` attr (x [3, 4], Shape [2, 6], attr [4, 3]: Paddle
     [2, 6]); the row used the attr.  Now Unsupported.  Twins: a
     ``ValueTensor`` fill_constant (modelled: the cast of the tensor) agrees;
     a ``ScaleTensor`` scale is Unsupported."""
-    data = [float(i) / 8 for i in range(12)]
-    reshape = {"type": "reshape2", "outputs": {"Out": 1, "XShape": 1}, "attrs": {"shape": [4, 3]}}
-    exs = [
-        K.Example("reshape2", "float32", {"in0": (data, [3, 4], "float32"),
-                                          "in1": ([2, 6], [2], "int32")},
-                  legacy={**reshape, "inputs": {"X": ["in0"], "Shape": ["in1"]}}),
-        K.Example("reshape2", "float32", {"in0": (data, [3, 4], "float32"),
-                                          "in1": ([2], [1], "int32"), "in2": ([6], [1], "int32")},
-                  legacy={**reshape, "inputs": {"X": ["in0"], "ShapeTensor": ["in1", "in2"]}}),
-        K.Example("fill_constant", "int32", {"in0": ([-2.75], [1], "float32")},
-                  legacy={"type": "fill_constant", "inputs": {"ValueTensor": ["in0"]},
-                          "outputs": {"Out": 1},
-                          "attrs": {"shape": [2], "dtype": 2, "value": 1.0}}),
-        K.Example("scale", "float32", {"in0": (data, [3, 4], "float32"),
-                                       "in1": ([3.0], [1], "float32")},
-                  legacy={"type": "scale", "inputs": {"X": ["in0"], "ScaleTensor": ["in1"]},
-                          "outputs": {"Out": 1}, "attrs": {"scale": 2.0, "bias": 0.5}})]
-    for i, e in enumerate(exs):
-        e.id = i
     for mode in ("legacy", "legacy_pir"):
-        run = K.run_mode(mode, exs)
-        assert run["results"][0]["outs"][0]["shape"] == [2, 6]
-        assert run["results"][2]["outs"][0]["data"] == [-2, -2]
-        got = [K.judge(e, run["results"][e.id])[0] for e in exs]
+        assert fixed[mode]["reshape_Shape"]["outs"][0]["shape"] == [2, 6]
+        assert fixed[mode]["fill_ValueTensor"]["outs"][0]["data"] == [-2, -2]
+        got = [_judge(fixed, mode, n)[0] for n in ("reshape_Shape", "reshape_ShapeTensor",
+                                                   "fill_ValueTensor", "scale_ScaleTensor")]
         assert got == ["unsupported", "unsupported", "agree", "unsupported"], (mode, got)
 
 
-def test_layer_norm_stats_shape_and_the_bf16_divide_grad():
+def test_layer_norm_stats_shape_and_the_bf16_divide_grad(fixed):
     """Found by the sweep.  (1) layer_norm's Mean/Variance are
     x.shape[:begin_norm_axis] ([2, 2] for x [2, 2, 2], begin 2); the row
     flattened them to [4].  (2) CPU bfloat16 divide_grad gives y_grad the
     wrong sign on every executor: the proof refuses it (a kernel finding);
     the float32 twin agrees."""
-    d = [0.5, -1.0, 2.0, 0.25, 1.5, -2.0, 3.0, 1.0]
-    ln = K.Example("layer_norm", "float32", {"in0": (d, [2, 2, 2], "float32"),
-                                             "in1": ([1.0, 0.5], [2], "float32"),
-                                             "in2": ([0.0, 0.25], [2], "float32")},
-                   legacy={"type": "layer_norm", "inputs": {"X": ["in0"], "Scale": ["in1"],
-                                                            "Bias": ["in2"]},
-                           "outputs": {"Y": 1, "Mean": 1, "Variance": 1},
-                           "attrs": {"epsilon": 1e-5, "begin_norm_axis": 2}})
-    exs = [ln]
-    for dt in ("bfloat16", "float32"):
-        exs.append(K.Example("div", dt, {"in0": ([1.875, 3.0], [2], dt),
-                                         "in1": ([3.0, -2.0], [2], dt),
-                                         "in2": ([1.875, 1.0], [2], dt)},
-                             pir={"op": "pd_op.divide", "ins": ["in0", "in1"], "args": [],
-                                  "grad": {"wrt": ["in0", "in1"], "gout": "in2"}}))
-    for i, e in enumerate(exs):
-        e.id = i
-    legacy, pir = K.run_mode("legacy", exs[:1]), K.run_mode("pir", exs[1:])
-    assert legacy["results"][0]["outs"][1]["shape"] == [2, 2]
-    assert K.judge(ln, legacy["results"][0]) == ("agree", "")
-    bf16, f32 = pir["results"][1], pir["results"][2]
+    assert fixed["legacy"]["layer_norm"]["outs"][1]["shape"] == [2, 2]
+    assert _judge(fixed, "legacy", "layer_norm") == ("agree", "")
+    bf16, f32 = fixed["pir"]["div_bf16"], fixed["pir"]["div_f32"]
     assert bf16["outs"][1]["data"][0] == 0.390625 and f32["outs"][1]["data"][0] == -0.390625
-    outcome, why = K.judge(exs[1], bf16)
+    outcome, why = _judge(fixed, "pir", "div_bf16")
     assert outcome == "unsupported" and "not the op's definition" in why
-    assert K.judge(exs[2], f32) == ("agree", "")
+    assert _judge(fixed, "pir", "div_f32") == ("agree", "")
+
+
+def test_tables_are_consistent():
+    for d in TABLE:
+        assert d.op in S.ROWS and d.condition and d.legacy and d.pir and d.found

@@ -1163,6 +1163,7 @@ class Sweep:
     rows_agreeing: set        # ROWS keys applied in a run that agreed with Paddle
     seconds: float
     translations: dict        # mode -> the executor's translate_to_pir calls
+    runs: dict = field(default_factory=dict)  # mode -> run_mode's results by example id
 
     def examples_run(self, mode):
         return sum(n for (m, o), n in self.outcomes.items() if m == mode and o != "absent")
@@ -1218,7 +1219,8 @@ def sweep(n: int = 1, seed: int = 0, names=None) -> Sweep:
                 listed = listed_refusal(ra) if (a, b) == ("legacy", "legacy_pir") else None
                 ex_dis.append((a, b, e.spec, e.dtype, d, e.to_json(), listed))
     return Sweep(exs, outcomes, dis, ex_dis, rows, time.time() - t0,
-                 {m: runs[m]["translations"] for m in MODES})
+                 {m: runs[m]["translations"] for m in MODES},
+                 {m: runs[m]["results"] for m in MODES})
 
 
 if __name__ == "__main__":
