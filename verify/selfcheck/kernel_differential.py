@@ -841,7 +841,7 @@ def _fetched(arr, declared):
             "data": [x if isinstance(x, int) else float(x) for x in a.reshape(-1).tolist()]}
 
 
-def _run_legacy(paddle, ex, exe):
+def _run_legacy(paddle, ex):
     from verify.ir.snapshot import from_programs
 
     leg = ex["legacy"]
@@ -936,7 +936,7 @@ def _worker(mode, src, dst):
                 main, snap, fetch, vals = _run_pir(paddle, ex)
                 targets = vals
             else:
-                main, snap, fetch = _run_legacy(paddle, ex, exe)
+                main, snap, fetch = _run_legacy(paddle, ex)
                 targets = fetch
             r["snap"] = {"ops": [{"type": o.type, "inputs": o.inputs, "outputs": o.outputs,
                                   "attrs": _plain(o.attrs)} for o in snap.ops],
