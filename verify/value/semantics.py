@@ -360,6 +360,8 @@ def reshape_dims(dims, target, to=None):
 
 def reshape(op, ins, k):
     x = _t(ins, "X")
+    if _has(ins, "Shape") or _has(ins, "ShapeTensor"):  # Paddle reads these over the attr
+        raise Unsupported("reshape to a tensor-valued shape (Shape/ShapeTensor)")
     target = _resolve_target(x.orig, op.attrs.get("shape") or [])
     dims = reshape_dims(x.dims, target, k.reduce_to)
     shape = [_prod(r for _, r in d) for d in dims]
@@ -915,7 +917,7 @@ def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
 
 def _ln_stats_dims(op, x):
     b = op.attrs.get("begin_norm_axis", 1)
-    return [tuple(f for d in x.dims[:b] for f in d) or ((1, 1),)]
+    return list(x.dims[:b]) or [((1, 1),)]  # Mean/Variance: x.shape[:b], as 3.3.1's
 
 
 # -- collectives (performed by the executor across ranks) --------------------
@@ -1392,11 +1394,11 @@ def _pir_layer_norm(op, ins, k):
             if bias is not None:
                 y = y + bias[j]
             out[i, j] = y
-    stats = [tuple(f for d in x.dims[:int(op.attrs.get("begin_norm_axis", 1))] for f in d)
-             or ((1, 1),)]
+    stats = _ln_stats_dims(op, x)  # x.shape[:begin_norm_axis], as 3.3.1's
+    sshape = [_prod(r for _, r in d) for d in stats]
     return {"out": [Tensor(out.reshape(x.arr.shape), x.dims, x.dtype)],
-            "mean": [Tensor(np.array(mean, dtype=object), stats, x.dtype)],
-            "variance": [Tensor(np.array(var, dtype=object), stats, x.dtype)]}
+            "mean": [Tensor(np.array(mean, dtype=object).reshape(sshape), stats, x.dtype)],
+            "variance": [Tensor(np.array(var, dtype=object).reshape(sshape), stats, x.dtype)]}
 
 
 def _pir_layer_norm_grad(op, ins, k):
@@ -1566,7 +1568,7 @@ def slice_op(op, ins, k):
         index[a], dims[a] = _slice_piece(x, a, s, e)
     arr = x.arr[tuple(index)]
     drop = sorted({int(a) % max(x.arr.ndim, 1) for a in op.attrs.get("decrease_axis") or []})
-    if drop and len(drop) < x.arr.ndim:
+    if drop:  # every axis dropped: a 0-D tensor, as 3.3.1 (and the shape rule) has it
         arr = arr.reshape([n for i, n in enumerate(arr.shape) if i not in drop])
         dims = [d for i, d in enumerate(dims) if i not in drop]
     return {"Out": [Tensor(np.asarray(arr), dims, x.dtype)]}

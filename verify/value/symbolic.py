@@ -68,6 +68,7 @@ import numpy as np
 
 from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_of
 
+from .executor_disagreements import refusal as executor_refusal
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from verify.ir import op_definitions, read_sets
 from .semantics import (RANDOM_INIT, ROWS, WRAPPED, Tensor, Unsupported, attrs_key,
@@ -994,10 +995,13 @@ class Executor:
         ins = {s: [self._read(st, n, op) for n in names] for s, names in op.inputs.items()
                if names}
         # the dtypes its row models, of every tensor it reads and writes (issue 34)
-        check_dtypes(op, [(s, n, t.dtype) for s, names in op.inputs.items()
-                          for n, t in zip(names, ins.get(s, [])) if t is not None] +
-                     [(s, n, getattr(st.snap.vars.get(n), "dtype", ""))
-                      for s, names in op.outputs.items() for n in names])
+        seen = [(s, n, t.dtype) for s, names in op.inputs.items()
+                for n, t in zip(names, ins.get(s, [])) if t is not None] + \
+            [(s, n, getattr(st.snap.vars.get(n), "dtype", ""))
+             for s, names in op.outputs.items() for n in names]
+        check_dtypes(op, seen)
+        if (why := executor_refusal(op, [d for _, _, d in seen])):
+            raise Unsupported(why)  # Paddle's executors disagree: no one meaning
         key = (op.type, tuple(sorted((a, repr(v)) for a, v in op.attrs.items()
                                      if a not in ("op_role", "op_role_var", "op_namescope",
                                                   "op_callstack", "op_device",

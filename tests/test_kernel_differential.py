@@ -1,0 +1,272 @@
+"""Every value row against Paddle's kernels on generated one-op programs, on
+the legacy executor (``FLAGS_enable_pir_in_executor`` 0 and 1) and as PIR
+programs (issue 34 item 2; ``verify/selfcheck/kernel_differential.py``).
+
+The gate runs a sample: one Hypothesis example (a fixed seed) per spec and
+dtype its rows model, each in the three modes; ``benchmarks/
+bench_kernel_differential.py`` runs the full sweep.  Tolerance: integers and
+bool exact (after the row's wrap modulo 2^bits); floats within
+``4 eps (|exact| + mag)`` (``kernel_differential.tolerance``).
+"""
+from __future__ import annotations
+
+import pytest
+
+from verify.ir.snapshot import Op
+from verify.selfcheck import kernel_differential as K
+from verify.value import semantics as S
+from verify.value.executor_disagreements import TABLE, refusal
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return K.sweep(n=1, seed=0)
+
+
+def _fill(dtype, v):
+    return K.Example("fill_constant", dtype, {}, legacy={
+        "type": "fill_constant", "inputs": {}, "outputs": {"Out": 1},
+        "attrs": {"shape": [2], "dtype": K.VARTYPE[dtype], "value": v, "str_value": repr(v)}})
+
+
+_DATA = [float(i) / 8 for i in range(12)]
+_RESHAPE = {"type": "reshape2", "outputs": {"Out": 1, "XShape": 1}, "attrs": {"shape": [4, 3]}}
+_LN = [0.5, -1.0, 2.0, 0.25, 1.5, -2.0, 3.0, 1.0]
+
+
+def _div(dt):
+    return K.Example("div", dt, {"in0": ([1.875, 3.0], [2], dt), "in1": ([3.0, -2.0], [2], dt),
+                                 "in2": ([1.875, 1.0], [2], dt)},
+                     pir={"op": "pd_op.divide", "ins": ["in0", "in1"], "args": [],
+                          "grad": {"wrt": ["in0", "in1"], "gout": "in2"}})
+
+
+# the reproducers of what the sweep found, run once in each mode
+FIXED = {
+    "fill_int64": _fill("int64", 2.0 ** 40 + 1),
+    "fill_float64": _fill("float64", 0.1),
+    "fill_float32": _fill("float32", 0.1),
+    "slice_1d": None, "slice_3d": None, "slice_one_axis": None,
+    "reshape_Shape": K.Example("reshape2", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([2, 6], [2], "int32")},
+        legacy={**_RESHAPE, "inputs": {"X": ["in0"], "Shape": ["in1"]}}),
+    "reshape_ShapeTensor": K.Example("reshape2", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([2], [1], "int32"),
+        "in2": ([6], [1], "int32")},
+        legacy={**_RESHAPE, "inputs": {"X": ["in0"], "ShapeTensor": ["in1", "in2"]}}),
+    "fill_ValueTensor": K.Example("fill_constant", "int32", {"in0": ([-2.75], [1], "float32")},
+                                  legacy={"type": "fill_constant",
+                                          "inputs": {"ValueTensor": ["in0"]},
+                                          "outputs": {"Out": 1},
+                                          "attrs": {"shape": [2], "dtype": 2, "value": 1.0}}),
+    "scale_ScaleTensor": K.Example("scale", "float32", {
+        "in0": (_DATA, [3, 4], "float32"), "in1": ([3.0], [1], "float32")},
+        legacy={"type": "scale", "inputs": {"X": ["in0"], "ScaleTensor": ["in1"]},
+                "outputs": {"Out": 1}, "attrs": {"scale": 2.0, "bias": 0.5}}),
+    "layer_norm": K.Example("layer_norm", "float32", {
+        "in0": (_LN, [2, 2, 2], "float32"), "in1": ([1.0, 0.5], [2], "float32"),
+        "in2": ([0.0, 0.25], [2], "float32")},
+        legacy={"type": "layer_norm", "inputs": {"X": ["in0"], "Scale": ["in1"], "Bias": ["in2"]},
+                "outputs": {"Y": 1, "Mean": 1, "Variance": 1},
+                "attrs": {"epsilon": 1e-5, "begin_norm_axis": 2}}),
+    "add_axis": K.Example("elementwise_add", "float32", {
+        "in0": ([float(i) for i in range(24)], [2, 3, 4], "float32"),
+        "in1": ([0.5, -1.0, 2.0], [3], "float32")},
+        legacy={"type": "elementwise_add", "inputs": {"X": ["in0"], "Y": ["in1"]},
+                "outputs": {"Out": 1}, "attrs": {"axis": 1}}),
+    "div_bf16": _div("bfloat16"),
+    "div_f32": _div("float32"),
+}
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    """``{mode: {name: result}}`` of FIXED, one worker a mode."""
+    FIXED["slice_1d"] = _slice_example([4], [0], [3], [4], [0])
+    FIXED["slice_3d"] = _slice_example([4, 1, 4], [0, 1, 2], [3, 0, 3], [4, 1, 4], [0, 1, 2])
+    FIXED["slice_one_axis"] = _slice_example([3, 4], [0], [1], [2], [0])
+    names = list(FIXED)
+    for i, n in enumerate(names):
+        FIXED[n].id = i
+    runs = {m: K.run_mode(m, list(FIXED.values()))["results"] for m in K.MODES}
+    return {m: {n: runs[m].get(i) for i, n in enumerate(names)} for m in K.MODES}
+
+
+def _judge(fixed, mode, name):
+    return K.judge(FIXED[name], fixed[mode][name])
+
+
+def test_every_row_agrees_with_paddle_where_both_compute(sweep):
+    assert not sweep.disagreements, "\n".join(
+        f"{m} {spec} {dt}: {why}\n  {ex}" for m, spec, dt, why, ex in sweep.disagreements[:10])
+    for mode in K.MODES:  # each mode ran and agreed on most examples
+        assert sweep.outcomes.get((mode, "agree"), 0) > 0.5 * sweep.examples_run(mode), \
+            (mode, sorted(sweep.outcomes.items()))
+
+
+def test_the_executor_flag_takes_effect(sweep):
+    """The legacy_pir worker translated its programs to PIR, the legacy one never."""
+    assert sweep.translations["legacy"] == 0
+    assert sweep.translations["legacy_pir"] >= sweep.examples_run("legacy_pir") // 2
+
+
+def test_the_rows_covered(sweep):
+    """Every row a spec names ran in an example that agreed with Paddle
+    (pd_op.pow's y=3 kernel has no reference: only its y=2 form)."""
+    named = {r for s in K.specs() for r in s.rows}
+    assert named <= set(S.ROWS), named - set(S.ROWS)
+    assert named <= sweep.rows_agreeing, sorted(named - sweep.rows_agreeing)
+    assert len(sweep.rows_agreeing & set(S.ROWS)) >= 80
+
+
+def test_executor_disagreements_are_all_in_the_table(sweep):
+    """Where the legacy executor and its PIR translation disagree on a
+    program, the table (``executor_disagreements``) has the op and dtype:
+    the value proof refuses it there."""
+    seen = set()
+    for a, b, spec, dtype, why, ex, refused in sweep.executor:
+        if (a, b) != ("legacy", "legacy_pir"):
+            continue  # legacy vs pd_op programs: different programs (float32 attrs)
+        assert refused, f"not in the table: {spec} {dtype}: {why}\n  {ex}"
+        seen.add(ex["legacy"]["type"])
+    assert "reduce_sum" in seen  # float16 on CPU: the legacy executor refuses
+
+
+def test_fill_constant_str_value_lost_by_the_pir_translation(fixed):
+    """The reproducer of the fill_constant finding: the legacy executor reads
+    str_value, the PIR-translated one the float32 value; the row (str_value)
+    agrees with the first, and the proof refuses the op."""
+    got = {n: (fixed["legacy"][n]["outs"][0]["data"][0],
+               fixed["legacy_pir"][n]["outs"][0]["data"][0])
+           for n in ("fill_int64", "fill_float64", "fill_float32")}
+    assert got["fill_int64"] == (2 ** 40 + 1, 2 ** 40)
+    assert got["fill_float64"] == (0.1, 0.10000000149011612)
+    assert got["fill_float32"][0] == got["fill_float32"][1]  # twin: float32 0.1 in both
+    for name, want in (("fill_int64", True), ("fill_float64", True), ("fill_float32", False)):
+        res = fixed["legacy"][name]
+        rec = res["snap"]["ops"][0]
+        op = Op(0, rec["type"], rec["inputs"], rec["outputs"], rec["attrs"])
+        assert bool(refusal(op, [FIXED[name].dtype])) == want, rec["attrs"]
+        assert K.listed_refusal(res) == refusal(op, [FIXED[name].dtype])
+        assert _judge(fixed, "legacy", name)[0] == ("unsupported" if want else "agree")
+
+
+def test_the_proof_refuses_a_row_the_executors_disagree_on():
+    """symbolic.py's hook: fill_constant(int64, str_value 2^40+1) makes the
+    proof INCONCLUSIVE naming the finding; the same op with a value float32
+    holds (2^40) still proves."""
+    from verify.ir.snapshot import ProgramSnapshot, Var
+    from verify.value.proof import prove_application
+    from verify.verdicts import Verdict
+
+    def prog(sv, copy):
+        attrs = {"shape": [3], "value": float(2 ** 40), "dtype": 3, "str_value": sv}
+        out = "t" if copy else "y"
+        ops = [Op(0, "fill_constant", {}, {"Out": ["c"]}, attrs),
+               Op(1, "elementwise_add", {"X": ["x"], "Y": ["c"]}, {"Out": [out]}, {"axis": -1})]
+        if copy:
+            ops.append(Op(2, "assign", {"X": ["t"]}, {"Out": ["y"]}, {}))
+        vs = {n: Var(n, [3], "int64") for n in ("x", "c", "t", "y")}
+        return ProgramSnapshot(ops, vs, [], ["x"])
+
+    def prove(sv):
+        return prove_application("test", [0], {}, {0: prog(sv, False)}, {0: prog(sv, True)},
+                                 {0: ["y"]})[0]
+    bad = prove("1099511627777.0")
+    assert bad.verdict == Verdict.INCONCLUSIVE and "executors disagree" in bad.message
+    assert prove("1099511627776.0").verdict == Verdict.EQUIVALENT
+
+
+def test_a_wrong_row_is_caught_with_its_example(sweep, fixed, monkeypatch):
+    """Teeth: the sweep's own Paddle results judged again with a scale row
+    that ignores bias_after_scale (and the reproducer x [2, 3, 4] + y [3] at
+    axis 1 with an elementwise_add row that drops ``axis``): they disagree,
+    naming output, row value and Paddle's."""
+    right_scale = S.ROWS["scale"]
+
+    def wrong_scale(op, ins, k):
+        return right_scale(Op(0, op.type, op.inputs, op.outputs,
+                              {**op.attrs, "bias_after_scale": True}), ins, k)
+    right_add = S.ROWS["elementwise_add"]
+
+    def wrong_add(op, ins, k):
+        x, y = ins["X"][0], ins["Y"][0]
+        if y.arr.ndim < x.arr.ndim:  # numpy's trailing alignment, whatever axis says
+            return {"Out": [S.Tensor(x.arr + y.arr, x.dims, x.dtype)]}
+        return right_add(op, ins, k)
+
+    def caught():
+        out = {}
+        for e in sweep.examples:
+            if e.spec in ("scale", "elementwise_add"):
+                for m in ("legacy", "legacy_pir", "pir"):
+                    o, why = K.judge(e, sweep.runs[m].get(e.id))
+                    if o == "disagree":
+                        out.setdefault((e.spec, m), why)
+        for m in ("legacy", "legacy_pir"):
+            o, why = _judge(fixed, m, "add_axis")
+            if o == "disagree":
+                out[("elementwise_add", m)] = why
+        return out
+    assert caught() == {}  # twin: the real rows agree
+    monkeypatch.setitem(S.ROWS, "scale", wrong_scale)
+    monkeypatch.setitem(S.ROWS, "elementwise_add", wrong_add)
+    got = caught()
+    assert {("scale", "legacy"), ("scale", "legacy_pir"), ("elementwise_add", "legacy"),
+            ("elementwise_add", "legacy_pir")} <= set(got), got
+    assert ("scale", "pir") not in got  # pd_op.scale's row is its own (not patched)
+    assert "row" in got[("scale", "legacy")] and "Paddle" in got[("scale", "legacy")]
+
+
+def _slice_example(shape, axes, starts, ends, decrease, dtype="float32"):
+    data = [float(i) / 8 for i in range(int(__import__("math").prod(shape)))]
+    e = K.Example("slice", dtype, {"in0": (data, list(shape), dtype)})
+    e.legacy = {"type": "slice", "inputs": {"Input": ["in0"]}, "outputs": {"Out": 1},
+                "attrs": {"axes": axes, "starts": starts, "ends": ends,
+                          "decrease_axis": decrease, "infer_flags": [1] * len(axes)}}
+    e.pir = {"op": "pd_op.slice", "ins": ["in0"], "args": [axes, starts, ends, decrease]}
+    return e
+
+
+def test_a_slice_decreasing_every_axis_is_0d_as_paddles(fixed):
+    """Found by the sweep: ``slice`` with every axis in decrease_axis is a
+    0-D tensor on 3.3.1's three executors; the row kept shape [1].  Twin:
+    one axis of two decreased keeps the other."""
+    for mode in K.MODES:
+        for name in ("slice_1d", "slice_3d", "slice_one_axis"):
+            assert _judge(fixed, mode, name) == ("agree", ""), (mode, name)
+        assert fixed[mode]["slice_1d"]["outs"][0]["shape"] == []
+
+
+def test_tensor_valued_attrs(fixed):
+    """Found by the sweep: reshape2 reads a ``Shape`` / ``ShapeTensor`` input
+    over its ``shape`` attr (x [3, 4], Shape [2, 6], attr [4, 3]: Paddle
+    [2, 6]); the row used the attr.  Now Unsupported.  Twins: a
+    ``ValueTensor`` fill_constant (modelled: the cast of the tensor) agrees;
+    a ``ScaleTensor`` scale is Unsupported."""
+    for mode in ("legacy", "legacy_pir"):
+        assert fixed[mode]["reshape_Shape"]["outs"][0]["shape"] == [2, 6]
+        assert fixed[mode]["fill_ValueTensor"]["outs"][0]["data"] == [-2, -2]
+        got = [_judge(fixed, mode, n)[0] for n in ("reshape_Shape", "reshape_ShapeTensor",
+                                                   "fill_ValueTensor", "scale_ScaleTensor")]
+        assert got == ["unsupported", "unsupported", "agree", "unsupported"], (mode, got)
+
+
+def test_layer_norm_stats_shape_and_the_bf16_divide_grad(fixed):
+    """Found by the sweep.  (1) layer_norm's Mean/Variance are
+    x.shape[:begin_norm_axis] ([2, 2] for x [2, 2, 2], begin 2); the row
+    flattened them to [4].  (2) CPU bfloat16 divide_grad gives y_grad the
+    wrong sign on every executor: the proof refuses it (a kernel finding);
+    the float32 twin agrees."""
+    assert fixed["legacy"]["layer_norm"]["outs"][1]["shape"] == [2, 2]
+    assert _judge(fixed, "legacy", "layer_norm") == ("agree", "")
+    bf16, f32 = fixed["pir"]["div_bf16"], fixed["pir"]["div_f32"]
+    assert bf16["outs"][1]["data"][0] == 0.390625 and f32["outs"][1]["data"][0] == -0.390625
+    outcome, why = _judge(fixed, "pir", "div_bf16")
+    assert outcome == "unsupported" and "not the op's definition" in why
+    assert _judge(fixed, "pir", "div_f32") == ("agree", "")
+
+
+def test_tables_are_consistent():
+    for d in TABLE:
+        assert d.op in S.ROWS and d.condition and d.legacy and d.pir and d.found
