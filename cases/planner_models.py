@@ -56,6 +56,8 @@ def full_key(params: dict) -> str:
 
     h = hashlib.sha256(json.dumps({"model": params["model"], "mesh": params["mesh"]},
                                   sort_keys=True).encode())
+    if params.get("trace"):  # a traced plan (coverage.json per rank) is cached apart
+        h.update(b"coverage-trace")
     for name in [params["model"]] + list(params.get("uses", [])):
         h.update((EXAMPLES / name).read_bytes())
     from verify.plan import source_digest_parts
@@ -82,17 +84,25 @@ def _complete(folder: Path, mesh) -> bool:
         (folder / f"rank{r}" / "planner.json").is_file() for r in _ids(mesh))
 
 
-def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) -> Path:
+def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0,
+               trace: bool = False) -> Path:
     """Plan ``model`` for every rank of ``mesh`` into ``out`` (see the module
-    docstring); RuntimeError naming the rank when one fails outside a stage."""
+    docstring); RuntimeError naming the rank when one fails outside a stage;
+    ``trace``: each rank also records which planner lines ran
+    (``verify/plan/coverage_trace.py``)."""
     from verify.plan import pir_rank as pir_plan
     from verify.plan.crash_records import how_it_died, write_killed
     from verify.plan.program_format import write_failed_plan_json, write_plan_json
 
     ids = _ids(mesh)
     world = max(ids) + 1
+
+    def env(r):
+        e = pir_plan.plan_env(r, world, _REPO)
+        e.pop("VERIFY_PLANNER_TRACE", None)  # the case says whether to trace, not the caller
+        return {**e, "VERIFY_PLANNER_TRACE": "1"} if trace else e
     procs = {r: subprocess.Popen(pir_plan.command(r, str(model), mesh, out / f"rank{r}"),
-                                 cwd=str(_REPO), env=pir_plan.plan_env(r, world, _REPO),
+                                 cwd=str(_REPO), env=env(r),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in ids}
     failed = {}
@@ -122,8 +132,9 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
 
 
 def planned_dir(case) -> Path:
-    """The planned program dir of ``case`` (params ``model``, ``mesh``),
-    planning it once."""
+    """The planned program dir of ``case`` (params ``model``, ``mesh``;
+    ``model`` and ``uses`` may be absolute paths outside ``examples/``, as a
+    generated plan's are; ``trace``: record coverage), planning it once."""
     from verify.cache_files import cached_dir
 
     params = case.params
@@ -133,7 +144,8 @@ def planned_dir(case) -> Path:
     def make():
         tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=final.parent))
         try:
-            plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name)
+            plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name,
+                       trace=bool(params.get("trace")))
             os.rename(tmp / "dir", final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
