@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -116,7 +117,9 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0,
         p.stderr_text = se or so
         if p.returncode != 0:
             lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
-            failed[r] = lines[-1] if lines else how_it_died(p.returncode)
+            # the exception's own line, not a C++ hint after it
+            errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception)\b", ln)]
+            failed[r] = (errors or lines)[-1] if lines else how_it_died(p.returncode)
     for r, p in procs.items():  # killed inside a stage (SIGABRT): records from its trace
         if p.returncode and not (out / f"rank{r}" / "planner.json").is_file():
             write_killed(out / f"rank{r}", p.returncode, p.stderr_text)
@@ -253,7 +256,46 @@ _PIPELINE_TP = Expect(
     "output %43 dim 0 is declared 8 but is 4' on ranks 0 and 1 (op 54 on ranks 2 and 3); "
     "reproduce: python -m verify run --pass planner --case planner_pp2_tp2")
 
-CASES = [
+# generated models kept as built-in cases (verify/generate/, examples/planner_gen_*.py: a
+# stub and its JSON spec, built by examples/generated_model.py): each runs a reshard
+# function no other case runs (tests/test_planner_reshard_coverage.py)
+_GEN_FILES = ["generated_model.py", "generated_model.json"]
+
+
+def _gen(name, summary, mesh, expect):
+    stem = f"planner_gen_{name}"
+    return _case(stem, f"examples/{stem}.py (generated): {summary}", f"{stem}.py", mesh,
+                 expect, uses=_GEN_FILES + [f"{stem}.json"])
+
+
+_GEN_CASES = [
+    _gen("p_to_s_transpose", "a row-parallel linear's partial sums resharded to Shard(1): "
+         "p_to_s's transpose path (a reduce_scatter on dim 0 between two transposes)",
+         [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("nd_mesh_p_to_r", "an activation resharded to [Partial, Partial] on a 2 x 1 mesh "
+         "(the reshard folded: completion already typed it so), then read by a replicated "
+         "linear: the nd-mesh reshard function's partial-to-replicate step",
+         [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("s_to_s", "an activation resharded from Shard(1) to Shard(2): s_to_s",
+         [0, 1], Expect(True, "INCONCLUSIVE",
+                        "every stage holds (shapes, def-use, parameter shapes, placement "
+                        "coverage); the values are not decided: s_to_s emits pd_op.all_to_all, "
+                        "which the relation's ranks run as a kernel, and 3.3.1 has no CPU "
+                        "kernel for it ('UnimplementedError: Unimplemented cpu kernel for "
+                        "all_to_all', phi/kernels/cpu/all_to_all_kernel.cc)")),
+    _gen("cross_p_to_r", "a partial activation on the stage mesh [0] crossing to the stage "
+         "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
+         "its gradient crosses back through r_to_p",
+         [[0], [1]], Expect(True, "INCONCLUSIVE",
+                            "every stage holds (shapes, def-use, parameter shapes, placement "
+                            "coverage); the values are not decided: the lock-step relation "
+                            "(verify/numeric/planner_runs.py) cuts each rank's program at its "
+                            "collectives by their first operand, and a pd_op.recv_v2 has none "
+                            "('The op operand index [0] must less than operands size[0]'): "
+                            "send/recv outside a pipeline's job lists is not simulated")),
+]
+
+CASES = _GEN_CASES + [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
           "tiny_mlp_pir.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),

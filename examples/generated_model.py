@@ -6,6 +6,9 @@ and ``model.json`` for a generated plan: this file copied verbatim).
 
     python -m verify plan examples/generated_model.py --ir pir --ranks 2 --out /tmp/g
 
+A built-in case's model file is a stub calling :func:`fill` with its own
+spec (``examples/planner_gen_*.py``).
+
 A spec (``verify/generate/models.py`` draws them) names the mesh
 (``mesh``, ``mesh_dims``), the sizes (``batch``, ``seq``, ``hidden``:
 uneven ones included), the blocks in order (``linear``, ``mlp``,
@@ -27,7 +30,6 @@ import paddle.distributed as dist
 from paddle import nn
 from paddle.static import InputSpec
 
-SPEC = json.loads(open(os.path.splitext(os.path.abspath(__file__))[0] + ".json").read())
 
 
 def placements(codes):
@@ -151,14 +153,14 @@ def width(spec, din):
 
 
 class Generated(nn.Layer):
-    def __init__(self, mesh):
+    def __init__(self, mesh, spec):
         super().__init__()
-        piped = SPEC.get("pipeline") is not None
+        piped = "pp" in spec["mesh_dims"]  # stage meshes, with or without a pipeline schedule
         self.meshes = [mesh.get_mesh_with_dim("pp")[s] for s in range(2)] if piped else [mesh]
-        self.stages = [b.get("stage", 0) for b in SPEC["blocks"]]
-        self.cross = [b.get("cross") for b in SPEC["blocks"]]
-        layers, din = [], SPEC["hidden"]
-        for b, s in zip(SPEC["blocks"], self.stages):
+        self.stages = [b.get("stage", 0) for b in spec["blocks"]]
+        self.cross = [b.get("cross") for b in spec["blocks"]]
+        layers, din = [], spec["hidden"]
+        for b, s in zip(spec["blocks"], self.stages):
             layers.append(KINDS[b["kind"]](self.meshes[s], din, b))
             din = width(b, din)
         self.blocks = nn.LayerList(layers)
@@ -173,51 +175,64 @@ class Generated(nn.Layer):
         return x
 
 
-def _out_width():
-    din = SPEC["hidden"]
-    for b in SPEC["blocks"]:
+def _out_width(spec):
+    din = spec["hidden"]
+    for b in spec["blocks"]:
         din = width(b, din)
     return din
 
 
-def build_model(mesh):
-    return Generated(mesh)
+def fill(namespace: dict, spec: dict) -> None:
+    """Fill ``namespace`` (a model file's ``globals()``) with the model of
+    ``spec``: ``build_model``, ``loss``, ``optimizer``, ``inputs``, ``labels``,
+    ``BATCH``, ``MESH_DIMS`` and, as the spec asks, ``VOCAB``,
+    ``wrap_optimizer`` and ``configure``."""
+    BATCH = spec["batch"]
+    ns = {"MESH_DIMS": spec["mesh_dims"], "BATCH": BATCH, "loss": nn.MSELoss(),
+          "build_model": lambda mesh: Generated(mesh, spec),
+          "labels": [InputSpec([-1, spec["seq"], _out_width(spec)], "float32", "y")]}
+    if spec["blocks"] and spec["blocks"][0]["kind"] == "embedding":
+        ns["VOCAB"] = spec["blocks"][0]["vocab"]
+        ns["inputs"] = [InputSpec([-1, spec["seq"]], "int64", "x")]
+    else:
+        ns["inputs"] = [InputSpec([-1, spec["seq"], spec["hidden"]], "float32", "x")]
+
+    def optimizer(parameters):
+        if spec["optimizer"] == "adamw":
+            return paddle.optimizer.AdamW(learning_rate=0.01, parameters=parameters)
+        return paddle.optimizer.SGD(learning_rate=0.1, parameters=parameters)
+    ns["optimizer"] = optimizer
+
+    if spec.get("shard_optimizer"):
+        def wrap_optimizer(opt, mesh):
+            stage = {1: dist.ShardingStage1, 2: dist.ShardingStage2,
+                     3: dist.ShardingStage3}[spec["shard_optimizer"]]
+            return dist.shard_optimizer(opt, stage("dp", mesh))
+        ns["wrap_optimizer"] = wrap_optimizer
+
+    if spec.get("gradient_merge") or spec.get("pipeline"):
+        def configure(strategy):
+            gm, pp = spec.get("gradient_merge"), spec.get("pipeline")
+            if gm:
+                strategy.gradient_merge.enable = True
+                strategy.gradient_merge.k_steps = gm["k_steps"]
+                strategy.gradient_merge.avg = gm["avg"]
+            if pp:
+                strategy.pipeline.enable = True
+                strategy.pipeline.pp_degree = 2
+                strategy.pipeline.accumulate_steps = pp["acc_steps"]
+                strategy.pipeline.micro_batch_size = BATCH // pp["acc_steps"]
+                strategy.pipeline.schedule_mode = pp["schedule"]
+        ns["configure"] = configure
+    namespace.update(ns)
 
 
-MESH_DIMS = SPEC["mesh_dims"]
-BATCH = SPEC["batch"]
-loss = nn.MSELoss()
-if SPEC["blocks"] and SPEC["blocks"][0]["kind"] == "embedding":
-    VOCAB = SPEC["blocks"][0]["vocab"]
-    inputs = [InputSpec([-1, SPEC["seq"]], "int64", "x")]
-else:
-    inputs = [InputSpec([-1, SPEC["seq"], SPEC["hidden"]], "float32", "x")]
-labels = [InputSpec([-1, SPEC["seq"], _out_width()], "float32", "y")]
+def spec_beside(path: str) -> dict:
+    """The spec of a model file: the ``.json`` beside it with its stem."""
+    with open(os.path.splitext(os.path.abspath(path))[0] + ".json") as f:
+        return json.load(f)
 
 
-def optimizer(parameters):
-    if SPEC["optimizer"] == "adamw":
-        return paddle.optimizer.AdamW(learning_rate=0.01, parameters=parameters)
-    return paddle.optimizer.SGD(learning_rate=0.1, parameters=parameters)
-
-
-if SPEC.get("shard_optimizer"):
-    def wrap_optimizer(opt, mesh):
-        stage = {1: dist.ShardingStage1, 2: dist.ShardingStage2,
-                 3: dist.ShardingStage3}[SPEC["shard_optimizer"]]
-        return dist.shard_optimizer(opt, stage("dp", mesh))
-
-
-if SPEC.get("gradient_merge") or SPEC.get("pipeline"):
-    def configure(strategy):
-        gm, pp = SPEC.get("gradient_merge"), SPEC.get("pipeline")
-        if gm:
-            strategy.gradient_merge.enable = True
-            strategy.gradient_merge.k_steps = gm["k_steps"]
-            strategy.gradient_merge.avg = gm["avg"]
-        if pp:
-            strategy.pipeline.enable = True
-            strategy.pipeline.pp_degree = 2
-            strategy.pipeline.accumulate_steps = pp["acc_steps"]
-            strategy.pipeline.micro_batch_size = BATCH // pp["acc_steps"]
-            strategy.pipeline.schedule_mode = pp["schedule"]
+# planned as the model file itself: the spec beside it (a stub importing this
+# module fills its own namespace from its own spec)
+fill(globals(), spec_beside(__file__))

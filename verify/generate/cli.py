@@ -7,7 +7,7 @@ verdicts, plans per minute) and the planner-coverage report
 reproduces it), 2 on bad input, else 0.
 
     python -m verify generate --count 20 --seed 7 --out /tmp/gen
-    python -m verify generate --replay /tmp/gen/plan_7_0003/model.json
+    python -m verify generate --replay /tmp/gen/plan_7_0003/model.json   # judged (and shrunk)
     python -m verify generate --coverage --out /tmp/gen   # the table of a past run
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _coverage_of(dirs) -> str:
     return format_table(report(merge_traces(files)))
 
 
-def _replay(path: Path, out_root: Path) -> int:
+def _replay(path: Path, out_root: Path, budget: int = 0) -> int:
     from verify.generate.run import judge
 
     try:
@@ -65,7 +65,23 @@ def _replay(path: Path, out_root: Path) -> int:
     print(_line(out))
     for f in out.failing:
         print(f"  {f[0]} (rank {f[1]}): {f[2]}")
+    if out.status == "finding" and budget > 0:
+        _report_finding(out, folder, budget)
     return 1 if out.status == "finding" else 0
+
+
+def _report_finding(out, folder: Path, budget: int) -> None:
+    """Shrink ``out`` (a new finding) and write the smallest spec found with
+    the command that reproduces it."""
+    from verify.generate.run import write_failure, write_plan
+
+    small, tries = (out.spec, 0) if budget <= 0 else \
+        _shrunk(out, folder / "shrink", budget)
+    smallest = folder / "smallest"
+    write_plan(small, smallest)
+    spec_file = write_failure(out, smallest)
+    print(f"  finding ({tries} shrink plans): smallest spec {spec_file}\n"
+          f"  reproduce: python -m verify generate --replay {spec_file}", flush=True)
 
 
 def _shrunk(out, folder: Path, budget: int):
@@ -94,9 +110,9 @@ def main(argv=None) -> int:
         print(_coverage_of(p["plan_dir"] for p in summary["plans"]))
         return 0
     if args.replay:
-        return _replay(Path(args.replay), root)
+        return _replay(Path(args.replay), root, args.shrink_budget)
     from verify.generate.models import spec
-    from verify.generate.run import judge, write_failure, write_plan
+    from verify.generate.run import judge
 
     root.mkdir(parents=True, exist_ok=True)
     outs, start = [], time.perf_counter()
@@ -106,13 +122,7 @@ def main(argv=None) -> int:
         outs.append(out)
         print(_line(out), flush=True)
         if out.status == "finding":
-            small, tries = (out.spec, 0) if args.shrink_budget <= 0 else \
-                _shrunk(out, root / name / "shrink", args.shrink_budget)
-            folder = root / name / "smallest"
-            write_plan(small, folder)
-            spec_file = write_failure(out, folder)
-            print(f"  finding ({tries} shrink plans): smallest spec {spec_file}\n"
-                  f"  reproduce: python -m verify generate --replay {spec_file}")
+            _report_finding(out, root / name, args.shrink_budget)
     minutes = (time.perf_counter() - start) / 60
     counts = {}
     for o in outs:

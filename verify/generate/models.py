@@ -4,7 +4,8 @@ fields).  Spec ``i`` of seed ``S`` depends only on ``(S, i)``: the same seed
 gives the same specs, and one spec can be drawn again alone.
 
 What is drawn: a mesh (1-D, 1-D on process ids not 0..n-1, DP x TP,
-2 x 2, a two-stage pipeline's ``pp`` x ``mp``), sizes (hidden, sequence and
+2 x 2, a two-stage pipeline's ``pp`` x ``mp`` or its stage meshes alone, stage
+meshes of two dims: ``pp`` x ``dp`` x ``mp``), sizes (hidden, sequence and
 FFN widths, uneven ones included: 5, 7 split over 2 ranks), 1-4 blocks
 (linear, MLP, attention, norm, embedding first, an activation reshard to
 Shard / Replicate / Partial placements, a linear on a sub-mesh), every
@@ -23,6 +24,7 @@ MESHES = [
     ([[0, 1], [2, 3]], ["dp", "mp"], 1),
     ([[0], [1]], ["pp", "mp"], 2),
     ([[0, 1], [2, 3]], ["pp", "mp"], 1),
+    ([[[0]], [[1]]], ["pp", "dp", "mp"], 1),  # stage meshes of two dims
 ]
 WIDTHS = [4, 5, 6, 8]  # 5 is uneven over 2 ranks
 FFNS = [4, 6, 7, 8]
@@ -106,6 +108,8 @@ def spec(seed: int, index: int) -> dict:
         blocks.append(_block(rng, "embedding", stage_dims, hidden, True))
     while len(blocks) < n:
         blocks.append(_block(rng, _pick(rng, kinds), stage_dims, hidden, not blocks))
+    if all(b["kind"] == "reshard" for b in blocks):  # a model with a parameter to train
+        blocks[0] = _block(rng, "linear", stage_dims, hidden, True)
     if piped:
         cut = rng.randint(1, len(blocks) - 1)
         for i in (0, cut):  # every stage holds a parameter (else it updates nothing)
@@ -114,7 +118,8 @@ def spec(seed: int, index: int) -> dict:
         for i, b in enumerate(blocks):
             b["stage"] = int(i >= cut)
         blocks[cut]["cross"] = activation_placements(rng, stage_dims)
-        s["pipeline"] = {"schedule": rng.choice(["FThenB", "1F1B"]), "acc_steps": 2}
+        if len(dims) == 2 and rng.random() < 0.7:  # else the stages without a schedule
+            s["pipeline"] = {"schedule": rng.choice(["FThenB", "1F1B"]), "acc_steps": 2}
         s["batch"] = 4
     else:
         if "dp" in dims and rng.random() < 0.3:

@@ -1,0 +1,89 @@
+"""Every reshard function of the installed Paddle is run by a case, or
+``docs/planner.md`` says why none can ("Reshard functions no case runs",
+with the error or the code path that keeps it out of reach).
+
+``RUN_BY`` names, per reshard function (a class of ``reshard_funcs/`` with a
+``reshard``: ``verify/generate/coverage.py``), a built-in case whose
+planning runs its ``reshard``; each claim is checked by planning that case
+with the runtime trace on (``verify/plan/coverage_trace.py``).  A function a
+new Paddle adds, which no case runs and the docs do not explain, fails
+``test_every_reshard_function_is_run_or_explained``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from verify.generate.coverage import merge_traces, report, reshard_functions, traces_under
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "planner.md"
+SECTION = "## Reshard functions no case runs"
+
+RUN_BY = {
+    "PToRReshardFunction": "planner_tp2",
+    "GlobalToSubMeshFunction": "planner_sub_mesh_ids23",
+    "SubToGlobalMeshFunction": "planner_sub_mesh_ids23",
+    "SameStatusReshardFunction": "planner_pp2",
+    "RToSReshardFunction": "planned_row_sp_pir",
+    "SToRReshardFunction": "planned_row_sp_pir",
+    "PToSReshardFunction": "planner_gen_p_to_s_transpose",
+    "SToSReshardFunction": "planner_gen_s_to_s",
+    "NdMeshReshardFunction": "planner_gen_nd_mesh_p_to_r",
+    "RToPReshardFunction": "planner_gen_cross_p_to_r",
+}
+# branches a case is listed for: (function's qualname, a line's text it runs)
+BRANCHES = {
+    "planner_gen_p_to_s_transpose": [("PToSReshardFunction.reshard", "transpose")],
+    "planner_gen_nd_mesh_p_to_r": [("NdMeshReshardFunction.reshard",
+                                    "in_partial_status = src_dist_attr.partial_status")],
+}
+
+
+def explained() -> dict:
+    """``{function: reason}`` from the docs' section."""
+    text = DOC.read_text()
+    assert SECTION in text, f"docs/planner.md has no section {SECTION!r}"
+    body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^- `(\w+)`: (.+)$", body, re.M))
+
+
+def test_every_reshard_function_is_run_or_explained():
+    installed = {cls for _, cls in reshard_functions()}
+    assert len(installed) >= 14  # 3.3.1's reshard_funcs/
+    why = explained()
+    missing = sorted(installed - set(RUN_BY) - set(why))
+    assert not missing, (f"reshard functions no case runs and docs/planner.md does not "
+                         f"explain: {missing}")
+    assert not set(RUN_BY) & set(why), "a function both run and explained"
+    assert set(why) <= installed, f"docs explain functions Paddle lacks: {set(why) - installed}"
+    for name, reason in why.items():  # a reason, not a placeholder
+        assert len(reason) > 80 and "`" in reason, (name, reason)
+
+
+@pytest.mark.parametrize("case_name", sorted(set(RUN_BY.values())))
+def test_a_listed_case_runs_its_reshard_functions(case_name):
+    import cases
+    from cases.planner_models import planned_dir
+
+    case = cases.all_cases()[case_name]
+    traced = dataclasses.replace(case, params={**case.params, "trace": True})
+    folder = planned_dir(traced)
+    table = report(merge_traces(traces_under([folder])))
+    ran = {r["function"] for r in table["reshard"] if r["ran"]}
+    want = {f for f, c in RUN_BY.items() if c == case_name}
+    assert want <= ran, f"{case_name} no longer runs {sorted(want - ran)} (ran {sorted(ran)})"
+    got = merge_traces(traces_under([folder]))
+    for qual, needle in BRANCHES.get(case_name, []):
+        rel = next(f for f, cls in reshard_functions() if cls == qual.split(".")[0])
+        src = (Path(table_root()) / rel).read_text().splitlines()
+        lines = got.get(f"{rel}::{qual}", set())
+        assert any(needle in src[n - 1] for n in lines), (case_name, qual, needle)
+
+
+def table_root():
+    from verify.generate.coverage import static_root
+
+    return static_root()
