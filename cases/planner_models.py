@@ -283,6 +283,23 @@ _GEN_CASES = [
                         "which the relation's ranks run as a kernel, and 3.3.1 has no CPU "
                         "kernel for it ('UnimplementedError: Unimplemented cpu kernel for "
                         "all_to_all', phi/kernels/cpu/all_to_all_kernel.cc)")),
+    _gen("p_to_s_padding", "a row-parallel linear's partial sums resharded to Shard(1) of a "
+         "sequence of 3 over 2 ranks (p_to_s's padding path), then to Replicate for the "
+         "linear after it", [0, 1], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: 3.3.1's p_to_s of a dim not divisible by the mesh "
+             "(reshard_p_to_s_with_padding: the value padded, reduce-scattered, the padding "
+             "split off the last rank's piece, transposed back) leaves its result typed "
+             "Replicate where the reshard asked for Shard(1); the next reshard of that value "
+             "(Shard(1) to Replicate) finds its input's type is not its operand's and "
+             "reshard_op_pass asserts: the reshard stage raises, no rank is planned (found by "
+             "python -m verify generate; the same reshards on an even sequence plan and "
+             "relate: planner_gen_p_to_s_transpose)",
+             evidence="the reshard stage's traceback on rank 0: pir_pass.py reshard_op_pass: "
+             "AssertionError: The dist_attr of reshard op's input and operand should be "
+             "equal, but got ... dims_mappings:[-1,-1,-1], placements:[Replicate()] and ... "
+             "dims_mappings:[-1,0,-1], placements:[Shard(dim=1)]; reproduce: python -m "
+             "verify run --pass planner --case planner_gen_p_to_s_padding")),
     _gen("cross_p_to_r", "a partial activation on the stage mesh [0] crossing to the stage "
          "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
          "its gradient crosses back through r_to_p",

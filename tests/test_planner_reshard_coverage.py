@@ -37,6 +37,8 @@ RUN_BY = {
 # branches a case is listed for: (function's qualname, a line's text it runs)
 BRANCHES = {
     "planner_gen_p_to_s_transpose": [("PToSReshardFunction.reshard", "transpose")],
+    "planner_gen_p_to_s_padding": [("PToSReshardFunction.reshard_p_to_s_with_padding",
+                                    "reduce_scatter")],
     "planner_gen_nd_mesh_p_to_r": [("NdMeshReshardFunction.reshard",
                                     "in_partial_status = src_dist_attr.partial_status")],
 }
@@ -63,7 +65,7 @@ def test_every_reshard_function_is_run_or_explained():
         assert len(reason) > 80 and "`" in reason, (name, reason)
 
 
-@pytest.mark.parametrize("case_name", sorted(set(RUN_BY.values())))
+@pytest.mark.parametrize("case_name", sorted(set(RUN_BY.values()) | set(BRANCHES)))
 def test_a_listed_case_runs_its_reshard_functions(case_name):
     import cases
     from cases.planner_models import planned_dir
