@@ -89,3 +89,30 @@ def table_root():
     from verify.generate.coverage import static_root
 
     return static_root()
+
+
+def _traced_dir(case_name):
+    import cases
+    from cases.planner_models import planned_dir
+
+    case = cases.all_cases()[case_name]
+    return planned_dir(dataclasses.replace(case, params={**case.params, "trace": True}))
+
+
+def test_the_built_in_cases_run_every_pass_function_and_the_comm_removal():
+    """Together the listed cases run every partition / reshard / remove
+    function of ``pir_pass.py`` the planner calls, and the branch of
+    ``remove_unuseful_comm_op_pass`` that erases a collective on a ring of
+    one rank (a DP x TP mesh of 2 x 1: the ``mp`` all-reduces)."""
+    from verify.generate.coverage import PASS_FUNCS
+
+    folders = [_traced_dir(c) for c in sorted(set(RUN_BY.values()) | {"planner_dp2"})]
+    got = merge_traces(traces_under(folders))
+    table = report(got)
+    not_run = [r["function"] for r in table["passes"] if not r["ran"]]
+    assert not not_run, f"pass functions no listed case runs: {not_run}"
+    assert len(table["passes"]) == len(PASS_FUNCS)
+    src = (Path(table_root()) / "pir_pass.py").read_text().splitlines()
+    guard = next(i + 1 for i, ln in enumerate(src) if "process_group.nranks == 1" in ln)
+    assert guard + 1 in got["pir_pass.py::remove_unuseful_comm_op_pass"], \
+        "no listed case erases a collective on a ring of one rank"
