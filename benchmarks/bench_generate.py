@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     from verify.generate.cli import main as generate
 
     return generate(["--count", str(a.count), "--seed", str(a.seed), "--out",
-                     str(work / "out"), "--shrink-budget", "0"])
+                     str(work / "out"), "--no-shrink"])
 
 
 if __name__ == "__main__":

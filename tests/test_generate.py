@@ -66,7 +66,7 @@ def test_a_tiny_generate_run_gives_verdicts_and_replays(tmp_path, capsys):
 
     out = tmp_path / "gen"
     code = main(["--count", "2", "--seed", str(SEED), "--out", str(out),
-                 "--shrink-budget", "0"])
+                 "--no-shrink"])
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert [p["spec"] for p in summary["plans"]] == [models.spec(SEED, i) for i in range(2)]
@@ -109,3 +109,18 @@ def test_the_coverage_trace_records_what_ran():
     assert rows["PToRReshardFunction"]["ran"] and rows["PToRReshardFunction"]["lines_run"] > 5
     assert not rows["RToPReshardFunction"]["ran"]
     assert rows["RToPReshardFunction"]["lines_run"] == 0
+
+
+def test_every_drawn_spec_is_valid_and_a_hostile_replay_file_is_refused(tmp_path, capsys):
+    from verify.generate.cli import main
+
+    assert all(models.problems(models.spec(3, i)) == [] for i in range(200))
+    bad = {**models.spec(3, 0), "blocks": [{"kind": "linear", "out": "__import__('os')",
+                                            "weight": ["S0); import os"]}]}
+    f = tmp_path / "model.json"
+    f.write_text(json.dumps(bad))
+    assert main(["--replay", str(f), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a spec" in err and "'out' is not an integer in 1..64" in err and "'weight'" in err
+    f.write_text("[1, 2")
+    assert main(["--replay", str(f), "--out", str(tmp_path)]) == 2

@@ -21,7 +21,9 @@ from verify.arguments import ArgumentParser, count_arg, seed_arg
 
 
 def parser():
-    p = ArgumentParser(prog="python -m verify generate", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m verify generate",
+                       description="Plan generated models with Paddle's planner, check each "
+                       "with the planner family, report verdicts and planner coverage.")
     p.add_argument("--count", type=count_arg, default=10, help="plans to make (default 10)")
     p.add_argument("--seed", type=seed_arg, default=0, help="the generator's seed (default 0)")
     p.add_argument("--out", default="reports/generate", metavar="DIR",
@@ -30,8 +32,10 @@ def parser():
                    "model.json) alone")
     p.add_argument("--coverage", action="store_true",
                    help="print the coverage table of the plans of --out's last run only")
-    p.add_argument("--shrink-budget", type=int, default=12, metavar="N",
-                   help="plans a new finding's shrinking may try (0: no shrinking)")
+    p.add_argument("--shrink-budget", type=count_arg, default=12, metavar="N",
+                   help="plans a new finding's shrinking may try (default 12)")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="write a new finding out as drawn, unshrunk")
     return p
 
 
@@ -59,6 +63,12 @@ def _replay(path: Path, out_root: Path, budget: int = 0) -> int:
         spec = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         print(f"error: --replay {path}: {exc}", file=sys.stderr)
+        return 2
+    from verify.generate.models import problems
+
+    bad = problems(spec)
+    if bad:
+        print(f"error: --replay {path}: not a spec: {'; '.join(bad[:3])}", file=sys.stderr)
         return 2
     folder = out_root / f"replay_{spec.get('seed', 0)}_{spec.get('index', 0):04d}"
     out = judge(spec, folder, folder.name)
@@ -100,6 +110,8 @@ def _shrunk(out, folder: Path, budget: int):
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.no_shrink:
+        args.shrink_budget = 0
     root = Path(args.out)
     if args.coverage:
         try:

@@ -15,6 +15,7 @@ strategy (gradient merge with ``k_steps``, pipeline schedules).
 from __future__ import annotations
 
 import random
+import re
 
 # (mesh, dim names, weight): 2-rank meshes mostly; a 4-rank one now and then
 MESHES = [
@@ -144,3 +145,49 @@ def describe(s: dict) -> str:
     if s.get("pipeline"):
         parts.append(f"pp {s['pipeline']['schedule']}")
     return ", ".join(parts)
+
+
+_PLACEMENT = re.compile(r"^(R|P|S[0-9])$")
+_A = {int: "an integer", bool: "a boolean", str: "a string", list: "a list"}
+_BLOCK_KEYS = {"linear": {"out": int, "relu": bool}, "mlp": {"ffn": int},
+               "attention": {}, "norm": {}, "embedding": {"vocab": int, "out": int},
+               "reshard": {}, "sub": {}}
+
+
+def problems(s) -> list:
+    """What makes ``s`` no spec (a ``--replay`` file is user input): one
+    line each; empty when ``examples/generated_model.py`` can build it."""
+    out = []
+    if not isinstance(s, dict):
+        return ["the spec is not a JSON object"]
+    for key, kind in (("mesh", list), ("mesh_dims", list), ("batch", int), ("seq", int),
+                      ("hidden", int), ("blocks", list), ("optimizer", str)):
+        if not isinstance(s.get(key), kind) or isinstance(s.get(key), bool):
+            out.append(f"{key!r} is missing or not {_A[kind]}")
+    if out:
+        return out
+    for key in ("batch", "seq", "hidden"):
+        if not 1 <= s[key] <= 64:
+            out.append(f"{key!r} {s[key]} is not in 1..64")
+    if not s["blocks"]:
+        out.append("no blocks")
+    for i, b in enumerate(s["blocks"]):
+        if not isinstance(b, dict) or b.get("kind") not in _BLOCK_KEYS:
+            out.append(f"block {i} has no known kind ({sorted(_BLOCK_KEYS)})")
+            continue
+        for key, kind in _BLOCK_KEYS[b["kind"]].items():
+            if not isinstance(b.get(key), kind) or (kind is int and not 1 <= b[key] <= 64):
+                out.append(f"block {i} ({b['kind']}): {key!r} is not {_A[kind]}"
+                           + (" in 1..64" if kind is int else ""))
+        for key, val in b.items():
+            if key in ("kind", "out", "relu", "ffn", "vocab", "stage"):
+                continue
+            if val is None and key == "bias":
+                continue
+            if not isinstance(val, list) or not all(
+                    isinstance(c, str) and _PLACEMENT.match(c) for c in val):
+                out.append(f"block {i} ({b['kind']}): {key!r} is not a list of placements "
+                           "(R, P, S<dim>)")
+    if s["optimizer"] not in ("sgd", "adamw"):
+        out.append(f"optimizer {s['optimizer']!r} is not sgd or adamw")
+    return out
