@@ -300,6 +300,9 @@ _GEN_CASES = [
              "equal, but got ... dims_mappings:[-1,-1,-1], placements:[Replicate()] and ... "
              "dims_mappings:[-1,0,-1], placements:[Shard(dim=1)]; reproduce: python -m "
              "verify run --pass planner --case planner_gen_p_to_s_padding")),
+    _gen("pp2_attention", "spec 0 of seed 2: a linear and a layer norm on stage 0, attention "
+         "on stage 1, FThenB over 2 micro-batches (an operand list resharded: "
+         "reshard_combine_value)", [[0], [1]], _PIPELINE),
     _gen("cross_p_to_r", "a partial activation on the stage mesh [0] crossing to the stage "
          "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
          "its gradient crosses back through r_to_p",

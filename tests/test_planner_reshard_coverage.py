@@ -44,6 +44,10 @@ BRANCHES = {
 }
 
 
+# the cases beside RUN_BY's that the pass functions' coverage counts
+PASS_CASES = ("planner_dp2", "planner_gen_pp2_attention")
+
+
 def explained() -> dict:
     """``{function: reason}`` from the docs' section."""
     text = DOC.read_text()
@@ -103,10 +107,11 @@ def test_the_built_in_cases_run_every_pass_function_and_the_comm_removal():
     """Together the listed cases run every partition / reshard / remove
     function of ``pir_pass.py`` the planner calls, and the branch of
     ``remove_unuseful_comm_op_pass`` that erases a collective on a ring of
-    one rank (a DP x TP mesh of 2 x 1: the ``mp`` all-reduces)."""
+    one rank (``PASS_CASES``: a DP x TP mesh of 2 x 1, whose ``mp`` ring is
+    one rank; a pipeline resharding an operand list)."""
     from verify.generate.coverage import PASS_FUNCS
 
-    folders = [_traced_dir(c) for c in sorted(set(RUN_BY.values()) | {"planner_dp2"})]
+    folders = [_traced_dir(c) for c in sorted(set(RUN_BY.values()) | set(PASS_CASES))]
     got = merge_traces(traces_under(folders))
     table = report(got)
     not_run = [r["function"] for r in table["passes"] if not r["ran"]]
