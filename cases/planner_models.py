@@ -276,6 +276,10 @@ _GEN_CASES = [
          "(the reshard folded: completion already typed it so), then read by a replicated "
          "linear: the nd-mesh reshard function's partial-to-replicate step",
          [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("nd_mesh_r_to_p", "spec 2 of seed 2: a layer norm sharded over mp of a 2 x 1 mesh, "
+         "its output resharded to [Partial, Replicate], a linear, ShardingStage2: the nd-mesh "
+         "reshard function's replicate-to-partial step",
+         [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
     _gen("s_to_s", "an activation resharded from Shard(1) to Shard(2): s_to_s",
          [0, 1], Expect(True, "INCONCLUSIVE",
                         "every stage holds (shapes, def-use, parameter shapes, placement "

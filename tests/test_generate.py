@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from verify.generate import models
 from verify.generate.shrink import candidates, shrink
@@ -115,6 +116,9 @@ def test_every_drawn_spec_is_valid_and_a_hostile_replay_file_is_refused(tmp_path
     from verify.generate.cli import main
 
     assert all(models.problems(models.spec(3, i)) == [] for i in range(200))
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for f in [examples / "generated_model.json", *examples.glob("planner_gen_*.json")]:
+        assert models.problems(json.loads(f.read_text())) == [], f
     bad = {**models.spec(3, 0), "blocks": [{"kind": "linear", "out": "__import__('os')",
                                             "weight": ["S0); import os"]}]}
     f = tmp_path / "model.json"

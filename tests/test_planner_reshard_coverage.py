@@ -37,6 +37,8 @@ RUN_BY = {
 # branches a case is listed for: (function's qualname, a line's text it runs)
 BRANCHES = {
     "planner_gen_p_to_s_transpose": [("PToSReshardFunction.reshard", "transpose")],
+    "planner_gen_nd_mesh_r_to_p": [("NdMeshReshardFunction.reshard",
+                                    "RToPReshardFunction().reshard(")],
     "planner_gen_p_to_s_padding": [("PToSReshardFunction.reshard_p_to_s_with_padding",
                                     "reduce_scatter")],
     "planner_gen_nd_mesh_p_to_r": [("NdMeshReshardFunction.reshard",
