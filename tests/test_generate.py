@@ -79,6 +79,10 @@ def test_a_tiny_generate_run_gives_verdicts_and_replays(tmp_path, capsys):
         folder = out / p["name"]
         assert json.loads((folder / "model.json").read_text()) == p["spec"]
         assert (folder / "model.py").read_bytes() == models_file().read_bytes()
+    # --coverage reprints the run's table from its traces
+    assert main(["--coverage", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "PToRReshardFunction" in table and "reshard functions run:" in table
     # the same spec replayed alone: the same verdict (its plan comes from the cache)
     first = summary["plans"][0]
     assert main(["--replay", str(out / first["name"] / "model.json"), "--out", str(out)]) \
