@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -56,6 +57,8 @@ def full_key(params: dict) -> str:
 
     h = hashlib.sha256(json.dumps({"model": params["model"], "mesh": params["mesh"]},
                                   sort_keys=True).encode())
+    if params.get("trace"):  # a traced plan (coverage.json per rank) is cached apart
+        h.update(b"coverage-trace")
     for name in [params["model"]] + list(params.get("uses", [])):
         h.update((EXAMPLES / name).read_bytes())
     from verify.plan import source_digest_parts
@@ -82,17 +85,25 @@ def _complete(folder: Path, mesh) -> bool:
         (folder / f"rank{r}" / "planner.json").is_file() for r in _ids(mesh))
 
 
-def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) -> Path:
+def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0,
+               trace: bool = False) -> Path:
     """Plan ``model`` for every rank of ``mesh`` into ``out`` (see the module
-    docstring); RuntimeError naming the rank when one fails outside a stage."""
+    docstring); RuntimeError naming the rank when one fails outside a stage;
+    ``trace``: each rank also records which planner lines ran
+    (``verify/plan/coverage_trace.py``)."""
     from verify.plan import pir_rank as pir_plan
     from verify.plan.crash_records import how_it_died, write_killed
     from verify.plan.program_format import write_failed_plan_json, write_plan_json
 
     ids = _ids(mesh)
     world = max(ids) + 1
+
+    def env(r):
+        e = pir_plan.plan_env(r, world, _REPO)
+        e.pop("VERIFY_PLANNER_TRACE", None)  # the case says whether to trace, not the caller
+        return {**e, "VERIFY_PLANNER_TRACE": "1"} if trace else e
     procs = {r: subprocess.Popen(pir_plan.command(r, str(model), mesh, out / f"rank{r}"),
-                                 cwd=str(_REPO), env=pir_plan.plan_env(r, world, _REPO),
+                                 cwd=str(_REPO), env=env(r),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in ids}
     failed = {}
@@ -106,7 +117,9 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
         p.stderr_text = se or so
         if p.returncode != 0:
             lines = [ln for ln in (se or so).strip().splitlines() if ln.strip()]
-            failed[r] = lines[-1] if lines else how_it_died(p.returncode)
+            # the exception's own line, not a C++ hint after it
+            errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception)\b", ln)]
+            failed[r] = (errors or lines)[-1] if lines else how_it_died(p.returncode)
     for r, p in procs.items():  # killed inside a stage (SIGABRT): records from its trace
         if p.returncode and not (out / f"rank{r}" / "planner.json").is_file():
             write_killed(out / f"rank{r}", p.returncode, p.stderr_text)
@@ -122,8 +135,9 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0) 
 
 
 def planned_dir(case) -> Path:
-    """The planned program dir of ``case`` (params ``model``, ``mesh``),
-    planning it once."""
+    """The planned program dir of ``case`` (params ``model``, ``mesh``;
+    ``model`` and ``uses`` may be absolute paths outside ``examples/``, as a
+    generated plan's are; ``trace``: record coverage), planning it once."""
     from verify.cache_files import cached_dir
 
     params = case.params
@@ -133,7 +147,8 @@ def planned_dir(case) -> Path:
     def make():
         tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=final.parent))
         try:
-            plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name)
+            plan_model(EXAMPLES / params["model"], params["mesh"], tmp / "dir", case.name,
+                       trace=bool(params.get("trace")))
             os.rename(tmp / "dir", final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -241,7 +256,70 @@ _PIPELINE_TP = Expect(
     "output %43 dim 0 is declared 8 but is 4' on ranks 0 and 1 (op 54 on ranks 2 and 3); "
     "reproduce: python -m verify run --pass planner --case planner_pp2_tp2")
 
-CASES = [
+# generated models kept as built-in cases (verify/generate/, examples/planner_gen_*.py: a
+# stub and its JSON spec, built by examples/generated_model.py): each runs a reshard
+# function no other case runs (tests/test_planner_reshard_coverage.py)
+_GEN_FILES = ["generated_model.py", "generated_model.json"]
+
+
+def _gen(name, summary, mesh, expect):
+    stem = f"planner_gen_{name}"
+    return _case(stem, f"examples/{stem}.py (generated): {summary}", f"{stem}.py", mesh,
+                 expect, uses=_GEN_FILES + [f"{stem}.json"])
+
+
+_GEN_CASES = [
+    _gen("p_to_s_transpose", "a row-parallel linear's partial sums resharded to Shard(1): "
+         "p_to_s's transpose path (a reduce_scatter on dim 0 between two transposes)",
+         [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("nd_mesh_p_to_r", "an activation resharded to [Partial, Partial] on a 2 x 1 mesh "
+         "(the reshard folded: completion already typed it so), then read by a replicated "
+         "linear: the nd-mesh reshard function's partial-to-replicate step",
+         [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("nd_mesh_r_to_p", "spec 2 of seed 2: a layer norm sharded over mp of a 2 x 1 mesh, "
+         "its output resharded to [Partial, Replicate], a linear, ShardingStage2: the nd-mesh "
+         "reshard function's replicate-to-partial step",
+         [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("s_to_s", "an activation resharded from Shard(1) to Shard(2): s_to_s",
+         [0, 1], Expect(True, "INCONCLUSIVE",
+                        "every stage holds (shapes, def-use, parameter shapes, placement "
+                        "coverage); the values are not decided: s_to_s emits pd_op.all_to_all, "
+                        "which the relation's ranks run as a kernel, and 3.3.1 has no CPU "
+                        "kernel for it ('UnimplementedError: Unimplemented cpu kernel for "
+                        "all_to_all', phi/kernels/cpu/all_to_all_kernel.cc)")),
+    _gen("p_to_s_padding", "a row-parallel linear's partial sums resharded to Shard(1) of a "
+         "sequence of 3 over 2 ranks (p_to_s's padding path), then to Replicate for the "
+         "linear after it", [0, 1], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: 3.3.1's p_to_s of a dim not divisible by the mesh "
+             "(reshard_p_to_s_with_padding: the value padded, reduce-scattered, the padding "
+             "split off the last rank's piece, transposed back) leaves its result typed "
+             "Replicate where the reshard asked for Shard(1); the next reshard of that value "
+             "(Shard(1) to Replicate) finds its input's type is not its operand's and "
+             "reshard_op_pass asserts: the reshard stage raises, no rank is planned (found by "
+             "python -m verify generate; the same reshards on an even sequence plan and "
+             "relate: planner_gen_p_to_s_transpose)",
+             evidence="the reshard stage's traceback on rank 0: pir_pass.py reshard_op_pass: "
+             "AssertionError: The dist_attr of reshard op's input and operand should be "
+             "equal, but got ... dims_mappings:[-1,-1,-1], placements:[Replicate()] and ... "
+             "dims_mappings:[-1,0,-1], placements:[Shard(dim=1)]; reproduce: python -m "
+             "verify run --pass planner --case planner_gen_p_to_s_padding")),
+    _gen("pp2_attention", "spec 0 of seed 2: a linear and a layer norm on stage 0, attention "
+         "on stage 1, FThenB over 2 micro-batches (an operand list resharded: "
+         "reshard_combine_value)", [[0], [1]], _PIPELINE),
+    _gen("cross_p_to_r", "a partial activation on the stage mesh [0] crossing to the stage "
+         "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
+         "its gradient crosses back through r_to_p",
+         [[0], [1]], Expect(True, "INCONCLUSIVE",
+                            "every stage holds (shapes, def-use, parameter shapes, placement "
+                            "coverage); the values are not decided: the lock-step relation "
+                            "(verify/numeric/planner_runs.py) cuts each rank's program at its "
+                            "collectives by their first operand, and a pd_op.recv_v2 has none "
+                            "('The op operand index [0] must less than operands size[0]'): "
+                            "send/recv outside a pipeline's job lists is not simulated")),
+]
+
+CASES = _GEN_CASES + [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
           "tiny_mlp_pir.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),

@@ -21,7 +21,7 @@ LAYERS = [
     (3, ["cases", "passes", "verify.case_api"]),
     (4, ["verify.engine"]),
     (5, ["verify.report"]),
-    (6, ["verify.repro", "verify.selfcheck", "verify.premerge", "verify.cli",
+    (6, ["verify.repro", "verify.selfcheck", "verify.premerge", "verify.generate", "verify.cli",
          "verify.__main__"]),
 ]
 

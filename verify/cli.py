@@ -55,6 +55,9 @@ def _parser():
                    add_help=False)
     sub.add_parser("vocabulary", help="audit the op types, slots and attrs each pass's "
                    "matcher reads (see verify/selfcheck/vocabulary.py)", add_help=False)
+    sub.add_parser("generate", help="plan generated models with Paddle's planner and check "
+                   "each, with a planner-coverage report (see verify/generate/cli.py)",
+                   add_help=False)
     base = sub.add_parser("baseline", help="rewrite verify/baseline.json from the cases, "
                           "and docs/findings.md from it")
     base.add_argument("--check", action="store_true",
@@ -619,6 +622,10 @@ def main(argv=None) -> int:
         from .selfcheck.coverage import main as coverage_main
 
         return coverage_main(argv[1:])
+    if argv[:1] == ["generate"]:
+        from verify.generate.cli import main as generate_main
+
+        return generate_main(argv[1:])
     if argv[:1] == ["vocabulary"]:
         from verify.selfcheck.vocabulary import main as vocabulary_main
 

@@ -309,7 +309,13 @@ def _main(argv) -> int:
         print("run through `python -m verify plan --ir pir`", file=sys.stderr)
         return 2
     t = time.time()
-    _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
+    if os.environ.get("VERIFY_PLANNER_TRACE"):  # the planner's lines that ran (coverage)
+        from verify.plan.coverage_trace import FILE, traced
+
+        with traced(Path(a.rank_dir) / FILE):
+            _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
+    else:
+        _plan_rank(a.model, a.rank, json.loads(a.mesh_json), Path(a.rank_dir))
     print(f"rank {a.rank} planned (PIR) in {time.time() - t:.1f}s")
     return 0
 

@@ -1,0 +1,172 @@
+"""Plan generated models with Paddle's planner and check each with the
+planner family (``passes/planner.py``): one plan = one spec of
+``verify/generate/models.py`` written as ``DIR/<name>/model.json`` beside a
+verbatim copy of ``examples/generated_model.py`` (no code is generated),
+planned for every rank of its mesh (``cases/planner_models.py``, traced for
+coverage: ``verify/plan/coverage_trace.py``) and judged.
+
+Outcomes: ``pass`` (EQUIVALENT), ``known`` (a finding this module knows:
+``KNOWN``, each with the reason and evidence), ``finding`` (any other
+NOT_EQUIVALENT / CONTRACT_BROKEN / PASS_CRASHED: the run exits 1; it is
+shrunk and written out with the command reproducing it), ``rejected``
+(Paddle refused the model before any planner stage: the generator's limit,
+named with Paddle's error) and ``inconclusive``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[2]
+MODEL = _REPO / "examples" / "generated_model.py"
+
+FINDING_VERDICTS = ("NOT_EQUIVALENT", "CONTRACT_BROKEN", "PASS_CRASHED", "NOT_APPLIED")
+
+
+@dataclass(frozen=True)
+class Known:
+    """A Paddle defect generated plans meet again and again: matched on what
+    the checks say (never on a spec's or case's name)."""
+
+    name: str
+    verdict: str
+    needle: str  # in a failing check's message or traceback
+    reason: str
+    evidence: str
+
+
+KNOWN = [
+    Known("uneven_s_to_r", "PASS_CRASHED", "get_defining_op",
+          "3.3.1's s_to_r (and nd-mesh) reshard of an unevenly sharded value takes "
+          "reshard_s_to_r_with_padding, which calls get_defining_op() on the list "
+          "paddle._C_ops.split returns (built-in case planner_dp2_gm_uneven)",
+          "the reshard stage's traceback: AttributeError: 'list' object has no attribute "
+          "'get_defining_op' (s_to_r_reshard_func.py)"),
+    Known("gm_zeroing_global_shape", "CONTRACT_BROKEN", "set_value_with_tensor_",
+          "3.3.1's auto_parallel_gradient_merge_pass types a sharded parameter's "
+          "accumulator zeroing with the global shape (built-in case planner_tp2_gm)",
+          "the shape check after gradient_merge: pd_op.set_value_with_tensor_ output "
+          "declared the global dim"),
+    Known("p_to_s_padding_type", "PASS_CRASHED",
+          "reshard op's input and operand should be equal",
+          "3.3.1's p_to_s padding path types its result Replicate, not the Shard asked "
+          "for, and reshard_op_pass asserts on the next reshard of it (built-in case "
+          "planner_gen_p_to_s_padding)",
+          "the reshard stage's traceback: AssertionError: The dist_attr of reshard op's "
+          "input and operand should be equal (pir_pass.py, reshard_op_pass)"),
+]
+
+
+@dataclass
+class Outcome:
+    name: str
+    spec: dict
+    status: str  # pass | known | finding | rejected | inconclusive
+    verdict: str
+    why: str = ""
+    known: str = ""
+    failing: list = field(default_factory=list)  # [(check name, rank, first line)]
+    seconds: float = 0.0
+    plan_dir: str = ""  # the planned dir (its ranks' coverage.json)
+
+    def signature(self) -> tuple:
+        """What a shrunk spec must keep to be the same failure."""
+        return (self.status, self.verdict, tuple(sorted({f[0] for f in self.failing})))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "verdict": self.verdict,
+                "why": self.why, "known": self.known, "seconds": round(self.seconds, 1),
+                "failing": [list(f) for f in self.failing], "spec": self.spec}
+
+
+def write_plan(spec: dict, folder: Path) -> Path:
+    """``folder/model.py`` (the generic model file, copied) and ``model.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(MODEL, folder / "model.py")
+    (folder / "model.json").write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    return folder / "model.py"
+
+
+def make_case(model: Path, spec: dict, name: str, trace: bool = True):
+    """A planner case of the generated model file (absolute paths: outside
+    ``examples/``), built with the helper the built-in planner cases use."""
+    import dataclasses
+
+    from cases.base import Expect
+    from cases.planner_models import _case
+
+    case = _case(name, f"generated: {model}", str(model.resolve()), spec["mesh"],
+                 Expect(True, "EQUIVALENT", "a generated plan: every check must hold"),
+                 uses=[str(model.with_suffix(".json").resolve())])
+    return dataclasses.replace(case, params={**case.params, "trace": trace})
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def _error_line(check) -> str:
+    tb = (check.details or {}).get("traceback") or ""
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else _first_line(check.message)
+
+
+def classify(app, name: str, spec: dict, seconds: float) -> Outcome:
+    verdict = app.verdict.value
+    bad = [c for c in app.checks if not c.ok and not c.advisory]
+    failing = [(c.name, c.rank, _error_line(c)) for c in bad]
+    if verdict == "EQUIVALENT":
+        return Outcome(name, spec, "pass", verdict, seconds=seconds)
+    text = " ".join(c.message + str((c.details or {}).get("traceback", "")) for c in bad)
+    if any(c.name == "build" and "outside the planner's stages" in c.message for c in bad):
+        why = re.sub(r"^.*outside the planner's stages: ", "", _first_line(
+            next(c.message for c in bad if c.name == "build")))
+        return Outcome(name, spec, "rejected", verdict, why=why, failing=failing,
+                       seconds=seconds)
+    if verdict in FINDING_VERDICTS:
+        for k in KNOWN:
+            if k.verdict == verdict and k.needle in text:
+                return Outcome(name, spec, "known", verdict, why=k.reason, known=k.name,
+                               failing=failing, seconds=seconds)
+        return Outcome(name, spec, "finding", verdict, why=failing[0][2] if failing else "",
+                       failing=failing, seconds=seconds)
+    return Outcome(name, spec, "inconclusive", verdict,
+                   why=failing[0][2] if failing else "", failing=failing, seconds=seconds)
+
+
+def judge(spec: dict, folder: Path, name: str) -> Outcome:
+    """Plan ``spec`` into ``folder`` and check it with the planner family."""
+    import time
+
+    from passes.planner import ADAPTER
+    from verify.engine.application import run_application
+
+    t = time.perf_counter()
+    model = write_plan(spec, folder)
+    case = make_case(model, spec, name)
+    app = run_application(ADAPTER, case, numeric=lambda *a: [])
+    out = classify(app, name, spec, time.perf_counter() - t)
+    from cases.planner_models import planned_dir
+
+    try:  # where its coverage trace is (the plan cache)
+        out.plan_dir = str(planned_dir(case))
+    except Exception:
+        out.plan_dir = ""
+    return out
+
+
+def reproduce_command(spec_file: Path) -> str:
+    return f"python -m verify generate --replay {spec_file}"
+
+
+def write_failure(out: Outcome, folder: Path) -> Path:
+    """The failing spec (shrunk) with the command reproducing it."""
+    spec_file = folder / "model.json"
+    (folder / "FAILURE.txt").write_text(
+        f"{out.verdict}: {out.why}\nfailing checks: {out.failing}\n"
+        f"reproduce: {reproduce_command(spec_file)}\n")
+    return spec_file
