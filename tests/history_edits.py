@@ -36,14 +36,13 @@ class Replay:
     what: str              # what the change did, in one sentence
     where: str             # where the buggy side's text comes from
     installed: str         # "fixed" or "buggy": which side 3.3.1 is
-    edits: tuple           # ((installed text, the other side's text), ...)
+    edits: tuple           # ((installed text, the other side's text[, times]), ...)
     passes: tuple          # premerge --pass
     cases: tuple           # premerge --case (exact names)
     backend: str = "none"
     expect_buggy: dict = field(default_factory=dict)   # case -> premerge kind
     expect_fixed: dict = field(default_factory=dict)
     why: str = ""          # why those labels (what the suite sees)
-    slow: bool = False     # a planner run: minutes, not seconds
 
     @property
     def rel(self) -> str:
@@ -91,6 +90,143 @@ REPLAYS = (
         why="the all-reduce that runs computes on the default stream: no overlap, "
             "the contract of the pass (the dX all-reduce on the MP stream) fails",
     ),
+    Replay(
+        name="gm_used_grad_ops_left_in_backward",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/69805",
+        file=f"{_PASSES}/auto_parallel_gradient_merge.py",
+        what="the PIR gradient merge moves the ops that read a gradient (an "
+             "all-gather, all-reduce, split, slice on its way to the optimizer) to "
+             "the optimize stage, so they read the merged gradient once per step; "
+             "before the fix they stayed in the backward stage",
+        where="PR 69805's review threads: the hunk adding the helper (named "
+              "_find_move2opt_ops, renamed _move_used_grad_op in review) after "
+              "_append_gradient_merge_backward_op, and its call on every op using "
+              "the grad",
+        installed="fixed",
+        edits=((
+            "        for used_grad_op in grad.all_used_ops():\n"
+            "            _move_used_grad_op(used_grad_op, grad)\n",
+            ""),),
+        passes=("planner",),
+        cases=("planner_dp2_gm_sum", "planner_tp2_gm"),
+        backend="simulated",
+        expect_buggy={"planner_dp2_gm_sum": "unchanged", "planner_tp2_gm": "unchanged"},
+        expect_fixed={"planner_dp2_gm_sum": "unchanged", "planner_tp2_gm": "unchanged"},
+        why=("no case reaches it: on planner_dp2_gm_sum the gradient's one reader is the DP "
+             'pd_op.all_reduce the planner already gives the optimize role (a probe edit '
+             'raising when the helper would change a role did not fire there nor on '
+             'planner_tp2_gm), so the code before the fix makes the same program: unchanged '
+             'on both sides'),
+    ),
+    Replay(
+        name="sp_opt_matches_the_old_allreduce_spelling",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/71906",
+        file=f"{_PASSES}/auto_parallel_sequence_parallel_optimization.py",
+        what="the collectives' migration renamed c_allreduce_sum to all_reduce; the "
+             "sequence-parallel fusion kept matching c_allreduce_sum, so on the "
+             "programs the planner emits it silently did nothing, until this change "
+             "matched all_reduce",
+        where="PR 71906's title and description (c_allreduce_sum changed to "
+              "all_reduce in the pass); the stored older version of the file (commit "
+              "0ab6998c, is_valid_split_op: pre_op.type == \"c_allreduce_sum\")",
+        installed="fixed",
+        edits=((
+            "            if not (\n"
+            '                pre_op.type == "all_reduce"\n'
+            "                and pre_op.attr(\"reduce_type\")\n"
+            "                == paddle.distributed.ReduceOp.SUM\n"
+            "            ):\n",
+            '            if not pre_op.type == "c_allreduce_sum":\n'),),
+        passes=("auto_parallel_sequence_parallel_optimization",),
+        cases=("sp_opt_tp2_sgd",),
+        expect_buggy={"sp_opt_tp2_sgd": "NEW"},
+        expect_fixed={"sp_opt_tp2_sgd": "unchanged"},
+        why=("before the change the pass matches nothing on the planner's all_reduce + "
+             'split: it silently does nothing where its pattern is present (NOT_APPLIED), a '
+             'new finding where 3.3.1 raises on the X slot it reads after matching '
+             '(PASS_CRASHED in the baseline)'),
+    ),
+    Replay(
+        name="promotion_backward_matches_c_allreduce_sum",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/72135",
+        file=f"{_PASSES}/auto_parallel_fused_linear_promotion.py",
+        what="the fused-linear promotion's backward source patterns named the "
+             "gradient all-reduce c_allreduce_sum; the planner emits all_reduce, so "
+             "no DP+MP or SP backward segment matched and the pass skipped; the "
+             "change renamed it in the backward patterns",
+        where="PR 72135's title and description (the backward's c_allreduce_sum "
+              "changed to all_reduce in the pass); the edit renames back every "
+              "all_reduce of the backward pattern lists",
+        installed="fixed",
+        edits=(('            "all_reduce",\n            "scale",\n',
+                '            "c_allreduce_sum",\n            "scale",\n', 8),),
+        passes=("auto_parallel_fused_linear_promotion",),
+        cases=("row_dp_mp_o0_sgd",),
+        expect_buggy={"row_dp_mp_o0_sgd": "NEW"},
+        expect_fixed={"row_dp_mp_o0_sgd": "unchanged"},
+        why=('the DP+MP backward (elementwise_add_grad, all_reduce, scale, matmul_v2_grad) '
+             'no longer matches: the pass skips every rank where its pattern is present '
+             '(NOT_APPLIED, baseline EQUIVALENT)'),
+    ),
+    Replay(
+        name="sharding_stage2_reduces_all_reduce_as_avg",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/72127",
+        file=f"{_PASSES}/auto_parallel_sharding.py",
+        what="stage 2 replaces each gradient all-reduce by a reduce to the owner; "
+             "its SUM branch recognised c_allreduce_sum (and reduce SUM) only, so the "
+             "all_reduce(SUM) the planner emits fell to the AVG branch; the change "
+             "matched all_reduce with reduce_type SUM",
+        where="PR 72127's title and description (c_allreduce_sum changed to "
+              "all_reduce in auto_parallel_sharding.py); the edit restores the "
+              "c_allreduce_sum test at the one site that picks SUM or AVG "
+              "(_shard_gradient_synchronization), not the PR's other sites",
+        installed="fixed",
+        edits=((
+            "                if (\n"
+            '                    op.type == "all_reduce"\n'
+            '                    and op.attr("reduce_type") == dist.ReduceOp.SUM\n'
+            "                ) or (\n",
+            '                if op.type == "c_allreduce_sum" or (\n'),),
+        passes=("auto_parallel_sharding",),
+        cases=("engine_shard_dp2_adamw_s2",),
+        backend="simulated",
+        expect_buggy={"engine_shard_dp2_adamw_s2": "NEW"},
+        expect_fixed={"engine_shard_dp2_adamw_s2": "unchanged"},
+        why=("the owner's gradient is the mean where the program summed: the simulated run's"
+             " linear_1.b_0@GRAD is half the original's (NOT_EQUIVALENT, baseline "
+             'EQUIVALENT)'),
+    ),
+    Replay(
+        name="grad_clip_pure_dp_ignores_all_reduce",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/71905",
+        file=f"{_PASSES}/auto_parallel_grad_clip.py",
+        what="_is_pure_data_parallel returns False on a reduce(SUM) that is not a "
+             "data-parallel gradient sync; the change added the same test for "
+             "all_reduce(SUM), so a tensor-parallel program's all_reduce no longer "
+             "lets the pass take it for pure data parallelism",
+        where="PR 71905's description (c_allreduce_sum changed to all_reduce in "
+              "auto_parallel_grad_clip.py) and the review hunk of the same change in "
+              "PR 70774 (@@ -259,6 +259,10 @@ def _is_pure_data_parallel: '+ or (' "
+              "after the reduce(SUM) clause)",
+        installed="fixed",
+        edits=((
+            "                or (\n"
+            '                    op.type == "all_reduce"\n'
+            '                    and op.desc.attr("reduce_type") == dist.ReduceOp.SUM\n'
+            "                )\n"
+            "                and not is_data_parallel_reduce_op(op)\n",
+            "                and not is_data_parallel_reduce_op(op)\n"),),
+        passes=("auto_parallel_grad_clip",),
+        cases=("engine_tp2_sgd_clip",),
+        backend="simulated",
+        expect_buggy={"engine_tp2_sgd_clip": "NEW"},
+        expect_fixed={"engine_tp2_sgd_clip": "unchanged"},
+        why=('the TP all_reduce no longer vetoes pure data parallelism, so the pass splits '
+             'the squared norms between the ranks as if every grad were replicated: a '
+             "finding with another identity than the baseline's (the simulated run's "
+             'linear_1.b_0@GRAD differs from step 2), NEW though the verdict stays '
+             'NOT_EQUIVALENT'),
+    ),
 )
 
 BY_NAME = {r.name: r for r in REPLAYS}
@@ -106,11 +242,12 @@ def other_side(replay: Replay) -> str:
     """The installed module's text with the replay's edits (each must match
     the installed text exactly once: another Paddle version fails loudly)."""
     text = installed_text(replay)
-    for old, new in replay.edits:
-        if text.count(old) != 1:
+    for old, new, *times in replay.edits:
+        times = times[0] if times else 1
+        if text.count(old) != times:
             raise AssertionError(f"replay {replay.name}: the installed paddle/{replay.file} "
-                                 f"holds the edited text {text.count(old)} times, not once "
-                                 "(another Paddle version?)")
+                                 f"holds the edited text {text.count(old)} times, not "
+                                 f"{times} (another Paddle version?)")
         text = text.replace(old, new)
     return text
 
