@@ -43,6 +43,7 @@ class Replay:
     expect_buggy: dict = field(default_factory=dict)   # case -> premerge kind
     expect_fixed: dict = field(default_factory=dict)
     why: str = ""          # why those labels (what the suite sees)
+    gate_gap: str = ""     # where premerge does not give the label yet: why
 
     @property
     def rel(self) -> str:
@@ -226,6 +227,52 @@ REPLAYS = (
              "finding with another identity than the baseline's (the simulated run's "
              'linear_1.b_0@GRAD differs from step 2), NEW though the verdict stays '
              'NOT_EQUIVALENT'),
+    ),
+    Replay(
+        name="dist_matmul_dx_all_reduce_spelling",
+        upstream="https://github.com/PaddlePaddle/Paddle/pull/72126",
+        file="distributed/auto_parallel/static/operators/dist_matmul.py",
+        what="the planner's column-parallel matmul_v2 backward emitted dX's sum over "
+             "the model-parallel ring as c_allreduce_sum(X -> Out); this change "
+             "emitted all_reduce(x -> out, reduce_type SUM), which the overlap pass, "
+             "matching c_allreduce_sum only, never fires on: the pass went dead on "
+             "every planned program (the baseline's NOT_APPLIED findings)",
+        where="PR 72126's title and description (c_allreduce_sum changed to "
+              "all_reduce in dist_matmul.py); the edit restores the c_allreduce_sum "
+              "of the matmul_v2 column-parallel backward, written as 3.3.1 still "
+              "writes it for matmul (v1) in the same file",
+        installed="buggy",
+        edits=((
+            "        c_allreduce_sum_op = main_block.append_op(\n"
+            "            type='all_reduce',\n"
+            "            inputs={'x': kwargs['X@GRAD']},\n"
+            "            outputs={'out': kwargs['X@GRAD']},\n"
+            "            attrs={\n"
+            "                'ring_id': group.id,\n"
+            "                'reduce_type': paddle.distributed.ReduceOp.SUM,\n"
+            "                'use_model_parallel': True,\n",
+            "        c_allreduce_sum_op = main_block.append_op(\n"
+            "            type='c_allreduce_sum',\n"
+            "            inputs={'X': kwargs['X@GRAD']},\n"
+            "            outputs={'Out': kwargs['X@GRAD']},\n"
+            "            attrs={\n"
+            "                'ring_id': group.id,\n"
+            "                'use_calc_stream': True,\n"
+            "                'use_model_parallel': True,\n"),),
+        passes=("overlap",),
+        cases=("engine_mlp_tp2_sgd",),
+        backend="simulated",
+        expect_buggy={"engine_mlp_tp2_sgd": "unchanged"},
+        expect_fixed={"engine_mlp_tp2_sgd": "FIXED"},
+        why=("before the change the planned column-parallel backward sums dX with "
+             "c_allreduce_sum, the overlap pass fires and its rewrite is proved "
+             "(verify run --paddle-file: EQUIVALENT where the baseline says "
+             "NOT_APPLIED), so the change's other side is FIXED"),
+        gate_gap=("premerge selects no pass for a change to the legacy planner's "
+                  "dist operators: affected.py follows a pass's imports and the PIR "
+                  "planner's modules, not the Engine planning that builds the "
+                  "engine_* and planned_* cases the legacy passes run on (0 "
+                  "applications)"),
     ),
 )
 

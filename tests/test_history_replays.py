@@ -8,6 +8,8 @@ Every replay's buggy side runs in the gate (each a single case, seconds to
 a minute).  The fixed side of a replay 3.3.1 already holds is the installed
 text overlaid on itself (unchanged by construction), so the gate runs one of
 them as a sample; ``VERIFY_HISTORY_ALL=1`` runs every side of every replay.
+A replay premerge does not label yet (``gate_gap``) is a strict xfail: the
+day the gate gives the label, it fails and the mark goes.
 """
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ def _sides():
         sampled = sampled or installed_side
         marks = () if gate or ALL else (pytest.mark.skip(
             reason="the installed text overlaid on itself; VERIFY_HISTORY_ALL=1 runs it"),)
+        if r.gate_gap:  # strict: the day premerge gives the label, this fails
+            gap = pytest.mark.xfail(strict=True, reason="gate gap: " + r.gate_gap)
+            out[-1] = pytest.param(r, "buggy", id=f"{r.name}-buggy", marks=(gap,))
+            marks = marks + (gap,)
         out.append(pytest.param(r, "fixed", id=f"{r.name}-fixed", marks=marks))
     return out
 
@@ -96,3 +102,36 @@ def test_premerge_labels_each_side_of_an_upstream_change(tmp_path, replay, side)
                             for a in apps])
     for a in apps:  # a NEW label carries its evidence
         assert a["kind"] != "NEW" or a["evidence"], a
+
+
+def _run_overlap(tmp_path, tag, paddle_files=()):
+    """``verify run`` of the overlap pass on the Engine-planned
+    engine_mlp_tp2_sgd, in a private plan cache; its verdict."""
+    rep = tmp_path / f"rep-{tag}"
+    args = [sys.executable, "-m", "verify", "run", "--pass", "overlap", "--case",
+            "engine_mlp_tp2_sgd", "--backend", "none", "--quiet", "--report-dir", str(rep)]
+    for f in paddle_files:
+        args += ["--paddle-file", str(f)]
+    env = dict(os.environ, PADDLE_PASS_VERIFY_CACHE=str(tmp_path / "plans"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [
+        os.environ.get("PYTHONPATH")] if p])
+    p = subprocess.run(args, cwd=str(ROOT), env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-2000:]
+    [app] = json.loads((rep / "report.json").read_text())["applications"]
+    return app["verdict"]
+
+
+def test_a_planner_module_overlay_plans_the_engine_cases_apart(tmp_path):
+    """PR 72126's other side as a ``--paddle-file`` (dist_matmul.py emitting
+    dX's sum as c_allreduce_sum): the Engine plans the case again under the
+    overlay and the overlap pass fires on it (EQUIVALENT); the installed
+    Paddle's run that follows, in the same plan cache, plans its own program
+    again (NOT_APPLIED, the baseline's).  The Engine-planned cases' cache key
+    held no overlay: both runs read whichever plan came first."""
+    replay = he.BY_NAME["dist_matmul_dx_all_reduce_spelling"]
+    changed = tmp_path / "overlay" / Path(replay.file).name
+    changed.parent.mkdir()
+    changed.write_text(he.sides(replay)["fixed"])
+    assert _run_overlap(tmp_path, "overlay", [changed]) == "EQUIVALENT"
+    assert _run_overlap(tmp_path, "installed") == "NOT_APPLIED"
