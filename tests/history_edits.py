@@ -43,6 +43,7 @@ class Replay:
     expect_buggy: dict = field(default_factory=dict)   # case -> premerge kind
     expect_fixed: dict = field(default_factory=dict)
     why: str = ""          # why those labels (what the suite sees)
+    new_checks: tuple = () # checks that must be among the buggy side's NEW findings
     gate_gap: str = ""     # where premerge does not give the label yet: why
 
     @property
@@ -52,44 +53,34 @@ class Replay:
 
 REPLAYS = (
     Replay(
-        name="overlap_stream_on_the_removed_op",
+        name="overlap_stream_on_the_context_attr_only",
         upstream="https://github.com/PaddlePaddle/Paddle/pull/64662",
         file=f"{_PASSES}/allreduce_matmul_grad_overlapping.py",
-        what="the split dX all-reduce is re-inserted after the first matmul as a new "
-             "op; before the fix the MP stream was set on the original op's dist "
-             "attr, which is then removed, so the op that runs kept the default "
+        what="before the fix the pass set the MP stream on the dist context's "
+             "attr of the dX all-reduce and left the op where it was: in 3.3.1's "
+             "legacy auto parallel that attr is the context's own object, not the "
+             "op desc's dist attr the executor reads, so the op kept the default "
              "stream ('set to auto_parallel_mp, but it did not take effect'); the "
-             "fix takes the dist attr, sets the stream on it and gives it to the "
-             "new op",
+             "fix re-inserts the all-reduce after the dX matmul and hands it that "
+             "attr (set_op_dist_attr_for_program copies it into the new op's desc)",
         where="PR 64662's description (problem 1: before default, cause: the stream "
-              "was set but not in effect, after auto_parallel_mp)",
+              "was set but not in effect, after auto_parallel_mp; the re-inserted op "
+              "and its NOTE(liym27)); that a stream set on the context's attr does "
+              "not reach the desc is 3.3.1's behaviour (tests/test_history_replays.py "
+              "checks it)",
         installed="fixed",
         edits=((
-            "            allreduce_op_dist_attr = (\n"
-            "                self.dist_context.get_op_dist_attr_for_program(allreduce_op)\n"
-            "            )\n"
-            "            allreduce_op_dist_attr.execution_stream = (\n"
-            "                AutoParallelStreamType.MP_STREAM.value\n"
-            "            )\n",
-            "            allreduce_op.dist_attr.execution_stream = (\n"
-            "                AutoParallelStreamType.MP_STREAM.value\n"
-            "            )\n"
-            "            allreduce_op_dist_attr = (\n"
-            "                self.dist_context.get_op_dist_attr_for_program(allreduce_op)\n"
-            "            )\n"
-        ), (
-            "            self.dist_context.set_op_dist_attr_for_program(\n"
-            "                allreduce_op, allreduce_op_dist_attr\n"
-            "            )\n"
-            "            # Remove the original allreduce op\n",
-            "            # Remove the original allreduce op\n"),
-        ),
+            "            allreduce_op_inputs = allreduce_op.desc.input_names()\n",
+            "            continue  # the op stays where it is, its desc untouched\n"
+            "            allreduce_op_inputs = allreduce_op.desc.input_names()\n"),),
         passes=("overlap",),
         cases=("col_3d_static",),
         expect_buggy={"col_3d_static": "NEW"},
         expect_fixed={"col_3d_static": "unchanged"},
-        why="the all-reduce that runs computes on the default stream: no overlap, "
-            "the contract of the pass (the dX all-reduce on the MP stream) fails",
+        why=("the all-reduce the executor runs is on the default stream and still after "
+             "the dW matmul: the contract's stream check (the snapshot reads the op "
+             "desc's dist attr, as the executor does) and its order check fail"),
+        new_checks=("contract/allreduce on mp stream",),
     ),
     Replay(
         name="gm_used_grad_ops_left_in_backward",

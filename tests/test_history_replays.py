@@ -102,6 +102,9 @@ def test_premerge_labels_each_side_of_an_upstream_change(tmp_path, replay, side)
                             for a in apps])
     for a in apps:  # a NEW label carries its evidence
         assert a["kind"] != "NEW" or a["evidence"], a
+    if side == "buggy" and replay.new_checks:  # found by the check the change is about
+        found = {n["check"] for a in apps for n in a["new"]}
+        assert set(replay.new_checks) <= found, (replay.name, sorted(found))
 
 
 def _run_overlap(tmp_path, tag, paddle_files=()):
