@@ -66,7 +66,7 @@ REPLAYS = (
         where="PR 64662's description (problem 1: before default, cause: the stream "
               "was set but not in effect, after auto_parallel_mp; the re-inserted op "
               "and its NOTE(liym27)); that a stream set on the context's attr does "
-              "not reach the desc is 3.3.1's behaviour (tests/test_history_replays.py "
+              "not reach the desc is 3.3.1's behaviour (tests/test_executed_stream.py "
               "checks it)",
         installed="fixed",
         edits=((
