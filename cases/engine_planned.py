@@ -58,8 +58,8 @@ rebuilds a ``DistributedContext`` from that record.
 
 Planned programs are cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
 ``~/.cache/paddle-pass-verify``)``/engine_planned/<paddle version>-<commit>/
-<key>/rank<N>/``, the key hashing the case params and this file's source;
-a cold plan takes 2-5 s of wall time for both ranks planned in parallel on
+<key>/rank<N>/``, the key hashing the case params, this file's source and the
+``--paddle-file`` overlay (a changed planner module plans apart); a cold plan takes 2-5 s of wall time for both ranks planned in parallel on
 2 CPUs (``engine.prepare`` itself 0.1-0.5 s per rank, the rest is importing
 Paddle); a warm build only parses the cache (about 0.01 s per rank).
 Concurrent builders wait on a lock file instead of planning twice.
@@ -346,6 +346,11 @@ def _plan_key(params: dict) -> str:
 
     for part in source_digest_parts():
         h.update(part)
+    # a --paddle-file / premerge overlay (a changed planner module, e.g. a
+    # dist operator) plans apart: the installed Paddle's plan is not its plan
+    from verify.ir.paddle_overlay import fingerprint
+
+    h.update(fingerprint().encode())
     return h.hexdigest()
 
 

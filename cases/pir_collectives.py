@@ -217,7 +217,8 @@ def planned_dir():
     ``python -m verify plan --ir pir`` (``verify.plan.planner.plan``: one fresh
     subprocess per rank), cached under ``$PADDLE_PASS_VERIFY_CACHE`` (default
     ``~/.cache/paddle-pass-verify``) ``/pir_collectives/<key>``, the key a hash
-    of the model file, the PIR planner's source and Paddle's version; a plan
+    of the model file, the PIR planner's source, Paddle's version and the
+    ``--paddle-file`` overlay; a plan
     is written aside and renamed into place, so a reader never sees half."""
     import json
     import hashlib
@@ -237,6 +238,9 @@ def planned_dir():
     for part in source_digest_parts():
         h.update(part)
     h.update(paddle_module().__version__.encode())
+    from verify.ir.paddle_overlay import fingerprint
+
+    h.update(fingerprint().encode())  # a --paddle-file overlay plans apart
     root = Path(os.environ.get("PADDLE_PASS_VERIFY_CACHE",
                                Path.home() / ".cache" / "paddle-pass-verify"))
     from verify.cache_files import cached_dir

@@ -60,7 +60,8 @@ def cache_root() -> Path:
 
 def full_key(params: dict) -> str:
     """sha256 of the model file's source (and of the example files it loads,
-    ``uses``), the plan params and the planner."""
+    ``uses``), the plan params, the planner and the ``--paddle-file`` overlay
+    (a changed Paddle module plans apart)."""
     h = hashlib.sha256()
     h.update(json.dumps({"model": params["model"], "ranks": params["ranks"],
                          "mesh": params.get("mesh")}, sort_keys=True).encode())
@@ -70,6 +71,9 @@ def full_key(params: dict) -> str:
 
     for part in source_digest_parts():
         h.update(part)
+    from verify.ir.paddle_overlay import fingerprint
+
+    h.update(fingerprint().encode())
     return h.hexdigest()
 
 

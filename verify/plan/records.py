@@ -24,6 +24,21 @@ def tensor_attr_record(attr) -> dict | None:
             "chunk_id": int(attr.chunk_id)}
 
 
+def executed_stream(op, attr) -> str:
+    """The stream the executor runs ``op`` on: its desc's dist attr (copied
+    with the program, translated to the PIR op's ``execution_stream``), not
+    the ``DistributedContext``'s attr, which in 3.3.1 is an object of its own:
+    a stream set there after the op was registered never reaches the desc
+    (Paddle PR 64662's "set to auto_parallel_mp, but it did not take effect")."""
+    try:
+        desc_attr = op.desc.dist_attr
+    except Exception:  # a desc without a dist attr: the record's own
+        desc_attr = None
+    if desc_attr is not None:
+        return desc_attr.execution_stream
+    return attr.execution_stream
+
+
 def op_attr_record(op, attr) -> dict:
     rec = {"type": op.type, "mesh": None}
     if attr is None:
@@ -35,7 +50,7 @@ def op_attr_record(op, attr) -> dict:
     rec["outputs"] = {n: list(attr.get_output_dims_mapping(n))
                       for n in op.desc.output_arg_names()
                       if attr.get_output_dist_attr(n) is not None}
-    rec["execution_stream"] = attr.execution_stream
+    rec["execution_stream"] = executed_stream(op, attr)
     rec["impl_type"] = attr.impl_type
     rec["impl_idx"] = int(attr.impl_idx)
     rec["chunk_id"] = int(attr.chunk_id)
