@@ -188,7 +188,7 @@ def check_snapshot(snap, rank, where: str, symbols=None, inserted=None,
             continue
         ins = {slot: [shape_of(v) if v else None for v in names]
                for slot, names in op.inputs.items()}
-        s = Shapes(op, ins)
+        s = Shapes(op, ins, (snap.meta or {}).get("shapes"))
         try:
             outs = rule(s) or {}
         except RuleError as exc:

@@ -13,6 +13,8 @@ the engine in ``shape_check.py``.
 """
 from __future__ import annotations
 
+import re
+
 from functools import reduce
 
 import z3
@@ -34,10 +36,13 @@ def eq(a, b):
 class Shapes:
     """An op's input shapes by slot, plus the preconditions a rule states."""
 
-    def __init__(self, op, inputs: dict):
+    def __init__(self, op, inputs: dict, program_shapes: str | None = None):
         self.op = op
         self.inputs = inputs  # slot -> [shape or None]
         self.needs = []  # [(cond, why)]
+        # "global" or "local": which shapes the program declares (a planner
+        # stage's snapshot says so in its meta); None: not said
+        self.program_shapes = program_shapes
 
     def __call__(self, slot: str, i: int = 0):
         shapes = self.inputs.get(slot) or []
@@ -1052,7 +1057,36 @@ RULES.update({
     "pd_op.slice_grad": _pir_slice_grad,
 })
 
-# dist_op.reshard (in the planner's serial and partition stages, whose
-# snapshots hold global shapes): it changes a value's placements, never its
-# global shape; the reshard stage replaces it with collectives on local shapes
-RULES["dist_op.reshard"] = _pir_same("operands", "results")
+def _dims_mapping(text) -> tuple:
+    """``(mesh shape, dims mapping)`` of a dist attr as the snapshot renders it."""
+    mesh = re.search(r"mesh_shape:\[([\d,\s]*)\]", text or "")
+    dims = re.search(r"dims_mappings:\[([-\d,\s]*)\]", text or "")
+    if not mesh or not dims:
+        raise RuleError(f"dist attr {text!r} names no mesh shape or dims mapping")
+    return ([int(x) for x in mesh.group(1).split(",") if x.strip()],
+            [int(x) for x in dims.group(1).split(",") if x.strip()])
+
+
+def _reshard(s):
+    """``dist_op.reshard`` changes a value's placements, never its global
+    shape: on global shapes (the planner's serial and partition stages) its
+    result has its operand's shape.  On local shapes (a stage checked on its
+    dense clone, where a reshard not yet removed is left) only where the
+    placements keep every dim's mapping; a dim whose mapping changes has a
+    local size the rule does not derive (an uneven split), so it says so."""
+    x = list(s("operands"))
+    if s.program_shapes == "global":
+        return {"results": [x]}
+    dist = s.attr("dist_attr") or {}
+    try:
+        src = _dims_mapping((dist.get("operands") or [None])[0])
+        dst = _dims_mapping((dist.get("results") or [None])[0])
+    except (AttributeError, TypeError):
+        raise RuleError("no operand and result dist attrs") from None
+    if src != dst:
+        raise RuleError(f"reshard from {src} to {dst} on {s.program_shapes or 'undeclared'} "
+                        "shapes: the result's local shape is not derived")
+    return {"results": [x]}
+
+
+RULES["dist_op.reshard"] = _reshard

@@ -260,9 +260,9 @@ DECLARED = {
     "builtin.set_parameter": _d("operands parameter_name"),
     "builtin.shadow_output": _d("operands output_name"),
     "builtin.combine": _d("operands"),
-    # global shapes (the planner's serial and partition stages): its dist_attr
-    # (COMMON) names the placements it reshards to, which change no global dim
-    "dist_op.reshard": _d("operands"),
+    # its dist_attr names the placements it reshards from and to: on local
+    # shapes they decide whether the rule can derive the result's shape
+    "dist_op.reshard": _d("operands dist_attr"),
     "builtin.slice": _d("operands index"),
     "builtin.split": _d("operands results@index"),
     "pd_op.full": _d("shape value dtype", ignore={"place": _PLACE}),

@@ -438,7 +438,8 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
             if st["program"] is not None:
                 try:
                     snap = from_pir_programs(st["program"], st.get("startup"),
-                                             meta={"stage": st["stage"]})
+                                             meta={"stage": st["stage"],
+                                                   "shapes": st["shapes"]})
                     fname = f"stages/{i:02d}_{st['stage']}.json"
                     (out / fname).write_text(snap.to_json())
                     entry["snapshot"] = fname
