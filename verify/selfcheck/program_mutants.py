@@ -252,13 +252,24 @@ VALUE_COPIES = {("c_identity", "X", "Out"), ("assign", "X", "Out"),
                 ("pd_op.subtract_grad", "out_grad", "x_grad")}
 
 
+# (op type, input slot): the output slot whose value alone the kernel
+# computes from it; without that output the input is not read (phi's CPU
+# layer_norm_grad uses the scale for the input's gradient only).
+READ_FOR_OUTPUT = {("layer_norm_grad", "Scale"): "X@GRAD",
+                   ("pd_op.layer_norm_grad", "scale"): "x_grad"}
+
+
 def reads_value(op, slot) -> bool:
     """``op`` reads the values of input ``slot``, not only its dims: not in
-    :data:`SHAPE_ONLY`, and not a slot whose use depends on the op's attrs
+    :data:`SHAPE_ONLY`, not a slot whose use depends on the op's attrs
     that the dataflow check declares named-only (``def_use.DECLARED_ONLY``:
     ``coalesce_tensor``'s ``Input`` without ``copy_data``, whose kernel
-    sizes the fused buffer by it and copies nothing)."""
+    sizes the fused buffer by it and copies nothing), and not a slot of
+    :data:`READ_FOR_OUTPUT` whose output the op does not write."""
     if (op.type, slot) in SHAPE_ONLY or slot in NO_VALUE_SLOTS:
+        return False
+    needs = READ_FOR_OUTPUT.get((op.type, slot))
+    if needs is not None and not any(op.outputs.get(needs) or ()):
         return False
     return slot not in DECLARED_ONLY.get(op.type, lambda _: ())(op)
 
