@@ -18,9 +18,12 @@ KIND = "dataflow"
 
 # Input slots an op names without reading their data, one row per op type:
 # ``coalesce_tensor`` with ``copy_data=False`` makes its inputs views of one
-# new fused buffer (the ops after it write them: Paddle's fused all-reduce).
+# new fused buffer (the ops after it write them: Paddle's fused all-reduce;
+# phi's kernel reads their dims only); ``nop`` names vars for the executor's
+# ordering only (its kernel does nothing).
 DECLARED_ONLY = {
     "coalesce_tensor": lambda op: () if op.attrs.get("copy_data", True) else ("Input",),
+    "nop": lambda op: tuple(op.inputs),
 }
 
 
@@ -56,7 +59,7 @@ def first_undefined_reads(ops, defined) -> list:
     views = {}  # a fused buffer holds a value when every view of it does
     for op in ops:
         for name in data_reads(op):
-            for part in views.get(name, [name]) if op.type != "nop" else ():
+            for part in views.get(name, [name]):
                 if part and part not in defined and part not in seen:
                     seen.add(part)
                     out.append((op, part))

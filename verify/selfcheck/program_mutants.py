@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 from verify.ir.legacy_ir import paddle_module
 
+from verify.checks.def_use import DECLARED_ONLY
+
 from verify.ir.program_edits import Edit, EditNotPossible, _reorder, apply_legacy, apply_pir
 
 COLLECTIVES = {"all_reduce", "c_allreduce_sum", "mp_allreduce_sum", "reduce_scatter",
@@ -230,6 +232,9 @@ SHAPE_ONLY = {("elementwise_add_grad", "X"), ("elementwise_add_grad", "Y"),
               ("reduce_mean_grad", "X"), ("reduce_sum_grad", "X"),
               ("reshape2_grad", "XShape"), ("transpose2_grad", "XShape"),
               ("fill_zeros_like", "X"), ("fill_any_like", "X"),
+              # phi's layer_norm_grad kernel never reads the bias (its grads
+              # need x, scale, mean, variance and dy only)
+              ("layer_norm_grad", "Bias"), ("pd_op.layer_norm_grad", "bias"),
               # PIR spellings
               ("pd_op.add_grad", "x"), ("pd_op.add_grad", "y"),
               ("pd_op.subtract_grad", "x"), ("pd_op.subtract_grad", "y"),
@@ -245,6 +250,30 @@ VALUE_COPIES = {("c_identity", "X", "Out"), ("assign", "X", "Out"),
                 ("pd_op.assign", "x", "out"), ("pd_op.add_grad", "out_grad", "x_grad"),
                 ("pd_op.add_grad", "out_grad", "y_grad"),
                 ("pd_op.subtract_grad", "out_grad", "x_grad")}
+
+
+# (op type, input slot): the output slot whose value alone the kernel
+# computes from it; without that output the input is not read (phi's CPU
+# layer_norm_grad uses the scale for the input's gradient only).
+READ_FOR_OUTPUT = {("layer_norm_grad", "Scale"): "X@GRAD",
+                   ("pd_op.layer_norm_grad", "scale"): "x_grad"}
+
+
+def reads_value(op, slot) -> bool:
+    """``op`` reads the values of input ``slot``, not only its dims: not in
+    :data:`SHAPE_ONLY`, not a slot whose use depends on the op's attrs
+    that the dataflow check declares named-only (``def_use.DECLARED_ONLY``:
+    ``coalesce_tensor``'s ``Input`` without ``copy_data``, whose kernel
+    sizes the fused buffer by it and copies nothing), and not a slot of
+    :data:`READ_FOR_OUTPUT` whose output the op does not write."""
+    if (op.type, slot) in SHAPE_ONLY or slot in NO_VALUE_SLOTS:
+        return False
+    needs = READ_FOR_OUTPUT.get((op.type, slot))
+    if needs is not None and not any(op.outputs.get(needs) or ()):
+        return False
+    return slot not in DECLARED_ONLY.get(op.type, lambda _: ())(op)
+
+
 REDUCE_MAX = 1  # phi ReduceType::kRedMax
 NO_VALUE_SLOTS = {"XShape", "xshape"}
 
@@ -278,7 +307,7 @@ def _readers(snap, var, idx) -> list:
 
 
 def _value_readers(snap, var, idx) -> list:
-    return [(o, s) for o, s in _readers(snap, var, idx) if (o.type, s) not in SHAPE_ONLY]
+    return [(o, s) for o, s in _readers(snap, var, idx) if reads_value(o, s)]
 
 
 def _last_writer(snap, var, idx):
@@ -559,7 +588,7 @@ def _choose_sibling(before, after, reg, rank):
     for i in reg.sites():
         op = after.ops[i]
         for slot, names in sorted(op.inputs.items()):
-            if (op.type, slot) in SHAPE_ONLY or slot in NO_VALUE_SLOTS:
+            if not reads_value(op, slot):
                 continue
             for n in names:
                 v = after.var(n)

@@ -982,7 +982,8 @@ class Executor:
             self.ops_run += 1
             return
         if op.type == "coalesce_tensor":  # views of one buffer (views.py)
-            st.views.coalesce(op, st.env, st.snap, self._constant)
+            st.views.coalesce(op, st.env, st.snap, self._constant,
+                              lambda name: self._read(st, name, op))
             self.ops_run += 1
             return
         row = ROWS.get(op.type)

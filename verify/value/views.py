@@ -77,20 +77,51 @@ class Views:
         return bool(self.buffers)
 
     # -- the op that makes them --------------------------------------------------
-    def coalesce(self, op, env, snap, constant):
-        """Run ``coalesce_tensor`` ``op``: record its buffer, and leave each
-        view's value as the kernel does (kept, the constant, or dropped).
-        ``constant(value, shape, dtype)`` makes a constant Tensor."""
+    def coalesce(self, op, env, snap, constant, read):
+        """Run ``coalesce_tensor`` ``op`` as phi's kernel does: record its
+        buffer and give each view ``Output[i]`` its value, sized by
+        ``Input[i]`` (the kernel resizes ``Output[i]`` to ``Input[i]``'s dims):
+
+        * ``copy_data``: ``Input[i]``'s value, copied into the slice the
+          view then points at (``read(name)``, the executor's read: the
+          inputs are read before any view moves);
+        * else ``set_constant``: ``constant`` everywhere;
+        * else ``persist_output``: the view's own earlier value, when it
+          had one;
+        * else none: the value is dropped (a later read is an error).
+
+        Without ``copy_data`` the kernel reads ``Input[i]``'s dims only, so
+        an ``Input[i]`` other than ``Output[i]`` of the same dims computes
+        the same; an ``Input[i]`` the model has no value for that is not
+        ``Output[i]`` is refused (the kernel throws for an uninitialised one,
+        and the model cannot tell).  ``constant(value, shape, dtype)`` makes
+        a constant Tensor."""
+        ins = list(op.inputs.get("Input") or [])
         outs = list(op.outputs.get("Output") or [])
         fused = (op.outputs.get("FusedOutput") or [None])[0]
         if fused is None or not outs:
             raise Unsupported(f"coalesce_tensor op {op.idx} without Output or FusedOutput")
+        if len(ins) != len(outs):
+            raise Unsupported(f"coalesce_tensor op {op.idx}: {len(ins)} Input for "
+                              f"{len(outs)} Output (the kernel needs as many)")
         want = dtype_name(op.attrs.get("dtype", ""))
+        copy = op.attrs.get("copy_data", True)
         given = _given_shapes(op, len(outs))
+        # copy_data: every input's value, read before any view is re-pointed
+        copied = [read(i) for i in ins] if copy else [None] * len(ins)
         members = []
-        for name, g in zip(outs, given):
+        for i, (src, name, g) in enumerate(zip(ins, outs, given)):
             v = snap.vars.get(name)
-            shape = env[name].arr.shape if name in env else (v.shape if v else None)
+            if copied[i] is not None:
+                shape = copied[i].arr.shape
+            elif src in env:
+                shape = env[src].arr.shape
+            elif src != name:
+                raise Unsupported(f"coalesce_tensor op {op.idx}: Input {src} has no value "
+                                  f"here and is not its Output {name} (the kernel sizes "
+                                  f"{name} by {src}, and refuses an uninitialised one)")
+            else:
+                shape = v.shape if v else None
             if g is not None:  # the kernel sizes the views by these
                 if shape is not None and all(int(n) >= 0 for n in shape) and \
                         tuple(int(n) for n in shape) != g:
@@ -101,19 +132,25 @@ class Views:
                 raise Unsupported(f"coalesce_tensor op {op.idx}: view {name} has no static "
                                   f"shape ({shape})")
             dtype = getattr(v, "dtype", "") or ""
-            if want and dtype and dtype_name(dtype) != want:
-                raise Unsupported(f"coalesce_tensor op {op.idx}: view {name} is {dtype}, the "
-                                  f"buffer {want}")
+            for what, d in ((name, dtype), (src, copied[i].dtype if copied[i] else "")):
+                if want and d and dtype_name(d) != want:
+                    raise Unsupported(f"coalesce_tensor op {op.idx}: {what} is {d}, the "
+                                      f"buffer {want}")
             members.append((name, tuple(int(n) for n in shape), dtype))
         self.buffers[fused] = members
-        for name, shape, dtype in members:
+        for (name, shape, dtype), value in zip(members, copied):
             self.dropped.pop(name, None)
-            if op.attrs.get("copy_data", True):
-                if name not in env:
-                    raise Unsupported(f"coalesce_tensor op {op.idx} copies {name}, which has "
-                                      "no value")
+            if copy:
+                env[name] = value
             elif op.attrs.get("set_constant", False):
                 env[name] = constant(op.attrs.get("constant", 0.0), shape, dtype)
+            elif op.attrs.get("persist_output", False) and name in env and \
+                    tuple(env[name].arr.shape) == shape:
+                pass  # copied into the slice it now points at
+            elif op.attrs.get("persist_output", False) and name in env:
+                raise Unsupported(f"coalesce_tensor op {op.idx}: persist_output keeps "
+                                  f"{name} {list(env[name].arr.shape)} in a slice of "
+                                  f"{list(shape)}")
             else:
                 env.pop(name, None)
                 self.dropped[name] = op.idx
