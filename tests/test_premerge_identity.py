@@ -208,14 +208,26 @@ def _installed(rel):
 
 
 def test_a_pass_the_planner_applies_selects_the_planner_family(cache_env):
-    got = affected.affected({GM_MOD: _installed(GM)}, cache_dir=cache_env[
-        "VERIFY_PREMERGE_CACHE"])
-    assert "planner" in got.passes and GM_MOD in got.planner, got
-    sched = "paddle.distributed.passes.pipeline_scheduler_pass.pipeline_1f1b"
-    got = affected.affected({sched: _installed(
-        "paddle/distributed/passes/pipeline_scheduler_pass/pipeline_1f1b.py")},
+    """By what the planner's applications ran (verify/executed_files.json):
+    the gradient-merge scale and a 1F1B scheduler method select the planner
+    applications that ran them, and not the others (the summed merge does
+    not scale; the pipeline cases merge their micro-batches' gradients)."""
+    got = affected.affected({GM_MOD: _installed(GM).replace(
+        "optimizer_op, 1.0 / k_steps)", "optimizer_op, 1.0)")},
         cache_dir=cache_env["VERIFY_PREMERGE_CACHE"])
-    assert "planner" in got.passes, got
+    assert "planner" in got.passes and GM_MOD in got.planner, got
+    assert got.how["planner::planner_tp2_gm"] == "executed"
+    assert got.how["planner::planner_pp2_1f1b"] == "executed"
+    assert not {"planner_dp2_gm_sum", "planner_tp2"} & set(got.cases["planner"])
+    rel = "paddle/distributed/passes/pipeline_scheduler_pass/pipeline_1f1b.py"
+    text = _installed(rel)
+    assert "def _create_job_list_in_pir(self):\n" in text
+    got = affected.affected({affected.module_of(rel): text.replace(
+        "def _create_job_list_in_pir(self):\n",
+        "def _create_job_list_in_pir(self):\n        assert True\n", 1)},
+        cache_dir=cache_env["VERIFY_PREMERGE_CACHE"])
+    assert got.how["planner::planner_pp2_1f1b"] == "executed", got.how
+    assert "planner_tp2_gm" not in got.cases["planner"]
 
 
 @pytest.mark.parametrize("how", ["syntax", "deleted"])

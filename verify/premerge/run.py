@@ -7,8 +7,10 @@ or installing it:
    the working tree (``checkout.py``) are overlaid on the installed Paddle
    (``overlay.py``) in every process of the run: the runs below are child
    processes started with the overlay's environment, and so are theirs;
-2. the affected passes come from the import graph (``affected.py``); each
-   runs on every case it meets (``python -m verify run``), except the
+2. the affected applications (pass x case) are those whose recorded run
+   executed code the change touches (``affected.py``, ``executed.py``; the
+   import graph for new files and unrecorded applications); each affected
+   pass runs on its affected cases (``python -m verify run``), except the
    applications whose result is cached (``cache.py``); the vocabulary audit
    runs on the affected passes whose own source changed;
 3. ``DIR/summary.md`` (``summary.py``) compares every verdict with
@@ -267,9 +269,13 @@ def premerge(args, out=sys.stdout) -> int:
     manifest = overlay.write(str(out_dir / "overlay"), files, root, ch.deleted())
     cache = Cache(enabled=not args.no_cache)
     index_dir = None if args.no_cache else str(cache.dir)
-    aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir)
     baseline = _load_json(BASELINE)
     pairs = _pairs(baseline)
+    from .executed import load as load_executed
+
+    aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir,
+                                executed=load_executed(paddle_version=baseline.get("paddle")),
+                                pairs=pairs)
     adapters = affected_mod.suite_adapters()
     by_short = {a.short: a.name for a in adapters.values()}
     wanted = None
@@ -288,7 +294,7 @@ def premerge(args, out=sys.stdout) -> int:
                     other=[(c.status, c.path) for c in ch.other],
                     unreadable=sorted(ch.unreadable.items()),
                     affected=dict(aff.passes), planner=aff.planner,
-                    planner_adapters=aff.planner_adapters)
+                    planner_adapters=aff.planner_adapters, selected_by=dict(aff.how))
     for name in aff.unmapped:
         review.not_selected[name] = "runs no Python module of paddle.distributed " \
             "(a C++ pass or not one Paddle pass): not selected by a Python change"
@@ -312,7 +318,7 @@ def premerge(args, out=sys.stdout) -> int:
             review.affected.pop(name, None)
             continue
         info = adapters[name]
-        cases = [c for c in pairs.get(name, []) if not args.cases or
+        cases = [c for c in aff.cases.get(name, {}) if not args.cases or
                  any(fnmatch.fnmatchcase(c, g) for g in args.cases)]
         if unavailable is None:
             unavailable = _unavailable_cases(env)
@@ -326,10 +332,11 @@ def premerge(args, out=sys.stdout) -> int:
         if not cases:
             review.not_selected[name] = "no case selected"
             continue
-        # the sources this pass's applications see: the changed modules it
-        # reaches, and changed planner code (it builds the planned cases)
-        relevant = {m: texts.get(m, "<deleted>") for m in aff.passes[name] + aff.planner}
-        keys = {c: key("application", relevant, f"{name}::{c}", options) for c in cases}
+        # the sources each application sees: the changed modules that
+        # selected it, and changed planner code (it builds the planned cases)
+        keys = {c: key("application", {m: texts.get(m, "<deleted>") for m in
+                                       aff.cases[name][c] + aff.planner},
+                       f"{name}::{c}", options) for c in cases}
         results, todo = {}, []
         for c in cases:
             hit = cache.get(keys[c], valid_application)
@@ -384,7 +391,16 @@ def premerge(args, out=sys.stdout) -> int:
             o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
                         rec.get("evidence", ""), cached=cached, label=cmp["label"],
                         new_ids=cmp["new"], gone_ids=cmp["gone"])
-            if broken and o.now == "INCONCLUSIVE" and o.kind != "NEW":
+            ran_broken = _broken_modules(aff.trace_broken.get(f"{name}::{c}", []), texts,
+                                         deleted)
+            if ran_broken and o.kind != "NEW":
+                # its recorded run executed a module that no longer imports:
+                # whatever the verdict (a caught ImportError may just skip
+                # the work), the application is not the one the baseline judged
+                o.label = "NEW"
+                o.evidence = "; ".join(ran_broken) + " (the baseline's run executed it)" + \
+                    (f"; {o.evidence}" if o.evidence else "")
+            elif broken and o.now == "INCONCLUSIVE" and o.kind != "NEW":
                 # a run that could not judge because a module it runs no
                 # longer imports: the change broke it (not "not proved")
                 o.label = "NEW"
@@ -422,6 +438,8 @@ def premerge(args, out=sys.stdout) -> int:
         print(f"skipped family {fam} for {p}: {why}", file=out)
     for p, k, msg, _ in review.vocabulary_new:
         print(f"NEW (vocabulary): {k}: {msg}", file=out)
+    for p, k, msg, _ in review.vocabulary_advisory:
+        print(f"advisory (vocabulary, not gating): {k}: {msg}", file=out)
     for s, p in review.native:
         print(f"not checked (needs a build): {p}", file=out)
     for p, why in review.unreadable:
@@ -494,6 +512,10 @@ def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:
         review.vocabulary_new.append((f.get("pass_name", ""), kk, f.get("message", ""),
                                       ", ".join(f.get("where", []))))
     review.vocabulary_gone = [(kk.split("::")[0], kk) for kk in data.get("gone", [])]
+    for kk in data.get("advisory", []):  # typed by a variable's name: not gating
+        f = by_key.get(kk, {})
+        review.vocabulary_advisory.append((f.get("pass_name", ""), kk, f.get("message", ""),
+                                           ", ".join(f.get("where", []))))
 
 
 def _machine(r: Review) -> dict:
@@ -507,10 +529,11 @@ def _machine(r: Review) -> dict:
             "skipped": [{"pass": p, "family": f, "why": w} for p, f, w in r.skipped],
             "vocabulary_new": [k for _, k, _, _ in r.vocabulary_new],
             "vocabulary_gone": [k for _, k in r.vocabulary_gone],
+            "vocabulary_advisory": [k for _, k, _, _ in r.vocabulary_advisory],
             "not_checked": [p for _, p in r.native], "python": r.python_changed,
             "unreadable": dict(r.unreadable),
             "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
-            "unreached": r.unreached,
+            "unreached": r.unreached, "selected_by": r.selected_by,
             "seconds": round(r.seconds, 2), "cache": r.cache}
 
 
