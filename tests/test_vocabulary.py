@@ -215,7 +215,8 @@ def test_a_type_guessed_from_a_variable_name_is_advisory(tmp_path, monkeypatch, 
     assert vocabulary.main(["--pass-file", str(tmp_path / "named.py"), "--no-planned",
                             "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["new"] == [] and data["advisory"] == [f.key.replace("fake", "fake_vocabulary_pass", 1)]
+    assert data["new"] == []
+    assert data["advisory"] == [f.key.replace("fake", "fake_vocabulary_pass", 1)]
     for name, src in (("compared.py", COMPARED), ("built.py", BUILT)):
         [g] = vocabulary.audit("fake", _write(tmp_path, src, name))
         assert (g.kind, g.op_type, g.name, g.advisory) == ("input", "all_reduce", "X", False)

@@ -18,6 +18,11 @@ module's or a class's body (both run at import).
 touches (``ast`` dumps compared, so moved lines are not a change); a file
 that no longer parses, or is deleted, has every unit changed.
 
+Cost, only while recording (premerge itself never records): ``verify run
+--pass planner --case planner_tp2_gm`` with an empty cache, two runs each on
+a loaded 2-core machine, 5.8-6.0 s of CPU without the recorder and 8.5-8.8 s
+with it (+45 %), 23-26 s wall against 26-34 s.
+
 This module imports only the standard library: it runs at interpreter start.
 """
 from __future__ import annotations
