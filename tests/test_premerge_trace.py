@@ -144,15 +144,33 @@ def test_an_application_is_selected_when_it_ran_the_changed_function(index_dir):
     assert "rec" not in got.cases
 
 
-@pytest.mark.parametrize("how", ["syntax", "deleted"])
+_RAISES = "\nfrom paddle.distributed.passes.pass_utils import no_such_helper\n"
+
+
+@pytest.mark.parametrize("how", ["syntax", "deleted", "raises"])
 def test_a_module_that_no_longer_imports_breaks_every_application_that_ran_it(
         index_dir, how):
-    changed = {GM_MOD: _installed(GM) + "\ndef broken(:\n"} if how == "syntax" else {}
+    changed = {GM_MOD: _installed(GM) + {"syntax": "\ndef broken(:\n", "raises": _RAISES,
+                                         "deleted": ""}[how]} if how != "deleted" else {}
     got = affected.affected(changed, deleted=[GM_MOD] if how == "deleted" else [],
                             cache_dir=index_dir, adapters=_fake_adapters(),
-                            executed=_TABLE, pairs=_PAIRS)
+                            executed=_TABLE, pairs=_PAIRS,
+                            unimportable={GM_MOD: "ImportError: ..."} if how == "raises" else {})
     assert got.trace_broken == {"rec::ran_scale": [GM_MOD], "rec::imported_only": [GM_MOD]}
     assert set(got.cases["rec"]) == {"ran_scale", "imported_only"}
+
+
+def test_a_module_that_compiles_and_raises_on_import_is_found(tmp_path):
+    """premerge asks a child process with the overlay which changed modules
+    fail to import although they compile (a name the change removed)."""
+    from verify.premerge import run
+
+    manifest = overlay.write(str(tmp_path / "ov"), {GM: _installed(GM) + _RAISES},
+                             affected.installed_root())
+    got = run._unimportable([GM_MOD, "paddle.distributed.passes.pass_utils"],
+                            run._run_env(manifest, {}))
+    assert list(got) == [GM_MOD] and "ImportError" in got[GM_MOD], got
+    assert "no_such_helper" in got[GM_MOD]
 
 
 def test_a_new_file_falls_back_to_the_import_graph(index_dir):

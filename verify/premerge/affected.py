@@ -415,12 +415,15 @@ def _baseline():
 
 def affected(changed: dict, deleted=(), root: str | None = None,
              cache_dir: str | None = None, adapters: dict | None = None,
-             executed: dict | None = None, pairs: dict | None = None) -> Affected:
+             executed: dict | None = None, pairs: dict | None = None,
+             unimportable=()) -> Affected:
     """``changed``: ``{module: new text}``; which applications it affects.
 
     ``executed``: ``{"pass::case": {file: units}}`` (default: the table of
     ``executed.py`` recorded on the baseline's Paddle); ``pairs``: ``{pass:
-    [case]}`` (default: the baseline's)."""
+    [case]}`` (default: the baseline's); ``unimportable``: changed modules
+    that compile and still fail to import (run.py asks a child process),
+    broken as a module that does not compile is."""
     from . import executed as executed_mod
     from .trace import ALL, changed_units
 
@@ -452,7 +455,8 @@ def affected(changed: dict, deleted=(), root: str | None = None,
         if old is None and m not in deleted:
             new_files.add(m)  # no application can have run it: the graph decides
             continue
-        units[m] = changed_units(old, None if m in deleted else changed.get(m))
+        units[m] = {ALL} if m in unimportable else \
+            changed_units(old, None if m in deleted else changed.get(m))
     broken_mods = {m for m, u in units.items() if ALL in u}
 
     def ran(trace: dict) -> list:

@@ -105,12 +105,15 @@ def _evidence(app: dict) -> str:
     return line[:400]
 
 
-def _broken_modules(modules, texts: dict, deleted) -> list:
+def _broken_modules(modules, texts: dict, deleted, unimportable=None) -> list:
     """Of the changed ``modules`` a pass reaches, those that cannot be
-    imported: deleted, or a source that does not compile (one line each)."""
+    imported: deleted, a source that does not compile, or one that raises
+    on import (``unimportable``: module -> the error), one line each."""
     out = []
     for m in modules:
-        if m in deleted:
+        if m in (unimportable or {}):
+            out.append(f"{m} does not import: {unimportable[m]}")
+        elif m in deleted:
             out.append(f"{m} is deleted by the change")
         elif m in texts:
             try:
@@ -118,6 +121,44 @@ def _broken_modules(modules, texts: dict, deleted) -> list:
             except SyntaxError as exc:
                 out.append(f"{m} does not compile: SyntaxError: {exc.msg} (line {exc.lineno})")
     return out
+
+
+_IMPORT_PROBE = (
+    "import importlib, json, sys\n"
+    "out = {}\n"
+    "for m in json.loads(sys.argv[1]):\n"
+    "    try:\n"
+    "        importlib.import_module(m)\n"
+    "    except BaseException as exc:\n"
+    "        out[m] = (type(exc).__name__ + ': ' + str(exc)).splitlines()[0][:300]\n"
+    "print('UNIMPORTABLE=' + json.dumps(out))\n")
+
+
+def _compiles(text: str) -> bool:
+    try:
+        compile(text, "<changed>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _unimportable(modules, env) -> dict:
+    """``{module: error}`` of the changed ``modules`` (they compile) that
+    raise when imported with the overlay: a child process with the runs'
+    environment (this one never imports Paddle)."""
+    modules = [m for m in modules if not m.endswith("__main__")]  # would run a program
+    if not modules:
+        return {}
+    proc = _child([sys.executable, "-c", _IMPORT_PROBE, json.dumps(sorted(modules))], env)
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("UNIMPORTABLE="):
+            try:
+                got = json.loads(ln[len("UNIMPORTABLE="):])
+            except ValueError:
+                break
+            return {m: str(v) for m, v in got.items() if m in modules}
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+    return {m: "the import probe failed: " + " / ".join(tail) for m in modules}
 
 
 _UNAVAILABLE_PROBE = (
@@ -273,9 +314,22 @@ def premerge(args, out=sys.stdout) -> int:
     pairs = _pairs(baseline)
     from .executed import load as load_executed
 
+    # changed modules that compile but raise on import are as broken as
+    # those that do not compile (asked once per change: cached)
+    compiles = {m: t for m, t in texts.items() if _compiles(t) and
+                os.path.isfile(os.path.join(root, affected_mod.module_file(m, root, texts)))}
+    unimportable = {}
+    if compiles:
+        ik = key("imports", compiles, "", {})
+        hit = cache.get(ik, lambda d: isinstance(d, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in d.items()))
+        if hit is None:
+            hit = _unimportable(list(compiles), _run_env(manifest, {}))
+            cache.put(ik, hit)
+        unimportable = hit
     aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir,
                                 executed=load_executed(paddle_version=baseline.get("paddle")),
-                                pairs=pairs)
+                                pairs=pairs, unimportable=unimportable)
     adapters = affected_mod.suite_adapters()
     by_short = {a.short: a.name for a in adapters.values()}
     wanted = None
@@ -346,7 +400,7 @@ def premerge(args, out=sys.stdout) -> int:
                 results[c] = (hit, True)
         say(f"premerge: {info.short} ({name}): {len(cases)} application(s), "
             f"{len(cases) - len(todo)} cached, {len(todo)} to run")
-        broken = _broken_modules(aff.passes[name], texts, deleted)
+        broken = _broken_modules(aff.passes[name], texts, deleted, unimportable)
         if todo:
             run_dir = out_dir / "runs" / info.short
             report, error = _run_pass(name, todo, run_dir, env, args,
@@ -392,7 +446,7 @@ def premerge(args, out=sys.stdout) -> int:
                         rec.get("evidence", ""), cached=cached, label=cmp["label"],
                         new_ids=cmp["new"], gone_ids=cmp["gone"])
             ran_broken = _broken_modules(aff.trace_broken.get(f"{name}::{c}", []), texts,
-                                         deleted)
+                                         deleted, unimportable)
             if ran_broken and o.kind != "NEW":
                 # its recorded run executed a module that no longer imports:
                 # whatever the verdict (a caught ImportError may just skip
