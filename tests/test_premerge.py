@@ -260,7 +260,8 @@ def _installed(rel):
 
 def test_affected_follows_imports_and_leaves_unrelated_passes(index_dir):
     utils = "paddle.distributed.passes.pass_utils"
-    got = affected.affected({utils: _installed(co.PASS_UTILS)}, cache_dir=index_dir)
+    got = affected.affected({utils: _installed(co.PASS_UTILS)}, cache_dir=index_dir,
+                            executed={})  # the import graph alone
     # overlap imports pass_utils; vpp_split is the helper; the PIR gradient
     # merge imports neither pass_utils nor a module that does
     assert utils in got.passes["allreduce_matmul_grad_overlapping"]
@@ -272,7 +273,7 @@ def test_affected_follows_imports_and_leaves_unrelated_passes(index_dir):
     # a module no pass reaches affects none
     launch = "paddle.distributed.launch.main"
     assert affected.affected({launch: _installed("paddle/distributed/launch/main.py")},
-                             cache_dir=index_dir).passes == {}
+                             cache_dir=index_dir, executed={}).passes == {}
 
 
 def test_affected_reads_the_changed_text_and_the_planner(index_dir):
@@ -283,13 +284,13 @@ def test_affected_reads_the_changed_text_and_the_planner(index_dir):
     probe = "paddle.distributed.launch.main"
     changed = {gm: text + "\nfrom paddle.distributed.launch import main as _m\n",
                probe: _installed("paddle/distributed/launch/main.py")}
-    got = affected.affected(changed, cache_dir=index_dir)
+    got = affected.affected(changed, cache_dir=index_dir, executed={})  # the graph alone
     assert probe in got.passes["auto_parallel_gradient_merge_pass"]
     # a reshard function is the planner family's
     rf = "paddle.distributed.auto_parallel.static.reshard_funcs.p_to_r_reshard_func"
     got = affected.affected({rf: _installed(
         "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")},
-        cache_dir=index_dir)
+        cache_dir=index_dir, executed={})
     assert got.planner == [rf]
 
 
@@ -302,13 +303,13 @@ def test_planner_family_hook_selects_its_adapters(index_dir):
     rf = "paddle.distributed.auto_parallel.static.reshard_funcs.p_to_r_reshard_func"
     text = _installed(
         "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")
-    got = affected.affected({rf: text}, cache_dir=index_dir,
+    got = affected.affected({rf: text}, cache_dir=index_dir, executed={},
                             adapters={"my_planner_family": planner, "my_other": plain})
     assert got.passes == {"my_planner_family": [rf]}
     assert got.planner_adapters == ["my_planner_family"]
     launch = "paddle.distributed.launch.main"
     got = affected.affected({launch: _installed("paddle/distributed/launch/main.py")},
-                            cache_dir=index_dir,
+                            cache_dir=index_dir, executed={},
                             adapters={"my_planner_family": planner, "my_other": plain})
     assert got.passes == {} and got.planner_adapters == []
 

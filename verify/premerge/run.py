@@ -348,7 +348,7 @@ def premerge(args, out=sys.stdout) -> int:
                     other=[(c.status, c.path) for c in ch.other],
                     unreadable=sorted(ch.unreadable.items()),
                     affected=dict(aff.passes), planner=aff.planner,
-                    planner_adapters=aff.planner_adapters, selected_by=dict(aff.how))
+                    planner_adapters=aff.planner_adapters)
     for name in aff.unmapped:
         review.not_selected[name] = "runs no Python module of paddle.distributed " \
             "(a C++ pass or not one Paddle pass): not selected by a Python change"
@@ -474,6 +474,9 @@ def premerge(args, out=sys.stdout) -> int:
                 except ValueError as exc:  # out_dir/repro links out of --out
                     review.errors.append(f"{name} on {c}: no reproducer written: {exc}")
             review.outcomes.append(o)
+    # how each application that ran was selected (by its record or the graph)
+    review.selected_by = {f"{o.pass_name}::{o.case}": aff.how.get(f"{o.pass_name}::{o.case}", "")
+                          for o in review.outcomes}
     if not args.no_vocabulary:
         _audit_vocabulary(review, aff, wanted, texts, env, cache)
     review.seconds = time.perf_counter() - started
