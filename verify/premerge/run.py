@@ -350,8 +350,9 @@ def premerge(args, out=sys.stdout) -> int:
                     affected=dict(aff.passes), planner=aff.planner,
                     planner_adapters=aff.planner_adapters)
     for name in aff.unmapped:
-        review.not_selected[name] = "runs no Python module of paddle.distributed " \
-            "(a C++ pass or not one Paddle pass): not selected by a Python change"
+        review.not_selected[name] = "no recorded run (verify/executed_files.json) and " \
+            "no Python module of paddle.distributed of its own (a C++ pass or not one " \
+            "Paddle pass): not selected by a Python change"
     reached = {m for mods in aff.passes.values() for m in mods} | set(aff.planner)
     review.unreached = sorted(set(aff.changed_modules) - reached)
     planner_sources = {m: texts[m] for m in aff.planner if m in texts}
