@@ -117,25 +117,36 @@ def test_broken_dw_matmul_is_a_new_finding_with_a_reproducer(tmp_path, cache_env
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-def test_vocabulary_audit_reads_the_changed_helper(tmp_path, cache_env):
+@pytest.mark.parametrize("typed", [True, False], ids=["typed_by_code", "typed_by_name"])
+def test_vocabulary_audit_reads_the_changed_helper(tmp_path, cache_env, typed):
     """The audit runs on the overlaid source: a misspelt attr the commit
-    introduces is a NEW vocabulary finding (exit 1), the name it replaced
-    is gone, and the application itself is unchanged."""
+    introduces on an op the code types (``op.name() == "pd_op.matmul_grad"``)
+    is a NEW vocabulary finding (exit 1); on an op only the variable's name
+    types (``matmul_grad_op``) it is advisory (exit 0: it made premerge exit
+    1); either way the name it replaced is gone and the application itself
+    is unchanged."""
     repo = co.make(tmp_path / "paddle")
-    co.edit(repo, co.PASS_UTILS, 'matmul_grad_op.has_attr("trans_x")',
-            'matmul_grad_op.has_attr("trans_xx")', 1)
+    read = 'matmul_grad_op.has_attr("trans_xx")'
+    if typed:  # the same truth value at run time: the op is a matmul_grad
+        read = f'(matmul_grad_op.name() == "pd_op.matmul_grad" and {read})'
+    co.edit(repo, co.PASS_UTILS, 'matmul_grad_op.has_attr("trans_x")', read, 1)
     co.commit(repo, "pass_utils: misspell the guard's attr")
     out = tmp_path / "out"
     p = premerge([repo, "--out", str(out), "--pass", "vpp_split", "--case", "pir_mm_3d",
                   "--backend", "none"], cache_env)
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == (1 if typed else 0), p.stdout + p.stderr
     data = machine(out)
     key = "_pir_split_matmul_grad_to_matmul::undefined::attr::pd_op.matmul_grad::"
-    assert data["vocabulary_new"] == [key + "trans_xx"], data
+    assert data["vocabulary_new"] == ([key + "trans_xx"] if typed else []), data
+    assert data["vocabulary_advisory"] == ([] if typed else [key + "trans_xx"]), data
     assert data["vocabulary_gone"] == [key + "trans_x"], data
     assert [a["kind"] for a in data["applications"]] == ["unchanged"]
     summary = (out / "summary.md").read_text()
-    assert f"**NEW** `{key}trans_xx`" in summary and "pass_utils.py:" in summary
+    if typed:
+        assert f"**NEW** `{key}trans_xx`" in summary and "pass_utils.py:" in summary
+    else:
+        assert f"advisory (the op type is only the variable's name's guess; not gating) " \
+               f"`{key}trans_xx`" in summary
 
 
 def test_cpp_change_is_listed_not_checked(tmp_path, cache_env):
@@ -249,7 +260,8 @@ def _installed(rel):
 
 def test_affected_follows_imports_and_leaves_unrelated_passes(index_dir):
     utils = "paddle.distributed.passes.pass_utils"
-    got = affected.affected({utils: _installed(co.PASS_UTILS)}, cache_dir=index_dir)
+    got = affected.affected({utils: _installed(co.PASS_UTILS)}, cache_dir=index_dir,
+                            executed={})  # the import graph alone
     # overlap imports pass_utils; vpp_split is the helper; the PIR gradient
     # merge imports neither pass_utils nor a module that does
     assert utils in got.passes["allreduce_matmul_grad_overlapping"]
@@ -261,7 +273,7 @@ def test_affected_follows_imports_and_leaves_unrelated_passes(index_dir):
     # a module no pass reaches affects none
     launch = "paddle.distributed.launch.main"
     assert affected.affected({launch: _installed("paddle/distributed/launch/main.py")},
-                             cache_dir=index_dir).passes == {}
+                             cache_dir=index_dir, executed={}).passes == {}
 
 
 def test_affected_reads_the_changed_text_and_the_planner(index_dir):
@@ -272,13 +284,13 @@ def test_affected_reads_the_changed_text_and_the_planner(index_dir):
     probe = "paddle.distributed.launch.main"
     changed = {gm: text + "\nfrom paddle.distributed.launch import main as _m\n",
                probe: _installed("paddle/distributed/launch/main.py")}
-    got = affected.affected(changed, cache_dir=index_dir)
+    got = affected.affected(changed, cache_dir=index_dir, executed={})  # the graph alone
     assert probe in got.passes["auto_parallel_gradient_merge_pass"]
     # a reshard function is the planner family's
     rf = "paddle.distributed.auto_parallel.static.reshard_funcs.p_to_r_reshard_func"
     got = affected.affected({rf: _installed(
         "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")},
-        cache_dir=index_dir)
+        cache_dir=index_dir, executed={})
     assert got.planner == [rf]
 
 
@@ -291,13 +303,13 @@ def test_planner_family_hook_selects_its_adapters(index_dir):
     rf = "paddle.distributed.auto_parallel.static.reshard_funcs.p_to_r_reshard_func"
     text = _installed(
         "paddle/distributed/auto_parallel/static/reshard_funcs/p_to_r_reshard_func.py")
-    got = affected.affected({rf: text}, cache_dir=index_dir,
+    got = affected.affected({rf: text}, cache_dir=index_dir, executed={},
                             adapters={"my_planner_family": planner, "my_other": plain})
     assert got.passes == {"my_planner_family": [rf]}
     assert got.planner_adapters == ["my_planner_family"]
     launch = "paddle.distributed.launch.main"
     got = affected.affected({launch: _installed("paddle/distributed/launch/main.py")},
-                            cache_dir=index_dir,
+                            cache_dir=index_dir, executed={},
                             adapters={"my_planner_family": planner, "my_other": plain})
     assert got.passes == {} and got.planner_adapters == []
 

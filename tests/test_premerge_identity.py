@@ -208,14 +208,26 @@ def _installed(rel):
 
 
 def test_a_pass_the_planner_applies_selects_the_planner_family(cache_env):
-    got = affected.affected({GM_MOD: _installed(GM)}, cache_dir=cache_env[
-        "VERIFY_PREMERGE_CACHE"])
-    assert "planner" in got.passes and GM_MOD in got.planner, got
-    sched = "paddle.distributed.passes.pipeline_scheduler_pass.pipeline_1f1b"
-    got = affected.affected({sched: _installed(
-        "paddle/distributed/passes/pipeline_scheduler_pass/pipeline_1f1b.py")},
+    """By what the planner's applications ran (verify/executed_files.json):
+    the gradient-merge scale and a 1F1B scheduler method select the planner
+    applications that ran them, and not the others (the summed merge does
+    not scale; the pipeline cases merge their micro-batches' gradients)."""
+    got = affected.affected({GM_MOD: _installed(GM).replace(
+        "optimizer_op, 1.0 / k_steps)", "optimizer_op, 1.0)")},
         cache_dir=cache_env["VERIFY_PREMERGE_CACHE"])
-    assert "planner" in got.passes, got
+    assert "planner" in got.passes and GM_MOD in got.planner, got
+    assert got.how["planner::planner_tp2_gm"] == "executed"
+    assert got.how["planner::planner_pp2_1f1b"] == "executed"
+    assert not {"planner_dp2_gm_sum", "planner_tp2"} & set(got.cases["planner"])
+    rel = "paddle/distributed/passes/pipeline_scheduler_pass/pipeline_1f1b.py"
+    text = _installed(rel)
+    assert "def _create_job_list_in_pir(self):\n" in text
+    got = affected.affected({affected.module_of(rel): text.replace(
+        "def _create_job_list_in_pir(self):\n",
+        "def _create_job_list_in_pir(self):\n        assert True\n", 1)},
+        cache_dir=cache_env["VERIFY_PREMERGE_CACHE"])
+    assert got.how["planner::planner_pp2_1f1b"] == "executed", got.how
+    assert "planner_tp2_gm" not in got.cases["planner"]
 
 
 @pytest.mark.parametrize("how", ["syntax", "deleted"])
@@ -367,3 +379,39 @@ def test_a_gradient_merge_change_is_caught_by_the_planner_family(tmp_path, cache
     assert [(a["case"], a["kind"]) for a in data["applications"]] == [
         ("planner_tp2_gm", "NEW")], data["applications"]
     assert "paddle.distributed.passes.auto_parallel_gradient_merge" in data["planner"]
+
+
+def test_the_models_group_decides_which_families_premerge_skips(tmp_path):
+    """premerge asks the runs' environment which case families it can build:
+    with ``paddleformers`` (the ``models`` group) nothing is unavailable and
+    the zoo's cases are run; without it (a shadowing paddleformers of another
+    version) the zoo is named with why, and its case names are known so they
+    can be skipped with one line."""
+    from verify.premerge import run
+
+    def env(*first):
+        return dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [*first, str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+    assert run._unavailable_cases(env()) == {}
+    got = run._unavailable_cases(env(_no_models(tmp_path)))
+    assert set(got) == {"zoo"} and "paddleformers" in got["zoo"][0]
+    assert "zoo_llama_tp2" in got["zoo"][1]
+
+
+def test_the_planner_family_skips_the_zoo_without_models(tmp_path, cache_env):
+    """``pip install -e .`` without the ``models`` group: a change that
+    selects the planner's zoo cases skips them with one line per pass,
+    never an error (their runs exited 2 and the summary said "errors")."""
+    repo = co.make(tmp_path / "paddle")
+    co.mend_fold(repo)
+    out = tmp_path / "out"
+    env = dict(cache_env, PYTHONPATH_FIRST=_no_models(tmp_path))
+    p = premerge([repo, "--out", str(out), "--pass", "planner", "--case", "zoo_llama_tp2*",
+                  "--backend", "none", "--no-vocabulary"], env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = json.loads((out / "premerge.json").read_text())
+    assert data["errors"] == [] and data["applications"] == [], data
+    assert [(s["pass"], s["family"]) for s in data["skipped"]] == [("planner", "zoo")]
+    assert "skipped family zoo for planner: 3 case(s) not run" in p.stdout, p.stdout
+    assert "**errors**" not in (out / "summary.md").read_text()

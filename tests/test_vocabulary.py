@@ -180,3 +180,45 @@ def test_reported_defects_found_on_installed_paddle(name):
             "auto_parallel_sharding": ("output", "all_reduce", "Out"),
             "_pir_split_matmul_grad_to_matmul": ("attr", "pd_op.matmul_grad", "trans_x")}
     assert want[name] in got, got
+
+
+# the receiver's type only guessed from its name (allreduce_op -> all_reduce)
+NAMED_ONLY = _HEAD + '''
+    def _apply_single_impl(self, main_program, startup_program, context):
+        for allreduce_op in main_program.global_block().ops:
+            x = allreduce_op.input("X")[0]
+'''
+# the same read, typed by the code: a comparison, and an op the rewrite builds
+COMPARED = _HEAD + '''
+    def _apply_single_impl(self, main_program, startup_program, context):
+        for allreduce_op in main_program.global_block().ops:
+            if allreduce_op.type == "all_reduce":
+                x = allreduce_op.input("X")[0]
+'''
+BUILT = _HEAD + '''
+    def _apply_single_impl(self, main_program, startup_program, context):
+        block = main_program.global_block()
+        new_op = block.append_op(type="all_reduce", inputs={}, outputs={})
+        x = new_op.input("X")[0]
+'''
+
+
+def test_a_type_guessed_from_a_variable_name_is_advisory(tmp_path, monkeypatch, capsys):
+    """``allreduce_op.input("X")`` on an op nothing in the code types: the
+    finding is reported as advisory and never gates (exit 0); the same read
+    on an op the code compares with ``all_reduce`` or builds as one gates
+    (exit 1).  (The audit took the name's guess as a fact: premerge exit 1.)"""
+    monkeypatch.setattr(vocabulary, "BASELINE_PATH", str(tmp_path / "none.json"))
+    [f] = vocabulary.audit("fake", _write(tmp_path, NAMED_ONLY, "named.py"))
+    assert (f.kind, f.op_type, f.name, f.advisory) == ("input", "all_reduce", "X", True)
+    assert vocabulary.compare([f], {"findings": {}}, {"fake"}) == ([], [])
+    assert vocabulary.main(["--pass-file", str(tmp_path / "named.py"), "--no-planned",
+                            "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["new"] == []
+    assert data["advisory"] == [f.key.replace("fake", "fake_vocabulary_pass", 1)]
+    for name, src in (("compared.py", COMPARED), ("built.py", BUILT)):
+        [g] = vocabulary.audit("fake", _write(tmp_path, src, name))
+        assert (g.kind, g.op_type, g.name, g.advisory) == ("input", "all_reduce", "X", False)
+        assert vocabulary.main(["--pass-file", str(tmp_path / name), "--no-planned"]) == 1
+        assert "NEW FINDING" in capsys.readouterr().out

@@ -50,6 +50,9 @@ def _parser():
                    add_help=False)
     sub.add_parser("premerge", help="check a Paddle checkout's change before it merges "
                    "(see verify/premerge/run.py)", add_help=False)
+    sub.add_parser("premerge-trace", help="record which Paddle code each baseline "
+                   "application runs, for premerge's selection (see "
+                   "verify/premerge/executed.py)", add_help=False)
     sub.add_parser("coverage", help="op types of the programs with their shape rule and "
                    "value row, and which checks would stop (see verify/selfcheck/coverage.py)",
                    add_help=False)
@@ -618,6 +621,10 @@ def main(argv=None) -> int:
         from .premerge.run import main as premerge_main
 
         return premerge_main(argv[1:])
+    if argv[:1] == ["premerge-trace"]:
+        from .premerge.executed import main as trace_main
+
+        return trace_main(argv[1:])
     if argv[:1] == ["coverage"]:
         from .selfcheck.coverage import main as coverage_main
 

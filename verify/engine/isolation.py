@@ -882,10 +882,20 @@ def worker_main() -> int:
             answer = {"memory": True, "healthy": False,
                       "error": f"MemoryError: exceeded the memory limit of {memory_mb} MB",
                       "error_type": "MemoryError"}
+        _flush_executed_trace()  # a pooled worker is killed, not exited
         conn.send(("answer", job, answer))
+    _flush_executed_trace()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _flush_executed_trace() -> None:
+    """Write what Paddle code ran so far when ``verify premerge-trace``
+    records it (``verify/premerge/trace.py``, installed at start-up)."""
+    rec = sys.modules.get("_paddle_trace_boot")
+    if rec is not None:
+        rec.flush()
 
 
 if __name__ == "__main__":

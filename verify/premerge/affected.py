@@ -1,25 +1,36 @@
-"""Which applications a change affects, from the import graph (``ast``, no
-Paddle import).
+"""Which applications (pass x case) a change affects: by what each ran
+(the executed-source table, ``executed.py``), else by the import graph
+(``ast``, no Paddle import).
 
-A pass adapter's *roots* are the Paddle modules its application runs: the
-module that registers the pass (``@register_pass("name")``), the module of a
-helper the suite audits as a pass (``verify.selfcheck.vocabulary.EXTRA_PASSES``), and
-any the adapter class names in ``paddle_modules``.  The pass is affected
-when a changed module is in the closure of its roots under the imports
-within ``paddle.distributed`` (module-level and function-level imports
-alike; a package's ``__init__`` counts only where it is imported itself).
-The graph is the installed sources with the changed files' new text in
-their place, so an import the change adds or removes counts.
+By what ran.  ``verify/executed_files.json`` records, per application of the
+baseline, the Paddle functions and module bodies its run executed in every
+process (the run, the isolation workers, the planning and rank processes:
+``trace.py``).  A changed file selects an application that ran one of the
+units the change touches (a function whose body changed, or the module's
+body: its top-level code, class bodies, signatures and decorators; moved
+lines are no change); a file that no longer parses, or is deleted, selects
+every application that ran any of it, and each of those is NEW whatever its
+verdict (``trace_broken``).  The planner family is selected like any other
+pass: by what its applications ran.
 
-The planner family is affected when a module its stages run changed:
-auto-parallel planning code or a reshard function (:data:`PLANNER_PREFIXES`),
-a module registering a pass the planner applies through ``new_pass``
-(:data:`PLANNER_PASSES`), or a module in scope those import.  Roots come from
-the changed and the installed registry alike, so a pass module the change
-deletes or leaves not compiling still selects its passes.  The applications that
-family runs are the adapters whose class sets ``planner_family = True``, or
-the names in :data:`PLANNER_ADAPTERS` (a hook for the planner family's
-adapters, which are not all written yet).
+By the import graph, for what the table does not know: a new file (no
+application can have run it), and applications without a record (another
+Paddle version, a case recorded later).  A pass adapter's *roots* are the
+Paddle modules its application runs: the module that registers the pass
+(``@register_pass("name")``), the module of a helper the suite audits as a
+pass (``verify.selfcheck.vocabulary.EXTRA_PASSES``), and any the adapter
+class names in ``paddle_modules``.  It is affected when a changed module is
+in the closure of its roots under the imports within ``paddle.distributed``
+(module-level and function-level imports alike; a package's ``__init__``
+counts only where it is imported itself).  The graph is the installed
+sources with the changed files' new text in their place, so an import the
+change adds or removes counts.  Roots come from the changed and the installed
+registry alike, so a pass module the change deletes or leaves not compiling
+still selects its passes.  An unrecorded application of a pass with recorded
+ones is also selected by what those ran.  An unrecorded application of the
+planner family (adapters with ``planner_family = True``, or named in
+:data:`PLANNER_ADAPTERS`) is selected by the closure of Paddle's planning
+code (:data:`PLANNER_PREFIXES`).
 """
 from __future__ import annotations
 
@@ -51,21 +62,6 @@ PLANNER_PREFIXES = (
     "paddle.distributed.auto_parallel.static.tuner",
     "paddle.distributed.auto_parallel.reshard",  # the dygraph/PIR reshard entry points
     "paddle.distributed.auto_parallel.api",
-)
-# The passes the planner's stages apply through ``new_pass`` (Paddle 3.3.1:
-# auto_parallel/static/engine.py, parallelizer_v2.py, pir_pass.py,
-# mix_to_dist_pass.py, api.py; every pipeline scheduler by its prefix).  The
-# modules registering them, and every module in scope those import, are the
-# planner's too: a change there re-plans the planner family's cases.
-PLANNER_PASSES = (
-    "allreduce_matmul_grad_overlapping", "auto_parallel_amp", "auto_parallel_c_embedding_pass",
-    "auto_parallel_data_parallel_optimization", "auto_parallel_fp16",
-    "auto_parallel_fused_linear_promotion", "auto_parallel_grad_clip",
-    "auto_parallel_gradient_merge_pass", "auto_parallel_master_grad_pass",
-    "auto_parallel_quantization", "auto_parallel_recompute", "auto_parallel_recompute_pir",
-    "auto_parallel_sequence_parallel_optimization", "auto_parallel_sharding",
-    "auto_parallel_supplement_explicit_dependencies", "auto_parallel_sync_shared_params",
-    "replace_with_parallel_cross_entropy", "pipeline_scheduler_*",
 )
 # Adapter names of the planner family (filled in by that family's modules;
 # adapters may instead set ``planner_family = True`` on their class).
@@ -368,60 +364,160 @@ def adapter_roots(adapters: dict, registry: dict, installed: dict | None = None)
         info.roots = sorted(set(roots))
 
 
-def planner_modules(index: dict, installed: dict | None = None) -> set:
-    """The modules the planner's stages run: its planning code
-    (:data:`PLANNER_PREFIXES`), the modules registering the passes it applies
-    (:data:`PLANNER_PASSES`, in the changed and the installed registry), and
-    every module in scope they import."""
-    import fnmatch
-
+def planner_modules(index: dict) -> set:
+    """The modules Paddle's planning code (:data:`PLANNER_PREFIXES`) reaches
+    in the import graph: the planner family's selection for an application
+    the executed-source table does not record."""
     graph = index["graph"]
     roots = {m for m in graph if m.startswith(PLANNER_PREFIXES)}
-    for reg in (index["registry"], installed or {}):
-        for name, mods in reg.items():
-            if any(fnmatch.fnmatchcase(name, p) for p in PLANNER_PASSES):
-                roots |= set(mods)
     return closure(graph, sorted(roots), index["packages"])
 
 
 @dataclass
 class Affected:
-    passes: dict  # pass name -> sorted changed modules in its closure
-    unmapped: list  # adapters without any Paddle root module (never affected)
-    planner: list  # changed planner modules
-    planner_adapters: list  # adapters run for the planner family
+    passes: dict  # pass name -> sorted changed modules that select some case of it
+    unmapped: list  # adapters without any Paddle root module or record (never affected)
+    planner: list  # changed modules selecting the planner family
+    planner_adapters: list  # planner-family adapters selected
     changed_modules: list
     pass_sources: dict  # pass name -> [changed modules that are its roots]
     audited: list = field(default_factory=list)  # affected passes with a pass source
+    cases: dict = field(default_factory=dict)  # pass -> {case: [changed modules]}
+    # "pass::case" -> changed modules it ran that no longer import (recorded)
+    trace_broken: dict = field(default_factory=dict)
+    how: dict = field(default_factory=dict)  # "pass::case" -> "executed" | "import graph"
+
+
+def module_file(mod: str, root: str, texts: dict) -> str:
+    """The path under site-packages of a module (``paddle/a/b.py`` or
+    ``paddle/a/__init__.py``), as the executed-source table names it."""
+    base = mod.replace(".", "/")
+    if os.path.isfile(os.path.join(root, base, "__init__.py")):
+        return base + "/__init__.py"
+    return base + ".py"
+
+
+def _installed_text(root: str, rel: str):
+    try:
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _baseline():
+    try:
+        with open(PROJECT_ROOT / "verify" / "baseline.json") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"entries": {}}
 
 
 def affected(changed: dict, deleted=(), root: str | None = None,
-             cache_dir: str | None = None, adapters: dict | None = None) -> Affected:
-    """``changed``: ``{module: new text}``; which adapters it affects."""
+             cache_dir: str | None = None, adapters: dict | None = None,
+             executed: dict | None = None, pairs: dict | None = None,
+             unimportable=()) -> Affected:
+    """``changed``: ``{module: new text}``; which applications it affects.
+
+    ``executed``: ``{"pass::case": {file: units}}`` (default: the table of
+    ``executed.py`` recorded on the baseline's Paddle); ``pairs``: ``{pass:
+    [case]}`` (default: the baseline's); ``unimportable``: changed modules
+    that compile and still fail to import (run.py asks a child process),
+    broken as a module that does not compile is."""
+    from . import executed as executed_mod
+    from .trace import ALL, changed_units
+
     root = root or installed_root()
     index = patched_index(cached_index(root, cache_dir), root, changed, deleted)
     graph = index["graph"]
     adapters = adapters if adapters is not None else suite_adapters()
+    if executed is None or pairs is None:
+        base = _baseline()
+        if executed is None:
+            executed = executed_mod.load(paddle_version=base.get("paddle"))
+        if pairs is None:
+            pairs = {}
+            for k in base["entries"]:
+                p, c = k.split("::", 1)
+                pairs.setdefault(p, []).append(c)
     touched = set(changed) | set(deleted)
     base_index = cached_index(root, cache_dir)
     installed = base_index["registry"]
     adapter_roots(adapters, index["registry"], installed)
-    out, unmapped, sources = {}, [], {}
-    for info in adapters.values():
-        if not info.roots:
-            unmapped.append(info.name)
+
+    # what each changed file changes: units (functions, <module>), ALL when it
+    # no longer parses or is gone; None for a file the install does not have
+    files, units, new_files = {}, {}, set()
+    for m in sorted(touched):
+        rel = module_file(m, root, changed)
+        old = _installed_text(root, rel)
+        files[m] = rel
+        if old is None and m not in deleted:
+            new_files.add(m)  # no application can have run it: the graph decides
             continue
-        hit = sorted(closure(graph, info.roots, index["packages"]) & touched |
-                     (set(info.roots) & set(deleted)))
-        if hit:
-            out[info.name] = hit
-            sources[info.name] = sorted(set(info.roots) & set(changed))
-    planner = sorted(m for m in touched if m.startswith(PLANNER_PREFIXES)
-                     or m in planner_modules(index, installed)
-                     or m in planner_modules(base_index))  # deleted ones too
-    fam = sorted({i.name for i in adapters.values() if i.planner_family} |
-                 set(PLANNER_ADAPTERS)) if planner else []
-    for name in fam:
-        out.setdefault(name, planner)
-    audited = sorted(n for n in out if n in adapters and adapters[n].pass_source)
-    return Affected(out, sorted(unmapped), planner, fam, sorted(touched), sources, audited)
+        units[m] = {ALL} if m in unimportable else \
+            changed_units(old, None if m in deleted else changed.get(m))
+    broken_mods = {m for m, u in units.items() if ALL in u}
+
+    def ran(trace: dict) -> list:
+        out = []
+        for m, u in units.items():
+            got = trace.get(files[m])
+            if got and (ALL in u or u & got):
+                out.append(m)
+        return out
+
+    planner_graph = planner_modules(index) | planner_modules(base_index)
+    fam_names = {i.name for i in adapters.values() if i.planner_family} | set(PLANNER_ADAPTERS)
+    cases_out, how, trace_broken, unmapped, sources = {}, {}, {}, [], {}
+    pass_level = {}
+    for name in sorted(set(adapters) | set(PLANNER_ADAPTERS)):
+        info = adapters.get(name)
+        roots = info.roots if info else []
+        graph_hit = set()
+        if roots:
+            graph_hit = closure(graph, roots, index["packages"]) & touched | \
+                (set(roots) & set(deleted))
+        if name in fam_names:
+            graph_hit |= {m for m in touched if m.startswith(PLANNER_PREFIXES)
+                          or m in planner_graph}
+        recorded = {c: executed[f"{name}::{c}"] for c in pairs.get(name, [])
+                    if f"{name}::{c}" in executed}
+        if not roots and not recorded and name not in fam_names:
+            unmapped.append(name)
+            continue
+        union = {}
+        for t in recorded.values():
+            for rel, us in t.items():
+                union.setdefault(rel, set()).update(us)
+        from_union = set(ran(union)) if recorded else set()
+        # a new file: only the import graph can say who will run it
+        new_hit = graph_hit & new_files
+        mine = {}
+        for c in pairs.get(name, []):
+            app = f"{name}::{c}"
+            if c in recorded:
+                hit = set(ran(recorded[c])) | new_hit
+                why = "executed"
+                if set(ran(recorded[c])) & broken_mods:
+                    trace_broken[app] = sorted(set(ran(recorded[c])) & broken_mods)
+            else:
+                hit = graph_hit | from_union
+                why = "import graph"
+            if hit:
+                mine[c] = sorted(hit)
+                how[app] = why
+        if not pairs.get(name) and graph_hit:
+            pass_level[name] = sorted(graph_hit)  # no case in the baseline to select
+        if mine or name in pass_level:
+            cases_out[name] = mine
+            if info is not None:
+                sources[name] = sorted(set(info.roots) & set(changed))
+    passes = {n: sorted({m for ms in cs.values() for m in ms} | set(pass_level.get(n, ())))
+              for n, cs in cases_out.items()}
+    fam = sorted(n for n in passes if n in fam_names)
+    planner = sorted({m for n in fam for m in passes[n]} |
+                     {m for m in touched if m.startswith(PLANNER_PREFIXES)})
+    audited = sorted(n for n in passes if n in adapters and adapters[n].pass_source)
+    return Affected(passes, sorted(unmapped), planner, fam, sorted(touched), sources,
+                    audited, cases_out, trace_broken, how)

@@ -7,8 +7,10 @@ or installing it:
    the working tree (``checkout.py``) are overlaid on the installed Paddle
    (``overlay.py``) in every process of the run: the runs below are child
    processes started with the overlay's environment, and so are theirs;
-2. the affected passes come from the import graph (``affected.py``); each
-   runs on every case it meets (``python -m verify run``), except the
+2. the affected applications (pass x case) are those whose recorded run
+   executed code the change touches (``affected.py``, ``executed.py``; the
+   import graph for new files and unrecorded applications); each affected
+   pass runs on its affected cases (``python -m verify run``), except the
    applications whose result is cached (``cache.py``); the vocabulary audit
    runs on the affected passes whose own source changed;
 3. ``DIR/summary.md`` (``summary.py``) compares every verdict with
@@ -103,12 +105,15 @@ def _evidence(app: dict) -> str:
     return line[:400]
 
 
-def _broken_modules(modules, texts: dict, deleted) -> list:
+def _broken_modules(modules, texts: dict, deleted, unimportable=None) -> list:
     """Of the changed ``modules`` a pass reaches, those that cannot be
-    imported: deleted, or a source that does not compile (one line each)."""
+    imported: deleted, a source that does not compile, or one that raises
+    on import (``unimportable``: module -> the error), one line each."""
     out = []
     for m in modules:
-        if m in deleted:
+        if m in (unimportable or {}):
+            out.append(f"{m} does not import: {unimportable[m]}")
+        elif m in deleted:
             out.append(f"{m} is deleted by the change")
         elif m in texts:
             try:
@@ -116,6 +121,44 @@ def _broken_modules(modules, texts: dict, deleted) -> list:
             except SyntaxError as exc:
                 out.append(f"{m} does not compile: SyntaxError: {exc.msg} (line {exc.lineno})")
     return out
+
+
+_IMPORT_PROBE = (
+    "import importlib, json, sys\n"
+    "out = {}\n"
+    "for m in json.loads(sys.argv[1]):\n"
+    "    try:\n"
+    "        importlib.import_module(m)\n"
+    "    except BaseException as exc:\n"
+    "        out[m] = (type(exc).__name__ + ': ' + str(exc)).splitlines()[0][:300]\n"
+    "print('UNIMPORTABLE=' + json.dumps(out))\n")
+
+
+def _compiles(text: str) -> bool:
+    try:
+        compile(text, "<changed>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _unimportable(modules, env) -> dict:
+    """``{module: error}`` of the changed ``modules`` (they compile) that
+    raise when imported with the overlay: a child process with the runs'
+    environment (this one never imports Paddle)."""
+    modules = [m for m in modules if not m.endswith("__main__")]  # would run a program
+    if not modules:
+        return {}
+    proc = _child([sys.executable, "-c", _IMPORT_PROBE, json.dumps(sorted(modules))], env)
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("UNIMPORTABLE="):
+            try:
+                got = json.loads(ln[len("UNIMPORTABLE="):])
+            except ValueError:
+                break
+            return {m: str(v) for m, v in got.items() if m in modules}
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+    return {m: "the import probe failed: " + " / ".join(tail) for m in modules}
 
 
 _UNAVAILABLE_PROBE = (
@@ -267,9 +310,26 @@ def premerge(args, out=sys.stdout) -> int:
     manifest = overlay.write(str(out_dir / "overlay"), files, root, ch.deleted())
     cache = Cache(enabled=not args.no_cache)
     index_dir = None if args.no_cache else str(cache.dir)
-    aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir)
     baseline = _load_json(BASELINE)
     pairs = _pairs(baseline)
+    from .executed import load as load_executed
+
+    # changed modules that compile but raise on import are as broken as
+    # those that do not compile (asked once per change: cached)
+    compiles = {m: t for m, t in texts.items() if _compiles(t) and
+                os.path.isfile(os.path.join(root, affected_mod.module_file(m, root, texts)))}
+    unimportable = {}
+    if compiles:
+        ik = key("imports", compiles, "", {})
+        hit = cache.get(ik, lambda d: isinstance(d, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in d.items()))
+        if hit is None:
+            hit = _unimportable(list(compiles), _run_env(manifest, {}))
+            cache.put(ik, hit)
+        unimportable = hit
+    aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir,
+                                executed=load_executed(paddle_version=baseline.get("paddle")),
+                                pairs=pairs, unimportable=unimportable)
     adapters = affected_mod.suite_adapters()
     by_short = {a.short: a.name for a in adapters.values()}
     wanted = None
@@ -290,8 +350,9 @@ def premerge(args, out=sys.stdout) -> int:
                     affected=dict(aff.passes), planner=aff.planner,
                     planner_adapters=aff.planner_adapters)
     for name in aff.unmapped:
-        review.not_selected[name] = "runs no Python module of paddle.distributed " \
-            "(a C++ pass or not one Paddle pass): not selected by a Python change"
+        review.not_selected[name] = "no recorded run (verify/executed_files.json) and " \
+            "no Python module of paddle.distributed of its own (a C++ pass or not one " \
+            "Paddle pass): not selected by a Python change"
     reached = {m for mods in aff.passes.values() for m in mods} | set(aff.planner)
     review.unreached = sorted(set(aff.changed_modules) - reached)
     planner_sources = {m: texts[m] for m in aff.planner if m in texts}
@@ -312,7 +373,7 @@ def premerge(args, out=sys.stdout) -> int:
             review.affected.pop(name, None)
             continue
         info = adapters[name]
-        cases = [c for c in pairs.get(name, []) if not args.cases or
+        cases = [c for c in aff.cases.get(name, {}) if not args.cases or
                  any(fnmatch.fnmatchcase(c, g) for g in args.cases)]
         if unavailable is None:
             unavailable = _unavailable_cases(env)
@@ -326,10 +387,11 @@ def premerge(args, out=sys.stdout) -> int:
         if not cases:
             review.not_selected[name] = "no case selected"
             continue
-        # the sources this pass's applications see: the changed modules it
-        # reaches, and changed planner code (it builds the planned cases)
-        relevant = {m: texts.get(m, "<deleted>") for m in aff.passes[name] + aff.planner}
-        keys = {c: key("application", relevant, f"{name}::{c}", options) for c in cases}
+        # the sources each application sees: the changed modules that
+        # selected it, and changed planner code (it builds the planned cases)
+        keys = {c: key("application", {m: texts.get(m, "<deleted>") for m in
+                                       aff.cases[name][c] + aff.planner},
+                       f"{name}::{c}", options) for c in cases}
         results, todo = {}, []
         for c in cases:
             hit = cache.get(keys[c], valid_application)
@@ -339,7 +401,7 @@ def premerge(args, out=sys.stdout) -> int:
                 results[c] = (hit, True)
         say(f"premerge: {info.short} ({name}): {len(cases)} application(s), "
             f"{len(cases) - len(todo)} cached, {len(todo)} to run")
-        broken = _broken_modules(aff.passes[name], texts, deleted)
+        broken = _broken_modules(aff.passes[name], texts, deleted, unimportable)
         if todo:
             run_dir = out_dir / "runs" / info.short
             report, error = _run_pass(name, todo, run_dir, env, args,
@@ -384,7 +446,16 @@ def premerge(args, out=sys.stdout) -> int:
             o = Outcome(name, info.short, c, entry.get("verdict", "?"), rec["verdict"],
                         rec.get("evidence", ""), cached=cached, label=cmp["label"],
                         new_ids=cmp["new"], gone_ids=cmp["gone"])
-            if broken and o.now == "INCONCLUSIVE" and o.kind != "NEW":
+            ran_broken = _broken_modules(aff.trace_broken.get(f"{name}::{c}", []), texts,
+                                         deleted, unimportable)
+            if ran_broken and o.kind != "NEW":
+                # its recorded run executed a module that no longer imports:
+                # whatever the verdict (a caught ImportError may just skip
+                # the work), the application is not the one the baseline judged
+                o.label = "NEW"
+                o.evidence = "; ".join(ran_broken) + " (the baseline's run executed it)" + \
+                    (f"; {o.evidence}" if o.evidence else "")
+            elif broken and o.now == "INCONCLUSIVE" and o.kind != "NEW":
                 # a run that could not judge because a module it runs no
                 # longer imports: the change broke it (not "not proved")
                 o.label = "NEW"
@@ -404,6 +475,9 @@ def premerge(args, out=sys.stdout) -> int:
                 except ValueError as exc:  # out_dir/repro links out of --out
                     review.errors.append(f"{name} on {c}: no reproducer written: {exc}")
             review.outcomes.append(o)
+    # how each application that ran was selected (by its record or the graph)
+    review.selected_by = {f"{o.pass_name}::{o.case}": aff.how.get(f"{o.pass_name}::{o.case}", "")
+                          for o in review.outcomes}
     if not args.no_vocabulary:
         _audit_vocabulary(review, aff, wanted, texts, env, cache)
     review.seconds = time.perf_counter() - started
@@ -422,6 +496,8 @@ def premerge(args, out=sys.stdout) -> int:
         print(f"skipped family {fam} for {p}: {why}", file=out)
     for p, k, msg, _ in review.vocabulary_new:
         print(f"NEW (vocabulary): {k}: {msg}", file=out)
+    for p, k, msg, _ in review.vocabulary_advisory:
+        print(f"advisory (vocabulary, not gating): {k}: {msg}", file=out)
     for s, p in review.native:
         print(f"not checked (needs a build): {p}", file=out)
     for p, why in review.unreadable:
@@ -494,6 +570,10 @@ def _audit_vocabulary(review, aff, wanted, texts, env, cache) -> None:
         review.vocabulary_new.append((f.get("pass_name", ""), kk, f.get("message", ""),
                                       ", ".join(f.get("where", []))))
     review.vocabulary_gone = [(kk.split("::")[0], kk) for kk in data.get("gone", [])]
+    for kk in data.get("advisory", []):  # typed by a variable's name: not gating
+        f = by_key.get(kk, {})
+        review.vocabulary_advisory.append((f.get("pass_name", ""), kk, f.get("message", ""),
+                                           ", ".join(f.get("where", []))))
 
 
 def _machine(r: Review) -> dict:
@@ -507,10 +587,11 @@ def _machine(r: Review) -> dict:
             "skipped": [{"pass": p, "family": f, "why": w} for p, f, w in r.skipped],
             "vocabulary_new": [k for _, k, _, _ in r.vocabulary_new],
             "vocabulary_gone": [k for _, k in r.vocabulary_gone],
+            "vocabulary_advisory": [k for _, k, _, _ in r.vocabulary_advisory],
             "not_checked": [p for _, p in r.native], "python": r.python_changed,
             "unreadable": dict(r.unreadable),
             "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
-            "unreached": r.unreached,
+            "unreached": r.unreached, "selected_by": r.selected_by,
             "seconds": round(r.seconds, 2), "cache": r.cache}
 
 

@@ -58,6 +58,8 @@ class Review:
     outcomes: list = field(default_factory=list)  # [Outcome]
     vocabulary_new: list = field(default_factory=list)  # [(pass, key, message, where)]
     vocabulary_gone: list = field(default_factory=list)  # [(pass, key)]
+    # [(pass, key, message, where)]: typed only by a variable's name, never gating
+    vocabulary_advisory: list = field(default_factory=list)
     vocabulary_error: str = ""
     not_selected: dict = field(default_factory=dict)  # pass -> why it did not run
     planner: list = field(default_factory=list)
@@ -72,6 +74,8 @@ class Review:
     unreadable: list = field(default_factory=list)  # [(path, why)]: not overlaid
 
     skipped: list = field(default_factory=list)  # [(pass, family, why)]: unavailable
+    # "pass::case" -> "executed" (its recorded run ran the change) | "import graph"
+    selected_by: dict = field(default_factory=dict)
 
     def new(self) -> list:
         """NEW and CHANGED CAUSE: a defect the baseline does not have."""
@@ -114,6 +118,11 @@ def render(r: Review) -> str:
         reach = r.affected.get(p, [])
         if reach:
             lines.append("affected through: " + ", ".join(f"`{m}`" for m in reach))
+        by = [r.selected_by.get(f"{p}::{o.case}") for o in mine]
+        if mine:
+            lines.append(f"selected: {by.count('executed')} by what their recorded run "
+                         f"executed, {by.count('import graph')} by the import graph "
+                         "(no record)")
         lines.append("")
         for o in sorted(mine, key=lambda o: o.case):
             if o.kind in ("NEW", "CHANGED CAUSE"):
@@ -147,18 +156,22 @@ def render(r: Review) -> str:
         lines.append("")
     if r.planner:
         lines += ["### Planner family",
-                  "changed modules the planner's stages run (planning, reshard "
-                  "functions, the passes it applies and what they import): "
+                  "changed modules the planner family's applications ran (or, "
+                  "unrecorded, Paddle's planning code reaches by imports): "
                   + ", ".join(f"`{m}`" for m in r.planner),
                   ("ran: " + ", ".join(f"`{a}`" for a in r.planner_adapters))
                   if r.planner_adapters else "no planner-family adapter is installed: "
                   "nothing ran for it (not checked)", ""]
-    if r.vocabulary_new or r.vocabulary_gone or r.vocabulary_error:
+    if r.vocabulary_new or r.vocabulary_gone or r.vocabulary_error or \
+            r.vocabulary_advisory:
         lines.append("### Vocabulary audit of the changed pass sources")
         for p, k, msg, where in r.vocabulary_new:
             lines.append(f"- **NEW** `{k}`: {msg}" + (f" at {where}" if where else ""))
         for p, k in r.vocabulary_gone:
             lines.append(f"- **FIXED** `{k}` (no longer read)")
+        for p, k, msg, where in r.vocabulary_advisory:
+            lines.append(f"- advisory (the op type is only the variable's name's guess; "
+                         f"not gating) `{k}`: {msg}" + (f" at {where}" if where else ""))
         if r.vocabulary_error:
             lines.append(f"- not run: {r.vocabulary_error}")
         lines.append("")

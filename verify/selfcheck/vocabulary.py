@@ -17,7 +17,9 @@ from the pass's *source*, without running it:
   comparisons of earlier operands guard the later ones), to the types of a
   receiver assigned from the same expression (``block.ops[i - 1]`` and
   ``block.ops[idx - 1]``), or, failing both, to the op type its name spells
-  (``allreduce_op`` -> ``all_reduce``); a positive test in an ``if`` types
+  (``allreduce_op`` -> ``all_reduce``: a guess, so a finding that rests
+  only on it is *advisory*: reported, never gating), or to the op type a
+  rewrite builds (``op = block.append_op(type="x")``); a positive test in an ``if`` types
   only that branch, ``if pred(op):`` leaves ``op`` untyped there, and
   ``"c_" in op.type`` (a substring test) types nothing;
 * the names it reads are ``.input("S")``, ``.output("S")``, ``.attr("a")``,
@@ -40,7 +42,8 @@ of them defines the name; a read whose receiver is bound to none is one only
 when no op at all defines it (an attr Paddle's Python sets on ops as a
 marker, ``set_bool_attr("master_grad_cast", ...)``, counts as defined).  Findings are compared with
 ``verify/vocabulary_baseline.json`` (reviewed, with reasons): the command
-exits 0 when they are the same, 1 when a finding is new or one went away,
+exits 0 when they are the same, 1 when a finding is new (advisory ones,
+typed only by a variable's name, are listed and never count) or one went away,
 2 on bad input, as ``python -m verify run`` does.
 """
 from __future__ import annotations
@@ -112,6 +115,9 @@ class Finding:
     problem: str  # undefined | unplanned
     message: str
     where: list = field(default_factory=list)
+    # every read behind it was typed only by its receiver's name
+    # (``allreduce_op``): a guess, reported but never gating
+    advisory: bool = False
 
     @property
     def key(self) -> str:
@@ -500,11 +506,32 @@ class _FunctionReads(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node):
+        built = _built_type(node.value)
+        if built is not None and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            # op = block.append_op(type="x", ...): the code says its type
+            recv = node.targets[0].id
+            self._types(recv).add(built)
+            self.all_types.setdefault(recv, set()).add(built)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
                 isinstance(node.value, ast.Subscript) and \
                 any(isinstance(n, ast.BinOp) for n in ast.walk(node.value.slice)):
             self.assigns[node.targets[0].id] = _norm_expr(node.value)
         self.generic_visit(node)
+
+
+_BUILD_CALLS = {"append_op", "_insert_op", "_insert_op_without_sync", "_prepend_op"}
+
+
+def _built_type(node):
+    """``"x"`` for ``block.append_op(type="x", ...)`` (and the insert/prepend
+    variants): the op type a rewrite builds."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _BUILD_CALLS:
+        for kw in node.keywords:
+            if kw.arg == "type":
+                return _const_str(kw.value)
+    return None
 
 
 @dataclass
@@ -676,8 +703,10 @@ def audit_reads(pass_name: str, reads: list, planned: dict | None) -> list:
     found = {}
 
     def add(kind, name, op_type, problem, message, read):
-        f = Finding(pass_name, kind, name, op_type, problem, message)
+        guess = read.binding == "named"  # typed from a variable's name, not the code
+        f = Finding(pass_name, kind, name, op_type, problem, message, advisory=guess)
         f = found.setdefault(f.key, f)
+        f.advisory = f.advisory and guess
         if read.where not in f.where:
             f.where.append(read.where)
 
@@ -790,11 +819,20 @@ def load_baseline(path: str | None = None) -> dict:
 
 def compare(findings: list, baseline: dict, pass_names) -> tuple:
     """(new findings, keys of baseline findings that went away) for the
-    given passes."""
+    given passes.  New findings are only those on op types inferred from
+    the code (compared, built, same expression); an advisory one (typed by
+    a variable's name) never is: :func:`advisory_new` lists them."""
     expected = {k for k, v in baseline.get("findings", {}).items()
                 if v["pass"] in pass_names}
     got = {f.key for f in findings}
-    return [f for f in findings if f.key not in expected], sorted(expected - got)
+    return [f for f in findings if f.key not in expected and not f.advisory], \
+        sorted(expected - got)
+
+
+def advisory_new(findings: list, baseline: dict) -> list:
+    """Advisory findings not in the baseline: reported, not gating."""
+    known = baseline.get("findings", {})
+    return [f for f in findings if f.advisory and f.key not in known]
 
 
 def render_table(findings: list) -> str:
@@ -885,9 +923,11 @@ def main(argv=None, out=None) -> int:
         print(f"wrote {BASELINE_PATH} ({len(keep)} findings)", file=out)
         return 0
     new, gone = compare(findings, base, set(targets))
+    advisory = advisory_new(findings, base)
     if args.json:
         json.dump({"findings": [f.to_dict() for f in findings],
-                   "new": [f.key for f in new], "gone": gone}, out, indent=1)
+                   "new": [f.key for f in new], "gone": gone,
+                   "advisory": [f.key for f in advisory]}, out, indent=1)
         out.write("\n")
     else:
         print(render_table(findings) if findings else "no findings", file=out)
@@ -895,6 +935,9 @@ def main(argv=None, out=None) -> int:
             print(f"  {f.key}: {f.message}", file=out)
         for f in new:
             print(f"NEW FINDING: {f.key}: {f.message} at {', '.join(f.where)}", file=out)
+        for f in advisory:
+            print(f"advisory (typed by a variable's name, not gating): {f.key}: "
+                  f"{f.message} at {', '.join(f.where)}", file=out)
         for k in gone:
             print(f"FIXED (update {os.path.basename(BASELINE_PATH)}): {k}", file=out)
         print(f"{len(targets)} passes, {len(findings)} findings "
