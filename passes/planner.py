@@ -384,19 +384,22 @@ def stage_checks(case, folder, records, outcomes) -> list:
                 "stage raised", details={"stage": stage, "ran": False}))
         error = next((s["error"] for s in rec["stages"] if s.get("error")), None)
         if first is not None and last is not first and error is None:
-            out += backend_validity(case, folder, r)
+            out += backend_validity(case, folder, r, rec.get("relation"))
         if first is not None:
             outcomes.append((r, first, last, error))
     return out
 
 
-def backend_validity(case, folder, rank) -> list:
+def backend_validity(case, folder, rank, relation=None) -> list:
     """The rank's programs as its process runs them (main and startup, as
     exported: ``verify/plan/pir_rank.py``) checked as the backend reads them
     (``verify/checks/collective_validity.py``): rings, roots and peers against
     the rings the planner made (``plan.json``), one dtype per collective, and a
-    startup that initialises what the main program reads.  The serial
-    program's own defects are inherited (advisory)."""
+    startup that initialises what the main program reads (a state the
+    startup writes whole, e.g. a sharded optimizer's moment, at the piece
+    the rank's relation table places it, as the runs take it:
+    ``verify/numeric/startup_pieces.py``).  The serial program's own defects
+    are inherited (advisory)."""
     import paddle
 
     from verify.checks import CheckContext, collective_validity
@@ -413,6 +416,12 @@ def backend_validity(case, folder, rank) -> list:
         with paddle.pir_utils.IrGuard():
             final = from_pir_programs(main, startup, names)
             serial = from_pir_programs(smain, sstartup, snames)
+        placed = {n: f["placement"] for n, f in ((relation or {}).get("feeds") or {}).items()
+                  if f.get("persistable") and f.get("placement") is not None}
+        if placed:
+            final.meta = {**(final.meta or {}),
+                          "placements": {**placed, **((final.meta or {}).get("placements")
+                                                      or {})}}
     except Exception as exc:
         from verify.verdicts import failure_line
 
@@ -1151,7 +1160,7 @@ def static_sources() -> tuple:
 class _static_memo(_run_memo):
     """The static checks' results (``static_checks``), memoized in the
     user's cache (:func:`memo_root`): keyed by the full sha256 of the bytes
-    of every record and stage snapshot they read
+    of every record, stage snapshot and rank program file they read
     (hashed, never parsed), the case's name, ranks and symbols, the source of
     every module in ``static_sources()`` and Paddle's version.  Nothing in
     them depends on the machine (no timing; a Z3 unknown is never stored).
@@ -1172,6 +1181,8 @@ class _static_memo(_run_memo):
             for st in records[r]["stages"]:
                 path = folder / f"rank{r}" / st["snapshot"] if st.get("snapshot") else None
                 h.update(path.read_bytes() if path and path.is_file() else b"-")
+        # the programs each rank runs and the rings (the backend validity reads them)
+        h.update(plan_files_digest(folder, case.ranks))
         for src in static_sources():
             h.update(src.encode())
             h.update((root / src).read_bytes())

@@ -257,3 +257,17 @@ def test_pass_firing_where_its_pattern_is_absent_is_contract_broken():
     r = Never().fired_check(case, 0, before, after)
     assert r.verdict == Verdict.CONTRACT_BROKEN
     assert Never().fired_check(case, 0, before, before).ok
+
+
+def test_a_missing_cpu_kernel_is_the_checker_environment_not_a_finding():
+    """A rank that raises because this CPU build of Paddle has no kernel for
+    an op (s_to_s's ``all_to_all``: the text 3.3.1 gives) is the machine's
+    limit: ``environment_cause`` names it, so "the rewritten program no
+    longer runs" is not claimed (INCONCLUSIVE); a program's own error is not."""
+    from verify.verdicts import environment_cause
+
+    text = ("NotImplementedError: In user code: UnimplementedError: Unimplemented cpu "
+            "kernel for all_to_all. (at /paddle/paddle/phi/kernels/cpu/all_to_all_kernel.cc:29)")
+    assert "CPU kernel" in environment_cause(text)
+    assert environment_cause("RuntimeError: (NotFound) Cannot find linear_1.b_0 in scope.") \
+        is None

@@ -85,6 +85,12 @@ _ENVIRONMENT = [
      "processes or address space)"),
     ("Too many open files", "out of file descriptors (EMFILE)"),
     ("No space left on device", "out of disk space (ENOSPC)"),
+    # a CPU machine's limit, not the program's: the ranks would run it on GPUs
+    ("Unimplemented cpu kernel for",
+     "this Paddle has no CPU kernel for an op the program runs (a GPU op: the "
+     "CPU ranks cannot run it)"),
+    ("can only be used on GPU", "an op's dtype has kernels on GPU only (the CPU ranks "
+                                "cannot run it)"),
 ]
 # (Out of memory is not here: a rewrite that allocates without bound is the
 # pass's doing; the checker's own memory limit is a worker crash, named as such.)
