@@ -18,7 +18,7 @@ from __future__ import annotations
 from verify.ir.snapshot import Op, ProgramSnapshot
 
 
-def _by_name(op) -> list:
+def pairs_by_name(op) -> list:
     """``[(input slot, output slot)]`` of a ``pd_op.*_`` op by slot names, for
     a PIR snapshot made without Paddle's op info (by hand): ``x`` -> ``x_out``
     style pairs, ``output`` -> ``out`` (``assign_out_``), else ``x`` ->
@@ -44,7 +44,7 @@ def aliases(snap: ProgramSnapshot, startup: bool = False) -> dict:
         return {}
     out = {}
     for op in (snap.startup_ops if startup else snap.ops):
-        for src, dst in _by_name(op):
+        for src, dst in pairs_by_name(op):
             ins, outs = op.inputs.get(src) or [], op.outputs.get(dst) or []
             if ins and outs:
                 out[outs[0]] = ins[0]

@@ -48,7 +48,7 @@ from verify.numeric.divergence import first_divergent_op
 from verify.numeric.placements import PlacementError, coords, describe, local_piece
 from verify.verdicts import CheckResult, Verdict
 
-from verify.ir.inplace import resolved
+from verify.ir.inplace import pairs_by_name, resolved
 
 from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _counterexample, \
     _region_ops, _Z3Budget, budget_settings
@@ -67,20 +67,6 @@ SERIAL = "serial"  # the leaf suffix of the serial program's input symbols
 
 
 # -- the state a program leaves ------------------------------------------------
-def _inplace_pairs(op) -> list:
-    """``[(input slot, output slot)]`` an in-place op (``pd_op.*_``) writes
-    through: ``X`` -> ``X_out`` (optimizers), ``output`` -> ``out``
-    (``assign_out_``), else ``x`` -> ``out`` (``scale_``, ``all_reduce_``)."""
-    if not op.type.endswith("_"):
-        return []
-    if op.type == "pd_op.assign_out_":
-        return [("output", "out")]
-    pairs = [(s[:-4], s) for s in op.outputs if s.endswith("_out") and s[:-4] in op.inputs]
-    if not pairs and "out" in op.outputs and "x" in op.inputs:
-        pairs = [("x", "out")]
-    return pairs
-
-
 def final_states(snap, roots) -> dict:
     """``{root: value name}``: the value each persistable ``root`` (a
     parameter, a persistable data) holds after the main program, following
@@ -88,7 +74,7 @@ def final_states(snap, roots) -> dict:
     alias = {r: r for r in roots}
     final = {r: r for r in roots}
     for op in snap.ops:
-        for src, dst in _inplace_pairs(op):
+        for src, dst in pairs_by_name(op):
             ins, outs = op.inputs.get(src) or [], op.outputs.get(dst) or []
             if ins and outs and ins[0] in alias:
                 root = alias[ins[0]]
