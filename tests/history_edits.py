@@ -45,6 +45,7 @@ class Replay:
     why: str = ""          # why those labels (what the suite sees)
     new_checks: tuple = () # checks that must be among the buggy side's NEW findings
     gate_gap: str = ""     # where premerge does not give the label yet: why
+    gap_sides: tuple = ("buggy", "fixed")  # the sides gate_gap is about
 
     @property
     def rel(self) -> str:
@@ -259,11 +260,13 @@ REPLAYS = (
              "c_allreduce_sum, the overlap pass fires and its rewrite is proved "
              "(verify run --paddle-file: EQUIVALENT where the baseline says "
              "NOT_APPLIED), so the change's other side is FIXED"),
-        gate_gap=("premerge selects no pass for a change to the legacy planner's "
-                  "dist operators: affected.py follows a pass's imports and the PIR "
-                  "planner's modules, not the Engine planning that builds the "
-                  "engine_* and planned_* cases the legacy passes run on (0 "
-                  "applications)"),
+        # the fixed side (the pre-72126 text) is selected by what the
+        # applications ran (verify/executed_files.json) and labelled FIXED
+        gate_gap=("the buggy side's HEAD is the installed text: the executed-unit "
+                  "selection diffs the checkout against the installed Paddle, so no "
+                  "unit the overlap application ran has changed and only the planner "
+                  "family is selected (0 applications under --pass overlap)"),
+        gap_sides=("buggy",),
     ),
 )
 
