@@ -308,6 +308,9 @@ def stage_checks(case, folder, records, outcomes) -> list:
 
     out = []
     same = {}  # (previous, this stage's program bytes) -> a rank where it held
+    # a rank whose planning raised made no record of the rings it would have
+    # made (a p2p ring of a pipeline): the others' rings are then unknown
+    complete = not any(st.get("error") for r in case.ranks for st in records[r]["stages"])
     for r in case.ranks:
         rec = records[r]
         prev, first, last = None, None, None
@@ -384,13 +387,13 @@ def stage_checks(case, folder, records, outcomes) -> list:
                 "stage raised", details={"stage": stage, "ran": False}))
         error = next((s["error"] for s in rec["stages"] if s.get("error")), None)
         if first is not None and last is not first and error is None:
-            out += backend_validity(case, folder, r, rec.get("relation"))
+            out += backend_validity(case, folder, r, rec.get("relation"), complete)
         if first is not None:
             outcomes.append((r, first, last, error))
     return out
 
 
-def backend_validity(case, folder, rank, relation=None) -> list:
+def backend_validity(case, folder, rank, relation=None, rings_known=True) -> list:
     """The rank's programs as its process runs them (main and startup, as
     exported: ``verify/plan/pir_rank.py``) checked as the backend reads them
     (``verify/checks/collective_validity.py``): rings, roots and peers against
@@ -399,7 +402,8 @@ def backend_validity(case, folder, rank, relation=None) -> list:
     startup writes whole, e.g. a sharded optimizer's moment, at the piece
     the rank's relation table places it, as the runs take it:
     ``verify/numeric/startup_pieces.py``).  The serial program's own defects
-    are inherited (advisory)."""
+    are inherited (advisory).  ``rings_known`` False (another rank's planning
+    raised): dtypes and the startup only."""
     import paddle
 
     from verify.checks import CheckContext, collective_validity
@@ -408,7 +412,7 @@ def backend_validity(case, folder, rank, relation=None) -> list:
     from verify.plan.stages import read_serial
 
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
-             .get("rings", {}).items()}
+             .get("rings", {}).items()} if rings_known else None
     where = f"planner on case {case.name} rank {rank}"
     try:
         main, startup, names, _ = load_rank(folder / f"rank{rank}")

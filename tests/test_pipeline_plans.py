@@ -312,3 +312,19 @@ def test_the_installed_pipeline_passes_the_backend_checks():
     got = [c for c in app.checks if c.kind == "dataflow" and c.name == "backend validity"]
     assert sorted(c.rank for c in got) == [0, 1], [(c.name, c.message[:160]) for c in app.checks]
     assert all(c.verdict.value == "EQUIVALENT" for c in got)
+
+
+def test_rings_unknown_where_another_rank_could_not_plan():
+    """A rank whose planning raised (zoo_llama_pp2_vpp's rank 1 in its
+    scheduler) records no rings (``plan.json`` holds none): the other ranks'
+    sends and recvs are then checked for dtypes and the startup only, never
+    reported on a ring "no group declares" (a false NOT_EQUIVALENT the
+    default run showed)."""
+    import cases
+    from passes.planner import backend_validity, planner_dir
+
+    case = cases.all_cases()["planner_pp2"]
+    folder = planner_dir(case)
+    rec = json.loads((folder / "rank0" / "planner.json").read_text())
+    [got] = backend_validity(case, folder, 0, rec.get("relation"), rings_known=False)
+    assert got.verdict.value == "EQUIVALENT" and "rings unknown" in got.message, got.message
