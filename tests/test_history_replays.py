@@ -6,7 +6,8 @@ buggy side NEW and the fixed side FIXED or unchanged, case by case.
 
 Every replay's buggy side runs in the gate (each a single case, seconds to
 a minute).  The fixed side of a replay 3.3.1 already holds is the installed
-text overlaid on itself (unchanged by construction), so the gate runs one of
+text overlaid on itself: premerge selects by the functions that differ from
+the installed Paddle (none there), so it runs nothing; the gate runs one of
 them as a sample; ``VERIFY_HISTORY_ALL=1`` runs every side of every replay.
 A replay premerge does not label yet (``gate_gap``) is a strict xfail: the
 day the gate gives the label, it fails and the mark goes.
@@ -95,6 +96,10 @@ def test_premerge_labels_each_side_of_an_upstream_change(tmp_path, replay, side)
     p = subprocess.run(args, cwd=str(ROOT), env=env, capture_output=True, text=True,
                        timeout=900)
     expect = replay.expect_buggy if side == "buggy" else replay.expect_fixed
+    if he.sides(replay)[side] == he.installed_text(replay):
+        # HEAD is the installed text the baseline was made on: no function any
+        # application ran differs from it, so nothing is selected or can change
+        expect = {}
     assert p.returncode == (1 if "NEW" in expect.values() else 0), p.stdout[-3000:] + \
         p.stderr[-3000:]
     apps = json.loads((out / "premerge.json").read_text())["applications"]
