@@ -363,23 +363,30 @@ def gen_fill(draw, dtype):
     return b.pir("pd_op.full", [], shape, value, dtype).ex
 
 
+def _unary_op(draw, dtype, legacy, pir, kind, attr, outs):
+    """One unary op, legacy and/or PIR, on a generated ``x``: ``(builder, x,
+    x's shape, the PIR call's extra args)``; ``attr``: (name, strategy) of
+    one attr passed to both."""
+    b = _B(draw, legacy or pir, dtype)
+    xs = _shape(draw)
+    x = b.feed(xs, dtype, kind)
+    args, at = [], {}
+    if attr:
+        v = draw(attr[1](len(xs)))
+        at[attr[0]] = v
+        args.append(v)
+    if legacy:
+        b.legacy(legacy, {"X": [x]}, {o: 1 for o in outs}, at)
+    if pir:
+        b.pir(pir, [x], *args)
+    return b, x, xs, args
+
+
 def gen_unary(legacy, pir, kind="any", attr=None):
     """``legacy(X) -> Out`` and ``pir(x)``; ``attr``: (name, strategy) of
     one attr passed to both."""
     def gen(draw, dtype):
-        b = _B(draw, legacy or pir, dtype)
-        xs = _shape(draw)
-        x = b.feed(xs, dtype, kind)
-        args, at = [], {}
-        if attr:
-            v = draw(attr[1](len(xs)))
-            at[attr[0]] = v
-            args.append(v)
-        if legacy:
-            b.legacy(legacy, {"X": [x]}, {"Out": 1}, at)
-        if pir:
-            b.pir(pir, [x], *args)
-        return b.ex
+        return _unary_op(draw, dtype, legacy, pir, kind, attr, ("Out",))[0].ex
     return gen
 
 
@@ -387,18 +394,7 @@ def gen_unary_grad(legacy, pir, attr=None, kind="any", outs=("Out",), shape=None
     """The backward of ``legacy(X)`` / ``pir(x)``: the grad of x for a fed
     gradient of the output; ``shape(draw, xs, attr) -> out shape``."""
     def gen(draw, dtype):
-        b = _B(draw, legacy or pir, dtype)
-        xs = _shape(draw)
-        x = b.feed(xs, dtype, kind)
-        args, at = [], {}
-        if attr:
-            v = draw(attr[1](len(xs)))
-            at[attr[0]] = v
-            args.append(v)
-        if legacy:
-            b.legacy(legacy, {"X": [x]}, {o: 1 for o in outs}, at)
-        if pir:
-            b.pir(pir, [x], *args)
+        b, x, xs, args = _unary_op(draw, dtype, legacy, pir, kind, attr, outs)
         return b.grad([x], shape(xs, args) if shape else xs, dtype).ex
     return gen
 
