@@ -54,12 +54,15 @@ def _program(coalesce_at, copy_data=False, set_constant=False, buffer_op="scale"
     return paddle, main, startup
 
 
-def _by_paddle(paddle, main, startup):
+def _by_paddle(paddle, main, startup, x=None, y=None):
+    """``a`` and ``b`` as Paddle's executor computes them, fed ``x``, ``y``
+    (this module's ``X``, ``Y`` by default)."""
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
     with paddle.static.scope_guard(scope):
         exe.run(startup)
-        a, b = exe.run(main, feed={"x": X, "y": Y}, fetch_list=["a", "b"])
+        a, b = exe.run(main, feed={"x": X if x is None else x, "y": Y if y is None else y},
+                       fetch_list=["a", "b"])
     return np.asarray(a), np.asarray(b)
 
 
