@@ -6,7 +6,11 @@ legacy program (``ProgramInterpreter``; ``new_executor/interpreter/
 dependency_builder.cc`` and ``stream_analyzer.cc``):
 
 * ops on one stream (``execution_stream`` of the op's dist attr, "default"
-  when unset) run in program order;
+  when unset; of a PIR program, the stream PIR's executor reads:
+  ``verify/ir/executor_streams.py``, e.g. ``"DefaultStream"`` is the default
+  stream, ``"default"`` a stream of its own, and an op that does not run as a
+  kernel runs on the default stream whatever its attr says) run in program
+  order;
 * ``DependencyBuilder::BuildDownstreamMap`` adds an edge from an earlier op to
   a later one for every RAW, WAR and WAW on a *variable name* listed in the
   two op descs, and ``StreamAnalyzer`` turns a cross-stream edge with a data
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import z3
 
+from ..ir.executor_streams import executed_streams
 from ..verdicts import CheckResult, Verdict
 
 KIND = "dataflow"
@@ -176,7 +181,7 @@ def schedule_for(snap, edges, i, j):
 
 
 def run(ctx) -> list:
-    snap = ctx.after
+    snap = executed_streams(ctx.after)
     streams = sorted({op.stream for op in snap.ops})
     if len(streams) < 2:
         return [CheckResult(KIND, "stream order", ctx.rank, Verdict.EQUIVALENT,
