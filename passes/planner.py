@@ -16,6 +16,9 @@ Its checks:
 * ``serial program``: every rank planned from the same serial program;
 * ``parameter shapes``: each rank's parameter (local shape, dtype) is the
   slice its placement names of the serial parameter;
+* ``job stream order`` (a pipeline's ranks): the job list the scheduler made
+  on the streams PIR's executor runs each op on, no two jobs' ops touching
+  one buffer from two streams unordered (``verify/checks/job_streams.py``);
 * ``planner relation`` (numeric, ``verify/numeric/planner_runs.py``): the
   serial program on one process against the ranks' final programs in lock
   step, K steps, the loss, every gradient and every updated parameter
@@ -244,11 +247,48 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     checks += serial_checks(case, folder, records)
     checks += shape_relation_checks(case, folder, records)
     checks += coverage_check(case, folder, records)
+    checks += job_stream_checks(case, folder, records)
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
     if shape_check.UNKNOWN_ANSWERS[0] == unknown:
         memo.store_with_outcomes(checks, outs)
     return checks
+
+
+def job_stream_checks(case, folder, records) -> list:
+    """Each pipeline rank's job list on the streams PIR's executor runs its
+    ops on (``verify/checks/job_streams.py``): the job programs as the
+    scheduler made them (``jobs/<type>.json``), one result per rank with a
+    job plan; none for a case without a pipeline."""
+    import paddle
+
+    from verify.checks import job_streams
+    from verify.ir.pir_snapshot import from_pir_programs, import_programs
+    from verify.plan.stages import read_job
+
+    out = []
+    for r in case.ranks:
+        pipe = records[r].get("pipeline")
+        if not pipe:
+            continue
+        where = f"planner stage pipeline_scheduler on case {case.name} rank {r}"
+        try:
+            snaps = {}
+            with paddle.pir_utils.IrGuard():
+                for kind, fname in pipe["programs"].items():
+                    main, _, names = import_programs(read_job(folder / f"rank{r}", fname))
+                    snaps[kind] = from_pir_programs(main, None, names)
+        except Exception as exc:
+            out.append(CheckResult(
+                job_streams.KIND, job_streams.NAME, r, Verdict.INCONCLUSIVE,
+                f"{where}: its job programs could not be read: {type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+            continue
+        for c in job_streams.run_job_list([tuple(j) for j in pipe["jobs"]], snaps, where, r):
+            if c.counterexample is not None:
+                c.counterexample["stage"] = "pipeline_scheduler"
+            out.append(c)
+    return out
 
 
 class LazySnapshot:
@@ -1072,6 +1112,7 @@ STATIC_ROOTS = ("passes/planner.py", "verify/checks/__init__.py", "verify/checks
                 "verify/numeric/placements.py", "verify/plan/stages.py", "verify/verdicts.py",
                 "verify/checks/placement_coverage.py", "verify/checks/collective_validity.py",
                 "verify/plan/pir_rank.py", "verify/ir/pir_snapshot.py",
+                "verify/checks/job_streams.py",
                 # the loader of the project's modules runs on every import they make
                 "verify/bytecode.py")
 

@@ -168,3 +168,21 @@ def test_streams_check_reads_pir_streams_as_the_executor():
     assert [c.verdict for c in two] == [Verdict.EQUIVALENT]
     assert "CustomStream-default" in two[0].message and "2 cross-stream conflicts" in \
         two[0].message
+
+
+def test_the_planner_checks_each_pipeline_ranks_job_list():
+    """``passes/planner.py`` runs the check on the planned job programs: one
+    result per pipeline rank, none for a plan without a pipeline."""
+    import cases
+    from passes.planner import job_stream_checks, planner_dir
+
+    for name, n in ((CASE, 2), ("planner_tp2_gm", 0)):
+        case = cases.all_cases()[name]
+        folder = planner_dir(case)
+        records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+                   for r in case.ranks}
+        res = job_stream_checks(case, folder, records)
+        assert len(res) == n and all(c.verdict == Verdict.EQUIVALENT for c in res), \
+            [c.message for c in res]
+        assert all(c.name == job_streams.NAME and "pipeline_scheduler" in c.message
+                   for c in res)
