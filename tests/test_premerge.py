@@ -60,6 +60,16 @@ def test_mended_fold_lists_the_dynamic_batch_cases_fixed(tmp_path, cache_env):
         "pir_mm_3d": "unchanged", "pir_mm_3d_dynamic": "FIXED"}
     assert data["vocabulary_new"] == []  # the helper's own source changed: audited
     assert not any(a["cached"] for a in data["applications"])
+    # the applications whose selection fell back to the import graph: one line
+    from verify.premerge import executed
+
+    base = json.loads((ROOT / "verify" / "baseline.json").read_text())
+    fallback = executed.unrecorded(base["entries"], executed.load(
+        paddle_version=base.get("paddle")))
+    assert data["import_graph_fallback"] == fallback
+    lines = [ln for ln in summary.splitlines() if ln.startswith("Selected by the import graph")]
+    assert len(lines) == (1 if fallback else 0)
+    assert not fallback or f"{len(fallback)} application(s)" in lines[0]
 
     # warm: the same sources and cases are lookups
     p2 = premerge(args[:2] + [str(tmp_path / "out2")] + args[3:], cache_env)

@@ -198,3 +198,40 @@ def test_the_recorded_planner_family_is_selected_by_a_gradient_merge_change(inde
     assert got.how.get("planner::planner_tp2_gm") == "executed", got.how
     assert "planner" in got.planner_adapters
     assert "planner::planner_tp2" in table and "planner_tp2" not in got.cases["planner"]
+
+
+# ------------------------------------------------------------ recording what is missing
+def test_the_trace_help_says_how_to_record_the_unrecorded(capsys):
+    with pytest.raises(SystemExit) as e:
+        executed.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--unrecorded" in out and "python -m verify premerge-trace --unrecorded" in out
+    assert "fresh, empty cache" in out and "--pass planner --case 'zoo_*'" in out
+
+
+def test_unrecorded_selects_the_applications_the_table_lacks():
+    entries = {"planner::zoo_a": {}, "planner::planner_tp2": {}, "promo::row_1": {},
+               "promo::row_2": {}}
+    recorded = {"planner::planner_tp2": {"x.py": {"f"}}, "promo::row_2": {}}
+    assert executed.select(entries, only_unrecorded=True, recorded=recorded) == \
+        ["planner::zoo_a", "promo::row_1"]
+    assert executed.select(entries, ["promo"], only_unrecorded=True, recorded=recorded) == \
+        ["promo::row_1"]
+    assert executed.select(entries, cases=["row_*"]) == ["promo::row_1", "promo::row_2"]
+
+
+def test_premerge_output_names_the_import_graph_fallback_in_one_line():
+    from verify.premerge.run import _machine
+    from verify.premerge.summary import Review, render
+
+    apps = [f"planner::zoo_{i}" for i in range(8)] + ["promo::row_1"]
+    r = Review("co", "0" * 40, "HEAD~1", "rerun", [], [], [], {}, fallback=apps)
+    lines = [ln for ln in render(r).splitlines() if "import graph, no recorded run" in ln]
+    assert len(lines) == 1
+    assert "9 application(s)" in lines[0] and "`planner` (8: zoo_0" in lines[0]
+    assert "and 2 more" in lines[0] and "`promo` (1: row_1)" in lines[0]
+    assert "premerge-trace --unrecorded" in lines[0]
+    assert _machine(r)["import_graph_fallback"] == apps
+    none = Review("co", "0" * 40, "HEAD~1", "rerun", [], [], [], {})
+    assert "import graph, no recorded run" not in render(none)

@@ -3,8 +3,10 @@ case), the Paddle functions and module bodies it ran (``trace.py``), kept in
 ``verify/executed_files.json`` beside ``verify/baseline.json`` and read by
 premerge's selection (``affected.py``).
 
-``python -m verify premerge-trace [--pass NAME] [--case GLOB] [--backend B]``
-records the applications it selects, one ``python -m verify run`` each, with
+``python -m verify premerge-trace [--pass NAME] [--case GLOB] [--unrecorded]
+[--backend B]`` records the applications it selects (``--unrecorded``: those
+of the baseline the table does not record yet, the ones premerge's output
+names as selected by the import graph), one ``python -m verify run`` each, with
 the recorder on in every process that run starts and a fresh cache (a cached
 plan or application would not run its Paddle code), and merges them into the
 table.  The table says which Paddle version it was recorded on; on another
@@ -116,6 +118,61 @@ def merge(records: dict, path=None, paddle_version: str = "") -> None:
     os.replace(tmp, path)
 
 
+def unrecorded(apps, recorded) -> list:
+    """The applications of ``apps`` (``"pass::case"``) ``recorded`` (the
+    table as :func:`load` reads it) has no run of: premerge selects them by
+    the import graph."""
+    return sorted(a for a in apps if a not in recorded)
+
+
+def fallback_line(apps, limit: int = 6) -> str:
+    """One line naming the applications whose selection falls back to the
+    import graph (``apps``: ``"pass::case"``), grouped by pass, at most
+    ``limit`` cases each, and how to record them; "" when there are none."""
+    if not apps:
+        return ""
+    by = {}
+    for a in sorted(apps):
+        p, _, c = a.partition("::")
+        by.setdefault(p, []).append(c)
+    parts = []
+    for p, cs in sorted(by.items()):
+        more = f" and {len(cs) - limit} more" if len(cs) > limit else ""
+        parts.append(f"`{p}` ({len(cs)}: {', '.join(cs[:limit])}{more})")
+    return (f"Selected by the import graph, no recorded run in verify/executed_files.json: "
+            f"{len(apps)} application(s): " + "; ".join(parts) +
+            " (record them: `python -m verify premerge-trace --unrecorded`).")
+
+
+def select(entries, passes=(), cases=(), only_unrecorded=False, recorded=None) -> list:
+    """The baseline applications ``premerge-trace`` records: those of the
+    ``passes`` and matching a ``cases`` glob (all when empty); with
+    ``only_unrecorded``, only the ones ``recorded`` lacks."""
+    apps = [k for k in entries
+            if (not passes or k.split("::")[0] in passes) and
+            (not cases or any(fnmatch.fnmatchcase(k.split("::", 1)[1], g) for g in cases))]
+    return unrecorded(apps, recorded or {}) if only_unrecorded else apps
+
+
+HELP_EPILOG = """\
+How: each selected application of verify/baseline.json runs once, as
+`python -m verify run --pass P --case C`, with the recorder on in every
+process the run starts and a fresh, empty cache (a cached plan or result would
+not run its Paddle code): as slow as running it uncached (a planner or zoo case
+replans; zoo cases need the models group installed).  Each application is
+merged into the table as soon as it is recorded, so an interrupted recording
+keeps what it did; run it on the Paddle the baseline was made on (the table
+says which; on another, premerge ignores it).
+
+Examples:
+  python -m verify premerge-trace --unrecorded
+      every baseline application the table does not record yet (premerge's
+      output names them: "Selected by the import graph ...")
+  python -m verify premerge-trace --pass planner --case 'zoo_*'
+  python -m verify premerge-trace --pass auto_parallel_fused_linear_promotion
+"""
+
+
 def record_one(pass_name: str, case: str, backend=None, timeout=3600) -> tuple:
     """Run one application with the recorder on: ``({file: units}, meta)``."""
     from . import overlay
@@ -152,18 +209,25 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m verify premerge-trace",
                                 description="Record which Paddle code each baseline "
-                                "application runs (verify/executed_files.json), for "
-                                "premerge's selection.")
-    p.add_argument("--pass", dest="passes", action="append", default=[], metavar="NAME")
-    p.add_argument("--case", dest="cases", action="append", default=[], metavar="GLOB")
-    p.add_argument("--backend", choices=["none", "simulated", "ranks", "both"], default=None)
+                                "application runs (verify/executed_files.json), for\n"
+                                "premerge's selection: an application the table does not "
+                                "record is selected\nby the import graph instead.",
+                                epilog=HELP_EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pass", dest="passes", action="append", default=[], metavar="NAME",
+                   help="a pass of the baseline (repeatable; default all)")
+    p.add_argument("--case", dest="cases", action="append", default=[], metavar="GLOB",
+                   help="a case name glob (repeatable; default all)")
+    p.add_argument("--unrecorded", action="store_true",
+                   help="only the selected applications the table does not record yet")
+    p.add_argument("--backend", choices=["none", "simulated", "ranks", "both"], default=None,
+                   help="the runs' numeric backend (default: the best available)")
     p.add_argument("--table", default=None, help=f"default {TABLE}")
     args = p.parse_args(argv)
     baseline = json.loads((PROJECT_ROOT / "verify" / "baseline.json").read_text())
-    apps = [k for k in baseline["entries"]
-            if (not args.passes or k.split("::")[0] in args.passes) and
-            (not args.cases or any(fnmatch.fnmatchcase(k.split("::", 1)[1], g)
-                                   for g in args.cases))]
+    recorded = load(args.table, paddle_version=baseline.get("paddle")) \
+        if args.unrecorded else {}
+    apps = select(baseline["entries"], args.passes, args.cases, args.unrecorded, recorded)
     if not apps:
         print("error: no baseline application matches", file=sys.stderr)
         return 2

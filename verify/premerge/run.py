@@ -313,6 +313,7 @@ def premerge(args, out=sys.stdout) -> int:
     baseline = _load_json(BASELINE)
     pairs = _pairs(baseline)
     from .executed import load as load_executed
+    from .executed import unrecorded
 
     # changed modules that compile but raise on import are as broken as
     # those that do not compile (asked once per change: cached)
@@ -327,9 +328,9 @@ def premerge(args, out=sys.stdout) -> int:
             hit = _unimportable(list(compiles), _run_env(manifest, {}))
             cache.put(ik, hit)
         unimportable = hit
+    recorded = load_executed(paddle_version=baseline.get("paddle"))
     aff = affected_mod.affected(texts, deleted, root=root, cache_dir=index_dir,
-                                executed=load_executed(paddle_version=baseline.get("paddle")),
-                                pairs=pairs, unimportable=unimportable)
+                                executed=recorded, pairs=pairs, unimportable=unimportable)
     adapters = affected_mod.suite_adapters()
     by_short = {a.short: a.name for a in adapters.values()}
     wanted = None
@@ -348,7 +349,8 @@ def premerge(args, out=sys.stdout) -> int:
                     other=[(c.status, c.path) for c in ch.other],
                     unreadable=sorted(ch.unreadable.items()),
                     affected=dict(aff.passes), planner=aff.planner,
-                    planner_adapters=aff.planner_adapters)
+                    planner_adapters=aff.planner_adapters,
+                    fallback=unrecorded(baseline.get("entries") or {}, recorded))
     for name in aff.unmapped:
         review.not_selected[name] = "no recorded run (verify/executed_files.json) and " \
             "no Python module of paddle.distributed of its own (a C++ pass or not one " \
@@ -592,6 +594,7 @@ def _machine(r: Review) -> dict:
             "unreadable": dict(r.unreadable),
             "not_selected": r.not_selected, "planner": r.planner, "errors": r.errors,
             "unreached": r.unreached, "selected_by": r.selected_by,
+            "import_graph_fallback": r.fallback,
             "seconds": round(r.seconds, 2), "cache": r.cache}
 
 

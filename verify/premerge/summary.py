@@ -76,6 +76,8 @@ class Review:
     skipped: list = field(default_factory=list)  # [(pass, family, why)]: unavailable
     # "pass::case" -> "executed" (its recorded run ran the change) | "import graph"
     selected_by: dict = field(default_factory=dict)
+    # "pass::case" of the baseline with no recorded run: selected by the import graph
+    fallback: list = field(default_factory=list)
 
     def new(self) -> list:
         """NEW and CHANGED CAUSE: a defect the baseline does not have."""
@@ -111,6 +113,10 @@ def render(r: Review) -> str:
              f"{len(new)} new, {len(fixed)} fixed, {len(gone)} with findings gone, "
              f"{len(unproved)} not reproduced but not proved, {same_n} "
              f"unchanged ({r.cache}; {r.seconds:.1f} s).", ""]
+    if r.fallback:
+        from .executed import fallback_line
+
+        lines += [fallback_line(r.fallback), ""]
     for p in sorted(set(r.affected) | {o.pass_name for o in r.outcomes}):
         mine = [o for o in r.outcomes if o.pass_name == p]
         short = mine[0].short if mine else p
