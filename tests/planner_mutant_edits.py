@@ -163,6 +163,15 @@ EDITS = {
         "                    comm_group.ranks.index(dst),\n",
         "                    # MUTANT: the send is addressed to the sender itself\n"
         "                    comm_group.ranks.index(src),\n"),
+    # the scheduler's cross-job event recorded without force_record_event:
+    # the attrs still name the event, but PIR's interpreter records an event
+    # only for an op whose force_record_event is true, so the next job's
+    # reader waits for nothing while the recv may still be writing
+    "sched_record_not_forced": (
+        "distributed/passes/pipeline_scheduler_pass/pipeline_pass_base.py",
+        "            recorder_op.set_bool_attr(\"force_record_event\", True)\n",
+        "            # MUTANT: the event is named, its recording not forced\n"
+        "            recorder_op.set_bool_attr(\"force_record_event\", False)\n"),
 }
 
 

@@ -186,3 +186,23 @@ def test_the_planner_checks_each_pipeline_ranks_job_list():
             [c.message for c in res]
         assert all(c.name == job_streams.NAME and "pipeline_scheduler" in c.message
                    for c in res)
+
+
+def test_a_scheduler_that_does_not_force_its_event_is_caught(monkeypatch):
+    """Paddle's 1F1B scheduler with ``force_record_event`` false on the ops it
+    names an event on (mutant ``sched_record_not_forced``): the values are the
+    same (the job plan relation cannot see it), but the executor records no
+    event, and the last stage's forward job reads what its recv_forward job
+    receives on ``send_recv_stream`` unordered: NOT_EQUIVALENT, the
+    pipeline_scheduler stage blamed."""
+    from tests.test_planner import _apply
+
+    app = _apply(CASE, ["sched_record_not_forced"], monkeypatch)
+    res = [c for c in app.checks if c.name == job_streams.NAME]
+    bad = [c for c in res if c.verdict == Verdict.NOT_EQUIVALENT]
+    assert bad, [c.message for c in res]
+    ce = bad[0].counterexample
+    assert ce["stage"] == "pipeline_scheduler" and ce["rank"] == 1
+    assert ce["first"]["op_type"] == "pd_op.recv_v2" and \
+        ce["first"]["stream"] == "send_recv_stream" and ce["second"]["stream"] == "default"
+    assert app.verdict == Verdict.NOT_EQUIVALENT
