@@ -206,3 +206,14 @@ def test_a_scheduler_that_does_not_force_its_event_is_caught(monkeypatch):
     assert ce["first"]["op_type"] == "pd_op.recv_v2" and \
         ce["first"]["stream"] == "send_recv_stream" and ce["second"]["stream"] == "default"
     assert app.verdict == Verdict.NOT_EQUIVALENT
+
+
+def test_which_ops_the_executor_builds():
+    from verify.ir.executor_streams import runs_as_kernel, runs_at_all
+
+    assert runs_at_all("pd_op.matmul") and runs_as_kernel("pd_op.matmul")
+    assert runs_at_all("builtin.combine") and not runs_as_kernel("builtin.combine")
+    assert runs_at_all("pd_op.if") and not runs_as_kernel("pd_op.if")
+    for skipped in ("builtin.shadow_output", "builtin.parameter", "builtin.split",
+                    "builtin.slice", "pd_op.data", "pd_op.feed", "cf.stack_create"):
+        assert not runs_at_all(skipped) and not runs_as_kernel(skipped), skipped

@@ -9,9 +9,11 @@ executor's (sources of 3.3.1, ``paddle/fluid/framework/new_executor/``):
   with ``PdOpLowerToKernelPass``, which copies a ``pd_op`` op's whole
   attribute map onto its ``pd_kernel`` op.  ``PirInterpreter::
   BuildInstruction`` makes a ``PhiKernelInstruction`` or a
-  ``LegacyKernelInstruction`` of each such op, and only those two read the
-  attrs (their constructors: ``op_attributes.count("execution_stream")``,
+  ``LegacyKernelInstruction`` of each such op, and their constructors read
+  the attrs (``op_attributes.count("execution_stream")``,
   ``"force_record_event"``, ``"event_to_record"``, ``"events_to_wait"``).
+  Ops of another dialect (a custom op's ``custom_kernel``) are not modelled
+  here: read as on the default stream.
   Not read: ``builtin.*`` and ``cf.*`` ops (a ``builtin.combine`` instruction
   or no instruction at all), the ops ``GetSpecialOpNames`` skips
   (``pd_op.data``, ``pd_op.feed``, ``builtin.shadow_output``, ...), and the
@@ -64,11 +66,17 @@ def runs_as_kernel(op_type: str) -> bool:
         op_type not in OWN_INSTRUCTION_OPS
 
 
+# the builtin / cf ops BuildInstruction makes an instruction of (the others
+# only name or split variables: no instruction, nothing launched)
+RUNNING_BUILTINS = frozenset({"builtin.combine", "cf.tuple_push", "cf.tuple_pop", "cf.yield"})
+
+
 def runs_at_all(op_type: str) -> bool:
-    """Whether an instruction is built for ``op_type`` (the skipped ones
-    only name variables: they launch nothing on any stream)."""
-    return op_type not in SKIPPED_OPS and not op_type.startswith("cf.") and \
-        (not op_type.startswith("builtin.") or op_type == "builtin.combine")
+    """Whether an instruction is built for ``op_type`` (on the default stream
+    unless :func:`runs_as_kernel`)."""
+    if op_type.startswith(("builtin.", "cf.")):
+        return op_type in RUNNING_BUILTINS
+    return op_type not in SKIPPED_OPS
 
 
 def executed_stream(op_type: str, attrs: dict) -> str:
