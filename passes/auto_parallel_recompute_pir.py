@@ -252,8 +252,9 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
                         cx(j, serial_op=i, value=a, slot=slot)))
                 continue
             same = da is not None and origin[da[0]] == db[0] and da[1:] == db[1:]
-            if not same:
-                (faithful if j in clone_set else outside).append((
+            if not same:  # a clone's read, or a read of a clone: the recomputation's
+                wrong = j in clone_set or (da is not None and da[0] in clone_set)
+                (faithful if wrong else outside).append((
                     f"op {j} ({op.type}) reads {a} as {slot}, not the value op {i} read "
                     f"({b}, from op {db[0]} {before.ops[db[0]].type}) nor its recomputation",
                     cx(j, serial_op=i, value=a, slot=slot)))
