@@ -14,6 +14,7 @@ from paddle.static import InputSpec
 
 H, FFN, SEQ = 8, 16, 4
 BATCH = 2
+DROPOUT = 0.0  # a dropout after the relu when > 0 (examples/planner_recompute_dropout.py)
 
 
 class Block(nn.Layer):
@@ -29,7 +30,10 @@ class Block(nn.Layer):
         self.down.weight = dist.shard_tensor(self.down.weight, mesh, [dist.Shard(0)])
 
     def forward(self, x):
-        return self.down(nn.functional.relu(self.up(self.norm(x))))
+        h = nn.functional.relu(self.up(self.norm(x)))
+        if DROPOUT > 0:
+            h = nn.functional.dropout(h, p=DROPOUT)
+        return self.down(h)
 
 
 class RecomputedMLP(nn.Layer):

@@ -25,6 +25,7 @@ import pytest
 
 
 CASE = "planner_tp2_recompute"
+STAGE = "recompute"
 
 
 def _apply(mutants=None, monkeypatch=None):
@@ -186,3 +187,44 @@ def test_a_clone_of_a_seed_op_is_named(stage_programs):
     b.ops[i].type = a.ops[j].type = "pd_op.seed"
     c = _contract(b, a)["dropout seeds"]
     assert c.verdict.value == "CONTRACT_BROKEN" and c.counterexample["op_index"] == j
+
+
+def test_a_recomputed_dropout_draws_another_mask(tmp_path):
+    """Paddle 3.3.1's defect: a dropout inside a recomputed block
+    (``examples/planner_recompute_dropout.py``) is cloned into the backward
+    with no seed tensor and ``fix_seed`` False (the pass keeps a seed op out
+    of the clones only when its name is "seed", which no PIR op is called,
+    and ``to_static`` makes none), so the recomputed dropout draws a new
+    mask and ``dropout_grad`` reads it.  The contract names the clone; the
+    planned program run by Paddle's executor confirms the two masks differ."""
+    import json
+
+    import numpy as np
+    import paddle
+
+    import cases
+    from cases.planner_models import EXAMPLES, plan_model
+    from passes.auto_parallel_recompute_pir import ADAPTER, stage_contract
+    from verify.plan.pir_rank import load_rank
+
+    folder = plan_model(EXAMPLES / "planner_recompute_dropout.py", [0], tmp_path / "plan",
+                        "planner_recompute_dropout")
+    rec = json.loads((folder / "rank0" / "planner.json").read_text())
+    got = {c.name: c for c in stage_contract(ADAPTER, cases.all_cases()[CASE], 0, folder, rec)}
+    seeds = got["dropout seeds"]
+    assert seeds.verdict.value == "CONTRACT_BROKEN", seeds.message
+    assert seeds.counterexample["op"] == "pd_op.dropout" and seeds.counterexample["stage"] == STAGE
+    assert "drawn again" in seeds.message
+    assert all(got[n].ok for n in ("reads the recomputed value", "activations released",
+                                   "outside the segments"))
+    main, startup, _, meta = load_rank(folder / "rank0")
+    with paddle.pir_utils.IrGuard():
+        drops = [op for op in main.global_block().ops if op.name() == "pd_op.dropout"]
+        assert [op.attrs()["op_role"] for op in drops] == [0, 1]  # forward, its recomputation
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        rng = np.random.default_rng(0)
+        feed = {f["name"]: rng.standard_normal(f["concrete_shape"]).astype(f["dtype"])
+                for f in meta["feeds"]}
+        fwd, again = exe.run(main, feed=feed, fetch_list=[op.result(1) for op in drops])
+    assert not np.array_equal(np.asarray(fwd), np.asarray(again))
