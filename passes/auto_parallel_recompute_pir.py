@@ -52,6 +52,7 @@ SEED_OPS = ("pd_op.seed",)
 class RecomputePirAdapter(PlannerAdapter):
     name = "auto_parallel_recompute_pir"
     short = "recompute_pir"
+    planner_family = True  # declared here: verify premerge reads class bodies (ast)
     paddle_modules = ("paddle.distributed.passes.auto_parallel_recompute_pir",)
     repro_blocker = ("applied by Paddle's planner in the planning process (its stage "
                      "'recompute'); the program dir holds the programs before and after it")
