@@ -228,3 +228,33 @@ def test_a_recomputed_dropout_draws_another_mask(tmp_path):
                 for f in meta["feeds"]}
         fwd, again = exe.run(main, feed=feed, fetch_list=[op.result(1) for op in drops])
     assert not np.array_equal(np.asarray(fwd), np.asarray(again))
+
+
+def test_no_segment_marked_is_refused_by_the_pass_in_its_stage(tmp_path):
+    """The other way through the engine: recompute on, no ``recompute()`` in
+    the model (``examples/tiny_mlp_pir.py``): the installed pass refuses the
+    program (``AssertionError: No segment found``) inside the planner's
+    ``recompute`` stage, recorded there with the serial program before it; the
+    later stages are not run and the contract claims nothing."""
+    import json
+
+    import cases
+    from cases.planner_models import EXAMPLES, plan_model
+    from passes.auto_parallel_recompute_pir import ADAPTER, stage_contract
+
+    model = tmp_path / "mlp_recompute_on.py"
+    model.write_text(
+        "import importlib.util, os\n"
+        f"_s = importlib.util.spec_from_file_location('_b', {str(EXAMPLES / 'tiny_mlp_pir.py')!r})\n"
+        "_b = importlib.util.module_from_spec(_s)\n_s.loader.exec_module(_b)\n"
+        "build_model, loss, optimizer = _b.build_model, _b.loss, _b.optimizer\n"
+        "inputs, labels, BATCH = _b.inputs, _b.labels, _b.BATCH\n\n\n"
+        "def configure(strategy):\n    strategy._recompute.enable = True\n")
+    folder = plan_model(model, [0], tmp_path / "plan", "mlp_recompute_on")
+    rec = json.loads((folder / "rank0" / "planner.json").read_text())
+    by = {s["stage"]: s for s in rec["stages"]}
+    assert list(by) == ["serial", STAGE] and not by["serial"]["error"]
+    assert "No segment found" in by[STAGE]["error"]
+    assert rec["not_run"][:2] == ["partition", "reshard"]
+    got = stage_contract(ADAPTER, cases.all_cases()[CASE], 0, folder, rec)
+    assert len(got) == 1 and got[0].verdict.value == "INCONCLUSIVE" and "raised" in got[0].message
