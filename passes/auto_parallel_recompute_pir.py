@@ -300,9 +300,9 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
             out.append(CheckResult("contract", name, rank, Verdict.EQUIVALENT,
                                    f"{where}: {ok_msg}"))
 
-    needed = {n for n in acts if any(
-        bdefs.get(n) and _role(op) == BACKWARD and n in [x for _, _, x in _reads(op)]
-        for op in before.ops)}
+    read_by_backward = {x for op in before.ops if _role(op) == BACKWARD
+                        for _, _, x in _reads(op)}
+    needed = {n for n in acts if n in read_by_backward}
     fired = [] if (clones and reads) or not needed else [(
         f"the backward read {len(needed)} activation(s) of a recompute segment (e.g. "
         f"{sorted(needed)[0]}) and no backward op reads a recomputed value", {
