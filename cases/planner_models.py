@@ -177,12 +177,18 @@ def build(case, rank: int):
                      rank)
 
 
-def _case(name, summary, model, mesh, expect, uses=()):
+def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None):
+    """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
+    model's strategy turns on that have an adapter of their own (e.g.
+    ``passes/auto_parallel_recompute_pir.py``), which handles the case too."""
+    strategy_passes = dict(strategy_passes or {})
     return Case(name=name, family="planner_models", summary=summary, mesh=mesh,
-                builder=build, expect={PLANNER: expect}, ir="pir",
+                builder=build, expect={PLANNER: expect, **strategy_passes}, ir="pir",
                 params={"model": model, "mesh": mesh, "uses": list(uses),
                         "planner": "cases.planner_models:planned_dir",
-                        "only_pass": PLANNER},
+                        "only_pass": PLANNER,
+                        **({"strategy_passes": sorted(strategy_passes)}
+                           if strategy_passes else {})},
                 gloo_unfaithful="the planner relation runs the ranks in the PIR simulator")
 
 
@@ -241,6 +247,20 @@ _PIPELINE = Expect(
     "lists as the scheduler made them, send/recv matched across the ranks, against the "
     "serial program's micro-steps with the gradients averaged, for 2 optimizer steps "
     "(witnessed, not proved)")
+
+RECOMPUTE = "auto_parallel_recompute_pir"
+_RECOMPUTE = Expect(
+    True, "EQUIVALENT",
+    "the serial program is the model without recompute (taken before the engine's "
+    "recompute pass); the recompute stage clones the block's forward ops into the backward "
+    "and every stage holds; the relation holds on both ranks for 3 steps, each clone "
+    "compared with the forward op it clones")
+_RECOMPUTE_CONTRACT = Expect(
+    True, "EQUIVALENT",
+    "the planner's checks as for planner, and the pass's contract on its stage: the "
+    "block's forward ops cloned into the backward, every backward read of an activation "
+    "re-pointed to its clone, no activation of the block read by the backward any more, "
+    "every other op unchanged")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
@@ -356,6 +376,12 @@ CASES = _GEN_CASES + [
           "reshards' padding path)",
           "planner_dp2_gm_uneven.py", [[0], [1]], _UNEVEN,
           uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
+    _case("planner_tp2_recompute", "examples/planner_tp2_recompute.py: a column- then "
+          "row-parallel block wrapped by fleet.utils.recompute, a replicated head, TP2, "
+          "strategy.recompute on: the engine's auto_parallel_recompute_pir recorded as the "
+          "stage 'recompute', the serial program taken before it",
+          "planner_tp2_recompute.py", [0, 1], _RECOMPUTE,
+          strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -172,6 +172,24 @@ EDITS = {
         "            recorder_op.set_bool_attr(\"force_record_event\", True)\n",
         "            # MUTANT: the event is named, its recording not forced\n"
         "            recorder_op.set_bool_attr(\"force_record_event\", False)\n"),
+    # recompute: a relu's output is replaced, in the backward, by the recomputed
+    # value of its input (the pre-activation): the relu's grad and the matmul's
+    # weight grad read the wrong recomputed value
+    "recompute_reads_pre_activation": (
+        "distributed/passes/auto_parallel_recompute_pir.py",
+        "                rc_value = value_map.look_up(ori_value)\n",
+        "                rc_value = value_map.look_up(ori_value)\n"
+        "                # MUTANT: a relu's output stands for the recomputed input\n"
+        "                d = ori_value.get_defining_op()\n"
+        "                if d.name() == \"pd_op.relu\":\n"
+        "                    rc_value = value_map.look_up(d.operand_source(0))\n"),
+    # recompute: the clones are made but the backward keeps reading the forward
+    # activations (the values are right; the memory recompute exists to save is not)
+    "recompute_keeps_activations": (
+        "distributed/passes/auto_parallel_recompute_pir.py",
+        "                ori_value.replace_grad_users_with(rc_value, set(bwd_ops))\n",
+        "                # MUTANT: the backward keeps reading the forward values\n"
+        "                pass\n"),
 }
 
 

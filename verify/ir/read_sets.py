@@ -74,6 +74,10 @@ COMMON = {
     "replace_all_uses_with_reshard_var": "a marker the reshard pass reads (its uses move to "
                                          "the resharded value); no kernel reads it",
     "scheduling_priority": "the pipeline scheduler's ordering hint (when, not what)",
+    "fwd_recompute_id": "marks a forward op of a recompute() segment for the recompute "
+                        "pass (which ops to clone); no kernel reads it",
+    "bwd_recompute_id": "marks the recompute pass's clone of a forward op (its segment); "
+                        "no kernel reads it",
 }
 
 KEYED = "the kernel is uninterpreted and keyed by every attr (semantics.attrs_key)"

@@ -183,6 +183,8 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
         st = kwargs["strategy"]
         if st.gradient_merge.enable or st.pipeline.enable:  # the engine then merges
             capture.optional.add("gradient_merge")  # so "not run" names it after a crash
+        if st._recompute.enable:  # the engine's recompute pass (train mode)
+            capture.optional.add("recompute")
     dm = dist.to_static(layer, _loader(model, batch, pmesh), model.loss, opt, **kwargs)
     try:
         dm.train()

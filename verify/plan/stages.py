@@ -15,9 +15,19 @@ startup program's own reshard in ``_initialize`` is not run when planning
 without running)::
 
     serial        the dist program before partition (after mix2dist, the
-                  backward, the optimizer, mix2dist again, recompute): global
-                  shapes and placements; its meaning on global tensors is the
+                  backward, the optimizer, mix2dist again) and before the
+                  recompute pass when the strategy runs it: global shapes and
+                  placements; its meaning on global tensors is the
                   single-device model (dist_op.reshard is the identity there)
+    recompute     after ``auto_parallel_recompute_pir``, only where the
+                  strategy enables recompute: the dist program with the
+                  marked forward segments cloned into the backward (global
+                  shapes); the serial program, the relation's reference, is
+                  the one before it, so the ranks' programs are related to
+                  the model without recompute and a wrong clone is this
+                  stage's.  Each clone's serial position is the forward op it
+                  clones (``Capture.recomputed``: by segment, type and order),
+                  so its value is compared with that op's
     partition     after apply_partition_pass (reshard ops inserted)
     reshard       after ReshardPasses.apply_reshard_pass (collectives; checked
                   on a dense clone: the reshard functions' ops compute local
@@ -55,14 +65,19 @@ from __future__ import annotations
 
 import traceback
 
-STAGES = ("serial", "partition", "reshard", "remove", "gradient_merge", "dist2dense",
-          "remove_comm", "pipeline_scheduler")
+STAGES = ("serial", "recompute", "partition", "reshard", "remove", "gradient_merge",
+          "dist2dense", "remove_comm", "pipeline_scheduler")
 LOCAL_STAGES = ("reshard", "remove", "gradient_merge")  # snapshotted through dist2dense of a clone
 # stages of the dist program (their op ids map the final ops back to a stage)
-DIST_STAGES = ("partition", "reshard", "remove", "gradient_merge")
+DIST_STAGES = ("recompute", "partition", "reshard", "remove", "gradient_merge")
 # run only where the strategy asks for them (``Capture.optional``)
-OPTIONAL_STAGES = ("gradient_merge", "pipeline_scheduler")
+OPTIONAL_STAGES = ("recompute", "gradient_merge", "pipeline_scheduler")
 GRADIENT_MERGE_PASS = "auto_parallel_gradient_merge_pass"
+# the engine's passes on the global program after its backward and before
+# partition: the serial program is taken before the first of them.  (The
+# parallel cross entropy and c_embedding passes run before the backward: a
+# serial program before them has no backward to relate, so they are not here.)
+PRE_PARTITION_PASSES = {"auto_parallel_recompute_pir": "recompute"}
 SCHEDULER_PREFIX = "pipeline_scheduler_"  # + FThenB, 1F1B, VPP, ...
 
 
@@ -124,6 +139,7 @@ class Capture:
         self.serial_startup = None
         self.final_placements = {}  # op id in the dense program -> [placement per result]
         self.serial_pos = {}
+        self.recomputed = {}  # op id of a recompute clone -> serial position of its original
 
         self.serial_ids = []  # op ids of the dist program before partition, by position
         self.ids_after = {}  # stage -> op ids of the dist program after it
@@ -178,6 +194,8 @@ class Capture:
             return None, None
         if did in self.serial_pos:
             return "serial", self.serial_pos[did]
+        if did in self.recomputed:  # a clone: its values are its original's
+            return "recompute", self.recomputed[did]
         for stage in DIST_STAGES:
             if did in self.ids_after.get(stage, ()):
                 return stage, None
@@ -220,7 +238,9 @@ def install(capture: Capture) -> None:
             return out
         return wrapper
 
-    def before_partition(prog):
+    def take_serial(prog):
+        if capture.serial is not None:  # taken before a pre-partition pass
+            return
         capture.serial = prog.clone()
         engine = getattr(capture, "engine", None)
         if engine is not None:  # the optimizer's accumulators are initialised there by now
@@ -247,7 +267,7 @@ def install(capture: Capture) -> None:
         return staged("remove_comm", _ORIGINAL["remove_comm"])(prog)
 
     E.apply_partition_pass = staged("partition", _ORIGINAL["partition"],
-                                    before=before_partition)
+                                    before=take_serial)
     E.ReshardPasses = type("ReshardPasses", (E.ReshardPasses,), {
         "apply_reshard_pass": staticmethod(staged("reshard", _ORIGINAL["reshard"]))})
     E.RemovePasses = type("RemovePasses", (E.RemovePasses,), {
@@ -260,7 +280,18 @@ def install(capture: Capture) -> None:
         # the engine makes its gradient-merge pass with new_pass and applies
         # it to ([dist main], [startup]) between remove and dist2dense
         made = _ORIGINAL["new_pass"](name, *args, **kwargs)
-        if name == GRADIENT_MERGE_PASS:
+        if name in PRE_PARTITION_PASSES:  # applied to ([dist main], [startup])
+            stage = PRE_PARTITION_PASSES[name]
+            capture.optional.add(stage)
+            apply = staged(stage, made.apply, main_of=lambda a: a[0][0], before=take_serial)
+
+            def apply_mapping_clones(mains, startups, context=None):
+                out = apply(mains, startups, context)
+                capture.recomputed.update(recompute_clones(mains[0], capture.serial_pos))
+                return out
+
+            made.apply = apply_mapping_clones
+        elif name == GRADIENT_MERGE_PASS:
             capture.optional.add("gradient_merge")
             made.apply = staged("gradient_merge", made.apply, main_of=lambda a: a[0][0],
                                 startup_of=lambda a: a[1][0])
@@ -286,6 +317,34 @@ def install(capture: Capture) -> None:
     from paddle.distributed.auto_parallel.static import pir_pass
 
     pir_pass.new_pass = new_pass
+
+
+def recompute_clones(prog, serial_pos) -> dict:
+    """``{clone op id: serial position of the op it clones}``: the recompute
+    pass clones each marked forward op (``fwd_recompute_id``) of a segment,
+    in order, into ops marked ``bwd_recompute_id`` with the same id; a clone
+    is paired with the next forward op of its segment of the same type (by
+    segment, type and order, never by its operands: a clone reading the
+    wrong value is still compared with the op it stands for)."""
+    ops = list(prog.global_block().ops)
+    out = {}
+    forward = {}  # segment id -> [forward op] in order
+    for op in ops:
+        if op.has_attr("fwd_recompute_id") and op.id() in serial_pos:
+            forward.setdefault(op.attrs()["fwd_recompute_id"], []).append(op)
+    at = {k: 0 for k in forward}
+    for op in ops:
+        if not op.has_attr("bwd_recompute_id"):
+            continue
+        seg = op.attrs()["bwd_recompute_id"]
+        cands = forward.get(seg, [])
+        i = at.get(seg, 0)
+        while i < len(cands) and cands[i].name() != op.name():
+            i += 1
+        if i < len(cands):
+            out[op.id()] = serial_pos[cands[i].id()]
+            at[seg] = i + 1
+    return out
 
 
 def optimizer_ops(program) -> list:

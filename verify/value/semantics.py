@@ -736,7 +736,8 @@ def _vec(fn):
 
 
 def attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
-                        "use_cudnn", "mkldnn_data_type", "use_quantizer")):
+                        "use_cudnn", "mkldnn_data_type", "use_quantizer",
+                        "fwd_recompute_id", "bwd_recompute_id")):
     """An op's attrs as a hashable key (bookkeeping attrs aside)."""
     return tuple(sorted((a, repr(v)) for a, v in op.attrs.items() if a not in skip))
 

@@ -1006,7 +1006,8 @@ class Executor:
         key = (op.type, tuple(sorted((a, repr(v)) for a, v in op.attrs.items()
                                      if a not in ("op_role", "op_role_var", "op_namescope",
                                                   "op_callstack", "op_device",
-                                                  "execution_stream"))),
+                                                  "execution_stream", "fwd_recompute_id",
+                                                  "bwd_recompute_id"))),
                tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims, t.dtype) for t in ts))
                      for s, ts in sorted(ins.items())),
                # what else a row may read of the op: which outputs it has
