@@ -302,6 +302,16 @@ DECLARED += [
           "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
           "the TP plan of examples/zoo/zoo_families.py, TP2",
           "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_ernie4_5_tp2",
+          "ERNIE 4.5 dense (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, head_dim 8, "
+          "vocab 32; fused qkv_proj and up_gate_proj, the GLM-style rotary: cos/sin halves "
+          "repeat_interleave-d, the rotated half stack((-x2, x1)).flatten) with the TP plan "
+          "of examples/zoo/zoo_families.py, TP2",
+          "ernie4_5_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_ernie4_5_dp2_tp2",
+          "ERNIE 4.5 dense, the TP plan of examples/zoo/zoo_families.py, DP2 x TP2 (batch "
+          "split over dp)",
+          "ernie4_5_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
 ]
 DECLARED += [
     _case("zoo_llama_tp2_gm",
