@@ -121,9 +121,9 @@ def _stack_awaited():
 @needs_models
 def test_every_cpu_plannable_family_is_covered_by_rules_and_rows():
     """``verify coverage`` on every paddleformers family that plans on CPU
-    (``zoo.COVERAGE_SAMPLE``: LLaMA, Phi-3, Gemma 3, ERNIE 4.5 at TP2, LLaMA
-    and ERNIE 4.5 at DP2 x TP2): every op type of every rank has its shape
-    rule and value row, no check stops, every case built."""
+    (``zoo.COVERAGE_SAMPLE``: LLaMA, Phi-3, Gemma 3, ERNIE 4.5, each at TP2
+    and DP2 x TP2): every op type of every rank has its shape rule and value
+    row, no check stops, every case built."""
     chosen = [cases.all_cases()[n] for n in zoo.COVERAGE_SAMPLE]
     unbuilt = []
     types, stops = coverage.scan(chosen, unbuilt)
