@@ -302,6 +302,23 @@ DECLARED += [
           "32; q/k norms, four norms a layer, a sliding-window mask built by set_value_) with "
           "the TP plan of examples/zoo/zoo_families.py, TP2",
           "gemma3_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_phi3_dp2_tp2",
+          "Phi-3, the TP plan of examples/zoo/zoo_families.py, DP2 x TP2 (batch split over dp)",
+          "phi3_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_gemma3_dp2_tp2",
+          "Gemma 3 text, the TP plan of examples/zoo/zoo_families.py, DP2 x TP2 (batch split "
+          "over dp)",
+          "gemma3_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_ernie4_5_tp2",
+          "ERNIE 4.5 dense (paddleformers 1.2.0; 1 layer, hidden 16, 2 heads, head_dim 8, "
+          "vocab 32; fused qkv_proj and up_gate_proj, the GLM-style rotary: cos/sin halves "
+          "repeat_interleave-d, the rotated half stack((-x2, x1)).flatten) with the TP plan "
+          "of examples/zoo/zoo_families.py, TP2",
+          "ernie4_5_tp.py", 2, None, [0, 1], TP2, {RS: _RS_TP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
+    _case("zoo_ernie4_5_dp2_tp2",
+          "ERNIE 4.5 dense, the TP plan of examples/zoo/zoo_families.py, DP2 x TP2 (batch "
+          "split over dp)",
+          "ernie4_5_tp.py", 4, "2x2", MESH_2X2, DP2_TP2, {RS: _RS_DP, SPLIT: _VPP_FAM, PLANNER: _PLANNER_HOLDS}),
 ]
 DECLARED += [
     _case("zoo_llama_tp2_gm",
@@ -372,6 +389,13 @@ CASES = [] if UNAVAILABLE else DECLARED
 # run`, in the gate with `pytest verify/ --zoo all`, and in
 # benchmarks/bench_zoo.py (cold plans, builds, coverage, applications).
 TEST_SAMPLE = "zoo_llama_dp2_tp2"
+# Every family of paddleformers 1.2.0 that plans on CPU (docs/case-files.md
+# says why the others do not), at TP2 and DP2 x TP2: the
+# coverage test (tests/test_zoo.py) plans these too (a few seconds each from
+# the cache, a cold plan 1.5-4.5 min) and asserts no check stops on them.
+COVERAGE_SAMPLE = ("zoo_llama_tp2", "zoo_llama_dp2_tp2", "zoo_phi3_tp2", "zoo_phi3_dp2_tp2",
+                   "zoo_gemma3_tp2", "zoo_gemma3_dp2_tp2", "zoo_ernie4_5_tp2",
+                   "zoo_ernie4_5_dp2_tp2")
 
 
 def left_to_the_benchmark(case) -> str | None:

@@ -108,6 +108,37 @@ def test_the_sampled_zoo_case_is_covered_by_rules_and_rows():
             "pd_op.silu"} <= set(types)
 
 
+def _stack_awaited():
+    """pd_op.stack (ERNIE 4.5's rotate-half) gets its shape rule and value
+    row on another branch (the gradient clip's ops); until both are here the
+    family test below is an expected failure on it, and on it only."""
+    from verify.checks.shape_rules import RULES
+    from verify.value.semantics import ROWS
+
+    return "pd_op.stack" not in RULES or "pd_op.stack" not in ROWS
+
+
+@needs_models
+def test_every_cpu_plannable_family_is_covered_by_rules_and_rows():
+    """``verify coverage`` on every paddleformers family that plans on CPU
+    (``zoo.COVERAGE_SAMPLE``: LLaMA, Phi-3, Gemma 3, ERNIE 4.5, each at TP2
+    and DP2 x TP2): every op type of every rank has its shape rule and value
+    row, no check stops, every case built."""
+    chosen = [cases.all_cases()[n] for n in zoo.COVERAGE_SAMPLE]
+    unbuilt = []
+    types, stops = coverage.scan(chosen, unbuilt)
+    assert not unbuilt, unbuilt
+    missing = sorted(n for n, t in types.items() if not (t.shape_rule and t.value_row))
+    if _stack_awaited() and missing == ["pd_op.stack"] and \
+            {s.op_type for s in stops} == {"pd_op.stack"}:
+        pytest.xfail("pd_op.stack (ERNIE 4.5's rotate-half) has no shape rule / value row on "
+                     "this branch yet; every other op type of every family is covered")
+    assert not missing and not stops, (missing, stops)
+    assert {c.name for c in chosen} == set().union(*(t.cases for t in types.values()))
+    assert {"pd_op.repeat_interleave", "pd_op.strided_slice_grad", "pd_op.flatten",
+            "pd_op.stack_grad"} <= set(types)  # ERNIE 4.5's rotary was scanned
+
+
 def test_the_tests_plan_one_zoo_model_and_say_why_they_leave_the_others():
     assert zoo.TEST_SAMPLE in {c.name for c in zoo.DECLARED}
     left = [c for c in zoo.DECLARED if zoo.left_to_the_benchmark(c)]

@@ -32,7 +32,9 @@ ROWS_TESTED_HERE = [
     "pd_op.embedding", "pd_op.embedding_grad", "pd_op.reshape_grad", "pd_op.concat_grad",
     "pd_op.slice_grad", "pd_op.assign_value_", "pd_op.assign_out_", "pd_op.arange",
     "pd_op.empty", "pd_op.split", "pd_op.set_value_", "pd_op.tril",
-    "pd_op.cross_entropy_with_softmax", "pd_op.cross_entropy_with_softmax_grad"]
+    "pd_op.cross_entropy_with_softmax", "pd_op.cross_entropy_with_softmax_grad",
+    "pd_op.repeat_interleave", "pd_op.strided_slice", "pd_op.strided_slice_grad",
+    "pd_op.flatten", "pd_op.flatten_grad", "pd_op.stack_grad"]
 
 
 def _pd(fn):
@@ -560,6 +562,236 @@ def test_arange_is_a_constant_keyed_by_its_bounds():
     assert len(set(terms)) == 3  # one term per position
     op2 = _op("pd_op.arange", {}, {"start@value": 1.0, "end@value": 4.0, "step@value": 1.0})
     assert set(S.ROWS["pd_op.arange"](op2, {}, K)["out"][0].arr).isdisjoint(set(terms))
+
+
+# -- the GLM-style rotary of ERNIE 4.5 (ernie4_5/modeling.py): the cos/sin halves
+# repeat_interleave-d; rotate-half as stack((-x2, x1), -1).flatten(-2) of the
+# even and odd lanes (strided_slice); their grads (flatten_grad, stack_grad,
+# strided_slice_grad) --------------------------------------------------------------
+EVEN = {"axes": [3], "starts@value": [0], "ends@value": [2 ** 31 - 1], "strides@value": [2]}
+ODD = {**EVEN, "starts@value": [1]}
+REP = {"repeats": 2, "axis": -1, "output_size": -1}
+FLAT = {"start_axis": 3, "stop_axis": 4}
+
+
+def _ernie_rotary(x, c, g):
+    """ERNIE 4.5's rotary pieces by Paddle (dygraph): cos repeat_interleave-d,
+    x's even and odd lanes, rotate-half, and x's grad through it for ``g``."""
+    def ref(paddle):
+        X = paddle.to_tensor(x, stop_gradient=False)
+        rep = paddle.to_tensor(c).repeat_interleave(2, axis=-1)
+        x1, x2 = X[..., 0::2], X[..., 1::2]
+        st = paddle.stack((-x2, x1), axis=-1)
+        rot = st.flatten(-2)
+        (dx,) = paddle.grad(rot, [X], paddle.to_tensor(g))
+        return [t.numpy() for t in (rep, x1, x2, st, rot, dx)]
+    return _pd(ref)
+
+
+def test_rotary_shape_rules_are_the_kernels():
+    x, c, g = r(2, 1, 8, 8), r(2, 1, 8, 4), r(2, 1, 8, 8)
+    rep, x1, x2, st, rot, dx = _ernie_rotary(x, c, g)
+    shapes = [
+        ("pd_op.repeat_interleave", {"x": [c.shape]}, REP, "out", rep),
+        ("pd_op.strided_slice", {"x": [x.shape]}, EVEN, "out", x1),
+        ("pd_op.strided_slice", {"x": [x.shape]}, ODD, "out", x2),
+        ("pd_op.flatten", {"x": [st.shape]}, FLAT, "out", rot),
+        ("pd_op.flatten_grad", {"x": [st.shape], "out_grad": [g.shape]}, {}, "x_grad", st),
+        ("pd_op.strided_slice_grad", {"x": [x.shape], "out_grad": [x1.shape]}, ODD, "x_grad",
+         dx),
+        # the stacked pieces: a vector of 2 pieces [2, 1, 8, 4]
+        ("pd_op.stack_grad", {"x": [(2,) + x1.shape], "out_grad": [st.shape]}, {"axis": -1},
+         "x_grad", np.zeros((2,) + x1.shape))]
+    for op_type, ins, attrs, slot, want in shapes:
+        out, bad = rule(op_type, ins, attrs)
+        assert not bad and out[slot] == [list(want.shape)], (op_type, out, bad)
+    # bounds from either end, strides 3 and 2, and flatten of the leading dims
+    y = r(5, 7)
+    attrs = {"axes": [0, 1], "starts@value": [-4, 1], "ends@value": [2 ** 31 - 1, -1],
+             "strides@value": [3, 2]}
+    want = _ref_shapes(lambda p: [p.strided_slice(p.to_tensor(y), [0, 1], [-4, 1],
+                                                  [2 ** 31 - 1, -1], [3, 2]),
+                                  p.flatten(p.to_tensor(x), 0, 2),
+                                  p.repeat_interleave(p.to_tensor(y), 3, 0)])
+    assert rule("pd_op.strided_slice", {"x": [y.shape]}, attrs)[0]["out"] == [want[0]]
+    assert rule("pd_op.flatten", {"x": [x.shape]},
+                {"start_axis": 0, "stop_axis": -2})[0]["out"] == [want[1]]
+    assert rule("pd_op.repeat_interleave", {"x": [y.shape]},
+                {"repeats": 3, "axis": 0})[0]["out"] == [want[2]]
+
+
+@pytest.mark.parametrize("op_type,ins,attrs,needle", [
+    ("pd_op.repeat_interleave", {"x": [(2, 4)]}, {**REP, "output_size": 6}, "output_size"),
+    ("pd_op.repeat_interleave", {"x": [(2, 4)]}, {"repeats": 0, "axis": 0}, "not positive"),
+    ("pd_op.strided_slice_grad", {"x": [(2, 8)], "out_grad": [(2, 3)]},
+     {**EVEN, "axes": [1]}, "out_grad dim 1"),
+    ("pd_op.flatten", {"x": [(2, 3, 4)]}, {"start_axis": 2, "stop_axis": 1}, "after"),
+    ("pd_op.flatten_grad", {"x": [(2, 3, 4)], "out_grad": [(2, 11)]}, {}, "elements"),
+    ("pd_op.stack_grad", {"x": [(2, 2, 3)], "out_grad": [(2, 3, 3)]}, {"axis": -1},
+     "out_grad dim 2"),
+])
+def test_a_broken_rotary_op_is_caught(op_type, ins, attrs, needle):
+    _, bad = rule(op_type, ins, attrs)
+    assert bad and any(needle in why for why in bad), bad
+
+
+def test_rotary_rows_are_paddles():
+    """Each row on concrete values against Paddle's forward and backward:
+    the grad rows chained as Paddle's backward runs them (flatten_grad,
+    stack_grad into the vector of the pieces -x2 and x1, strided_slice_grad
+    of each back onto x) give Paddle's x grad."""
+    x, c, g = r(2, 1, 8, 8), r(2, 1, 8, 4), r(2, 1, 8, 8)
+    rep, x1, x2, st, rot, dx = _ernie_rotary(x, c, g)
+    close(run("pd_op.repeat_interleave", {"x": [c]}, REP)["out"], rep)
+    close(run("pd_op.strided_slice", {"x": [x]}, EVEN)["out"], x1)
+    close(run("pd_op.strided_slice", {"x": [x]}, ODD)["out"], x2)
+    close(run("pd_op.flatten", {"x": [st]}, FLAT)["out"], rot)
+    dst = run("pd_op.flatten_grad", {"x": [st], "out_grad": [g]})["x_grad"]
+    pieces = run("pd_op.stack_grad", {"x": [np.stack([-x2, x1])], "out_grad": [dst]},
+                 {"axis": -1})["x_grad"]
+    d_odd = run("pd_op.strided_slice_grad", {"x": [x], "out_grad": [-pieces[0]]}, ODD)
+    d_even = run("pd_op.strided_slice_grad", {"x": [x], "out_grad": [pieces[1]]}, EVEN)
+    close(d_odd["x_grad"] + d_even["x_grad"], dx)
+    y = r(5, 7)
+    attrs = {"axes": [0, 1], "starts@value": [-4, 1], "ends@value": [2 ** 31 - 1, -1],
+             "strides@value": [3, 2]}
+    want = _pd(lambda p: p.strided_slice(p.to_tensor(y), [0, 1], [-4, 1], [2 ** 31 - 1, -1],
+                                         [3, 2]).numpy())
+    close(run("pd_op.strided_slice", {"x": [y]}, attrs)["out"], want)
+
+
+def test_a_wrong_rotary_row_fails_these_tests(monkeypatch):
+    """A strided_slice row that ignores the stride (a plain slice) and a
+    stack_grad row that cuts along the first axis: the kernel test fails."""
+    real = S.ROWS["pd_op.strided_slice"]
+
+    def no_stride(op, ins, k):
+        return real(Op(op.idx, op.type, op.inputs, op.outputs,
+                       {**op.attrs, "strides@value": [1] * len(op.attrs["axes"])}), ins, k)
+    monkeypatch.setitem(S.ROWS, "pd_op.strided_slice", no_stride)
+    with pytest.raises((AssertionError, ValueError)):
+        test_rotary_rows_are_paddles()
+    monkeypatch.setitem(S.ROWS, "pd_op.strided_slice", real)
+    real_sg = S.ROWS["pd_op.stack_grad"]
+    monkeypatch.setitem(S.ROWS, "pd_op.stack_grad", lambda op, ins, k: real_sg(
+        Op(op.idx, op.type, op.inputs, op.outputs, {**op.attrs, "axis": 0}), ins, k))
+    with pytest.raises((AssertionError, ValueError, S.Unsupported)):
+        test_rotary_rows_are_paddles()
+
+
+def _prog(ops, shapes, feeds):
+    from verify.ir.snapshot import ProgramSnapshot, Var
+
+    vs = {n: Var(n, list(s), "float32" if s != () else "") for n, s in shapes.items()}
+    return ProgramSnapshot([Op(i, t, ins, outs, attrs) for i, (t, ins, outs, attrs)
+                            in enumerate(ops)], vs, [], feeds)
+
+
+def _slice_last(src, dst, at):
+    return ("pd_op.slice", {"input": [src]}, {"out": [dst]},
+            {"axes": [2], "starts@value": [at], "ends@value": [at + 1], "decrease_axis": [2]})
+
+
+def _rotary_rewrites(op_type):
+    """(program with ``op_type``, the same function from other rows, a wrong
+    one): each on x [2, 8] / [2, 4] / [2, 3, 4] feeds, output y."""
+    x28, y24 = {"x": (2, 8)}, {"y": (2, 4)}
+    if op_type == "pd_op.repeat_interleave":  # x [2, 2] -> [2, 4], each element twice
+        base = {"x": (2, 2), "u": (2, 2, 1), "e": (2, 2, 2), "y": (2, 4)}
+        a = _prog([("pd_op.repeat_interleave", {"x": ["x"]}, {"out": ["y"]},
+                    {"repeats": 2, "axis": 1})], base, ["x"])
+
+        def via(axis):
+            u = (2, 2, 1) if axis == -1 else (2, 1, 2)
+            return _prog([("pd_op.unsqueeze", {"x": ["x"]}, {"out": ["u"]},
+                           {"axis@value": [axis]}),
+                          ("pd_op.expand", {"x": ["u"]}, {"out": ["e"]},
+                           {"shape@value": [2, 2, 2]}),
+                          ("pd_op.reshape", {"x": ["e"]}, {"out": ["y"]},
+                           {"shape@value": [2, 4]})], {**base, "u": u}, ["x"])
+        return a, via(-1), via(1), ["y"]
+    if op_type in ("pd_op.strided_slice", "pd_op.strided_slice_grad"):
+        lanes = {**EVEN, "axes": [1]}
+        if op_type == "pd_op.strided_slice":
+            a = _prog([("pd_op.strided_slice", {"x": ["x"]}, {"out": ["y"]}, lanes)],
+                      {**x28, **y24}, ["x"])
+
+            def via(at):
+                return _prog([("pd_op.reshape", {"x": ["x"]}, {"out": ["t"]},
+                               {"shape@value": [2, 4, 2]}), _slice_last("t", "y", at)],
+                             {**x28, "t": (2, 4, 2), **y24}, ["x"])
+            return a, via(0), via(1), ["y"]
+        shapes = {**x28, "g": (2, 4), "u": (2, 4, 1), "z": (2, 4, 1), "v": (), "c": (2, 4, 2),
+                  "y": (2, 8)}
+        a = _prog([("pd_op.strided_slice_grad", {"x": ["x"], "out_grad": ["g"]},
+                    {"x_grad": ["y"]}, lanes)], shapes, ["x", "g"])
+
+        def via(first):  # g at the even lanes, zeros at the odd: [g, 0] interleaved
+            pair = ["u", "z"] if first == "g" else ["z", "u"]
+            return _prog([("pd_op.unsqueeze", {"x": ["g"]}, {"out": ["u"]},
+                           {"axis@value": [-1]}),
+                          ("pd_op.full", {}, {"out": ["z"]},
+                           {"shape": [2, 4, 1], "value": 0.0, "dtype": "float32"}),
+                          ("builtin.combine", {"operands": pair}, {"results": ["v"]}, {}),
+                          ("pd_op.concat", {"x": ["v"]}, {"out": ["c"]}, {"axis@value": -1}),
+                          ("pd_op.reshape", {"x": ["c"]}, {"out": ["y"]},
+                           {"shape@value": [2, 8]})], shapes, ["x", "g"])
+        return a, via("g"), via("z"), ["y"]
+    x234 = {"x": (2, 3, 4)}
+    if op_type == "pd_op.flatten":
+        a = _prog([("pd_op.flatten", {"x": ["x"]}, {"out": ["y"]},
+                    {"start_axis": 1, "stop_axis": 2})], {**x234, "y": (2, 12)}, ["x"])
+        b = _prog([("pd_op.reshape", {"x": ["x"]}, {"out": ["y"]}, {"shape@value": [2, 12]})],
+                  {**x234, "y": (2, 12)}, ["x"])
+        c = _prog([("pd_op.transpose", {"x": ["x"]}, {"out": ["t"]}, {"perm": [0, 2, 1]}),
+                   ("pd_op.reshape", {"x": ["t"]}, {"out": ["y"]}, {"shape@value": [2, 12]})],
+                  {**x234, "t": (2, 4, 3), "y": (2, 12)}, ["x"])
+        return a, b, c, ["y"]
+    if op_type == "pd_op.flatten_grad":
+        shapes = {**x234, "g": (2, 12), "t": (2, 4, 3), "y": (2, 3, 4)}
+        a = _prog([("pd_op.flatten_grad", {"x": ["x"], "out_grad": ["g"]},
+                    {"x_grad": ["y"]}, {})], shapes, ["x", "g"])
+        b = _prog([("pd_op.reshape", {"x": ["g"]}, {"out": ["y"]},
+                    {"shape@value": [2, 3, 4]})], shapes, ["x", "g"])
+        c = _prog([("pd_op.reshape", {"x": ["g"]}, {"out": ["t"]}, {"shape@value": [2, 4, 3]}),
+                   ("pd_op.transpose", {"x": ["t"]}, {"out": ["y"]}, {"perm": [0, 2, 1]})],
+                  shapes, ["x", "g"])
+        return a, b, c, ["y"]
+    shapes = {"a": (2, 3), "b": (2, 3), "g": (2, 3, 2), "v": (), "w": (), "p0": (2, 3),
+              "p1": (2, 3)}
+    a = _prog([("builtin.combine", {"operands": ["a", "b"]}, {"results": ["v"]}, {}),
+               ("pd_op.stack_grad", {"x": ["v"], "out_grad": ["g"]}, {"x_grad": ["w"]},
+                {"axis": -1}),
+               ("builtin.split", {"operands": ["w"]}, {"results": ["p0", "p1"]}, {})],
+              shapes, ["a", "b", "g"])
+
+    def via(first):
+        return _prog([_slice_last("g", "p0", first), _slice_last("g", "p1", 1)], shapes,
+                     ["a", "b", "g"])
+    return a, via(0), via(1), ["p0", "p1"]
+
+
+ROTARY = ["pd_op.repeat_interleave", "pd_op.strided_slice", "pd_op.strided_slice_grad",
+          "pd_op.flatten", "pd_op.flatten_grad", "pd_op.stack_grad"]
+
+
+@pytest.mark.parametrize("op_type", ROTARY)
+def test_a_rotary_rewrite_is_proved_and_a_wrong_one_refuted(op_type):
+    """The value proof with each row: the op against the same function built
+    from other rows (repeat_interleave as unsqueeze + expand + reshape, the
+    even lanes as a reshape and a slice, their grad as [g, 0] interleaved by
+    concat, flatten and its grad as reshapes, stack_grad as slices of
+    out_grad) is proved EQUIVALENT; a wrong twin (the other lanes, the pieces
+    swapped, a transposed reshape) is REFUTED with a counterexample."""
+    from verify.value.proof import prove_application
+    from verify.verdicts import Verdict
+
+    a, same, wrong, watched = _rotary_rewrites(op_type)
+    TESTED.add(op_type)
+    ok = prove_application("rotary", [0], {}, {0: a}, {0: same}, {0: watched})[0]
+    assert ok.verdict == Verdict.EQUIVALENT, ok.message
+    bad = prove_application("rotary", [0], {}, {0: a}, {0: wrong}, {0: watched})[0]
+    assert bad.verdict == Verdict.NOT_EQUIVALENT and "REFUTED" in bad.message, bad.message
 
 
 def test_a_wrong_row_fails_these_tests(monkeypatch):

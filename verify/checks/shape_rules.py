@@ -1090,3 +1090,94 @@ def _reshard(s):
 
 
 RULES["dist_op.reshard"] = _reshard
+
+
+# -- the GLM-style rotary of ERNIE 4.5 (cases/zoo.py): repeat_interleave,
+# strided_slice (even/odd lanes), flatten, and the grads of the last two and of
+# stack (a vector of the stacked pieces, as builtin.combine's). ---------------
+def _same_shape(s, got, want, what):
+    s.need(len(got) == len(want), f"{what} has rank {len(got)}, not {len(want)}")
+    for i, (a, b) in enumerate(zip(got, want)):
+        s.need(eq(a, b), f"{what} dim {i} ({a}) is not {b}")
+
+
+def _pir_repeat_interleave(s):
+    x = list(s("x"))
+    rep = int(s.attr("repeats", 0))
+    s.need(rep > 0, f"repeat_interleave repeats {rep} is not positive")
+    if not x:
+        return {"out": [[rep]]}
+    axis = int(s.attr("axis", 0)) % len(x)
+    x[axis] = x[axis] * rep
+    size = int(s.attr("output_size", -1))
+    if size != -1:
+        s.need(eq(x[axis], size), f"repeat_interleave output_size {size} is not {x[axis]}")
+    return {"out": [x]}
+
+
+def _strided_shape(s, x):
+    """x's shape through ``strided_slice``'s constant bounds: Paddle's
+    clamping on static dims; on a symbolic dim a non-negative start with an
+    end past any size keeps ``ceil((d - start) / stride)``; negative strides
+    and other bounds on symbolic dims are not modelled."""
+    starts, ends, strides = (_const_list(s, n) for n in ("starts", "ends", "strides"))
+    axes = [int(a) for a in s.attr("axes", [])]
+    s.need(len(axes) == len(starts) == len(ends) == len(strides),
+           f"strided_slice axes {axes}, starts {starts}, ends {ends}, strides {strides} "
+           "differ in length")
+    out = list(x)
+    for a, st, en, sp in zip(axes, starts, ends, strides):
+        if sp <= 0:
+            raise RuleError(f"strided_slice with stride {sp}")
+        a = a % max(len(x), 1)
+        d = x[a]
+        if is_static(d):
+            st = max(0, min(d, st + d if st < 0 else st))
+            en = max(0, min(d, en + d if en < 0 else en))
+            out[a] = max(0, (en - st + sp - 1) // sp)
+        elif st >= 0 and en >= 2 ** 30:
+            s.need(st < d, f"strided_slice start {st} is past dim {a}")
+            out[a] = (d - st + sp - 1) / sp
+        else:
+            raise RuleError(f"strided_slice [{st}:{en}:{sp}] of symbolic dim {a}")
+    return out
+
+
+def _pir_strided_slice(s):
+    return {"out": [_strided_shape(s, list(s("x")))]}
+
+
+def _pir_strided_slice_grad(s):
+    x = list(s("x"))
+    _same_shape(s, list(s("out_grad")), _strided_shape(s, x), "out_grad")
+    return {"x_grad": [x]}
+
+
+def _pir_flatten(s):
+    x = list(s("x"))
+    if not x:
+        return {"out": [[1]]}
+    a, b = (int(s.attr(n, 1)) % len(x) for n in ("start_axis", "stop_axis"))
+    s.need(a <= b, f"flatten start_axis {a} is after stop_axis {b}")
+    if a > b:
+        return {}
+    return {"out": [x[:a] + [prod(x[a:b + 1])] + x[b + 1:]]}
+
+
+def _pir_stack_grad(s):
+    v, g = s("x"), list(s("out_grad"))
+    _equal_pieces(s, v, "stack_grad")
+    piece = list(v[1:])
+    axis = int(s.attr("axis", 0)) % (len(piece) + 1)
+    _same_shape(s, g, piece[:axis] + [v[0]] + piece[axis:], "out_grad")
+    return {"x_grad": [v]}
+
+
+RULES.update({
+    "pd_op.repeat_interleave": _pir_repeat_interleave,
+    "pd_op.strided_slice": _pir_strided_slice,
+    "pd_op.strided_slice_grad": _pir_strided_slice_grad,
+    "pd_op.flatten": _pir_flatten,
+    "pd_op.flatten_grad": _pir_reshape_grad,  # out_grad holds x's elements; x_grad is x
+    "pd_op.stack_grad": _pir_stack_grad,
+})

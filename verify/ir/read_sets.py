@@ -367,6 +367,13 @@ DECLARED = {
     "pd_op.reduce_scatter": _COLLECTIVE,
     "pd_op.send_v2": _d("x ring_id peer use_calc_stream dynamic_shape"),
     "pd_op.recv_v2": _d("ring_id peer out_shape dtype use_calc_stream dynamic_shape"),
+    # the GLM-style rotary of ERNIE 4.5: index maps (value rows and shape rules)
+    "pd_op.repeat_interleave": _d("x repeats axis output_size"),
+    "pd_op.strided_slice": _d("x axes", consts="starts ends strides"),
+    "pd_op.strided_slice_grad": _d("x out_grad axes", consts="starts ends strides"),
+    "pd_op.flatten": _d("x start_axis stop_axis"),
+    "pd_op.flatten_grad": _d("x out_grad"),
+    "pd_op.stack_grad": _d("x out_grad axis"),
     "pd_op.uniform": _d("dtype", consts="shape", ignore={"place": _PLACE},
                         shape_ignore={"min": _INIT, "max": _INIT, "seed": _INIT,
                                       "min@value": _INIT, "max@value": _INIT}),

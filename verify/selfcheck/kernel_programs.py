@@ -120,6 +120,14 @@ PIR_BUILD = {
     "pd_op.layer_norm": lambda C, v, eps, begin: [C.layer_norm(v[0], v[1], v[2], eps, begin)],
     "pd_op.full_like": lambda C, v, value, d: [C.full_like(v[0], value, _dt(d), _cpu())],
     "pd_op.split": lambda C, v, sections, axis: list(C.split(v[0], sections, axis)),
+    "pd_op.repeat_interleave": lambda C, v, rep, axis, size: [
+        C.repeat_interleave(v[0], rep, axis, size)],
+    "pd_op.strided_slice": lambda C, v, axes, st, en, sp: [
+        C.strided_slice(v[0], axes, st, en, sp)],
+    "pd_op.flatten": lambda C, v, start, stop: [C.flatten(v[0], start, stop)],
+    # the grad op itself (its forward, pd_op.stack, is not among these rows):
+    # the pieces, then the fed out_grad
+    "pd_op.stack_grad": lambda C, v, axis: list(C.stack_grad(list(v[:-1]), v[-1], axis)),
 }
 
 
@@ -608,6 +616,72 @@ def gen_tensor_attr(draw, dtype):
     return b.ex
 
 
+def gen_repeat_interleave(draw, dtype):
+    st = _st()
+    b = _B(draw, "pd_op.repeat_interleave", dtype)
+    xs = _shape(draw, 1, 3)
+    axis, rep = draw(st.integers(-len(xs), len(xs) - 1)), draw(st.integers(1, 3))
+    size = draw(st.sampled_from([-1, xs[axis] * rep]))
+    return b.pir("pd_op.repeat_interleave", [b.feed(xs, dtype)], rep, axis, size).ex
+
+
+def gen_strided_slice(grad=False):
+    """``pd_op.strided_slice`` of a non-empty piece: starts from either
+    end, ends past the dim (INT_MAX too) or inside it, strides 1-3; ``grad``:
+    its backward (``pd_op.strided_slice_grad``)."""
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "pd_op.strided_slice_grad" if grad else "pd_op.strided_slice", dtype)
+        xs = _shape(draw, 1, 3)
+        axes = sorted(draw(st.sets(st.integers(0, len(xs) - 1), min_size=1)))
+        starts, ends, strides, idx = [], [], [], [slice(None)] * len(xs)
+        for a in axes:
+            d = xs[a]
+            s = draw(st.integers(0, d - 1))
+            e = draw(st.sampled_from([d, 2 ** 31 - 1, s + 1 + draw(st.integers(0, d - s - 1))]))
+            sp = draw(st.integers(1, 3))
+            idx[a] = slice(s, min(e, d), sp)
+            starts.append(s - d if draw(st.booleans()) else s)
+            ends.append(e - d if e < d and draw(st.booleans()) else e)
+            strides.append(sp)
+        x = b.feed(xs, dtype)
+        b.pir("pd_op.strided_slice", [x], axes, starts, ends, strides)
+        if grad:
+            return b.grad([x], list(np.zeros(xs)[tuple(idx)].shape), dtype).ex
+        return b.ex
+    return gen
+
+
+def gen_flatten(grad=False):
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "pd_op.flatten_grad" if grad else "pd_op.flatten", dtype)
+        xs = _shape(draw, 1, 4)
+        r = len(xs)
+        start = draw(st.integers(0, r - 1))
+        stop = draw(st.integers(start, r - 1))
+        out = xs[:start] + [int(np.prod(xs[start:stop + 1]))] + xs[stop + 1:]
+        x = b.feed(xs, dtype)
+        b.pir("pd_op.flatten", [x], start - r if draw(st.booleans()) else start,
+              stop - r if draw(st.booleans()) else stop)
+        return b.grad([x], out, dtype).ex if grad else b.ex
+    return gen
+
+
+def gen_stack_grad(draw, dtype):
+    """``pd_op.stack_grad`` of 2-3 pieces along an axis from either end (the
+    fed out_grad has the pieces' count there)."""
+    st = _st()
+    b = _B(draw, "pd_op.stack_grad", dtype)
+    xs = _shape(draw, 1, 3)
+    n = draw(st.integers(2, 3))
+    axis = draw(st.integers(-len(xs) - 1, len(xs)))
+    a = axis % (len(xs) + 1)
+    names = [b.feed(xs, dtype) for _ in range(n)]
+    g = b.feed(xs[:a] + [n] + xs[a:], dtype)
+    return b.pir("pd_op.stack_grad", names + [g], axis).ex
+
+
 @dataclass
 class Spec:
     name: str
@@ -704,6 +778,14 @@ def _specs():
     add("tensor_attrs", ["fill_constant"], gen_tensor_attr)
     add("expand", ["pd_op.expand"], gen_expand(False))
     add("tile", ["pd_op.tile"], gen_expand(True))
+    add("repeat_interleave", ["pd_op.repeat_interleave"], gen_repeat_interleave)
+    add("strided_slice", ["pd_op.strided_slice"], gen_strided_slice())
+    add("strided_slice_grad", ["pd_op.strided_slice", "pd_op.strided_slice_grad"],
+        gen_strided_slice(True))
+    add("flatten", ["pd_op.flatten"], gen_flatten())
+    add("flatten_grad", ["pd_op.flatten", "pd_op.flatten_grad"], gen_flatten(True))
+    add("stack_grad", ["pd_op.stack_grad", "builtin.combine", "builtin.split"],
+        gen_stack_grad)
     from verify.value import semantics as S
     for spec in out:
         allowed = set(DTYPES)

@@ -1885,3 +1885,122 @@ ROWS.update({
     "pd_op.cross_entropy_with_softmax_grad": uf_opaque(
         "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", None)}),
 })
+
+
+# -- the GLM-style rotary of ERNIE 4.5 (cases/zoo.py): cos/sin halves
+# repeat_interleave-d, the rotated half stack((-x2, x1), -1).flatten(-2) of the
+# even and odd lanes (strided_slice), and their grads.  Index maps, exact. ----
+def _whole(x: Tensor, axis: int, what: str):
+    """``x``'s dim ``axis`` held at its real size (the proof's shapes); a
+    reduced dim is not modelled by these index maps."""
+    if x.arr.shape[axis] != x.orig[axis]:
+        raise Unsupported(f"{what} of a reduced dim {axis}")
+
+
+def _pir_repeat_interleave(op, ins, k):
+    """Each element of ``axis`` repeated ``repeats`` times in place (numpy's
+    ``repeat``); ``output_size`` -1 or the repeated size."""
+    x = _t(ins, "x")
+    rep = int(op.attrs.get("repeats", 0))
+    if rep < 1:
+        raise Unsupported(f"repeat_interleave with repeats {rep}")
+    if x.arr.ndim == 0:
+        return {"out": [Tensor(np.repeat(x.arr.reshape(1), rep), (((rep, rep),),), x.dtype)]}
+    axis = int(op.attrs.get("axis", 0)) % x.arr.ndim
+    _whole(x, axis, "repeat_interleave")
+    n = x.orig[axis] * rep
+    size = int(op.attrs.get("output_size", -1))
+    if size not in (-1, n):
+        raise Unsupported(f"repeat_interleave output_size {size}, repeated size {n}")
+    dims = list(x.dims)
+    dims[axis] = ((n, n),)
+    return {"out": [Tensor(np.repeat(x.arr, rep, axis=axis), dims, x.dtype)]}
+
+
+def _strided_index(op, x):
+    """The numpy index of ``pd_op.strided_slice`` on ``x`` (constant
+    ``starts``/``ends``/``strides``; positive strides, Paddle's clamping:
+    negative bounds count from the end, then [0, dim])."""
+    starts, ends, strides = (op.attrs.get(f"{n}@value") for n in ("starts", "ends", "strides"))
+    if starts is None or ends is None or strides is None:
+        raise Unsupported("strided_slice bounds are not constants")
+    index = [slice(None)] * x.arr.ndim
+    for a, s, e, st in zip(op.attrs.get("axes") or [], starts, ends, strides):
+        a, s, e, st = int(a) % max(x.arr.ndim, 1), int(s), int(e), int(st)
+        if st <= 0:
+            raise Unsupported(f"strided_slice with stride {st}")
+        _whole(x, a, "strided_slice")
+        n = x.orig[a]
+        s = max(0, min(n, s + n if s < 0 else s))
+        e = max(0, min(n, e + n if e < 0 else e))
+        index[a] = slice(s, max(s, e), st)
+    return tuple(index)
+
+
+def _pir_strided_slice(op, ins, k):
+    x = _t(ins, "x")
+    index = _strided_index(op, x)
+    arr = np.asarray(x.arr[index])
+    dims = [d if index[i] == slice(None) else ((arr.shape[i], arr.shape[i]),)
+            for i, d in enumerate(x.dims)]
+    return {"out": [Tensor(arr, dims, x.dtype)]}
+
+
+def _pir_strided_slice_grad(op, ins, k):
+    """``x_grad``: zeros of x's shape, ``out_grad`` at the strided positions."""
+    x, g = _t(ins, "x"), _t(ins, "out_grad")
+    index = _strided_index(op, x)
+    out = np.empty(x.arr.shape, dtype=object)
+    out.fill(k.const(0))
+    piece = out[index]
+    if piece.shape != g.arr.shape:
+        raise Unsupported(f"strided_slice_grad out_grad {list(g.arr.shape)}, the slice "
+                          f"{list(piece.shape)}")
+    out[index] = g.arr
+    return {"x_grad": [Tensor(out, x.dims, g.dtype)]}
+
+
+def _flatten_target(op, shape):
+    nd = len(shape)
+    if nd == 0:
+        return [1]
+    a, b = (int(op.attrs.get(n, 1)) for n in ("start_axis", "stop_axis"))
+    a, b = a % nd, b % nd
+    if a > b:
+        raise Unsupported(f"flatten start_axis {a} after stop_axis {b}")
+    return list(shape[:a]) + [_prod(shape[a:b + 1])] + list(shape[b + 1:])
+
+
+def _pir_flatten(op, ins, k):
+    """``x`` with dims start_axis..stop_axis merged: a reshape."""
+    x = _t(ins, "x")
+    dims = reshape_dims(x.dims, _flatten_target(op, x.orig), k.reduce_to)
+    shape = [_prod(r for _, r in d) for d in dims]
+    return {"out": [Tensor(x.arr.reshape(shape), dims, x.dtype)]}
+
+
+def _pir_stack_grad(op, ins, k):
+    """``x_grad``: ``out_grad`` cut along ``axis`` into the stacked pieces, a
+    vector value (held stacked along a new leading dim, as builtin.combine's)."""
+    v, g = _t(ins, "x"), _t(ins, "out_grad")
+    n = v.arr.shape[0]
+    axis = int(op.attrs.get("axis", 0)) % max(g.arr.ndim, 1)
+    if g.arr.ndim != v.arr.ndim or g.arr.shape[axis] != n:
+        raise Unsupported(f"stack_grad of out_grad {list(g.arr.shape)} along {axis} into "
+                          f"{n} pieces of {list(v.arr.shape[1:])}")
+    dims = [((n, n),)] + [d for i, d in enumerate(g.dims) if i != axis]
+    return {"x_grad": [Tensor(np.moveaxis(g.arr, axis, 0), dims, g.dtype)]}
+
+
+ROWS.update({
+    "pd_op.repeat_interleave": _pir_repeat_interleave,
+    "pd_op.strided_slice": _pir_strided_slice,
+    "pd_op.strided_slice_grad": _pir_strided_slice_grad,
+    "pd_op.flatten": _pir_flatten,
+    # flatten's grad: out_grad reshaped back to x's shape (reshape_grad's row)
+    "pd_op.flatten_grad": _pir_reshape_grad,
+    "pd_op.stack_grad": _pir_stack_grad,
+})
+ROW_DTYPES.update({t: ANY for t in ("pd_op.repeat_interleave", "pd_op.strided_slice",
+                                    "pd_op.strided_slice_grad", "pd_op.flatten",
+                                    "pd_op.flatten_grad", "pd_op.stack_grad")})
