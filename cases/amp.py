@@ -12,8 +12,11 @@ op's precision)::
     loss = mean(square(out - target))  # black / unlisted: fp32
     backward, then sgd on every parameter
 
-``params["float_ops"] = False`` gives a program with nothing to cast
-(integer ops only), which the pass must leave alone.
+``params["white_ops"] = False`` gives ``mean((exp(x) + b - target)^2)`` (with
+``first="black"``): no op on the white list, so nothing to cast (and loss
+scale 1: nothing to scale), which the pass must leave alone; without the
+``exp`` the bias add is a gray op with no producer, which 3.3.1's pass
+leaves unclassified and then raises on (an assertion at its grad op).
 """
 from __future__ import annotations
 
@@ -34,16 +37,22 @@ def _grad(b, fwd, **kw):
 def build(case: Case, rank: int):
     p = case.params
     b = ProgramBuilder(case, rank)
-    lr = b.persistable("learning_rate_0", [], "float32", 0.1)
-    if not p.get("float_ops", True):
-        ids = b.data("ids", [B, H], [B, H], dtype="int64")
-        k = b.param("counter", [B, H], dtype="float32", init_value=0.0)
-        one = b.var("ids.plus", [B, H], dtype="int64")
-        b.op("scale", {"X": [ids]}, {"Out": [one]},
-             {"scale": 1.0, "bias": 1.0, "bias_after_scale": True}, FORWARD)
-        b.fetches.append(one.name)
-        return b.finish()
     x = b.data("x", [B, H], [B, H])
+    if not p.get("white_ops", True):  # no op on the white list: nothing to cast
+        b1 = b.param("linear_0.b_0", [H])
+        first = x
+        if p.get("first") == "black":  # exp: black-listed, so the add after it is fp32
+            first = b.var("exp_0.tmp_0", [B, H])
+            b.op("exp", {"X": [x]}, {"Out": [first]})
+        h = b.var("add_0.tmp_0", [B, H])
+        add = b.op("elementwise_add", {"X": [first], "Y": [b1]}, {"Out": [h]}, {"axis": -1})
+        h_g = b.mse_loss(h)
+        _register_loss_grads(b)
+        b1_g = b.grad_of(b1)
+        _grad(b, add, inputs={"Out@GRAD": [h_g]}, outputs={"X@GRAD": []})
+        b.params_grads.append((b1, b1_g))
+        b.fetches.append(b1_g.name)
+        return b.finish()
     w1 = b.param("linear_0.w_0", [H, F])
     b1 = b.param("linear_0.b_0", [F])
     w2 = b.param("linear_1.w_0", [F, H])
@@ -88,7 +97,24 @@ def _case(name, summary, expect, **params):
 
 
 CASES = [
-    _case("amp_mlp_bf16", "serial MLP, AMP O1 bfloat16",
-          Expect(True, "EQUIVALENT", "casts at the points the lists imply"),
-          amp_dtype="bfloat16"),
+    _case("amp_mlp_fp16", "serial MLP, AMP O1 float16, dynamic loss scaling 2^15",
+          Expect(True, "EQUIVALENT", "round_float16 exactly where the lists imply; "
+                 "the loss scale cancels"), amp_dtype="float16"),
+    _case("amp_mlp_bf16", "serial MLP, AMP O1 bfloat16, static loss scale 1",
+          Expect(True, "EQUIVALENT", "round_bfloat16 exactly where the lists imply"),
+          amp_dtype="bfloat16", init_loss_scaling=1.0, use_dynamic_loss_scaling=False),
+    _case("amp_no_white_op", "exp, bias add and MSE loss: no op on the white list",
+          Expect(False, "EQUIVALENT", "nothing computes in the low dtype: the pass must "
+                 "leave the program alone"),
+          amp_dtype="float16", white_ops=False, first="black", init_loss_scaling=1.0,
+          use_dynamic_loss_scaling=False),
+    _case("amp_gray_first", "bias add of the feed first (a gray op with no producer)",
+          Expect(False, "PASS_CRASHED",
+                 "3.3.1 leaves a gray op whose inputs are all feeds or parameters "
+                 "unclassified (no entry in _op_fp16_dict) and then asserts its grad "
+                 "op's forward op has one",
+                 evidence="the pass raises AssertionError at elementwise_sub_grad "
+                 "(traceback)"),
+          amp_dtype="float16", white_ops=False, init_loss_scaling=1.0,
+          use_dynamic_loss_scaling=False),
 ]

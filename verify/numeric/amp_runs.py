@@ -1,0 +1,196 @@
+"""Numeric runs of an AMP rewrite: the fp32 program with a rounding at each cast.
+
+This CPU build has no float16/bfloat16 matmul kernels, so the rewritten
+program is run EMULATED: every low-precision var held in float32, every
+``cast`` to the low dtype replaced by a cast to the low dtype and straight
+back to float32 (a real rounding by Paddle's own cast kernel), every
+``fill_constant`` of the low dtype filled in float32 and rounded the same
+way.  That is the model the value check (``verify/value/amp_rounding.py``)
+proves the rewrite equal to; here it runs with the real kernels, against the
+float32 original, on the same parameters and feeds
+(``verify/numeric/inputs.py``), one step, without the optimizer.
+
+Tolerance, per watched value v (``verify/numeric/compare.py``'s form with the
+low dtype's machine epsilon):
+
+    tol_i = 16 * eps(d) * sqrt(R_v * K) * (|ref_i| + rms(ref))
+
+where ``eps(float16) = 2^-10``, ``eps(bfloat16) = 2^-7``, ``R_v`` is the
+number of distinct roundings in v's term (the rounding points its op chain
+passes through, from the proof's own term) and ``K`` the largest matmul
+contraction dim (each rounded input enters a sum of K products).  A scale
+applied twice (a gradient 2^15 times too large) is far outside it; a missing
+cast is not (it only removes error): the value check decides those.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from verify.verdicts import CheckResult, Verdict
+
+from .compare import TensorDiff, tolerance
+
+KIND = "numeric"
+LOW = {"float16": 4, "bfloat16": 22}
+FP32 = 5
+
+
+def emulated(program, dtype: str):
+    """A clone of ``program`` whose low-precision casts round in float32."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    from paddle.base import core
+
+    prog = program.clone()
+    block = prog.global_block()
+    low = LOW[dtype]
+    low_t = core.VarDesc.VarType.FP16 if dtype == "float16" else core.VarDesc.VarType.BF16
+    for v in block.vars.values():
+        if v.dtype == low_t:
+            v.desc.set_dtype(core.VarDesc.VarType.FP32)
+    i = 0
+    while i < len(block.ops):
+        op = block.ops[i]
+        to_low = (op.type == "cast" and int(op.attr("out_dtype")) == low) or \
+            (op.type == "fill_constant" and int(op.attr("dtype")) == low)
+        if op.type == "cast" and int(op.attr("in_dtype")) == low:
+            op._set_attr("in_dtype", FP32)
+        if not to_low:
+            i += 1
+            continue
+        out = op.output("Out")[0]
+        tmp = block.create_var(name=f"{out}.emulated_round", shape=block.var(out).shape,
+                               dtype=paddle.float32)
+        op._set_attr("out_dtype" if op.type == "cast" else "dtype", FP32)
+        op.desc._rename_output(out, tmp.name)
+        mid = block.create_var(name=f"{out}.emulated_low", shape=block.var(out).shape,
+                               dtype=low_t)
+        block._insert_op(i + 1, type="cast", inputs={"X": [tmp]}, outputs={"Out": [mid]},
+                         attrs={"in_dtype": FP32, "out_dtype": low})
+        block._insert_op(i + 2, type="cast", inputs={"X": [mid]}, outputs={"Out": [out]},
+                         attrs={"in_dtype": low, "out_dtype": FP32})
+        i += 3
+    block._sync_with_cpp()
+    return prog
+
+
+def _run(rp, main, seed, startup=None):
+    """Fetch ``rp``'s watched values of one step of ``main`` (startup run first,
+    parameters and feeds from the seed)."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    from .inputs import feed_value, param_value
+
+    scope = paddle.static.Scope()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    watched = list(dict.fromkeys(list(rp.fetches) + ([rp.loss] if rp.loss else [])))
+    with paddle.static.scope_guard(scope):
+        exe.run(startup or rp.startup)
+        for p, _ in rp.params_grads:
+            scope.find_var(p.name).get_tensor().set(
+                param_value(seed, p.name, p.shape, "float32"), paddle.CPUPlace())
+        feed = {f.name: feed_value(seed, f.name, f.shape, f.dtype, 0, 0) for f in rp.feeds}
+        got = exe.run(main, feed=feed, fetch_list=watched)
+    return dict(zip(watched, [np.asarray(g) for g in got]))
+
+
+def contraction(snap) -> int:
+    """The largest matmul contraction dim of ``snap`` (1 without matmuls)."""
+    k = 1
+    for op in snap.ops:
+        if op.type in ("matmul_v2", "matmul", "mul"):
+            x = snap.var(op.inputs["X"][0])
+            if x is not None and x.shape:
+                k = max(k, abs(int(x.shape[-1])))
+    return k
+
+
+def rounding_depths(before, after, dtype, watched) -> dict:
+    """``{var: R_v}``: distinct roundings in each watched value's expected term."""
+    from verify.value.amp_rounding import Evaluator, amp_lists, expected_inputs, precisions
+
+    prec = precisions(before, amp_lists(dtype))
+    ev, held = Evaluator(before), set()
+    for op in before.ops:
+        low = bool(prec.get(op.idx))
+        ev.run(op, expected_inputs(ev, op, low, dtype, held))
+        for n in op.writes():
+            held.discard(n)
+            v = before.var(n)
+            if low and v is not None and "float32" in str(v.dtype):
+                held.add(n)
+
+    def count(t, seen):
+        if not isinstance(t, tuple) or id(t) in seen:
+            return 0
+        seen.add(id(t))
+        n = 1 if t and t[0] == "round" else 0
+        for part in t:
+            if isinstance(part, tuple):
+                n += count(part, seen)
+        return n
+    return {n: count(ev.env[n].t, set()) if n in ev.env else 0 for n in watched}
+
+
+def within(name, ref, cand, dtype, depth) -> TensorDiff:
+    """``cand`` against ``ref`` (float32 arrays) with the tolerance of the low
+    ``dtype`` at ``depth`` (``compare.tolerance``)."""
+    r = np.asarray(ref, dtype=np.float64)
+    c = np.asarray(cand, dtype=np.float64)
+    if r.shape != c.shape:
+        return TensorDiff(name, 0, dtype, list(r.shape), float("inf"), float("inf"), [], 0.0,
+                          0.0, 0.0, False, False, f"shape {list(c.shape)} differs")
+    diff = np.abs(r - c)
+    diff = np.where(np.isnan(r) != np.isnan(c), np.inf, np.nan_to_num(diff, nan=0.0))
+    tol = np.broadcast_to(tolerance(dtype, depth, r), r.shape)
+    if diff.size == 0:
+        return TensorDiff(name, 0, dtype, list(r.shape), 0.0, 0.0, [], 0.0, 0.0, 0.0, True, True)
+    flat = int(np.argmax(diff / tol))
+    idx = [int(i) for i in np.unravel_index(flat, diff.shape)] if diff.ndim else []
+    rel = diff / np.maximum(np.abs(r), 1e-30)
+    return TensorDiff(name, 0, dtype, list(r.shape), float(diff.reshape(-1)[flat]),
+                      float(rel.max()), idx, float(r.reshape(-1)[flat]),
+                      float(c.reshape(-1)[flat]), float(tol.reshape(-1)[flat]),
+                      bool(np.array_equal(r, c)), bool(np.all(diff <= tol)))
+
+
+def amp_numeric_checks(pass_name, case, outcomes, dtype, seed=0) -> list:
+    """One CheckResult per rank: the emulated rewrite against the float32 original."""
+    out = []
+    for o in outcomes:
+        where = f"{pass_name} on {case.name} rank {o.rank}"
+        try:
+            ref = _run(o.run.original, o.run.original.main, seed)
+            got = _run(o.run.original, emulated(o.run.rewritten.main, dtype), seed,
+                       o.run.rewritten.startup)
+        except Exception as exc:  # a program the emulation cannot run
+            out.append(CheckResult(KIND, "amp rounding run", o.rank, Verdict.INCONCLUSIVE,
+                                   f"{where}: the emulated run failed: {exc}"))
+            continue
+        k = contraction(o.before)
+        depths = rounding_depths(o.before, o.after, dtype, list(ref))
+        diffs = [within(n, ref[n], got[n], dtype, max(depths.get(n, 0), 1) * k) for n in ref]
+        bad = [d for d in diffs if not d.ok]
+        rule = (f"tol = 16 * eps({dtype}) * sqrt(R * K) * (|ref| + rms(ref)), R = roundings "
+                f"upstream of the value, K = {k}")
+        if bad:
+            d = max(bad, key=lambda x: x.max_abs / max(x.tol, 1e-300))
+            out.append(CheckResult(
+                KIND, "amp rounding run", o.rank, Verdict.NOT_EQUIVALENT,
+                f"{where}: {d.name} differs from the float32 run by {d.max_abs:.3g} at "
+                f"{d.worst_index} (tolerance {d.tol:.3g}: {rule})",
+                counterexample={"rank": o.rank, "var": d.name, "index": d.worst_index,
+                                "reference": d.reference, "candidate": d.candidate,
+                                "tolerance": d.tol},
+                details={"diffs": [x.to_dict() for x in diffs]}))
+        else:
+            worst = max(diffs, key=lambda x: x.max_abs / max(x.tol, 1e-300)) if diffs else None
+            out.append(CheckResult(
+                KIND, "amp rounding run", o.rank, Verdict.EQUIVALENT,
+                f"{where}: {len(diffs)} value(s) within the rounding tolerance of the float32 "
+                f"run ({rule})" + (f"; worst {worst.name}: {worst.max_abs:.3g} of "
+                                   f"{worst.tol:.3g}" if worst else ""),
+                details={"diffs": [x.to_dict() for x in diffs]}))
+    return out
