@@ -10,17 +10,21 @@ proves the rewrite equal to; here it runs with the real kernels, against the
 float32 original, on the same parameters and feeds
 (``verify/numeric/inputs.py``), one step, without the optimizer.
 
-Tolerance, per watched value v (``verify/numeric/compare.py``'s form with the
-low dtype's machine epsilon):
+Tolerance, per watched value v, a first-order rounding bound:
 
-    tol_i = 16 * eps(d) * sqrt(R_v * K) * (|ref_i| + rms(ref))
+    tol_i = 2 * u(d) * R_v * (|ref_i| + rms(ref))
 
-where ``eps(float16) = 2^-10``, ``eps(bfloat16) = 2^-7``, ``R_v`` is the
-number of distinct roundings in v's term (the rounding points its op chain
-passes through, from the proof's own term) and ``K`` the largest matmul
-contraction dim (each rounded input enters a sum of K products).  A scale
-applied twice (a gradient 2^15 times too large) is far outside it; a missing
-cast is not (it only removes error): the value check decides those.
+where ``u`` is the low dtype's unit roundoff (``u(float16) = 2^-11``,
+``u(bfloat16) = 2^-8``), ``R_v`` the number of distinct roundings in v's
+term (the rounding points its op chain passes through, from the proof's own
+term): each perturbs what flows into v by at most ``u`` relative, to first
+order, and ``rms(ref)`` stands for the magnitude of the terms a sum adds up
+(an element that cancels to near zero still carries their rounding); the 2
+covers second-order terms.  While ``2 u R_v < 1`` the bound is not vacuous
+(a zeroed, halved or sign-flipped value is outside it; ``tests/
+test_amp_rounding.py`` evaluates it on the real runs).  A scale applied
+twice (a gradient 2^15 times too large) is far outside it; a missing cast
+is not (it only removes error): the value check decides those.
 """
 from __future__ import annotations
 
@@ -28,10 +32,19 @@ import numpy as np
 
 from verify.verdicts import CheckResult, Verdict
 
-from .compare import TensorDiff, tolerance
+from .compare import TensorDiff
 
 KIND = "numeric"
 LOW = {"float16": 4, "bfloat16": 22}
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def tolerance(dtype: str, roundings: int, ref):
+    """Per-element tolerance of a value through ``roundings`` rounding points
+    (module docstring)."""
+    r = np.abs(np.asarray(ref, dtype=np.float64))
+    rms = float(np.sqrt(np.mean(r * r))) if r.size else 0.0
+    return 2.0 * UNIT_ROUNDOFF[dtype] * max(roundings, 1) * (r + rms)
 FP32 = 5
 
 
@@ -96,17 +109,6 @@ def _run(rp, main, seed, startup=None):
     return dict(zip(watched, [np.asarray(g) for g in got]))
 
 
-def contraction(snap) -> int:
-    """The largest matmul contraction dim of ``snap`` (1 without matmuls)."""
-    k = 1
-    for op in snap.ops:
-        if op.type in ("matmul_v2", "matmul", "mul"):
-            x = snap.var(op.inputs["X"][0])
-            if x is not None and x.shape:
-                k = max(k, abs(int(x.shape[-1])))
-    return k
-
-
 def rounding_depths(before, after, dtype, watched) -> dict:
     """``{var: R_v}``: distinct roundings in each watched value's expected term."""
     from verify.value.amp_rounding import Evaluator, amp_lists, expected_inputs, precisions
@@ -134,9 +136,8 @@ def rounding_depths(before, after, dtype, watched) -> dict:
     return {n: count(ev.env[n].t, set()) if n in ev.env else 0 for n in watched}
 
 
-def within(name, ref, cand, dtype, depth) -> TensorDiff:
-    """``cand`` against ``ref`` (float32 arrays) with the tolerance of the low
-    ``dtype`` at ``depth`` (``compare.tolerance``)."""
+def within(name, ref, cand, dtype, roundings) -> TensorDiff:
+    """``cand`` against ``ref`` (float32 arrays) within :func:`tolerance`."""
     r = np.asarray(ref, dtype=np.float64)
     c = np.asarray(cand, dtype=np.float64)
     if r.shape != c.shape:
@@ -144,7 +145,7 @@ def within(name, ref, cand, dtype, depth) -> TensorDiff:
                           0.0, 0.0, False, False, f"shape {list(c.shape)} differs")
     diff = np.abs(r - c)
     diff = np.where(np.isnan(r) != np.isnan(c), np.inf, np.nan_to_num(diff, nan=0.0))
-    tol = np.broadcast_to(tolerance(dtype, depth, r), r.shape)
+    tol = np.broadcast_to(tolerance(dtype, roundings, r), r.shape)
     if diff.size == 0:
         return TensorDiff(name, 0, dtype, list(r.shape), 0.0, 0.0, [], 0.0, 0.0, 0.0, True, True)
     flat = int(np.argmax(diff / tol))
@@ -169,12 +170,12 @@ def amp_numeric_checks(pass_name, case, outcomes, dtype, seed=0) -> list:
             out.append(CheckResult(KIND, "amp rounding run", o.rank, Verdict.INCONCLUSIVE,
                                    f"{where}: the emulated run failed: {exc}"))
             continue
-        k = contraction(o.before)
         depths = rounding_depths(o.before, o.after, dtype, list(ref))
-        diffs = [within(n, ref[n], got[n], dtype, max(depths.get(n, 0), 1) * k) for n in ref]
+        diffs = [within(n, ref[n], got[n], dtype, depths.get(n, 0)) for n in ref]
         bad = [d for d in diffs if not d.ok]
-        rule = (f"tol = 16 * eps({dtype}) * sqrt(R * K) * (|ref| + rms(ref)), R = roundings "
-                f"upstream of the value, K = {k}")
+        rule = (f"tol = 2 * u * R * (|ref| + rms(ref)), u = 2^{int(np.log2(UNIT_ROUNDOFF[dtype]))} "
+                f"({dtype}), R = roundings upstream of the value: "
+                + ", ".join(f"{n} {r}" for n, r in depths.items()))
         if bad:
             d = max(bad, key=lambda x: x.max_abs / max(x.tol, 1e-300))
             out.append(CheckResult(

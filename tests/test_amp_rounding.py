@@ -1,0 +1,208 @@
+"""AMP as rounding (verify/value/amp_rounding.py, verify/numeric/amp_runs.py):
+the real ``auto_parallel_amp`` is proved equal to the original with
+``round_<dtype>`` where Paddle's lists imply; a cast moved, a cast missing, a
+wrong dtype and a loss scale applied twice are refuted at the right point."""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import cases
+import passes
+from verify.ir.snapshot import ProgramSnapshot, from_programs
+from verify.value import amp_rounding as ar
+from verify.value.kernels import round_to
+from verify.verdicts import Verdict
+
+
+@pytest.fixture(scope="module")
+def applied():
+    """``{case: (run, before, after)}`` of the real pass on the AMP cases."""
+    adapter = passes.get("amp")
+    out = {}
+    for name in ("amp_mlp_fp16", "amp_mlp_bf16"):
+        run = adapter.apply_local(cases.all_cases()[name], 0)
+        assert run.error is None, run.error
+        out[name] = (run, from_programs(run.original.main, run.original.startup),
+                     from_programs(run.rewritten.main, run.rewritten.startup))
+    return out
+
+
+def _check(applied, name, after=None):
+    run, before, real = applied[name]
+    dtype = cases.all_cases()[name].params["amp_dtype"]
+    watched = list(dict.fromkeys(run.original.fetches + [run.original.loss]))
+    (res,) = ar.check_rank("auto_parallel_amp", name, 0, before, after or real, dtype, watched)
+    return res
+
+
+def _resequenced(snap, ops) -> ProgramSnapshot:
+    ops = [dataclasses.replace(o, idx=i) for i, o in enumerate(ops)]
+    return ProgramSnapshot(ops, snap.vars, snap.startup_ops, snap.feeds, snap.meta)
+
+
+def _reading(ops, op_type, slot, var):
+    return next(i for i, o in enumerate(ops) if o.type == op_type and var in o.inputs.get(slot, []))
+
+
+def _with_input(op, slot, old, new):
+    return dataclasses.replace(op, inputs={**op.inputs, slot: [new if n == old else n
+                                                                for n in op.inputs[slot]]})
+
+
+# -- the axioms and the real pass ------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rounding_axioms_hold_on_concrete_values(dtype):
+    """Idempotence and commuting with a power-of-two scale (in range), as the
+    model assumes, on the real rounding; fp16 and bf16 differ (no identity)."""
+    rng = np.random.default_rng(0)
+    top = 65504.0 if dtype == "float16" else 3.0e38
+    checked = 0
+    for x in rng.standard_normal(200) * 10:
+        x = Fraction(float(x))
+        r = round_to(x, dtype)
+        assert round_to(r, dtype) == r
+        assert round_to(r, "float32") == r  # a widening cast is the identity
+        for k in (1, 4, 15):
+            if abs(x) * 2 ** k < top and abs(x) > 2 ** -10:  # normal range: the axiom's
+                assert round_to(x * 2 ** k, dtype) == r * 2 ** k
+                checked += 1
+    assert checked > 300
+    assert round_to(Fraction(1) + Fraction(1, 512), "float16") != \
+        round_to(Fraction(1) + Fraction(1, 512), "bfloat16")
+
+
+@pytest.mark.parametrize("name", ["amp_mlp_fp16", "amp_mlp_bf16"])
+def test_real_pass_is_the_original_with_roundings(applied, name):
+    res = _check(applied, name)
+    assert res.verdict == Verdict.EQUIVALENT, res.message
+    assert res.details["rounded_inputs"] == 11  # x, W1, b1, W2, target, dloss.diff + grads' reads
+
+
+def test_expected_points_come_from_paddles_lists(applied):
+    """The gray add after the white matmul is low; the loss's square is fp32."""
+    _, before, _ = applied["amp_mlp_fp16"]
+    prec = ar.precisions(before, ar.amp_lists("float16"))
+    by_type = {}
+    for op in before.ops:
+        by_type.setdefault(op.type, prec.get(op.idx))
+    assert by_type["matmul_v2"] is True and by_type["elementwise_add"] is True
+    assert by_type["relu"] is True and by_type["square"] is False
+    assert by_type["matmul_v2_grad"] is True and by_type["square_grad"] is False
+
+
+# -- broken rewrites --------------------------------------------------------
+def test_missing_cast_is_refuted_at_its_reader(applied):
+    _, _, after = applied["amp_mlp_fp16"]
+    ops = list(after.ops)
+    i = _reading(ops, "elementwise_sub", "Y", "loss.target.cast_fp16")
+    ops[i] = _with_input(ops[i], "Y", "loss.target.cast_fp16", "loss.target")
+    res = _check(applied, "amp_mlp_fp16", _resequenced(after, ops))
+    assert res.verdict == Verdict.NOT_EQUIVALENT
+    cex = res.counterexample
+    assert (cex["op_index"], cex["op_type"], cex["slot"], cex["var"]) == \
+        (i, "elementwise_sub", "Y", "loss.target")
+    assert cex["expected"] == "round_float16(loss.target)" and cex["found"] == "loss.target"
+    assert "input" in cex["witness"]  # a value the rounding changes
+
+
+def test_cast_moved_to_the_wrong_place_is_refuted(applied):
+    """The bias's cast moved from the add's input to the relu's input."""
+    _, _, after = applied["amp_mlp_fp16"]
+    ops = list(after.ops)
+    c = next(i for i, o in enumerate(ops) if o.type == "cast"
+             and o.inputs["X"] == ["linear_0.b_0"])
+    cast = ops.pop(c)
+    add = _reading(ops, "elementwise_add", "Y", "linear_0.b_0.cast_fp16")
+    ops[add] = _with_input(ops[add], "Y", "linear_0.b_0.cast_fp16", "linear_0.b_0")
+    moved = dataclasses.replace(cast, inputs={"X": ["linear_0.tmp_1"]},
+                                outputs={"Out": ["linear_0.tmp_1.cast_fp16"]})
+    ops.insert(add + 1, moved)
+    relu = _reading(ops, "relu", "X", "linear_0.tmp_1")
+    ops[relu] = _with_input(ops[relu], "X", "linear_0.tmp_1", "linear_0.tmp_1.cast_fp16")
+    res = _check(applied, "amp_mlp_fp16", _resequenced(after, ops))
+    assert res.verdict == Verdict.NOT_EQUIVALENT
+    cex = res.counterexample
+    assert (cex["op_index"], cex["op_type"], cex["slot"], cex["var"]) == \
+        (add, "elementwise_add", "Y", "linear_0.b_0")
+
+
+def test_wrong_dtype_is_refuted_with_a_witness(applied):
+    """float16 where the bf16 lists imply bfloat16 (the cast of x)."""
+    _, _, after = applied["amp_mlp_bf16"]
+    ops = list(after.ops)
+    c = next(i for i, o in enumerate(ops) if o.type == "cast" and o.inputs["X"] == ["x"])
+    ops[c] = dataclasses.replace(ops[c], attrs={**ops[c].attrs, "out_dtype": 4})
+    res = _check(applied, "amp_mlp_bf16", _resequenced(after, ops))
+    assert res.verdict == Verdict.NOT_EQUIVALENT
+    cex = res.counterexample
+    assert (cex["op_type"], cex["slot"], cex["var"]) == ("matmul_v2", "X", "x.cast_bf16")
+    assert cex["expected"] == "round_bfloat16(x)" and cex["found"] == "round_float16(x)"
+    w = cex["witness"]
+    x = Fraction(w["input"])
+    assert round_to(x, "bfloat16") != round_to(x, "float16")
+
+
+def _scale_twice(main, startup, snap, rank):
+    """Multiply the loss's grad by the loss scale once more (in place)."""
+    block = main.global_block()
+    i = next(i for i, op in enumerate(block.ops) if op.type == "elementwise_mul_grad")
+    g = block.ops[i].output("X@GRAD")[0]
+    s = block.ops[i].input("Y")[0]
+    block._insert_op(i + 1, type="elementwise_mul", inputs={"X": [g], "Y": [s]},
+                     outputs={"Out": [g]}, attrs={"axis": -1, "op_role": 1})
+    block._sync_with_cpp()
+    return None
+
+
+def test_loss_scale_applied_twice_is_refuted_by_value_and_run():
+    from verify.engine.application import run_application
+    from verify.engine.matrix_runner import pick_backend
+
+    case = cases.all_cases()["amp_mlp_fp16"]
+    adapter = passes.get("amp")
+    app = run_application(adapter, case, numeric=pick_backend("simulated")[1],
+                          mutator=(0, _scale_twice))
+    value = [c for c in app.checks if c.kind == "value"]
+    numeric = [c for c in app.checks if c.kind == "numeric"]
+    assert [c.verdict for c in value] == [Verdict.NOT_EQUIVALENT]
+    cex = value[0].counterexample
+    assert cex["var"].endswith("@GRAD")
+    assert cex["witness"]["loss_scale_exponent"] == {"expected": 0, "found": 1}
+    assert [c.verdict for c in numeric] == [Verdict.NOT_EQUIVALENT]
+    assert "tol = 2 * u * R" in numeric[0].message and "2^-11" in numeric[0].message
+
+
+def test_real_pass_runs_within_the_rounding_tolerance():
+    """The emulated AMP run against fp32 is within the stated tolerance, and
+    the tolerance is not vacuous: the bf16 error is a real nonzero share of it."""
+    from verify.engine.application import run_application
+    from verify.engine.matrix_runner import pick_backend
+
+    for name in ("amp_mlp_fp16", "amp_mlp_bf16"):
+        app = run_application(passes.get("amp"), cases.all_cases()[name],
+                              numeric=pick_backend("simulated")[1])
+        (num,) = [c for c in app.checks if c.kind == "numeric"]
+        assert num.verdict == Verdict.EQUIVALENT, num.message
+        diffs = num.details["diffs"]
+        assert any(d["max_abs"] > 0 for d in diffs)  # the roundings did round
+        # the bound is used (the roundings show) yet leaves room
+        assert 0.005 < max(d["max_abs"] / d["tol"] for d in diffs) < 0.5
+        assert app.verdict == Verdict.EQUIVALENT
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rounding_tolerance_is_not_vacuous(dtype):
+    """Evaluated on concrete values: through the 11 roundings of the deepest
+    watched gradient, a zeroed or halved tensor is outside the tolerance,
+    a value rounded once per point is inside it."""
+    from verify.numeric.amp_runs import UNIT_ROUNDOFF, tolerance
+
+    ref = np.random.default_rng(1).standard_normal(64)
+    tol = tolerance(dtype, 11, ref)
+    assert np.any(np.abs(ref) > tol) and np.any(np.abs(ref / 2) > tol)
+    off = ref * (1 + UNIT_ROUNDOFF[dtype]) ** 11  # every rounding at its worst, compounded
+    assert np.all(np.abs(off - ref) <= tol)
