@@ -7,7 +7,7 @@ op's precision)::
 
     h1   = matmul_v2(x, W1)            # white: x, W1 rounded to the low dtype
     h2   = elementwise_add(h1, b1)     # gray after a white op: b1 rounded
-    a    = relu(h2)                    # gray
+    a    = tanh(h2)                    # gray (smooth: params["act"] = "relu" for a kink)
     out  = matmul_v2(a, W2)            # white
     loss = mean(square(out - target))  # black / unlisted: fp32
     backward, then sgd on every parameter
@@ -61,8 +61,9 @@ def build(case: Case, rank: int):
                {"trans_x": False, "trans_y": False})
     h2 = b.var("linear_0.tmp_1", [B, F])
     add = b.op("elementwise_add", {"X": [h1], "Y": [b1]}, {"Out": [h2]}, {"axis": -1})
-    a = b.var("relu_0.tmp_0", [B, F])
-    relu = b.op("relu", {"X": [h2]}, {"Out": [a]})
+    act = p.get("act", "tanh")
+    a = b.var(f"{act}_0.tmp_0", [B, F])
+    act_op = b.op(act, {"X": [h2]}, {"Out": [a]})
     out = b.var("linear_1.tmp_0", [B, H])
     mm2 = b.op("matmul_v2", {"X": [a], "Y": [w2]}, {"Out": [out]},
                {"trans_x": False, "trans_y": False})
@@ -72,7 +73,7 @@ def build(case: Case, rank: int):
     w2_g = b.grad_of(w2)
     _grad(b, mm2, inputs={"Out@GRAD": [out_g]})
     b.grad_of(h2)
-    _grad(b, relu)
+    _grad(b, act_op)
     b.grad_of(h1)
     b1_g = b.grad_of(b1)
     _grad(b, add)
@@ -94,8 +95,10 @@ def _register_loss_grads(b):
 
 
 def _case(name, summary, expect, **params):
+    # paired with the AMP pass only: the serial, pre-partition program is
+    # what the planner hands it, and no other pass under test meets
     return Case(name=name, family="amp", summary=summary, mesh=[0], builder=build,
-                expect={AMP: expect}, rings={}, params=params)
+                expect={AMP: expect}, rings={}, params={"only_pass": AMP, **params})
 
 
 CASES = [
