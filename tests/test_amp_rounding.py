@@ -225,3 +225,41 @@ def test_a_kink_makes_an_out_of_bound_run_inconclusive_not_a_refutation():
     (val,) = [c for c in app.checks if c.kind == "value"]
     assert num.verdict == Verdict.INCONCLUSIVE and "relu" in num.message
     assert val.verdict == Verdict.EQUIVALENT
+
+
+def test_casts_model_rounding_only_where_values_can_change():
+    """float16 -> float32 is the identity, float64 -> float32 is not, float32
+    -> bfloat16 after float32 -> float16 is two roundings (no shortcut)."""
+    from verify.ir.snapshot import Op
+
+    snap = ProgramSnapshot([], {})
+    ev = ar.Evaluator(snap)
+
+    def cast(x, src, dst, out):
+        ev.run(Op(0, "cast", {"X": [x]}, {"Out": [out]}, {"in_dtype": src, "out_dtype": dst}))
+        return ev.env[out]
+
+    a = ev.read("a")
+    assert cast("a", 4, 5, "up") == a
+    assert cast("a", 6, 5, "down") != a
+    h = cast("a", 5, 4, "h")
+    assert cast("h", 4, 4, "h2") == h  # idempotent
+    assert ar.roundings(cast("h", 4, 22, "hb").t) == ["bfloat16", "float16"]
+
+
+def test_unscaled_by_another_variable_is_not_trusted(applied):
+    """check_finite_and_unscale dividing by a variable that is not the one the
+    loss was multiplied by (even if equal in value): the watched grads are
+    refuted, never proved by assuming the two scales cancel."""
+    _, _, after = applied["amp_mlp_fp16"]
+    ops = list(after.ops)
+    i = next(i for i, o in enumerate(ops) if o.type == "check_finite_and_unscale")
+    (s,) = ops[i].inputs["Scale"]
+    ops[i] = _with_input(ops[i], "Scale", s, "other_scale")
+    init = next(o for o in after.startup_ops if s in o.writes())
+    startup = list(after.startup_ops) + [dataclasses.replace(
+        init, outputs={"Out": ["other_scale"]})]
+    snap = ProgramSnapshot(ops, after.vars, startup, after.feeds, after.meta)
+    res = _check(applied, "amp_mlp_fp16", snap)
+    assert res.verdict == Verdict.NOT_EQUIVALENT
+    assert res.counterexample["var"].endswith("@GRAD")

@@ -120,18 +120,15 @@ def _run(rp, main, seed, startup=None):
 
 def rounding_depths(before, after, dtype, watched) -> dict:
     """``{var: R_v}``: distinct roundings in each watched value's expected term."""
-    from verify.value.amp_rounding import Evaluator, amp_lists, expected_inputs, precisions
+    from verify.value.amp_rounding import (Evaluator, amp_lists, expected_inputs, held_after,
+                                           precisions)
 
     prec = precisions(before, amp_lists(dtype))
     ev, held = Evaluator(before), set()
     for op in before.ops:
         low = bool(prec.get(op.idx))
         ev.run(op, expected_inputs(ev, op, low, dtype, held))
-        for n in op.writes():
-            held.discard(n)
-            v = before.var(n)
-            if low and v is not None and "float32" in str(v.dtype):
-                held.add(n)
+        held_after(op, low, before, held)
 
     def count(t, seen):
         if not isinstance(t, tuple) or id(t) in seen:

@@ -63,6 +63,7 @@ WIDE = ("float32", "float64")
 _BOOKKEEPING = {"op_role", "op_role_var", "op_namescope", "op_device", "with_quant_attr",
                 "op_callstack", "use_mkldnn", "mkldnn_data_type"}
 _BACKWARD, _OPTIMIZE = 1, 2
+_LINEAR = frozenset({"sum", "assign"})  # backward ops linear in every input
 
 
 class Unsupported(Exception):
@@ -167,7 +168,8 @@ class Evaluator:
             x = ins["X"][0]
             src = dtype_name(op.attrs.get("in_dtype"))
             dst = dtype_name(op.attrs.get("out_dtype"))
-            if src in LOW + WIDE and dst in WIDE:
+            if src in LOW + WIDE and (dst == "float64" or dst == "float32" and
+                                      src != "float64"):
                 return x  # widening: the identity on the (rounded) value
             if src in LOW + WIDE and dst in LOW:
                 return Val(x.k, round_term(dst, x.t))  # round_d(S^k t) = S^k round_d(t)
@@ -194,11 +196,14 @@ class Evaluator:
                 return Val(x.k - 1, x.t)
         if t == "update_loss_scaling" and slot == "Out":
             return ins["X"][j]  # no overflow this step: X passes through
-        if _is_grad(op):
-            gk = {v.k for s, vs in ins.items() if s.endswith("@GRAD") for v in vs}
+        if _is_grad(op) and (t.endswith("_grad") or t in _LINEAR):
+            # a grad op is linear in its incoming grads (dX = J^T dOut); a sum
+            # or a copy in all its inputs
+            lin = (lambda s: s.endswith("@GRAD")) if t.endswith("_grad") else (lambda s: True)
+            gk = {v.k for s, vs in ins.items() if lin(s) for v in vs}
             if len(gk) == 1:  # linear in the incoming grads: their scale carries through
                 k = gk.pop()
-                args = tuple((s, tuple((0, v.t) if s.endswith("@GRAD") else v.key()
+                args = tuple((s, tuple((0, v.t) if lin(s) else v.key()
                                        for v in vs)) for s, vs in ins.items())
                 return Val(k, ("op", t, _attrs_key(op), slot, j, args))
         args = tuple((s, tuple(v.key() for v in vs)) for s, vs in ins.items())
@@ -211,6 +216,8 @@ def scale_vars(snap) -> set:
     would not commute with the scale)."""
     names = {n for op in snap.ops if op.type == "check_finite_and_unscale"
              for n in op.inputs.get("Scale", [])}
+    if len(names) > 1:  # one symbol S stands for one value
+        raise Unsupported(f"{len(names)} loss-scale variables ({', '.join(sorted(names))})")
     for n in names:
         init = [o for o in snap.startup_ops if n in o.writes()]
         if len(init) != 1 or init[0].type != "fill_constant":
@@ -281,6 +288,23 @@ def precisions(snap, lists) -> dict:
         for n in op.writes():
             producer[n] = op
     return prec
+
+
+def _keep_fp32_output(op, slot) -> bool:
+    from paddle.static.amp.fp16_utils import _keep_fp32_output
+
+    return bool(_keep_fp32_output(op, slot))
+
+
+def held_after(op, low, snap, held) -> None:
+    """Update ``held`` (values already in the low dtype) after ``op``: its
+    float32 outputs are low when it computes in the low dtype, except the
+    slots Paddle keeps in float32."""
+    for slot, names in op.outputs.items():
+        for n in names:
+            held.discard(n)
+            if low and _float32(snap, n) and not _keep_fp32_output(op, slot):
+                held.add(n)
 
 
 def _float32(snap, name) -> bool:
@@ -380,10 +404,7 @@ def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=
             ins = expected_inputs(exp, op, low, dtype, held)
             exp_reads[op.idx] = ins
             exp.run(op, ins)
-            for n in op.writes():
-                held.discard(n)
-                if low and _float32(before, n):
-                    held.add(n)
+            held_after(op, low, before, held)
         rew = Evaluator(after, scale_vars(after))
         pairs = pair_ops(before, after)
         first = None
