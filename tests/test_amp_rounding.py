@@ -263,3 +263,16 @@ def test_unscaled_by_another_variable_is_not_trusted(applied):
     res = _check(applied, "amp_mlp_fp16", snap)
     assert res.verdict == Verdict.NOT_EQUIVALENT
     assert res.counterexample["var"].endswith("@GRAD")
+
+
+def test_grads_pass_update_loss_scaling_only_under_the_overflow_flag(applied):
+    """update_loss_scaling zeroes its X when FoundInfinite is true: fed a flag
+    that is not the unscale's, the pass-through is not assumed (refuted)."""
+    _, _, after = applied["amp_mlp_fp16"]
+    ops = list(after.ops)
+    i = next(i for i, o in enumerate(ops) if o.type == "update_loss_scaling")
+    (flag,) = ops[i].inputs["FoundInfinite"]
+    ops[i] = _with_input(ops[i], "FoundInfinite", flag, "some_other_flag")
+    res = _check(applied, "amp_mlp_fp16", _resequenced(after, ops))
+    assert res.verdict == Verdict.NOT_EQUIVALENT
+    assert res.counterexample["var"].endswith("@GRAD")

@@ -18,15 +18,18 @@ on plain snapshots, by executing both programs into hash-consed terms:
   loss-scaling variable (the ``Scale`` of ``check_finite_and_unscale``, set by
   the startup to a power of two).  ``elementwise_mul`` by ``S`` (the scaled
   loss) and ``elementwise_mul_grad`` with ``Y = S`` raise ``k`` by one,
-  ``check_finite_and_unscale`` lowers it by one, a grad op is linear in its
-  ``@GRAD`` inputs (their common ``k`` carries through), and
+  ``check_finite_and_unscale`` lowers it by one, a backward ``*_grad`` op is
+  linear in its ``@GRAD`` inputs and a backward ``sum``/``assign`` in all
+  (their common ``k`` carries through; any other op reading a scaled value
+  keeps ``k`` inside its term, so it can only differ), and
   ``round_d(S^k t) = S^k round_d(t)`` (axiom: exact for a power of two
   absent overflow and underflow).  ``update_loss_scaling`` passes its ``X``
-  through (the step where no value overflowed: ``FoundInfinite`` false).
+  through when its ``FoundInfinite`` is the unscale's overflow flag (the
+  step where no value overflowed: the flag false).
   A scale applied twice leaves ``k = 1`` at the watched gradient: refuted.
 
 The EXPECTED values are the ORIGINAL program's with ``round_<dtype>``
-applied where the lists imply (:func:`precisions`, :func:`expected_run`):
+applied where the lists imply (:func:`precisions`, :func:`expected_inputs`):
 a white op (and a gray op whose producers are white and none black) computes
 in the low dtype, so each of its float32 inputs (the slots Paddle keeps in
 float32 aside) is rounded; a black op, an unlisted op, or a gray op after a
@@ -46,8 +49,13 @@ on which the two roundings differ (computed with the real rounding of
 ``verify/value/kernels.py``).
 
 What it does not claim: the values of the low-precision kernels themselves
-(an fp16 matmul is modelled as the fp32 matmul of its rounded inputs, as the
-task's model states); steps in which a scaled value overflows.
+(an fp16 matmul is modelled as the fp32 matmul of its rounded inputs: the
+model "the fp32 program with a rounding at each cast"); steps in which a
+scaled value overflows or underflows; the startup program (its values are
+the main program's inputs, the same symbols on both sides; only the loss
+scale's initial value is read, to be a power of two); the loss-scale state
+``update_loss_scaling`` writes for the next step; Paddle's custom lists,
+``black_varnames`` and per-op ``amp_options`` (the adapter passes none).
 """
 from __future__ import annotations
 
@@ -194,7 +202,8 @@ class Evaluator:
             if s is not None and s.t == ("one",) and s.k == 1:
                 x = ins["X"][j]
                 return Val(x.k - 1, x.t)
-        if t == "update_loss_scaling" and slot == "Out":
+        if t == "update_loss_scaling" and slot == "Out" and \
+                all(overflow_flag(v.t) for v in ins.get("FoundInfinite", [])):
             return ins["X"][j]  # no overflow this step: X passes through
         if _is_grad(op) and (t.endswith("_grad") or t in _LINEAR):
             # a grad op is linear in its incoming grads (dX = J^T dOut); a sum
@@ -208,6 +217,22 @@ class Evaluator:
                 return Val(k, ("op", t, _attrs_key(op), slot, j, args))
         args = tuple((s, tuple(v.key() for v in vs)) for s, vs in ins.items())
         return Val(0, ("op", t, _attrs_key(op), slot, j, args))
+
+
+def overflow_flag(t) -> bool:
+    """Whether term ``t`` is the overflow flag of unscaled gradients: a
+    ``FoundInfinite`` of ``check_finite_and_unscale``, or an any/or/concat
+    of such flags.  Only then is "no overflow this step" the condition under
+    which ``update_loss_scaling`` passes its ``X`` through."""
+    if not (isinstance(t, tuple) and t and t[0] == "op"):
+        return False
+    if t[1] == "check_finite_and_unscale":
+        return t[3] == "FoundInfinite"
+    if t[1] in ("reduce_any", "concat", "logical_or"):
+        args = [v[1] for s, vs in t[5] if s not in ("AxisTensor", "AxisTensorList")
+                for v in vs]
+        return bool(args) and all(overflow_flag(a) for a in args)
+    return False
 
 
 def scale_vars(snap) -> set:
