@@ -108,6 +108,11 @@ CASES = [
     _case("amp_mlp_bf16", "serial MLP, AMP O1 bfloat16, static loss scale 1",
           Expect(True, "EQUIVALENT", "round_bfloat16 exactly where the lists imply"),
           amp_dtype="bfloat16", init_loss_scaling=1.0, use_dynamic_loss_scaling=False),
+    _case("amp_mlp_fp16_black_act", "serial MLP whose activation is exp (black-listed), "
+          "AMP O1 float16: the second matmul rounds an fp32 value",
+          Expect(True, "EQUIVALENT", "a white op after a black one rounds its input; the "
+                 "black op widens the white one's output (the identity)"),
+          amp_dtype="float16", act="exp"),
     _case("amp_no_white_op", "exp, bias add and MSE loss: no op on the white list",
           Expect(False, "EQUIVALENT", "nothing computes in the low dtype: the pass must "
                  "leave the program alone"),

@@ -23,7 +23,7 @@ def applied():
     """``{case: (run, before, after)}`` of the real pass on the AMP cases."""
     adapter = passes.get("amp")
     out = {}
-    for name in ("amp_mlp_fp16", "amp_mlp_bf16"):
+    for name in ("amp_mlp_fp16", "amp_mlp_bf16", "amp_mlp_fp16_black_act"):
         run = adapter.apply_local(cases.all_cases()[name], 0)
         assert run.error is None, run.error
         out[name] = (run, from_programs(run.original.main, run.original.startup),
@@ -75,11 +75,14 @@ def test_rounding_axioms_hold_on_concrete_values(dtype):
         round_to(Fraction(1) + Fraction(1, 512), "bfloat16")
 
 
-@pytest.mark.parametrize("name", ["amp_mlp_fp16", "amp_mlp_bf16"])
-def test_real_pass_is_the_original_with_roundings(applied, name):
+@pytest.mark.parametrize("name,rounded", [("amp_mlp_fp16", 11), ("amp_mlp_bf16", 11),
+                                           ("amp_mlp_fp16_black_act", 14)])
+def test_real_pass_is_the_original_with_roundings(applied, name, rounded):
+    """Forward reads x, W1, b1, W2, target (+ the black exp's output); the
+    grad ops read them again and the fp32 square_grad's (and exp_grad's) dX."""
     res = _check(applied, name)
     assert res.verdict == Verdict.EQUIVALENT, res.message
-    assert res.details["rounded_inputs"] == 11  # x, W1, b1, W2, target, dloss.diff + grads' reads
+    assert res.details["rounded_inputs"] == rounded
 
 
 def test_expected_points_come_from_paddles_lists(applied):
