@@ -124,7 +124,10 @@ CASES = [
                  "unclassified (no entry in _op_fp16_dict) and then asserts its grad "
                  "op's forward op has one",
                  evidence="the pass raises AssertionError at elementwise_sub_grad "
-                 "(traceback)"),
+                 "(traceback); Paddle's own planner raises the same way: a legacy "
+                 "auto.Engine with strategy.amp (O1, float16) planning fc(x + b) on one "
+                 "CPU rank raises AssertionError at elementwise_add_grad in "
+                 "engine.prepare (reproduced on 3.3.1), while fc(x) + b plans"),
           amp_dtype="float16", white_ops=False, init_loss_scaling=1.0,
           use_dynamic_loss_scaling=False),
 ]
