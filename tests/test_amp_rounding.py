@@ -247,7 +247,7 @@ def test_casts_model_rounding_only_where_values_can_change():
     assert cast("a", 6, 5, "down") != a
     h = cast("a", 5, 4, "h")
     assert cast("h", 4, 4, "h2") == h  # idempotent
-    assert ar.roundings(cast("h", 4, 22, "hb").t) == ["bfloat16", "float16"]
+    assert ev.terms.roundings(cast("h", 4, 22, "hb").t) == ["bfloat16", "float16"]
 
 
 def test_unscaled_by_another_variable_is_not_trusted(applied):

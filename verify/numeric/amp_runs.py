@@ -120,26 +120,10 @@ def _run(rp, main, seed, startup=None):
 
 def rounding_depths(before, after, dtype, watched) -> dict:
     """``{var: R_v}``: distinct roundings in each watched value's expected term."""
-    from verify.value.amp_rounding import (Evaluator, amp_lists, expected_inputs, held_after,
-                                           precisions)
+    from verify.value.amp_rounding import expected_run
 
-    prec = precisions(before, amp_lists(dtype))
-    ev, held = Evaluator(before), set()
-    for op in before.ops:
-        low = bool(prec.get(op.idx))
-        ev.run(op, expected_inputs(ev, op, low, dtype, held))
-        held_after(op, low, before, held)
-
-    def count(t, seen):
-        if not isinstance(t, tuple) or id(t) in seen:
-            return 0
-        seen.add(id(t))
-        n = 1 if t and t[0] == "round" else 0
-        for part in t:
-            if isinstance(part, tuple):
-                n += count(part, seen)
-        return n
-    return {n: count(ev.env[n].t, set()) if n in ev.env else 0 for n in watched}
+    ev, _ = expected_run(before, dtype)
+    return {n: ev.terms.rounding_count(ev.env[n].t) if n in ev.env else 0 for n in watched}
 
 
 def within(name, ref, cand, dtype, roundings) -> TensorDiff:

@@ -29,7 +29,7 @@ on plain snapshots, by executing both programs into hash-consed terms:
   A scale applied twice leaves ``k = 1`` at the watched gradient: refuted.
 
 The EXPECTED values are the ORIGINAL program's with ``round_<dtype>``
-applied where the lists imply (:func:`precisions`, :func:`expected_inputs`):
+applied where the lists imply (:func:`expected_run`):
 a white op (and a gray op whose producers are white and none black) computes
 in the low dtype, so each of its float32 inputs (the slots Paddle keeps in
 float32 aside) is rounded; a black op, an unlisted op, or a gray op after a
@@ -79,8 +79,92 @@ class Unsupported(Exception):
 
 
 # -- terms ----------------------------------------------------------------
+class Terms:
+    """Hash-consed terms: each node a tuple over child ids, each id an int, so
+    equal terms are equal ids (a comparison costs nothing however deep the
+    term, and a program's shared values stay shared)::
+
+        ("in", name)          an input of the main program
+        ("one",)              1 (the loss scale is S^1 * 1)
+        ("round", d, t)       round_d(t)
+        ("op", type, attrs, out slot, j, ((slot, ((k, t), ...)), ...))
+    """
+
+    def __init__(self):
+        self.ids = {}
+        self.nodes = []
+
+    def mk(self, node) -> int:
+        i = self.ids.get(node)
+        if i is None:
+            i = self.ids[node] = len(self.nodes)
+            self.nodes.append(node)
+        return i
+
+    def round(self, d: str, t: int) -> int:
+        """``round_d(t)``, idempotent: ``round_d(round_d(x)) = round_d(x)``."""
+        if self.nodes[t][:2] == ("round", d):
+            return t
+        return self.mk(("round", d, t))
+
+    def roundings(self, t: int) -> list:
+        """The roundings at the top of ``t``, outermost first (``["float16"]``)."""
+        out = []
+        while self.nodes[t][0] == "round":
+            out.append(self.nodes[t][1])
+            t = self.nodes[t][2]
+        return out
+
+    def describe(self, t: int, depth=2) -> str:
+        """A short human rendering of a term."""
+        n = self.nodes[t]
+        if n[0] == "in":
+            return n[1]
+        if n[0] == "one":
+            return "1"
+        if n[0] == "round":
+            return f"round_{n[1]}({self.describe(n[2], depth)})"
+        if depth <= 0:
+            return f"{n[1]}(...)"
+        return f"{n[1]}.{n[3]}[{n[4]}](" + ", ".join(
+            f"{s}=" + ",".join(self.describe(c, depth - 1) + (f"*S^{k}" if k else "")
+                               for k, c in vs) for s, vs in n[5]) + ")"
+
+    def overflow_flag(self, t: int) -> bool:
+        """Whether ``t`` is the overflow flag of unscaled gradients: a
+        ``FoundInfinite`` of ``check_finite_and_unscale``, or an any/or/concat
+        of such flags.  Only then is "no overflow this step" the condition
+        under which ``update_loss_scaling`` passes its ``X`` through."""
+        n = self.nodes[t]
+        if n[0] != "op":
+            return False
+        if n[1] == "check_finite_and_unscale":
+            return n[3] == "FoundInfinite"
+        if n[1] in ("reduce_any", "concat", "logical_or"):
+            args = [c for s, vs in n[5] if s not in ("AxisTensor", "AxisTensorList")
+                    for _, c in vs]
+            return bool(args) and all(self.overflow_flag(c) for c in args)
+        return False
+
+    def rounding_count(self, t: int) -> int:
+        """Distinct roundings ``t`` depends on."""
+        seen, todo, count = set(), [t], 0
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            n = self.nodes[i]
+            if n[0] == "round":
+                count += 1
+                todo.append(n[2])
+            elif n[0] == "op":
+                todo += [c for _, vs in n[5] for _, c in vs]
+        return count
+
+
 class Val:
-    """``S^k * term``: a term (nested tuples) and its loss-scale exponent."""
+    """``S^k * t``: a term id of a :class:`Terms` and its loss-scale exponent."""
 
     __slots__ = ("k", "t")
 
@@ -97,40 +181,7 @@ class Val:
         return hash(self.key())
 
     def __repr__(self):
-        return f"Val({self.k}, {describe(self.t)})"
-
-
-def round_term(d: str, t):
-    """``round_d(t)``, idempotent: ``round_d(round_d(x)) = round_d(x)``."""
-    if isinstance(t, tuple) and t[:2] == ("round", d):
-        return t
-    return ("round", d, t)
-
-
-def roundings(t) -> list:
-    """The roundings at the top of ``t``, outermost first (``["float16"]``)."""
-    out = []
-    while isinstance(t, tuple) and t and t[0] == "round":
-        out.append(t[1])
-        t = t[2]
-    return out
-
-
-def describe(t, depth=2) -> str:
-    """A short human rendering of a term."""
-    if not isinstance(t, tuple):
-        return repr(t)
-    if t[0] == "in":
-        return t[1]
-    if t[0] == "round":
-        return f"round_{t[1]}({describe(t[2], depth)})"
-    if t[0] == "op":
-        if depth <= 0:
-            return f"{t[1]}(...)"
-        return f"{t[1]}.{t[3]}[{t[4]}](" + ", ".join(
-            f"{s}=" + ",".join(describe(v[1], depth - 1) + (f"*S^{v[0]}" if v[0] else "")
-                               for v in vs) for s, vs in t[5]) + ")"
-    return repr(t)
+        return f"Val({self.k}, #{self.t})"
 
 
 def _attrs_key(op) -> tuple:
@@ -145,18 +196,24 @@ def _is_grad(op) -> bool:
 class Evaluator:
     """Executes one snapshot's ops into :class:`Val` s (an env by var name)."""
 
-    def __init__(self, snap, scale_vars=frozenset()):
+    def __init__(self, snap, scale_vars=frozenset(), terms=None):
         self.snap = snap
         self.env = {}
         self.scale_vars = set(scale_vars)  # vars holding the loss scale S
+        self.terms = terms if terms is not None else Terms()  # shared: equal terms, equal ids
+        self.one = self.terms.mk(("one",))
+
+    def show(self, v) -> str:
+        """``v`` in words."""
+        return self.terms.describe(v.t) + (f" * S^{v.k}" if v.k else "")
 
     def read(self, name) -> Val:
         v = self.env.get(name)
         if v is None:
             if name in self.scale_vars:
-                v = Val(1, ("one",))  # S = S^1 * 1
+                v = Val(1, self.one)  # S = S^1 * 1
             else:
-                v = Val(0, ("in", name))
+                v = Val(0, self.terms.mk(("in", name)))
             self.env[name] = v
         return v
 
@@ -180,30 +237,30 @@ class Evaluator:
                                       src != "float64"):
                 return x  # widening: the identity on the (rounded) value
             if src in LOW + WIDE and dst in LOW:
-                return Val(x.k, round_term(dst, x.t))  # round_d(S^k t) = S^k round_d(t)
+                return Val(x.k, self.terms.round(dst, x.t))  # round_d(S^k t) = S^k round_d(t)
         if t == "fill_constant" and not ins:
             d = dtype_name(op.attrs.get("dtype"))
             if d in LOW:  # the float32 constant rounded to the low dtype
                 at = tuple(kv for kv in _attrs_key(op) if kv[0] != "dtype") + \
                     (("dtype", repr("float32")),)
-                return Val(0, round_term(d, ("op", t, at, slot, j, ())))
+                return Val(0, self.terms.round(d, self.terms.mk(("op", t, at, slot, j, ()))))
         if t == "elementwise_mul" and slot == "Out":
             y = ins.get("Y", [None])[0]
-            if y is not None and y.t == ("one",) and y.k == 1:
+            if y is not None and y.t == self.one and y.k == 1:
                 x = ins["X"][0]
                 return Val(x.k + 1, x.t)
         if t == "elementwise_mul_grad" and slot == "X@GRAD":
             y = ins.get("Y", [None])[0]
-            if y is not None and y.t == ("one",) and y.k == 1:
+            if y is not None and y.t == self.one and y.k == 1:
                 g = ins["Out@GRAD"][0]
                 return Val(g.k + 1, g.t)  # dX = dOut * S
         if t == "check_finite_and_unscale" and slot == "Out":
             s = ins.get("Scale", [None])[0]
-            if s is not None and s.t == ("one",) and s.k == 1:
+            if s is not None and s.t == self.one and s.k == 1:
                 x = ins["X"][j]
                 return Val(x.k - 1, x.t)
         if t == "update_loss_scaling" and slot == "Out" and \
-                all(overflow_flag(v.t) for v in ins.get("FoundInfinite", [])):
+                all(self.terms.overflow_flag(v.t) for v in ins.get("FoundInfinite", [])):
             return ins["X"][j]  # no overflow this step: X passes through
         if _is_grad(op) and (t.endswith("_grad") or t in _LINEAR):
             # a grad op is linear in its incoming grads (dX = J^T dOut); a sum
@@ -214,25 +271,9 @@ class Evaluator:
                 k = gk.pop()
                 args = tuple((s, tuple((0, v.t) if lin(s) else v.key()
                                        for v in vs)) for s, vs in ins.items())
-                return Val(k, ("op", t, _attrs_key(op), slot, j, args))
+                return Val(k, self.terms.mk(("op", t, _attrs_key(op), slot, j, args)))
         args = tuple((s, tuple(v.key() for v in vs)) for s, vs in ins.items())
-        return Val(0, ("op", t, _attrs_key(op), slot, j, args))
-
-
-def overflow_flag(t) -> bool:
-    """Whether term ``t`` is the overflow flag of unscaled gradients: a
-    ``FoundInfinite`` of ``check_finite_and_unscale``, or an any/or/concat
-    of such flags.  Only then is "no overflow this step" the condition under
-    which ``update_loss_scaling`` passes its ``X`` through."""
-    if not (isinstance(t, tuple) and t and t[0] == "op"):
-        return False
-    if t[1] == "check_finite_and_unscale":
-        return t[3] == "FoundInfinite"
-    if t[1] in ("reduce_any", "concat", "logical_or"):
-        args = [v[1] for s, vs in t[5] if s not in ("AxisTensor", "AxisTensorList")
-                for v in vs]
-        return bool(args) and all(overflow_flag(a) for a in args)
-    return False
+        return Val(0, self.terms.mk(("op", t, _attrs_key(op), slot, j, args)))
 
 
 def scale_vars(snap) -> set:
@@ -247,7 +288,8 @@ def scale_vars(snap) -> set:
         init = [o for o in snap.startup_ops if n in o.writes()]
         if len(init) != 1 or init[0].type != "fill_constant":
             raise Unsupported(f"loss scale {n} is not set by one fill_constant in the startup")
-        v = Fraction(float(init[0].attrs.get("value", 0.0)))
+        at = init[0].attrs  # the kernel reads str_value when it is set
+        v = Fraction(float(at.get("str_value") or at.get("value", 0.0)))
         if v <= 0 or v.numerator & (v.numerator - 1) or v.denominator & (v.denominator - 1):
             raise Unsupported(f"loss scale {n} = {float(v)} is not a power of two: "
                               "rounding does not commute with it")
@@ -351,8 +393,21 @@ def expected_inputs(ev, op, low, dtype, held) -> dict:
             out[slot] = vals
             continue
         out[slot] = [v if n in held or not _float32(ev.snap, n)
-                     else Val(v.k, round_term(dtype, v.t)) for n, v in zip(names, vals)]
+                     else Val(v.k, ev.terms.round(dtype, v.t)) for n, v in zip(names, vals)]
     return out
+
+
+def expected_run(before, dtype, lists=None):
+    """The EXPECTED execution: ``before`` with ``round_<dtype>`` where the
+    lists imply; returns the evaluator and ``{op idx: the op's inputs}``."""
+    prec = precisions(before, lists if lists is not None else amp_lists(dtype))
+    ev, held, reads = Evaluator(before), set(), {}
+    for op in before.ops:
+        low = bool(prec.get(op.idx))
+        reads[op.idx] = expected_inputs(ev, op, low, dtype, held)
+        ev.run(op, reads[op.idx])
+        held_after(op, low, before, held)
+    return ev, reads
 
 
 # -- pairing and comparison ----------------------------------------------
@@ -384,7 +439,7 @@ def _same_outputs(o, op) -> bool:
         {s: [_base(n) for n in ns] for s, ns in op.outputs.items() if ns}
 
 
-def rounding_witness(expected: Val, found: Val) -> dict:
+def rounding_witness(terms, expected: Val, found: Val) -> dict:
     """A concrete value on which the outermost roundings of the two terms
     differ (the real rounding, ``kernels.round_to``), or a note when they
     differ only deeper (or by the loss scale's exponent)."""
@@ -394,7 +449,7 @@ def rounding_witness(expected: Val, found: Val) -> dict:
         return {"loss_scale_exponent": {"expected": expected.k, "found": found.k},
                 "why": f"the value carries the loss scale S^{found.k - expected.k} too many"
                 if found.k > expected.k else "the value lacks a loss scale factor"}
-    re_, rf = roundings(expected.t), roundings(found.t)
+    re_, rf = terms.roundings(expected.t), terms.roundings(found.t)
     if re_ == rf:
         return {"why": "the roundings differ below this op (see the inputs' terms)"}
     candidates = [Fraction(1) + Fraction(1, 2 ** 9), Fraction(1) + Fraction(1, 2 ** 12),
@@ -419,18 +474,8 @@ def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=
     cover the program."""
     where = f"{pass_name} on {case_name} rank {rank}"
     try:
-        lists = lists if lists is not None else amp_lists(dtype)
-        prec = precisions(before, lists)
-        exp = Evaluator(before)
-        held = set()
-        exp_reads = {}
-        for op in before.ops:
-            low = bool(prec.get(op.idx))
-            ins = expected_inputs(exp, op, low, dtype, held)
-            exp_reads[op.idx] = ins
-            exp.run(op, ins)
-            held_after(op, low, before, held)
-        rew = Evaluator(after, scale_vars(after))
+        exp, exp_reads = expected_run(before, dtype, lists)
+        rew = Evaluator(after, scale_vars(after), terms=exp.terms)
         pairs = pair_ops(before, after)
         first = None
         for op in after.ops:
@@ -455,7 +500,7 @@ def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=
     except Unsupported as exc:
         return [CheckResult(KIND, NAME, rank, Verdict.INCONCLUSIVE, f"{where}: {exc}")]
     rounded = sum(1 for ins in exp_reads.values() for vs in ins.values()
-                  for v in vs if roundings(v.t))
+                  for v in vs if exp.terms.roundings(v.t))
     unpaired = sorted(o.idx for o in before.ops) if not pairs else \
         sorted(set(o.idx for o in before.ops) - {o.idx for o in pairs.values()})
     if first is not None:
@@ -464,10 +509,9 @@ def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=
             else None
         cex = {"rank": rank, "op_index": op.idx, "op_type": op.type, "slot": slot,
                "var": var, "original_op_index": o.idx,
-               "expected": describe(w.t) + (f" * S^{w.k}" if w and w.k else "") if w else None,
-               "found": describe(g.t) + (f" * S^{g.k}" if g and g.k else "") if g else None}
+               "expected": exp.show(w) if w else None, "found": exp.show(g) if g else None}
         if w is not None and g is not None:
-            cex["witness"] = rounding_witness(w, g)
+            cex["witness"] = rounding_witness(exp.terms, w, g)
         return [CheckResult(
             KIND, NAME, rank, Verdict.NOT_EQUIVALENT,
             f"{where}: op {op.idx} ({op.type}) reads {slot} {var!r} as {cex['found']}; the "
@@ -476,9 +520,9 @@ def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=
         w, g = exp.env.get(name), rew.env.get(name)
         if w is None or g is None or w != g:
             cex = {"rank": rank, "var": name,
-                   "expected": repr(w), "found": repr(g)}
+                   "expected": exp.show(w) if w else None, "found": exp.show(g) if g else None}
             if w is not None and g is not None:
-                cex["witness"] = rounding_witness(w, g)
+                cex["witness"] = rounding_witness(exp.terms, w, g)
             return [CheckResult(KIND, NAME, rank, Verdict.NOT_EQUIVALENT,
                                 f"{where}: watched {name!r} is {cex['found']}, the lists imply "
                                 f"{cex['expected']}", counterexample=cex)]
