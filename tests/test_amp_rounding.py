@@ -279,3 +279,24 @@ def test_grads_pass_update_loss_scaling_only_under_the_overflow_flag(applied):
     res = _check(applied, "amp_mlp_fp16", _resequenced(after, ops))
     assert res.verdict == Verdict.NOT_EQUIVALENT
     assert res.counterexample["var"].endswith("@GRAD")
+
+
+def test_a_changed_startup_init_is_refuted_by_value_and_run():
+    """The rewrite right, then a parameter's init widened in the startup: the
+    proof's inputs are no longer the same symbols (refuted, naming the var),
+    and the run draws the widened init (refuted)."""
+    from verify.engine.application import run_application
+    from verify.engine.matrix_runner import pick_backend
+
+    def widen(main, startup, snap, rank):
+        op = next(o for o in startup.global_block().ops if o.type == "uniform_random")
+        op._set_attr("min", -50.0)
+        op._set_attr("max", 50.0)
+
+    app = run_application(passes.get("amp"), cases.all_cases()["amp_mlp_fp16"],
+                          numeric=pick_backend("simulated")[1], mutator=(0, widen))
+    (val,) = [c for c in app.checks if c.kind == "value"]
+    (num,) = [c for c in app.checks if c.kind == "numeric"]
+    assert val.verdict == Verdict.NOT_EQUIVALENT
+    assert val.counterexample["var"] == "linear_0.w_0"
+    assert num.verdict == Verdict.NOT_EQUIVALENT

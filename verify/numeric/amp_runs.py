@@ -40,7 +40,6 @@ from verify.verdicts import CheckResult, Verdict
 from .compare import TensorDiff
 
 KIND = "numeric"
-LOW = {"float16": 4, "bfloat16": 22}
 # ops whose result jumps or bends where a rounding can move an input across
 NONSMOOTH = frozenset({"relu", "relu_grad", "relu6", "abs", "elementwise_max",
                        "elementwise_min", "maximum", "minimum", "clip", "round", "floor",
@@ -57,8 +56,9 @@ def tolerance(dtype: str, roundings: int, ref):
 FP32 = 5
 
 
-def emulated(program, dtype: str):
-    """A clone of ``program`` whose low-precision casts round in float32."""
+def emulated(program, dtype: str = ""):
+    """A clone of ``program`` whose casts to float16 or bfloat16 (whichever
+    the rewrite holds, ``dtype`` or not) round in float32."""
     from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
@@ -66,28 +66,28 @@ def emulated(program, dtype: str):
 
     prog = program.clone()
     block = prog.global_block()
-    low = LOW[dtype]
-    low_t = core.VarDesc.VarType.FP16 if dtype == "float16" else core.VarDesc.VarType.BF16
+    vartype = {4: core.VarDesc.VarType.FP16, 22: core.VarDesc.VarType.BF16}
     for v in block.vars.values():
-        if v.dtype == low_t:
+        if v.dtype in vartype.values():
             v.desc.set_dtype(core.VarDesc.VarType.FP32)
     i = 0
     while i < len(block.ops):
         op = block.ops[i]
-        to_low = (op.type == "cast" and int(op.attr("out_dtype")) == low) or \
-            (op.type == "fill_constant" and int(op.attr("dtype")) == low)
-        if op.type == "cast" and int(op.attr("in_dtype")) == low:
+        attr = "out_dtype" if op.type == "cast" else "dtype" if op.type == "fill_constant" \
+            else None
+        if op.type == "cast" and int(op.attr("in_dtype")) in vartype:
             op._set_attr("in_dtype", FP32)
-        if not to_low:
+        low = int(op.attr(attr)) if attr else None
+        if low not in vartype:
             i += 1
             continue
         out = op.output("Out")[0]
         tmp = block.create_var(name=f"{out}.emulated_round", shape=block.var(out).shape,
                                dtype=paddle.float32)
-        op._set_attr("out_dtype" if op.type == "cast" else "dtype", FP32)
+        op._set_attr(attr, FP32)
         op.desc._rename_output(out, tmp.name)
         mid = block.create_var(name=f"{out}.emulated_low", shape=block.var(out).shape,
-                               dtype=low_t)
+                               dtype=vartype[low])
         block._insert_op(i + 1, type="cast", inputs={"X": [tmp]}, outputs={"Out": [mid]},
                          attrs={"in_dtype": FP32, "out_dtype": low})
         block._insert_op(i + 2, type="cast", inputs={"X": [mid]}, outputs={"Out": [out]},
@@ -98,21 +98,25 @@ def emulated(program, dtype: str):
 
 
 def _run(rp, main, seed, startup=None):
-    """Fetch ``rp``'s watched values of one step of ``main`` (startup run first,
-    parameters and feeds from the seed)."""
+    """Fetch ``rp``'s watched values of one step of ``main`` (``startup`` run
+    first, parameters and feeds from the seed; a parameter that ``startup``
+    initialises otherwise than ``rp``'s own startup gets what that
+    initialisation draws, ``inputs.init_like``)."""
     from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()
-    from .inputs import feed_value, param_value
+    from .inputs import feed_value, initial_params, startup_inits
 
     scope = paddle.static.Scope()
     exe = paddle.static.Executor(paddle.CPUPlace())
     watched = list(dict.fromkeys(list(rp.fetches) + ([rp.loss] if rp.loss else [])))
     with paddle.static.scope_guard(scope):
         exe.run(startup or rp.startup)
-        for p, _ in rp.params_grads:
-            scope.find_var(p.name).get_tensor().set(
-                param_value(seed, p.name, p.shape, "float32"), paddle.CPUPlace())
+        params = {p.name: (p.shape, "float32") for p, _ in rp.params_grads}
+        values = initial_params(seed, params, src_inits=startup_inits(rp.startup),
+                                dst_inits=startup_inits(startup or rp.startup))
+        for name, v in values.items():
+            scope.find_var(name).get_tensor().set(v, paddle.CPUPlace())
         feed = {f.name: feed_value(seed, f.name, f.shape, f.dtype, 0, 0) for f in rp.feeds}
         got = exe.run(main, feed=feed, fetch_list=watched)
     return dict(zip(watched, [np.asarray(g) for g in got]))

@@ -51,9 +51,11 @@ on which the two roundings differ (computed with the real rounding of
 What it does not claim: the values of the low-precision kernels themselves
 (an fp16 matmul is modelled as the fp32 matmul of its rounded inputs: the
 model "the fp32 program with a rounding at each cast"); steps in which a
-scaled value overflows or underflows; the startup program (its values are
-the main program's inputs, the same symbols on both sides; only the loss
-scale's initial value is read, to be a power of two); the loss-scale state
+scaled value overflows or underflows; the startup program beyond this:
+every var the original startup writes must be written by the same ops in
+the rewritten one (:func:`startup_changes`; else refuted), its values are
+then the main program's inputs, the same symbols on both sides, and the loss
+scale's initial value is read, to be a power of two; the loss-scale state
 ``update_loss_scaling`` writes for the next step; Paddle's custom lists,
 ``black_varnames`` and per-op ``amp_options`` (the adapter passes none).
 """
@@ -467,12 +469,44 @@ def rounding_witness(terms, expected: Val, found: Val) -> dict:
     return {"why": "no witness among the probe values"}
 
 
+def startup_changes(before, after) -> list:
+    """``[(var, rewritten startup op index or None)]``: each var the original
+    startup writes that the rewritten startup writes otherwise (other ops,
+    types, attrs or inputs).  The proof takes the startup's values as the
+    same input symbols on both sides, so this must be empty."""
+    def writers(ops):
+        out = {}
+        for op in ops:
+            for n in op.writes():
+                out.setdefault(n, []).append(op)
+        return out
+
+    wa, wb = writers(before.startup_ops), writers(after.startup_ops)
+    sig = lambda op: (op.type, _attrs_key(op), tuple(sorted(  # noqa: E731
+        (s, tuple(ns)) for s, ns in op.inputs.items())))
+    out = []
+    for n, ops in wa.items():
+        got = wb.get(n, [])
+        if [sig(o) for o in ops] != [sig(o) for o in got]:
+            out.append((n, got[-1].idx if got else None))
+    return out
+
+
 def check_rank(pass_name, case_name, rank, before, after, dtype, watched, lists=None) -> list:
     """One CheckResult for ``rank``: EQUIVALENT when every paired op reads the
     expected terms and every watched value is the expected one; else
     NOT_EQUIVALENT at the first point; INCONCLUSIVE when the model does not
     cover the program."""
     where = f"{pass_name} on {case_name} rank {rank}"
+    changed = startup_changes(before, after)
+    if changed:
+        var, idx = changed[0]
+        return [CheckResult(
+            KIND, NAME, rank, Verdict.NOT_EQUIVALENT,
+            f"{where}: the rewritten startup initialises {var!r} otherwise than the "
+            f"original (startup op {idx}): the programs start from other values",
+            counterexample={"rank": rank, "var": var, "startup_op_index": idx,
+                            "changed": [v for v, _ in changed]})]
     try:
         exp, exp_reads = expected_run(before, dtype, lists)
         rew = Evaluator(after, scale_vars(after), terms=exp.terms)
