@@ -234,3 +234,30 @@ def test_dp_broadcast_deleted_is_caught_by_the_broadcast_contract():
     assert failing_kinds(app) == {"contract", "value"}
     refuted = [c for c in app.checks if c.kind == "value" and not c.ok]
     assert 2 in {c.rank for c in refuted}
+
+
+# -- auto_parallel_amp ----------------------------------------------------------
+def test_amp_loss_scale_applied_twice_is_refuted_by_value_and_run():
+    app = run_mutant("amp_scale_twice.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    (hit,) = caught_by(app, "value", "amp rounding", [0],
+                       var=lambda v: v.endswith("@GRAD"))
+    assert hit.counterexample["witness"]["loss_scale_exponent"] == {"expected": 0, "found": 1}
+    caught_by(app, "numeric", "amp rounding run", [0])
+
+
+def test_amp_wrong_dtype_is_refuted_at_the_cast_reader():
+    app = run_mutant("amp_wrong_dtype.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    (hit,) = caught_by(app, "value", "amp rounding", [0], op_type="matmul_v2",
+                       expected=lambda e: e.startswith("round_float16("),
+                       found=lambda f: f.startswith("round_bfloat16("))
+    assert "input" in hit.counterexample["witness"]
+
+
+def test_amp_cast_dropped_is_refuted_at_the_add():
+    app = run_mutant("amp_cast_dropped.py")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    caught_by(app, "value", "amp rounding", [0], op_type="elementwise_add", slot="Y",
+              var="linear_0.b_0", expected="round_float16(linear_0.b_0)",
+              found="linear_0.b_0")

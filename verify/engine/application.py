@@ -193,6 +193,9 @@ def value_checks(adapter, case, outcomes) -> list:
 
     if outcomes and all(o.identical() for o in outcomes):
         return _identity_proofs(adapter, case, outcomes)
+    own = getattr(adapter, "value_checks", None)
+    if own is not None:  # a pass whose rewrite is an equivalence modulo a model (AMP's rounding)
+        return own(case, outcomes)
     watched, split, renames, dead = {}, {}, {}, {}
     for o in outcomes:
         rp = o.run.original

@@ -270,11 +270,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                    steps: int = DEFAULT_STEPS, adapter=None, mutator=None,
                    notes=None) -> list:
     """CheckResults of kind ``numeric`` for one application."""
+    hook = getattr(adapter, "numeric_checks", None)
+    if hook is not None:  # a pass with its own oracle (the micro-step runs, AMP's rounding)
+        return hook(case, outcomes, backends=backends, seed=seed, notes=notes,
+                    mutator=mutator)
     if getattr(case, "ir", "legacy") == "pir":  # PIR programs: their own runner
-        hook = getattr(adapter, "numeric_checks", None)
-        if hook is not None:  # a pass with its own oracle (e.g. the micro-step runs)
-            return hook(case, outcomes, backends=backends, seed=seed, notes=notes,
-                        mutator=mutator)
         from .pir_runner import pir_numeric_checks
 
         return pir_numeric_checks(case, outcomes, backends=backends, seed=seed, steps=steps,

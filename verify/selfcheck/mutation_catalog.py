@@ -39,6 +39,13 @@ PASS_MUTANTS = [
     ("tests/mutants/promotion_init_widened.py", PROMOTION, "row_mp_o0_sgd_tp2",
      "the rewrite itself is right, then the startup's first uniform_random is "
      "widened from [-0.5, 0.5] to [-50, 50] (the parameters start elsewhere)"),
+    ("tests/mutants/amp_scale_twice.py", "auto_parallel_amp", "amp_mlp_fp16",
+     "the loss's gradient multiplied by the loss scale a second time, the "
+     "gradients unscaled once"),
+    ("tests/mutants/amp_wrong_dtype.py", "auto_parallel_amp", "amp_mlp_fp16",
+     "the first inserted cast rounds to bfloat16 where the float16 lists imply float16"),
+    ("tests/mutants/amp_cast_dropped.py", "auto_parallel_amp", "amp_mlp_fp16",
+     "the cast of the bias of the gray add after a white matmul dropped"),
     ("tests/mutants/sharding_wrong_root.py", "auto_parallel_sharding",
      "engine_shard_dp2_adamw_s1",
      "each updated parameter is broadcast from the next rank instead of its owner "
