@@ -1,0 +1,109 @@
+"""``fuse_all_reduce`` (legacy DP comm optimisation) on Engine-planned DP2 programs.
+
+The installed pass is dead in 3.3.1: its validity test takes only
+``c_allreduce_sum`` while its collective filter never lists that type, so it
+fuses nothing (NOT_APPLIED where its pattern is present).  The pass with the
+filter mended (``tests/fixed_passes/``) fires on syncs spelled
+``c_allreduce_sum``: its contract holds; a mutant of it that leaves one
+gradient out of the fused buffer is caught with that gradient, its optimizer
+and the rings before/after.
+"""
+from __future__ import annotations
+
+import os
+
+import cases
+import passes
+from verify.ir.pass_files import load_pass_file
+from verify.ir.rank_snapshot import snapshot_of as _snapshot
+from verify.verdicts import Verdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MENDED = os.path.join(ROOT, "tests", "fixed_passes", "fuse_all_reduce_filter_mended.py")
+MUTANT = os.path.join(ROOT, "tests", "dp_clip_mutants", "fuse_ar_one_grad_unsynced.py")
+RESPELLED = "engine_dp2_sgd_c_allreduce"
+GRADS = {f"{p}@GRAD" for p in ("linear_1.b_0", "linear_1.w_0", "linear_0.b_0",
+                               "linear_0.w_0", "layer_norm_0.b_0", "layer_norm_0.w_0")}
+
+
+def _apply(case_name, pass_file=None):
+    """{rank: (before, after, PassRun, contract results)}."""
+    adapter = passes.get("fuse_ar")
+    case = cases.all_cases()[case_name]
+    loaded = load_pass_file(pass_file) if pass_file else None
+    try:
+        out = {}
+        for r in case.ranks:
+            run = adapter.apply_local(case, r)
+            b = _snapshot(run.original, case, r, "original")
+            a = _snapshot(run.rewritten, case, r, "rewritten")
+            out[r] = (b, a, run, adapter.contract(case, r, b, a))
+    finally:
+        if loaded:
+            loaded.restore()
+    return out
+
+
+def _named(results, name):
+    return [c for c in results if c.name == name]
+
+
+def test_installed_pass_is_dead_on_either_spelling_of_the_syncs():
+    adapter = passes.get("fuse_ar")
+    for case_name in ("engine_dp2_sgd", RESPELLED):
+        for r, (before, after, run, results) in _apply(case_name).items():
+            assert run.error is None
+            assert adapter.pattern_present(before)
+            (fired,) = _named(results, "fired")
+            assert fired.verdict == Verdict.NOT_APPLIED, (case_name, r, fired.message)
+            assert [o.render() for o in before.ops] == [o.render() for o in after.ops]
+
+
+def test_installed_filter_still_omits_c_allreduce_sum():
+    """The reason the pass is dead, read from the installed code: if Paddle
+    adds c_allreduce_sum to the filter (or the validity test takes all_reduce),
+    this fails and the expectations above must be revisited."""
+    import inspect
+
+    from paddle.distributed.passes import fuse_all_reduce as far
+
+    assert '"c_allreduce_sum"' not in inspect.getsource(far.filter_all_collective_op_indices)
+    assert 'op.type != "c_allreduce_sum"' in inspect.getsource(
+        far.find_all_fuse_all_reduce_groups)
+
+
+def test_pattern_absent_on_tp_program_left_alone():
+    adapter = passes.get("fuse_ar")
+    for r, (before, after, run, results) in _apply("engine_tp2_sgd_clip").items():
+        assert not adapter.pattern_present(before)
+        (left,) = _named(results, "left alone")
+        assert left.verdict == Verdict.EQUIVALENT and not left.details["fired"]
+
+
+def test_mended_pass_coalesces_every_grad_sync_once():
+    for r, (before, after, run, results) in _apply(RESPELLED, MENDED).items():
+        assert run.error is None, run.error
+        (fired,) = _named(results, "fired")
+        assert fired.verdict == Verdict.EQUIVALENT and fired.details["fired"]
+        (sync,) = _named(results, "each gradient synced once")
+        assert sync.verdict == Verdict.EQUIVALENT and "6 gradient(s)" in sync.message
+        (co,) = _named(results, "syncs coalesced")
+        assert co.verdict == Verdict.EQUIVALENT and "6 gradient sums became 1" in co.message
+        (buf,) = [o for o in after.ops if o.type == "coalesce_tensor"]
+        assert set(buf.outputs["Output"]) == GRADS
+        assert [o.type for o in after.ops].count("c_allreduce_sum") == 0
+
+
+def test_grad_left_out_of_the_fused_sum_is_caught():
+    for r, (before, after, run, results) in _apply(RESPELLED, MUTANT).items():
+        assert run.error is None, run.error
+        (bad,) = _named(results, "each gradient synced once")
+        assert bad.verdict == Verdict.CONTRACT_BROKEN
+        cex = bad.counterexample
+        assert cex["rank"] == r and cex["op_type"] == "sgd"
+        assert cex["var"] in GRADS
+        (left_out,) = [g for g in GRADS if g not in
+                       next(o for o in after.ops if o.type == "coalesce_tensor")
+                       .outputs["Output"]]
+        assert cex["var"] == left_out
+        assert cex["syncs_before"] == [(12, "sum")] and cex["syncs_after"] == []
