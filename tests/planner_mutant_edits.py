@@ -163,6 +163,15 @@ EDITS = {
         "                    comm_group.ranks.index(dst),\n",
         "                    # MUTANT: the send is addressed to the sender itself\n"
         "                    comm_group.ranks.index(src),\n"),
+    # eliminate_transpose_by_reshape replaces every dim-0/dim-1 swap by a
+    # reshape, whether or not one of the swapped dims is 1 (elements move)
+    "eliminate_transpose_any_dims": (
+        f"{_STATIC}/pir_pass.py",
+        "            if perm == expected_perm and (\n"
+        "                var.shape[0] == 1 or var.shape[1] == 1\n"
+        "            ):\n",
+        "            # MUTANT: the size-1 condition is dropped\n"
+        "            if perm == expected_perm:\n"),
 }
 
 
