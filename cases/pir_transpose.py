@@ -14,7 +14,9 @@ reshape.  Per program (built under ``paddle.pir_utils.IrGuard()``)::
     loss = mean(square(o)); backward (pd_op.transpose_grad); SGD on w0, w1
 
 Watched: the loss, the transpose's output and its grad's output, the
-parameters after the step.
+parameters after the step.  Only ``eliminate_transpose_by_reshape`` is
+paired with these cases (``only_pass``): they exist for its question (the
+matmul grads and the non-dist programs are pir_matmul_grad's).
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def _case(name, summary, expect, **params):
         {"x": (None, "S", None)} if dyn == "s" else {}
     return PirCase(name=name, family="pir_transpose", summary=summary, mesh=[0],
                    builder=build, expect={ELIMINATE: expect}, symbols=symbols,
-                   params=params, ir="pir")
+                   params={**params, "only_pass": ELIMINATE}, ir="pir")
 
 
 CASES = [
