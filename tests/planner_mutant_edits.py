@@ -172,6 +172,15 @@ EDITS = {
         "            ):\n",
         "            # MUTANT: the size-1 condition is dropped\n"
         "            if perm == expected_perm:\n"),
+    # fuse_attention_ffn_qkv_pass hands the fused projection's k part to the
+    # readers of v and the v part to the readers of k
+    "ffn_qkv_k_v_swapped": (
+        f"{_STATIC}/pir_pass.py",
+        "        reshape_k.result(0).replace_all_uses_with(out_k)\n"
+        "        reshape_v.result(0).replace_all_uses_with(out_v)\n",
+        "        # MUTANT: k's readers get v's part and v's readers k's\n"
+        "        reshape_k.result(0).replace_all_uses_with(out_v)\n"
+        "        reshape_v.result(0).replace_all_uses_with(out_k)\n"),
 }
 
 
