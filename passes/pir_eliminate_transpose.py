@@ -35,7 +35,7 @@ TRANSPOSES = ("pd_op.transpose", "pd_op.transpose_grad")
 class PirEliminateTranspose(PirPassAdapter):
     name = NAME
     short = "elim_transpose"
-    paddle_modules = (MODULE,)
+    paddle_modules = ("paddle.distributed.auto_parallel.static.pir_pass",)
 
     def handles(self, case) -> bool:
         """PIR cases that state what this pass must do on them (the
