@@ -107,3 +107,28 @@ def test_grad_left_out_of_the_fused_sum_is_caught():
                        .outputs["Output"]]
         assert cex["var"] == left_out
         assert cex["syncs_before"] == [(12, "sum")] and cex["syncs_after"] == []
+
+
+def test_mended_pass_moves_each_sum_past_its_scale_and_keeps_every_value():
+    """The whole application of the mended pass (docs/passes.md): the fused
+    sum comes after each gradient's in-place scale(1/2), so each scale reads
+    the unsynced gradient (reaching definitions: NOT_EQUIVALENT, the scale
+    and its gradient named); the value proof proves every watched value
+    equal (the sum is linear) and the simulated run agrees."""
+    from verify.engine.matrix_runner import run_matrix
+
+    loaded = load_pass_file(MENDED)
+    try:
+        apps, _ = run_matrix([passes.get("fuse_ar")], [cases.all_cases()[RESPELLED]],
+                             backend="simulated", out=None)
+    finally:
+        loaded.restore()
+    (app,) = apps
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    bad = [c for c in app.checks if not c.ok and not getattr(c, "advisory", False)]
+    assert {(c.kind, c.name) for c in bad} == {("dataflow", "reaching definitions")}
+    assert {c.counterexample["op_type"] for c in bad} == {"scale"}
+    assert {c.counterexample["var"] for c in bad} <= GRADS
+    proofs = [c for c in app.checks if c.kind == "value"]
+    assert proofs and all(c.verdict == Verdict.EQUIVALENT for c in proofs)
+    assert all(c.ok for c in app.checks if c.kind == "numeric")
