@@ -31,10 +31,15 @@ def build_programs(params):
     """``(main, startup, loss, x_fed_shape)``, built under PIR (plain Paddle)."""
     import paddle
 
-    b, s = params.get("b", 1), params.get("s", 4)
+    b, s, heads = params.get("b", 1), params.get("s", 4), params.get("heads")
+    dyn = params.get("dynamic", "")
     perm = list(params.get("perm", (1, 0, 2)))
-    declared = [-1 if params.get("dynamic") == "b" else b,
-                -1 if params.get("dynamic") == "s" else s, H]
+    declared = [-1 if "b" in dyn else b, -1 if "s" in dyn else s, H]
+    fed = [b, s, H]
+    if heads:  # [b, s, heads, H]: a per-head layout, heads maybe dynamic too
+        declared[2:2] = [-1 if "n" in dyn else heads]
+        fed[2:2] = [heads]
+        perm = list(params.get("perm", (1, 0, 2, 3)))
     with paddle.pir_utils.IrGuard():
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
@@ -45,7 +50,7 @@ def build_programs(params):
             t = paddle.transpose(paddle.matmul(x, w0), perm)
             loss = paddle.mean(paddle.square(paddle.matmul(t, w1)))
             paddle.optimizer.SGD(learning_rate=0.1).minimize(loss)
-    return main, startup, loss, [b, s, H]
+    return main, startup, loss, fed
 
 
 def build(case, rank):
@@ -65,9 +70,11 @@ def build(case, rank):
 
 
 def _case(name, summary, expect, **params):
-    dyn = params.get("dynamic")
-    symbols = {"x": ("B", None, None)} if dyn == "b" else \
-        {"x": (None, "S", None)} if dyn == "s" else {}
+    dyn = params.get("dynamic", "")
+    dims = [("B", "b"), ("S", "s")] + ([("N", "n")] if params.get("heads") else []) + \
+        [(None, None)]
+    symbols = {"x": tuple(sym if flag and flag in dyn else None for sym, flag in dims)} \
+        if dyn else {}
     return PirCase(name=name, family="pir_transpose", summary=summary, mesh=[0],
                    builder=build, expect={ELIMINATE: expect}, symbols=symbols,
                    params={**params, "only_pass": ELIMINATE}, ir="pir")
@@ -84,6 +91,15 @@ CASES = [
           "[1,0,2]) with bs = 1",
           Expect(True, "EQUIVALENT", "dim 0 is 1: the reshape's target is the transpose's "
                  "declared [-1, 1, 8], one dynamic dim, as reshape allows"), dynamic="s"),
+    _case("pir_transpose_bs1_two_dynamic", "x [1,-1,-1,8] (seq and heads dynamic): "
+          "transpose(h, [1,0,2,3]) with bs = 1",
+          Expect(True, "PASS_CRASHED", "the pass builds the reshape's target from the "
+                 "transpose's declared output shape, [-1, 1, -1, 8]: two dynamic dims, "
+                 "which PIR's reshape rejects inside the pass (ValueError (InvalidArgument) "
+                 "Only one dimension value of 'shape' in ReshapeOp can be -1): with the "
+                 "flag on, the Engine raises on such a program",
+                 evidence="the pass raises (traceback); reshape's shape inference"),
+          heads=2, dynamic="sn"),
     _case("pir_transpose_bs2", "x [2,4,8]: transpose(h, [1,0,2]) with bs = 2",
           Expect(False, "EQUIVALENT", "neither swapped dim is 1 (the swap moves "
                  "elements): left alone"), b=2),

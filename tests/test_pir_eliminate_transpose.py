@@ -102,3 +102,13 @@ def test_size_condition_dropped_is_refuted_on_the_transposes_result(tmp_path):
     assert value["verdict"] == "NOT_EQUIVALENT"
     assert value["counterexample"]["var"] == t.outputs["out"][0]
     assert value["counterexample"]["shape"] == [4, 2, 8]
+
+
+def test_two_dynamic_dims_make_the_pass_raise_inside_reshape():
+    """A bs = 1 transpose whose operand has two more dynamic dims: the pass
+    reshapes to the transpose's declared [-1, 1, -1, 8] and PIR refuses it."""
+    adapter, before, after, run, _ = _apply("pir_transpose_bs1_two_dynamic")
+    assert adapter.pattern_present(before)
+    assert run.error_type == "ValueError"
+    assert "Only one dimension value of 'shape' in ReshapeOp can be -1" in run.error
+    assert "eliminate_transpose_by_reshape" in run.error
