@@ -132,3 +132,34 @@ def test_mended_pass_moves_each_sum_past_its_scale_and_keeps_every_value():
     proofs = [c for c in app.checks if c.kind == "value"]
     assert proofs and all(c.verdict == Verdict.EQUIVALENT for c in proofs)
     assert all(c.ok for c in app.checks if c.kind == "numeric")
+
+
+def test_contract_catches_a_double_scale_and_syncs_left_uncoalesced():
+    """On snapshots of the mended rewrite: a second scale(1/2) of the fused
+    buffer after its sum gives every gradient 1/4 where the original carries
+    1/2 ("scale preserved", each gradient named); a rewrite that changes the
+    program but leaves the six sums in place coalesced nothing."""
+    from verify.ir.snapshot import Op
+
+    adapter = passes.get("fuse_ar")
+    case = cases.all_cases()[RESPELLED]
+    before, after, _, _ = _apply(RESPELLED, MENDED)[0]
+    (fused,) = [o for o in after.ops if o.type == "all_reduce"]
+    buf = fused.outputs["out"][0]
+    extra = Op(0, "scale", {"X": [buf]}, {"Out": [buf]}, {"scale": 0.5, "bias": 0.0}, fused.role)
+    ops = list(after.ops)
+    ops.insert(fused.idx + 1, extra)
+    doubled = after.with_ops(ops)
+    bad = [c for c in adapter.contract(case, 0, before, doubled) if c.name == "scale preserved"]
+    assert {c.counterexample["var"] for c in bad} == GRADS
+    assert {(c.counterexample["factor_before"], c.counterexample["factor_after"])
+            for c in bad} == {("1/2", "1/4")}
+    assert all(c.counterexample["op_type"] == "sgd" for c in bad)
+
+    (seed,) = [o for o in before.ops if o.type == "fill_constant"][:1]
+    nop = Op(0, "nop", {"X": [seed.outputs["Out"][0]]}, {"Out": [seed.outputs["Out"][0]]})
+    touched = before.with_ops([nop] + list(before.ops))
+    results = adapter.contract(case, 0, before, touched)
+    (co,) = [c for c in results if c.name == "syncs coalesced"]
+    assert co.verdict == Verdict.CONTRACT_BROKEN
+    assert (co.counterexample["sums_before"], co.counterexample["sums_after"]) == (6, 6)
