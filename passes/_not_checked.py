@@ -12,14 +12,6 @@ NOT_CHECKED = {
         "ParallelEnv sets no _device_id (AttributeError: 'ParallelEnv' object has no "
         "attribute '_device_id'), and CUDAPlace(0) itself raises ValueError (InvalidArgument) "
         "use wrong place"),
-    "fused_gemm_epilogue_pass": (
-        "C++ PIR pass (paddle/fluid/pir/transforms/gpu/fused_gemm_epilogue_pass.cc), "
-        "strategy.fused_passes",
-        "registered on this CPU build but not judgeable here: it leaves float32/float64 "
-        "matmuls alone by its own dtype guard (every CPU program is unchanged), and where "
-        "it fires (bfloat16) the ops it makes have no CPU kernel (RuntimeError (NotFound) "
-        "The kernel `fused_gemm_epilogue` is not registered) and no value row, so neither "
-        "executor runs nor the value proof can decide the rewrite"),
     "fuse_attention_ffn_qkv_pass": (
         "paddle/distributed/auto_parallel/static/pir_pass.py (FLAGS_enable_fused_ffn_qkv_pass)",
         "no adapter: it rewrites the Engine's forward program and makes the fused "

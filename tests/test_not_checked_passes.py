@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import pytest
 
 import passes
@@ -48,55 +47,3 @@ def test_quantization_needs_a_cuda_device():
     assert not paddle.is_compiled_with_cuda()
     with pytest.raises(ValueError, match="use wrong place"):
         paddle.framework.CUDAPlace(0)
-
-
-# -- fused_gemm_epilogue_pass -----------------------------------------------------
-def _linear_program(dtype):
-    """x @ w + b with its backward, every operand fed (bf16 parameters have no
-    default initializer)."""
-    import paddle
-
-    with paddle.pir_utils.IrGuard():
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [4, 8], dtype)
-            w = paddle.static.data("w", [8, 16], dtype)
-            b = paddle.static.data("b", [16], dtype)
-            for v in (x, w, b):
-                v.stop_gradient = False
-            loss = paddle.mean(paddle.add(paddle.matmul(x, w), b))
-            paddle.static.append_backward(loss)
-    return main, startup, loss
-
-
-def _fused(main):
-    import paddle
-
-    with paddle.pir_utils.IrGuard():
-        pm = paddle.pir.PassManager()
-        pm.add_pass("fused_gemm_epilogue_pass", {})
-        pm.run(main)
-        return [op.name() for op in main.global_block().ops]
-
-
-def test_fused_gemm_epilogue_leaves_float32_alone():
-    main, _, _ = _linear_program("float32")
-    ops = _fused(main)
-    assert "pd_op.matmul" in ops and "pd_op.matmul_grad" in ops
-    assert not [o for o in ops if "fused_gemm_epilogue" in o]
-
-
-def test_fused_gemm_epilogue_rewrites_bfloat16_into_ops_without_a_cpu_kernel():
-    import paddle
-
-    main, startup, loss = _linear_program("bfloat16")
-    ops = _fused(main)
-    assert "pd_op.fused_gemm_epilogue" in ops and "pd_op.fused_gemm_epilogue_grad" in ops
-    assert "pd_op.matmul" not in ops and "pd_op.matmul_grad" not in ops
-    feed = {k: np.ones(s, "float32").astype(np.uint16)
-            for k, s in (("x", [4, 8]), ("w", [8, 16]), ("b", [16]))}
-    with paddle.pir_utils.IrGuard():
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        with pytest.raises(RuntimeError, match="The kernel `fused_gemm_epilogue` is not "
-                                               "registered"):
-            exe.run(main, feed=feed, fetch_list=[loss])
