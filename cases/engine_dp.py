@@ -24,6 +24,7 @@ DP_OPT = "auto_parallel_data_parallel_optimization"
 GRAD_CLIP = "auto_parallel_grad_clip"
 PROMOTION = "auto_parallel_fused_linear_promotion"
 OVERLAP = "allreduce_matmul_grad_overlapping"
+FUSE_AR = "fuse_all_reduce"
 RING = 12  # the planner's process group [0, 1] (id 0: the world group)
 
 
@@ -31,11 +32,55 @@ CLIP_NAMESCOPE = "/gradient_clip/"
 OPTIMIZE = 2
 
 
+# params that change what is done to the planned program, not the plan: the
+# planner's cache key leaves them out (engine_dp2_sgd_c_allreduce reuses
+# engine_dp2_sgd's plan)
+_AFTER_PLANNING = ("respell_syncs",)
+
+
 def build(case, rank):
-    rp = _planned_build(case, rank)
+    import dataclasses
+
+    if any(k in case.params for k in _AFTER_PLANNING):
+        planned = {k: v for k, v in case.params.items() if k not in _AFTER_PLANNING}
+        if case.params.get("respell_syncs"):
+            planned.pop("only_pass", None)
+        case = dataclasses.replace(case, params=planned)
+        rp = _planned_build(case, rank)
+        respell_grad_syncs(rp)
+    else:
+        rp = _planned_build(case, rank)
     if case.params.get("clip_norm"):
         insert_global_norm_clip(rp, float(case.params["clip_norm"]))
     return rp
+
+
+def respell_grad_syncs(rp):
+    """Spell each gradient's data-parallel sync ``c_allreduce_sum(X -> Out)``
+    (in place, same ring, ``use_calc_stream`` true, ``use_model_parallel``
+    false), the vocabulary of the planners before 3.x that ``fuse_all_reduce``
+    was written for; 3.3.1's planner spells it ``all_reduce(reduce_type=SUM)``.
+    Each op keeps its place, role, name scope and dist attr."""
+    from verify.ir.legacy_ir import REDUCE_SUM
+
+    block = rp.main.global_block()
+    grads = {g.name for _, g in rp.params_grads}
+    for op in block.ops:
+        if op.type != "all_reduce" or op.attr("reduce_type") != REDUCE_SUM:
+            continue
+        x, out = op.input("x"), op.output("out")
+        if x != out or x[0] not in grads:
+            continue
+        desc = op.desc
+        desc.set_type("c_allreduce_sum")
+        desc.set_input("X", x)
+        desc.set_output("Out", out)
+        desc.remove_input("x")
+        desc.remove_output("out")
+        desc.remove_attr("reduce_type")
+        desc._set_attr("use_calc_stream", True)
+        desc._set_attr("use_model_parallel", False)
+    block._sync_with_cpp()
 
 
 def insert_global_norm_clip(rp, clip_norm):
@@ -201,6 +246,32 @@ _OVERLAP_TP = Expect(
     "as on engine_mlp_*: the column-parallel dX all_reduce is spelled all_reduce; the "
     "pass matches only c_allreduce_sum")
 
+_FUSE_AR_DEAD = Expect(
+    True, "NOT_APPLIED",
+    "six gradients, each summed in place over ring 12, independent of each other: "
+    "the coalescable syncs the pass exists for. It does nothing: its validity test "
+    "takes only op type c_allreduce_sum (3.3.1's planner spells the syncs all_reduce), "
+    "and its collective filter lists c_broadcast, broadcast, all_gather and all_reduce, "
+    "never c_allreduce_sum, so no op can pass both: the pass is dead on every program",
+    evidence="contract \"fired\" (NOT_APPLIED); with the filter mended "
+    "(tests/fixed_passes/fuse_all_reduce_filter_mended.py) it fuses the respelled syncs "
+    "of engine_dp2_sgd_c_allreduce")
+_FUSE_AR_RESPELLED = Expect(
+    True, "NOT_APPLIED",
+    "engine_dp2_sgd with the six gradient syncs spelled c_allreduce_sum, the op type "
+    "the pass's validity test takes: it still does nothing, because the collective "
+    "filter the groups are drawn from omits c_allreduce_sum. With that filter mended "
+    "(tests/fixed_passes/fuse_all_reduce_filter_mended.py) it fires: the six grads "
+    "become views of one coalesce_tensor buffer summed by one all_reduce on ring 12; "
+    "the contract (each grad summed once over ring 12, same factor) holds",
+    evidence="contract \"fired\" (NOT_APPLIED); tests/test_fuse_all_reduce.py runs the "
+    "mended pass")
+_FUSE_AR_ABSENT = Expect(
+    False, "EQUIVALENT",
+    "TP2: no parameter gradient is summed over a ring (the two all_reduces sum the "
+    "column-parallel dX and the row-parallel output): nothing to coalesce, and the "
+    "pass leaves the program alone")
+
 MESH_2X2 = [[0, 1], [2, 3]]
 RINGS_2X2 = {12: [[0, 2], [1, 3]], 13: [[0, 1], [2, 3]], 0: [[0, 1, 2, 3]]}
 
@@ -220,7 +291,13 @@ CASES = [
     _case("engine_dp2_sgd",
           "Engine-planned LN -> linear -> relu -> linear, MSE, SGD, DP2 (x [2,4,8] "
           "split by batch), before the post-partition passes",
-          {DP_OPT: _DP_OPT_COALESCE}, act="relu", optimizer="sgd"),
+          {DP_OPT: _DP_OPT_COALESCE, FUSE_AR: _FUSE_AR_DEAD}, act="relu",
+          optimizer="sgd"),
+    _case("engine_dp2_sgd_c_allreduce",
+          "engine_dp2_sgd with each gradient's DP sync respelled c_allreduce_sum (X -> Out, "
+          "in place, ring 12), the vocabulary fuse_all_reduce matches",
+          {FUSE_AR: _FUSE_AR_RESPELLED}, act="relu", optimizer="sgd", respell_syncs=True,
+          only_pass=FUSE_AR),
     _case("engine_dp2_sgd_clip",
           "engine_dp2_sgd with a global-norm clip (0.05) inserted as 3.3.1's static "
           "clip emits it (the Engine cannot build it in legacy mode)",
@@ -230,7 +307,8 @@ CASES = [
     _case("engine_tp2_sgd_clip",
           "engine_mlp_tp2_sgd (TP2, gelu, SGD) before the post-partition passes, "
           "with a global-norm clip (0.05) inserted as 3.3.1's static clip emits it",
-          {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
+          {GRAD_CLIP: _CLIP_TP, PROMOTION: _PROMOTION_CLIP, OVERLAP: _OVERLAP_TP,
+           FUSE_AR: _FUSE_AR_ABSENT}, parallel="mp", act="gelu", optimizer="sgd", clip_norm=0.05),
     _case_2x2("engine_dp2_tp2_sgd_clip",
               "the TP model on a DP2 x TP2 mesh (4 ranks; batch split on dp, weights "
               "on mp), relu, SGD, global-norm clip (0.05) inserted as 3.3.1's static "

@@ -353,6 +353,14 @@ CASES = _GEN_CASES + [
           "dist.shard_optimizer(ShardingStage1('dp')) planned for DP2 (mesh 2x1)",
           "planner_shard_opt.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS),
           uses=["planner_dp_mlp.py"]),
+    _case("planner_dp2_fused_ffn_qkv", "examples/planner_fused_ffn_qkv.py: q/k/v "
+          "projections and a SwiGLU FFN planned for DP2 (mesh [[0], [1]]) with "
+          "FLAGS_enable_fused_ffn_qkv_pass: fuse_attention_ffn_qkv_pass rewrites the forward",
+          "planner_fused_ffn_qkv.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS + (
+              "; the fusion runs first in Engine._parallel_pir, so the serial program "
+              "this relation starts from is already fused (3 matmuls, 6 parameters): the "
+              "fusion itself is judged by tests/test_fused_ffn_qkv.py (the training "
+              "losses with the flag off and on)"))),
     _case("planner_tp2_ids23", "examples/tiny_mlp_pir.py planned on the mesh [2, 3]: "
           "ranks 2 and 3 of a job of 4 (process ids not 0..n-1)",
           "tiny_mlp_pir.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),

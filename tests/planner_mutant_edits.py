@@ -190,6 +190,24 @@ EDITS = {
         "                ori_value.replace_grad_users_with(rc_value, set(bwd_ops))\n",
         "                # MUTANT: the backward keeps reading the forward values\n"
         "                pass\n"),
+    # eliminate_transpose_by_reshape replaces every dim-0/dim-1 swap by a
+    # reshape, whether or not one of the swapped dims is 1 (elements move)
+    "eliminate_transpose_any_dims": (
+        f"{_STATIC}/pir_pass.py",
+        "            if perm == expected_perm and (\n"
+        "                var.shape[0] == 1 or var.shape[1] == 1\n"
+        "            ):\n",
+        "            # MUTANT: the size-1 condition is dropped\n"
+        "            if perm == expected_perm:\n"),
+    # fuse_attention_ffn_qkv_pass hands the fused projection's k part to the
+    # readers of v and the v part to the readers of k
+    "ffn_qkv_k_v_swapped": (
+        f"{_STATIC}/pir_pass.py",
+        "        reshape_k.result(0).replace_all_uses_with(out_k)\n"
+        "        reshape_v.result(0).replace_all_uses_with(out_v)\n",
+        "        # MUTANT: k's readers get v's part and v's readers k's\n"
+        "        reshape_k.result(0).replace_all_uses_with(out_v)\n"
+        "        reshape_v.result(0).replace_all_uses_with(out_k)\n"),
 }
 
 

@@ -193,6 +193,11 @@ def cmd_list(out=sys.stdout, case_files=()) -> int:
     print("passes:", file=out)
     for name, a in passes.adapters().items():
         print(f"  {name}  (short: {a.short})", file=out)
+    from passes._not_checked import NOT_CHECKED
+
+    print("not checked:", file=out)
+    for name, (where, why) in NOT_CHECKED.items():
+        print(f"  {name}  ({where}): {why}", file=out)
     print("cases:", file=out)
     for c in list(cases.all_cases().values()) + file_cases(case_files):
         exp = ", ".join(f"{passes.get(p).short}: "
