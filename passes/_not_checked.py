@@ -19,4 +19,30 @@ NOT_CHECKED = {
         "program pair alone does not relate them; judged by tests/test_fused_ffn_qkv.py "
         "(training losses with the flag off and on; on a 1-D mesh it kills the process) and "
         "planned inside planner_dp2_fused_ffn_qkv (whose serial reference is already fused)"),
+    "replace_with_parallel_cross_entropy": (
+        "paddle/distributed/passes/auto_parallel_replace_with_parallel_cross_entropy.py",
+        "no CPU kernel: the c_softmax_with_cross_entropy it writes raises RuntimeError "
+        "(Unavailable) Do not support c_softmax_with_cross_entropy for cpu kernel now "
+        "(its grad has none either); it also needs fleet's hybrid communicate group"),
+    "auto_parallel_c_embedding_pass": (
+        "paddle/distributed/passes/auto_parallel_c_embedding.py",
+        "needs fleet's hybrid communicate group (AttributeError: 'Fleet' object has no "
+        "attribute '_hcg' without fleet.init, which on a CPU build needs the gloo backend); "
+        "with it each rank's serial program carries its own start_index, so the planner "
+        "family's one serial reference does not hold, and on a 1-D mesh the planning "
+        "process dies with SIGSEGV (docs/planner.md)"),
+    "auto_parallel_fp16": (
+        "paddle/distributed/passes/auto_parallel_fp16.py",
+        "nothing to prove on a CPU build: AMP O2 keeps every op of its unsupported list in "
+        "float32, and on CPU that list holds 1201 ops, matmul_v2 and elementwise_add among "
+        "them, so O2 casts nothing here; its loss scaling is what auto_parallel_amp's check "
+        "judges (docs/passes.md)"),
+    "auto_parallel_master_grad_pass": (
+        "paddle/distributed/passes/auto_parallel_master_grad.py",
+        "not built this round: it rewrites the optimizer the Engine appends after AMP O2, "
+        "which casts nothing on a CPU build (see auto_parallel_fp16)"),
+    "auto_parallel_recompute": (
+        "paddle/distributed/passes/auto_parallel_recompute.py",
+        "not built this round: the legacy Engine's recompute; the PIR Engine's "
+        "(auto_parallel_recompute_pir) is checked"),
 }

@@ -47,3 +47,39 @@ def test_quantization_needs_a_cuda_device():
     assert not paddle.is_compiled_with_cuda()
     with pytest.raises(ValueError, match="use wrong place"):
         paddle.framework.CUDAPlace(0)
+
+
+# -- replace_with_parallel_cross_entropy ------------------------------------------
+def test_parallel_cross_entropy_has_no_cpu_kernel():
+    import paddle
+
+    assert not paddle.is_compiled_with_cuda()
+    with paddle.base.dygraph.guard():  # another test of the process may have left static mode on
+        logits, label = paddle.randn([2, 8]), paddle.randint(0, 8, [2, 1])
+        with pytest.raises(RuntimeError, match="Do not support c_softmax_with_cross_entropy "
+                                               "for cpu kernel now"):
+            paddle._C_ops.c_softmax_with_cross_entropy(logits, label, -100, 0, 0, 1)
+
+
+# -- auto_parallel_c_embedding_pass -------------------------------------------------
+def test_c_embedding_needs_fleets_hybrid_group():
+    import paddle
+    from paddle.distributed.passes import new_pass
+
+    c_embedding = new_pass("auto_parallel_c_embedding_pass", {"concrete_program": None})
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with pytest.raises(AttributeError, match="'Fleet' object has no attribute '_hcg'"):
+            c_embedding.apply([main], [startup])
+
+
+# -- auto_parallel_fp16 (O2) --------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_amp_o2_keeps_every_op_of_these_programs_in_float32_on_cpu(dtype):
+    import paddle
+    from paddle.static.amp.fp16_lists import AutoMixedPrecisionLists
+
+    assert not paddle.is_compiled_with_cuda()
+    unsupported = AutoMixedPrecisionLists(dtype=dtype).unsupported_list
+    assert {"matmul_v2", "elementwise_add", "relu", "mean", "softmax"} <= unsupported
+    assert len(unsupported) > 1000
