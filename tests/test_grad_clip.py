@@ -134,3 +134,29 @@ def test_the_planner_case_with_the_clip_is_proved_not_inconclusive():
     assert app.verdict == Verdict.EQUIVALENT and app.proof == "proved", app.proof
     text = " ".join(c.message for c in app.checks)
     assert "no semantics row" not in text and "no shape rule" not in text
+
+
+def _sqrt_program(inside: bool):
+    """gn = sqrt(4 s) (``inside``) or 2 sqrt(s), s = |g1|^2: equal over the
+    reals by an identity of sqrt the uninterpreted term does not have."""
+    ops = [("pd_op.data", {}, {"out": ["g1"]}, {"name": "g1"}),
+           ("pd_op.squared_l2_norm", {"x": ["g1"]}, {"out": ["s"]}, {})]
+    scale = {"bias": 0.0, "bias_after_scale": True}
+    if inside:
+        ops += [("pd_op.scale", {"x": ["s"]}, {"out": ["t"]}, {"scale@value": 4.0, **scale}),
+                ("pd_op.sqrt", {"x": ["t"]}, {"out": ["gn"]}, {})]
+    else:
+        ops += [("pd_op.sqrt", {"x": ["s"]}, {"out": ["t"]}, {}),
+                ("pd_op.scale", {"x": ["t"]}, {"out": ["gn"]}, {"scale@value": 2.0, **scale})]
+    vs = {n: Var(n, sh, "float32", is_data=n == "g1")
+          for n, sh in {"g1": [2, 3], "s": [1], "t": [1], "gn": [1]}.items()}
+    return ProgramSnapshot([Op(i, *o) for i, o in enumerate(ops)], vs, [], ["g1"])
+
+
+def test_sqrt_claims_no_identity_it_does_not_model():
+    """sqrt is uninterpreted: sqrt(4 s) against 2 sqrt(s) is neither proved
+    (no identity of sqrt is assumed) nor refuted (the replay with the real
+    sqrt finds them equal): INCONCLUSIVE, saying why; never a false proof."""
+    res = _prove(_sqrt_program(False), before=_sqrt_program(True), watched=["gn"])
+    assert res.verdict == Verdict.INCONCLUSIVE, res.message
+    assert "gn" in res.message
