@@ -1,6 +1,7 @@
 """A TP2 MLP trained by AdamW with ``grad_clip=ClipGradByGlobalNorm(1.0)``,
 planned by Paddle's PIR planner for the planner family
-(``cases/planner_models.py``, case ``planner_tp2_clip``).
+(``cases/planner_models.py``: ``planner_tp2_clip`` on a mesh of 2,
+``planner_dp2_tp2_clip`` on a 2 x 2 dp x mp mesh).
 
 It follows the style of Paddle's own semi-auto-parallel LLaMA
 accuracy-alignment test, ``test/auto_parallel/hybrid_strategy/
@@ -33,9 +34,10 @@ class ClippedMLP(nn.Layer):
         self.norm = nn.LayerNorm(H)
         self.up = nn.Linear(H, FFN)
         self.down = nn.Linear(FFN, H)
-        self.up.weight = dist.shard_tensor(self.up.weight, mesh, [dist.Shard(1)])
-        self.up.bias = dist.shard_tensor(self.up.bias, mesh, [dist.Shard(0)])
-        self.down.weight = dist.shard_tensor(self.down.weight, mesh, [dist.Shard(0)])
+        tp = [dist.Replicate()] * (len(mesh.dim_names) - 1)  # replicated over dp, if any
+        self.up.weight = dist.shard_tensor(self.up.weight, mesh, tp + [dist.Shard(1)])
+        self.up.bias = dist.shard_tensor(self.up.bias, mesh, tp + [dist.Shard(0)])
+        self.down.weight = dist.shard_tensor(self.down.weight, mesh, tp + [dist.Shard(0)])
 
     def forward(self, x):
         return self.down(nn.functional.relu(self.up(self.norm(x))))
