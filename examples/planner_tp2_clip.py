@@ -1,7 +1,7 @@
 """A TP2 MLP trained by AdamW with ``grad_clip=ClipGradByGlobalNorm(1.0)``,
 planned by Paddle's PIR planner for the planner family
-(``cases/planner_models.py``: ``planner_tp2_clip`` on a mesh of 2,
-``planner_dp2_tp2_clip`` on a 2 x 2 dp x mp mesh).
+(``cases/planner_models.py``, case ``planner_tp2_clip``; its linears are
+placed on a ``["dp", "mp"]`` mesh too, replicated over dp).
 
 It follows the style of Paddle's own semi-auto-parallel LLaMA
 accuracy-alignment test, ``test/auto_parallel/hybrid_strategy/
