@@ -361,6 +361,11 @@ CASES = _GEN_CASES + [
               "this relation starts from is already fused (3 matmuls, 6 parameters): the "
               "fusion itself is judged by tests/test_fused_ffn_qkv.py (the training "
               "losses with the flag off and on)"))),
+    _case("planner_tp2_clip", "examples/planner_tp2_clip.py: a column- then row-parallel "
+          "MLP planned for TP2, AdamW with grad_clip=ClipGradByGlobalNorm(1.0) (the global "
+          "norm: squared_l2_norm per gradient, stack, sum, the sharded part all-reduced "
+          "over mp, sqrt, maximum, divide; every gradient rescaled)",
+          "planner_tp2_clip.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),
     _case("planner_tp2_ids23", "examples/tiny_mlp_pir.py planned on the mesh [2, 3]: "
           "ranks 2 and 3 of a job of 4 (process ids not 0..n-1)",
           "tiny_mlp_pir.py", [2, 3], Expect(True, "EQUIVALENT", _HOLDS)),

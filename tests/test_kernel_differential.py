@@ -10,6 +10,7 @@ bool exact (after the row's wrap modulo 2^bits); floats within
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from verify.ir.snapshot import Op
@@ -340,3 +341,43 @@ def test_a_wrong_rotary_row_is_caught_with_its_example(sweep, monkeypatch):
         bad = [why for o, why in res if o == "disagree"]
         assert bad, (spec, res)
         assert "row" in bad[0] and "Paddle" in bad[0], bad[0]
+
+
+def test_the_grad_clip_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
+    """The global-norm clip's PIR rows (pd_op.squared_l2_norm, sqrt, maximum,
+    minimum, stack) on their own sample, in PIR mode: the real rows agree
+    with Paddle's kernels; each broken row disagrees on some example: the
+    norm as a sum of |x|, sqrt as the identity, maximum and minimum swapped,
+    stack ignoring its axis."""
+    names = ["squared_l2_norm", "sqrt", "elementwise_max", "elementwise_min", "stack"]
+    exs = K.build_examples(2, 0, names)
+    runs = K.run_mode("pir", exs)["results"]
+
+    def outcomes():
+        got = {}
+        for e in exs:
+            o, why = K.judge(e, runs.get(e.id))
+            got.setdefault(e.spec, set()).add(o)
+        return got
+    real = outcomes()
+    assert all("agree" in real[n] and "disagree" not in real[n] for n in names), real
+    right_max, right_min = S.ROWS["pd_op.maximum"], S.ROWS["pd_op.minimum"]
+
+    def sum_abs(op, ins, k):
+        x = ins["x"][0]
+        arr = np.empty([1], dtype=object)
+        arr[0] = sum((abs(e) for e in x.arr.reshape(-1)), k.const(0))
+        return {"out": [S.Tensor(arr, [((1, 1),)], x.dtype)]}
+
+    def identity(op, ins, k):
+        return {"out": [ins["x"][0]]}
+
+    monkeypatch.setitem(S.ROWS, "pd_op.squared_l2_norm", sum_abs)
+    monkeypatch.setitem(S.ROWS, "pd_op.sqrt", identity)
+    monkeypatch.setitem(S.ROWS, "pd_op.maximum", right_min)
+    monkeypatch.setitem(S.ROWS, "pd_op.minimum", right_max)
+    right_stack = S.ROWS["pd_op.stack"]
+    monkeypatch.setitem(S.ROWS, "pd_op.stack", lambda op, ins, k: right_stack(
+        Op(op.idx, op.type, op.inputs, op.outputs, {**op.attrs, "axis": 0}), ins, k))
+    wrong = outcomes()
+    assert all("disagree" in wrong[n] for n in names), wrong

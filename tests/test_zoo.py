@@ -108,16 +108,6 @@ def test_the_sampled_zoo_case_is_covered_by_rules_and_rows():
             "pd_op.silu"} <= set(types)
 
 
-def _stack_awaited():
-    """pd_op.stack (ERNIE 4.5's rotate-half) gets its shape rule and value
-    row on another branch (the gradient clip's ops); until both are here the
-    family test below is an expected failure on it, and on it only."""
-    from verify.checks.shape_rules import RULES
-    from verify.value.semantics import ROWS
-
-    return "pd_op.stack" not in RULES or "pd_op.stack" not in ROWS
-
-
 @needs_models
 def test_every_cpu_plannable_family_is_covered_by_rules_and_rows(request):
     """``verify coverage`` on every paddleformers family that plans on CPU
@@ -134,10 +124,6 @@ def test_every_cpu_plannable_family_is_covered_by_rules_and_rows(request):
     types, stops = coverage.scan(chosen, unbuilt)
     assert not unbuilt, unbuilt
     missing = sorted(n for n, t in types.items() if not (t.shape_rule and t.value_row))
-    if _stack_awaited() and missing == ["pd_op.stack"] and \
-            {s.op_type for s in stops} == {"pd_op.stack"}:
-        pytest.xfail("pd_op.stack (ERNIE 4.5's rotate-half) has no shape rule / value row on "
-                     "this branch yet; every other op type of every family is covered")
     assert not missing and not stops, (missing, stops)
     assert {c.name for c in chosen} == set().union(*(t.cases for t in types.values()))
     if every:  # ERNIE 4.5's rotary was scanned

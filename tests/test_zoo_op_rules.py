@@ -34,7 +34,10 @@ ROWS_TESTED_HERE = [
     "pd_op.empty", "pd_op.split", "pd_op.set_value_", "pd_op.tril",
     "pd_op.cross_entropy_with_softmax", "pd_op.cross_entropy_with_softmax_grad",
     "pd_op.repeat_interleave", "pd_op.strided_slice", "pd_op.strided_slice_grad",
-    "pd_op.flatten", "pd_op.flatten_grad", "pd_op.stack_grad"]
+    "pd_op.flatten", "pd_op.flatten_grad", "pd_op.stack_grad",
+    # the global-norm grad clip's (ClipGradByGlobalNorm) ops
+    "pd_op.squared_l2_norm", "pd_op.stack", "pd_op.sqrt", "pd_op.maximum", "pd_op.minimum",
+    "elementwise_min"]
 
 
 def _pd(fn):
@@ -111,6 +114,23 @@ SHAPE_CASES = [
                                             "ends@value": [1, 1]}, "out", lambda p: [_set_value(p)]),
     ("pd_op.assign_out_", {"x": [(3, 4)], "output": [(3, 4)]}, {}, "out",
      lambda p: [p.assign(p.ones([3, 4]), p.zeros([3, 4]))]),
+    # the global-norm grad clip's ops
+    ("pd_op.squared_l2_norm", {"x": [(2, 8, 16)]}, {}, "out",
+     lambda p: [p._C_ops.squared_l2_norm(p.ones([2, 8, 16]))]),
+    ("pd_op.squared_l2_norm", {"x": [(16,)]}, {}, "out",
+     lambda p: [p._C_ops.squared_l2_norm(p.ones([16]))]),
+    ("pd_op.sqrt", {"x": [()]}, {}, "out", lambda p: [p.sqrt(p.ones([]))]),
+    ("pd_op.maximum", {"x": [()], "y": [(1,)]}, {}, "out",
+     lambda p: [p.maximum(p.ones([]), p.ones([1]))]),
+    ("pd_op.minimum", {"x": [(2, 1, 8)], "y": [(4, 1)]}, {}, "out",
+     lambda p: [p.minimum(p.ones([2, 1, 8]), p.ones([4, 1]))]),
+    # a vector of 3 pieces [1] (the clip's per-parameter norms), of 2 pieces [3, 4]
+    ("pd_op.stack", {"x": [(3, 1)]}, {"axis": 0}, "out",
+     lambda p: [p.stack([p.ones([1])] * 3, axis=0)]),
+    ("pd_op.stack", {"x": [(2, 3, 4)]}, {"axis": 1}, "out",
+     lambda p: [p.stack([p.ones([3, 4])] * 2, axis=1)]),
+    ("pd_op.stack", {"x": [(2, 3, 4)]}, {"axis": -1}, "out",
+     lambda p: [p.stack([p.ones([3, 4])] * 2, axis=-1)]),
     ("pd_op.add_n", {"inputs": [(2, 2, 8, 16)]}, {}, "out",
      lambda p: [p.add_n([p.ones([2, 8, 16]), p.ones([2, 8, 16])])]),
     ("pd_op.slice", {"input": [(2, 8, 32)]},
@@ -240,6 +260,8 @@ def test_split_by_sections_is_the_kernels():
     ("pd_op.slice", {"input": [(2, 8, 32)]},
      {"axes": [2], "starts@value": [0], "ends@value": [2], "decrease_axis": [2]}, "size 2"),
     ("pd_op.arange", {}, {"start@value": 5.0, "end@value": 1.0, "step@value": 1.0}, "empty"),
+    ("pd_op.maximum", {"x": [(2, 3)], "y": [(4,)]}, {}, "broadcast"),
+    ("pd_op.stack", {"x": [(2, 3, 4)]}, {"axis": 3}, "outside"),
 ])
 def test_a_broken_op_is_caught(op_type, ins, attrs, needle):
     _, bad = rule(op_type, ins, attrs)
@@ -274,6 +296,8 @@ class PaddleKernels:
             return float(sm[int(at["index"])])
         if kernel == "inv":
             return float(paddle.reciprocal(t[0]))
+        if kernel in ("max", "min"):
+            return float((paddle.maximum if kernel == "max" else paddle.minimum)(t[0], t[1]))
         if kernel in ("rsqrt", "cos", "sin", "exp", "tanh", "sqrt"):
             return float(getattr(paddle, kernel)(t[0]))
         if kernel == "silu":
@@ -394,6 +418,32 @@ def test_multiply_divide_and_grads_are_paddles():
               outs=["x_grad", "y_grad"])
     close(got["x_grad"], da)
     close(got["y_grad"], db)
+
+
+def test_grad_clip_rows_are_paddles():
+    """The global-norm clip's rows (squared_l2_norm exact; sqrt, max, min
+    uninterpreted, here Paddle's kernels) against Paddle's kernels."""
+    x, y, g = r(2, 3, 4), r(3, 1), r(4)
+    pos = np.abs(x) + 0.5
+    pieces = [r(3, 4), r(3, 4), r(3, 4)]
+
+    def ref(paddle):
+        X, Y, P = (paddle.to_tensor(v) for v in (x, y, pos))
+        return {"norm": paddle._C_ops.squared_l2_norm(X).numpy(),
+                "norm1d": paddle._C_ops.squared_l2_norm(paddle.to_tensor(g)).numpy(),
+                "sqrt": paddle.sqrt(P).numpy(), "max": paddle.maximum(X, Y).numpy(),
+                "min": paddle.minimum(X, Y).numpy(),
+                "stack": {a: paddle.stack([paddle.to_tensor(v) for v in pieces], a).numpy()
+                          for a in (0, 1, 2, -1, -3)}}
+    want = _pd(ref)
+    close(run("pd_op.squared_l2_norm", {"x": [x]})["out"], want["norm"])
+    close(run("pd_op.squared_l2_norm", {"x": [g]})["out"], want["norm1d"])
+    close(run("pd_op.sqrt", {"x": [pos]})["out"], want["sqrt"])
+    close(run("pd_op.maximum", {"x": [x], "y": [y]})["out"], want["max"])
+    close(run("pd_op.minimum", {"x": [x], "y": [y]})["out"], want["min"])
+    close(run("elementwise_min", {"X": [x], "Y": [y]}, outs=["Out"])["Out"], want["min"])
+    for a, w in want["stack"].items():  # a vector value: its pieces along a leading dim
+        close(run("pd_op.stack", {"x": [np.stack(pieces)]}, {"axis": a})["out"], w)
 
 
 def test_comparisons_where_and_cast_are_paddles():

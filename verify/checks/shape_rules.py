@@ -801,6 +801,19 @@ def _pir_add_n(s):
     return {"out": [list(v[1:])]}
 
 
+def _pir_stack(s):
+    """``pd_op.stack`` of a vector of equal pieces of rank r: the piece count
+    inserted at ``axis`` (in ``[-(r+1), r]``)."""
+    v = s("x")
+    _equal_pieces(s, v, "stack")
+    piece = list(v[1:])
+    axis = int(s.attr("axis", 0))
+    s.need(-(len(piece) + 1) <= axis <= len(piece),
+           f"stack axis {axis} outside [{-(len(piece) + 1)}, {len(piece)}]")
+    axis %= len(piece) + 1
+    return {"out": [piece[:axis] + [v[0]] + piece[axis:]]}
+
+
 def _pir_arange(s):
     start, end, step = (s.attr(f"{n}@value") for n in ("start", "end", "step"))
     if None in (start, end, step):
@@ -1018,7 +1031,8 @@ def _pir_layer_norm_grad(s):
 
 
 _UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
-          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu", "pd_op.relu", "pd_op.share_data_"]
+          "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu", "pd_op.relu", "pd_op.share_data_",
+          "pd_op.sqrt"]
 
 RULES.update({t: _pir_same("x", "out") for t in _UNARY})
 RULES.update({
@@ -1036,6 +1050,11 @@ RULES.update({
     "pd_op.where": _pir_where,
     "pd_op.multiply": _pir_binary,
     "pd_op.divide": _pir_binary,
+    "pd_op.maximum": _pir_binary,
+    "pd_op.minimum": _pir_binary,
+    "pd_op.stack": _pir_stack,
+    # SquaredL2NormInferMeta: out is [1] whatever x's shape
+    "pd_op.squared_l2_norm": lambda s: (s("x"), {"out": [[1]]})[1],
     "pd_op.bitwise_and": _pir_binary,
     "pd_op.not_equal": _pir_binary,
     "pd_op.multiply_grad": _pir_binary_grad,

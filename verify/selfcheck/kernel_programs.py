@@ -125,9 +125,14 @@ PIR_BUILD = {
     "pd_op.strided_slice": lambda C, v, axes, st, en, sp: [
         C.strided_slice(v[0], axes, st, en, sp)],
     "pd_op.flatten": lambda C, v, start, stop: [C.flatten(v[0], start, stop)],
-    # the grad op itself (its forward, pd_op.stack, is not among these rows):
-    # the pieces, then the fed out_grad
+    # the grad op itself: the pieces, then the fed out_grad
     "pd_op.stack_grad": lambda C, v, axis: list(C.stack_grad(list(v[:-1]), v[-1], axis)),
+    # the global-norm grad clip's ops
+    "pd_op.squared_l2_norm": lambda C, v: [C.squared_l2_norm(v[0])],
+    "pd_op.sqrt": lambda C, v: [C.sqrt(v[0])],
+    "pd_op.maximum": lambda C, v: [C.maximum(v[0], v[1])],
+    "pd_op.minimum": lambda C, v: [C.minimum(v[0], v[1])],
+    "pd_op.stack": lambda C, v, axis: [C.stack(list(v), axis)],
 }
 
 
@@ -701,7 +706,8 @@ def _specs():
                          ("elementwise_sub", "pd_op.subtract", "any"),
                          ("elementwise_mul", "pd_op.multiply", "any"),
                          ("elementwise_div", "pd_op.divide", "nonzero"),
-                         ("elementwise_max", None, "any")):
+                         ("elementwise_max", "pd_op.maximum", "any"),
+                         ("elementwise_min", "pd_op.minimum", "any")):
         add(leg, [leg] + ([pir] if pir else []), gen_ew(leg, pir, ykind=yk))
     for leg, pir in (("elementwise_add", "pd_op.add"), ("elementwise_sub", "pd_op.subtract"),
                      ("elementwise_mul", "pd_op.multiply")):
@@ -730,7 +736,8 @@ def _specs():
     add("square", ["square", "pd_op.square"], gen_unary("square", "pd_op.square"))
     add("square_grad", ["square", "square_grad", "pd_op.square", "pd_op.square_grad"],
         gen_unary_grad("square", "pd_op.square"))
-    add("squared_l2_norm", ["squared_l2_norm"], gen_unary("squared_l2_norm", None))
+    add("squared_l2_norm", ["squared_l2_norm", "pd_op.squared_l2_norm"],
+        gen_unary("squared_l2_norm", "pd_op.squared_l2_norm"))
     add("relu", ["relu", "pd_op.relu"], gen_unary("relu", "pd_op.relu"))
     add("relu_grad", ["relu", "relu_grad", "pd_op.relu", "pd_op.relu_grad"],
         gen_unary_grad("relu", "pd_op.relu"))
@@ -738,14 +745,15 @@ def _specs():
         gen_unary("gelu", "pd_op.gelu", attr=("approximate", _bool_attr)))
     add("gelu_grad", ["gelu", "gelu_grad", "pd_op.gelu", "pd_op.gelu_grad"],
         gen_unary_grad("gelu", "pd_op.gelu", attr=("approximate", _bool_attr)))
-    add("sqrt", ["sqrt"], gen_unary("sqrt", None, kind="pos"))
+    add("sqrt", ["sqrt", "pd_op.sqrt"], gen_unary("sqrt", "pd_op.sqrt", kind="pos"))
     add("softmax", ["softmax", "pd_op.softmax"],
         gen_unary("softmax", "pd_op.softmax", attr=("axis", _axis_attr)))
     add("softmax_grad", ["softmax", "softmax_grad", "pd_op.softmax", "pd_op.softmax_grad"],
         gen_unary_grad("softmax", "pd_op.softmax", attr=("axis", _axis_attr)))
     add("assign", ["assign", "pd_op.assign"], gen_unary("assign", "pd_op.assign"))
     add("sum", ["sum", "pd_op.add_n", "builtin.combine"], gen_many("sum", "pd_op.add_n"))
-    add("stack", ["stack"], gen_many("stack", None, out_slot="Y", axis=True))
+    add("stack", ["stack", "pd_op.stack", "builtin.combine"],
+        gen_many("stack", "pd_op.stack", out_slot="Y", axis=True))
     add("concat", ["pd_op.concat", "builtin.combine"], gen_many(None, "pd_op.concat",
                                                                  axis=True))
     add("split", ["split", "pd_op.split_with_num", "builtin.split"], gen_split)

@@ -532,7 +532,7 @@ _ANY_ROWS = (
     "pd_op.assign", "pd_op.cast", "pd_op.share_data_", "pd_op.assign_out_", "pd_op.slice",
     "pd_op.slice_grad", "pd_op.concat", "pd_op.concat_grad", "pd_op.unsqueeze",
     "pd_op.expand", "pd_op.tile", "pd_op.embedding", "pd_op.embedding_grad", "pd_op.arange",
-    "pd_op.empty", "pd_op.set_value_with_tensor_",
+    "pd_op.empty", "pd_op.set_value_with_tensor_", "pd_op.stack",
     # uninterpreted, keyed by every input's dtype (kernel_key / _uf_broadcast)
     "pd_op.set_value_", "pd_op.tril", "pd_op.cross_entropy_with_softmax",
     "pd_op.cross_entropy_with_softmax_grad", "pd_op.not_equal", "pd_op.bitwise_and",
@@ -811,6 +811,18 @@ def elementwise_max(op, ins, k):
     return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
 
 
+def elementwise_min(op, ins, k):
+    """``min(x, y)`` elementwise, ``min`` uninterpreted (replayed exactly,
+    ``kernels.reference``), as ``elementwise_max``'s ``max``."""
+    x, y = _t(ins, "X"), _t(ins, "Y")
+    a, b = _align(x, y, op.attrs.get("axis", -1))
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape, dtype=object)
+    for idx in np.ndindex(a.shape):
+        out[idx] = k.uf("min", [a[idx], b[idx]], ())
+    return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
+
+
 ADAMW_IN = ("Param", "Grad", "Moment1", "Moment2", "LearningRate", "Beta1Pow", "Beta2Pow")
 
 
@@ -1029,6 +1041,7 @@ ROWS = {
     # uninterpreted
     "elementwise_div": elementwise_div,
     "elementwise_max": elementwise_max,
+    "elementwise_min": elementwise_min,
     "gelu": uf_elementwise("gelu", ["X"], "Out"),
     "gelu_grad": uf_linear_grad("gelu.d", "X", "Out@GRAD", "X@GRAD"),
     "relu": uf_elementwise("relu", ["X"], "Out"),
@@ -1621,6 +1634,22 @@ def _pir_add_n(op, ins, k):
     return {"out": [Tensor(np.asarray(out), v.dims[1:], v.dtype)]}
 
 
+def _pir_stack(op, ins, k):
+    """``pd_op.stack`` of a vector value (``builtin.combine``'s, its pieces
+    along a leading dim): that dim moved to ``axis`` (in ``[-(r+1), r]`` for
+    pieces of rank r), the new dim of size the piece count."""
+    v = _t(ins, "x")
+    nd = v.arr.ndim - 1
+    axis = int(op.attrs.get("axis", 0))
+    if not -(nd + 1) <= axis <= nd:
+        raise Unsupported(f"stack axis {axis} outside [{-(nd + 1)}, {nd}]")
+    axis %= nd + 1
+    arr = np.array(np.moveaxis(v.arr, 0, axis), dtype=object)
+    dims = list(v.dims[1:])
+    dims.insert(axis, v.dims[0])
+    return {"out": [Tensor(arr, dims, v.dtype)]}
+
+
 def _pir_unsqueeze(op, ins, k):
     x = _t(ins, "x")
     axes = op.attrs.get("axis@value")
@@ -1847,6 +1876,15 @@ ROWS.update({
     "pd_op.pow": _pir_pow,
     "pd_op.pow_grad": _pir_pow_grad,
     "pd_op.rsqrt": uf_elementwise("rsqrt", ["x"], "out"),
+    # the global-norm grad clip (ClipGradByGlobalNorm): sum of squares exact,
+    # sqrt / max / min uninterpreted (a refutation is replayed with the real
+    # kernels, kernels.reference; equal only by an identity of sqrt such as
+    # sqrt(4 s) = 2 sqrt(s) is not proved: INCONCLUSIVE, not EQUIVALENT)
+    "pd_op.squared_l2_norm": _via(squared_l2_norm, {"x": "X"}, {"Out": "out"}),
+    "pd_op.stack": _pir_stack,
+    "pd_op.sqrt": uf_elementwise("sqrt", ["x"], "out"),
+    "pd_op.maximum": _via(elementwise_max, {"x": "X", "y": "Y"}, {"Out": "out"}),
+    "pd_op.minimum": _via(elementwise_min, {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.rsqrt_grad": _pir_rsqrt_grad,
     "pd_op.cos": uf_elementwise("cos", ["x"], "out"),
     "pd_op.sin": uf_elementwise("sin", ["x"], "out"),
