@@ -117,8 +117,8 @@ class PlannerAdapter(PirPassAdapter):
         checks += static_checks(case, folder, records, outcomes, notes)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         merge = None if crashed else merged_plan(case, records)
-        if merge:  # the proof has no model of the job schedule
-            checks += merged_proof(case, merge)
+        if merge:  # the proof of the job schedule (a pipeline's: not modelled)
+            checks += merged_proof(case, folder, records, notes, merge)
         elif not crashed:
             checks += relation_proof(case, folder, records, notes)
         if numeric and not crashed:
@@ -182,16 +182,18 @@ def merged_plan(case, records):
     return None
 
 
-def merged_proof(case, merge) -> list:
-    """The relation proof of a merged plan: INCONCLUSIVE, advisory.  A merged
-    rank program runs as Paddle's job schedule, ``[forward, backward] *
-    k_steps + [optimize]`` by op role; the symbolic relation executes each
-    program whole per step and has no model of that schedule (nor of the
-    keyword block arguments the accumulators are), so it claims nothing: the
-    numeric relation (``verify/numeric/merged_relation.py``) decides."""
+def merged_proof(case, folder, records, notes, merge) -> list:
+    """The relation proof of a merged plan.  A merged rank program runs as
+    Paddle's job schedule, ``[forward, backward] * k_steps + [optimize]`` by
+    op role: ``verify/value/merged_relation.py`` proves that schedule against
+    the serial program's micro-steps.  A pipeline's ranks run the job lists
+    its scheduler made (sends and recvs between jobs), which no proof models
+    yet: INCONCLUSIVE, advisory (the numeric relation drives that schedule)."""
     from verify.value.relation import NAME
 
     r, gm, pipeline = merge
+    if not pipeline:
+        return relation_proof(case, folder, records, notes, gm=gm)
     schedule = (f"the job list its pipeline scheduler made ({pipeline['pass']})"
                 if pipeline else
                 f"the job schedule [forward, backward] * {gm['k_steps']} + [optimize]")
@@ -863,9 +865,10 @@ def _relation_snapshots(folder, ranks, r0):
     return serial, snaps
 
 
-def relation_proof(case, folder, records, notes) -> list:
-    """The value proof of the relation (``verify/value/relation.py``): one
-    result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
+def relation_proof(case, folder, records, notes, gm=None) -> list:
+    """The value proof of the relation (``verify/value/relation.py``; with
+    ``gm``, the records' gradient merge ``{"k_steps", "avg"}``, of the merged
+    schedule: ``verify/value/merged_relation.py``): one result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
     advisory: the numeric relation decides, the application is then
     "witnessed, not proved"); a proof or a replayed refutation decides."""
     from verify.value.relation import NAME, input_elements, input_limit, prove_relation
@@ -887,7 +890,8 @@ def relation_proof(case, folder, records, notes) -> list:
 
         # keyed by the budget in force too (a --value-work-units run answers anew)
         memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs",
-                         json.dumps([budget_settings(), case.name], sort_keys=True))
+                         json.dumps([budget_settings(), case.name] + ([gm] if gm else []),
+                                    sort_keys=True))
         out = memo.load()
         if out is not None:
             notes.append(f"planner relation proof: memoized for these programs and proof "
@@ -908,9 +912,16 @@ def relation_proof(case, folder, records, notes) -> list:
         else:
             rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
                      .get("rings", {}).items()}
-            out = prove_relation(where, serial, snaps, serial_rel, rank_rels,
-                                 {r: records[r].get("final_ops", []) for r in case.ranks},
-                                 rings)
+            final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
+            if gm:
+                from verify.value.merged_relation import prove_merged_relation
+
+                out = prove_merged_relation(where, serial, snaps, serial_rel, rank_rels,
+                                            final_ops, rings, int(gm["k_steps"]),
+                                            bool(gm["avg"]))
+            else:
+                out = prove_relation(where, serial, snaps, serial_rel, rank_rels, final_ops,
+                                     rings)
             # an over-budget answer too (the budget is deterministic and in the key);
             # never the hang guard's, which depends on the machine
             if not any(c.details.get("hang_guard") for c in out):
@@ -936,7 +947,8 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
            "verify/numeric/run_spec.py")
 # what decides the relation's value proof: the proof's modules, the op table
-PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/merged_relation.py",
+                 "verify/value/linear_form.py",
                  "verify/value/paired_form.py",
                  "verify/value/expand.py",
                  "verify/value/proof.py",
