@@ -50,7 +50,7 @@ from verify.verdicts import CheckResult, Verdict
 
 from .proof import ROUNDING, Z3Terms, _Z3Budget, _collector_paused, budget_settings
 from .relation import KIND, NAME, SERIAL, _cpu_limit, _judge_rank, _leaf, _OverCPU, \
-    _region_ops, _tensor, final_states, input_elements, input_limit, input_piece
+    _region_ops, final_states, input_elements, input_limit, input_piece
 from .semantics import Tensor, Unsupported
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T, ids
 
@@ -152,7 +152,7 @@ class _Schedule:
         return out
 
     def run(self, steps):
-        ex, store = self.ex, self.store
+        ex = self.ex
         inputs = {}
         for n in self.s_roots:
             v = self.s_rel["parameters"].get(n) or self.s_rel["feeds"][n]
