@@ -178,33 +178,26 @@ class _Schedule:
         return senv, envs
 
     def _step(self, c, steps, senv, envs):
-        ex, k = self.ex, self.k
         tag = "" if steps == 1 else f" (step {c + 1})"
-        s_grads = []
+        self._ranks_step(tag, self._serial_step(c, senv), envs)
+
+    def _serial_step(self, c, senv) -> dict:
+        """The serial program's k micro-steps and its optimize job on the
+        merged gradients: ``{"feeds", "loss", "states"}`` per micro-step
+        (global feed tensors, the loss, ``{state: tensor}``), ``"grads"``
+        ``{name: merged tensor}``, ``"final"`` ``{state: tensor}``."""
+        ex, k = self.ex, self.k
+        loss = self.s_rel.get("loss")
+        rec, s_grads = {"feeds": [], "loss": [], "states": []}, []
         for i in range(k):
             feeds = {n: self._global_leaf(f"{n}@step{c}.micro{i}", self.s_rel["feeds"][n])
                      for n in self.micro_feeds}
             senv.update(feeds)
             ex.run({SERIAL: Rank(SERIAL, self.s_snap, self.s_acc, senv)}, startup=False)
-            s_states = _carry(senv, self.s_acc, self.s_roots)
+            rec["states"].append(_carry(senv, self.s_acc, self.s_roots))
+            rec["feeds"].append(feeds)
+            rec["loss"].append(senv.get(loss) if loss else None)
             s_grads.append({g: senv[g] for g in self.s_cross})
-            for r in self.ranks:
-                rel = self.r_rels[r]
-                for n in self._micro(rel):
-                    if n in feeds:
-                        envs[r][n] = self._piece(r, n, feeds[n], rel["feeds"][n])
-            ex.run({r: Rank(r, self.r_snaps[r], self.r_split[r][0], envs[r])
-                    for r in self.ranks}, startup=False)
-            loss = self.s_rel.get("loss")
-            for r in self.ranks:
-                rel = self.r_rels[r]
-                r_states = _carry(envs[r], self.r_split[r][0], self.r_roots[r])
-                if loss and rel.get("loss"):
-                    self._pair(r, f"loss (micro-step {i + 1}){tag}", senv.get(loss),
-                               envs[r].get(rel["loss"]), rel.get("loss_placement"))
-                for n, plc in sorted(self._related(r).items()):
-                    self._pair(r, f"{n} (after micro-step {i + 1}){tag}", s_states.get(n),
-                               r_states.get(n), plc)
         before = dict(senv)  # the last micro-step's values, gradients unmerged
         for g in self.s_cross:
             if g in self.s_grads:
@@ -213,24 +206,63 @@ class _Schedule:
                 raise Unsupported(f"the serial program's optimize ops read {g} from its "
                                   "accumulate job, not a gradient, and it differs between "
                                   "micro-steps: no merged value for it")
+        rec["grads"] = {p["grad"]: senv.get(p["grad"]) for p in self.s_rel["params"].values()}
         ex.run({SERIAL: Rank(SERIAL, self.s_snap, self.s_opt, senv)}, startup=False)
-        s_final = _carry(senv, self.s_snap.ops, self.s_roots)
+        rec["final"] = _carry(senv, self.s_snap.ops, self.s_roots)
         # where the first divergence is searched: a rank's backward op against the
         # serial one of the same micro-batch, its optimizer op against the serial's
         self.located = {**before, **{n: senv[n] for op in self.s_opt
                                      for ns in op.outputs.values() for n in ns if n in senv}}
+        return rec
+
+    def _micro_pieces(self, r, env, feeds):
+        """Rank ``r``'s pieces of a micro-step's global feeds, into ``env``."""
+        rel = self.r_rels[r]
+        for n in self._micro(rel):
+            if n in feeds:
+                env[n] = self._piece(r, n, feeds[n], rel["feeds"][n])
+
+    def _ranks_step(self, tag, rec, envs):
+        """Every rank's accumulate job on each micro-batch, then its optimize
+        job, all ranks in lock step; pairs against ``rec``."""
+        ex = self.ex
+        for i in range(self.k):
+            for r in self.ranks:
+                self._micro_pieces(r, envs[r], rec["feeds"][i])
+            ex.run({r: Rank(r, self.r_snaps[r], self.r_split[r][0], envs[r])
+                    for r in self.ranks}, startup=False)
+            for r in self.ranks:
+                rel = self.r_rels[r]
+                r_states = _carry(envs[r], self.r_split[r][0], self.r_roots[r])
+                self._micro_pairs(r, i, tag, rec, envs[r].get(rel.get("loss")), r_states)
         ex.run({r: Rank(r, self.r_snaps[r], self.r_split[r][1], envs[r])
                 for r in self.ranks}, startup=False)
         for r in self.ranks:
-            rel = self.r_rels[r]
-            for pname, p in sorted(rel["params"].items()):
-                sp = self.s_rel["params"].get(pname)
-                self._pair(r, f"{pname}@GRAD{tag}", sp and senv.get(sp["grad"]),
-                           envs[r].get(p["grad"]), p["grad_placement"])
-            r_final = _carry(envs[r], self.r_snaps[r].ops, self.r_roots[r])
-            for n, plc in sorted(self._related(r).items()):
-                self._pair(r, f"{n} (after the step){tag}", s_final.get(n), r_final.get(n),
-                           plc)
+            grads = {p["grad"]: envs[r].get(p["grad"])
+                     for p in self.r_rels[r]["params"].values()}
+            self._step_pairs(r, tag, rec, grads,
+                             _carry(envs[r], self.r_snaps[r].ops, self.r_roots[r]))
+
+    def _micro_pairs(self, r, i, tag, rec, r_loss, r_states):
+        rel = self.r_rels[r]
+        if rec["loss"][i] is not None and rel.get("loss"):
+            self._pair(r, f"loss (micro-step {i + 1}){tag}", rec["loss"][i], r_loss,
+                       rel.get("loss_placement"))
+        for n, plc in sorted(self._related(r).items()):
+            self._pair(r, f"{n} (after micro-step {i + 1}){tag}", rec["states"][i].get(n),
+                       r_states.get(n), plc)
+
+    def _step_pairs(self, r, tag, rec, r_grads, r_final):
+        """The gradients the optimizer read (``r_grads``: by the rank's
+        relation's names) and the states after the step."""
+        rel = self.r_rels[r]
+        for pname, p in sorted(rel["params"].items()):
+            sp = self.s_rel["params"].get(pname)
+            self._pair(r, f"{pname}@GRAD{tag}", sp and rec["grads"].get(sp["grad"]),
+                       r_grads.get(p["grad"]), p["grad_placement"])
+        for n, plc in sorted(self._related(r).items()):
+            self._pair(r, f"{n} (after the step){tag}", rec["final"].get(n), r_final.get(n),
+                       plc)
 
     def _pair(self, r, label, serial_t, rank_t, plc):
         if serial_t is not None:
