@@ -292,19 +292,23 @@ class _Schedule:
 @_collector_paused
 def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                           rank_rels: dict, final_ops: dict, rings: dict, k: int, avg: bool,
-                          hang_guard_s: float = 600.0, max_inputs: int | None = None) -> list:
+                          hang_guard_s: float = 600.0, max_inputs: int | None = None,
+                          schedule=None, schedule_text: str | None = None) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  Budget and hang guard as
     ``relation.prove_relation``'s (the inputs counted with every micro-step's
-    feeds)."""
+    feeds).  ``schedule``: what makes the ranks' side (default
+    ``_Schedule``, its arguments; ``job_list_relation`` passes its own) and
+    ``schedule_text`` what the messages call it."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
+    schedule_text = schedule_text or f"[forward, backward] * {k} + [optimize]"
 
     def every(verdict, msg, **details):
         return [CheckResult(KIND, NAME, r, verdict, f"{where} rank {r}: {msg}",
                             details={"seconds": round(time.perf_counter() - start, 3),
                                      "not_proved": verdict != Verdict.EQUIVALENT,
-                                     "schedule": f"[forward, backward] * {k} + [optimize]",
+                                     "schedule": schedule_text,
                                      **details})
                 for r in ranks]
 
@@ -329,15 +333,17 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
     rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     with _cpu_limit(hang_guard_s):
         try:
-            return _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                          final_ops, rings, k, avg, budget_settings(), start)
+            out = _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
+                         final_ops, rings, k, avg, budget_settings(), start,
+                         schedule or _Schedule)
+            return [_claimed(where, c, k, avg, schedule_text) for c in out]
         except _OverCPU as exc:
             return every(Verdict.INCONCLUSIVE, f"not proved: {exc}",
                          reason=f"hang guard: {exc}", hang_guard=True)
 
 
 def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
-           rings, k, avg, bud, start):
+           rings, k, avg, bud, start, schedule):
     store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
     store.probe_work = True
     T.store = store
@@ -347,7 +353,7 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
 
     def judged(steps):
-        sched = _Schedule(ex, store, serial_snap, rank_snaps, serial_rel, rank_rels, k, avg)
+        sched = schedule(ex, store, serial_snap, rank_snaps, serial_rel, rank_rels, k, avg)
         _, envs = sched.run(steps)
         return [_judge_rank(where, r, store, zt, z3b, sched.serial, sched.rank_vals, None,
                             None, None, None, final_ops.get(r, []), start,
@@ -368,7 +374,7 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
     except ExecError as exc:
         return every(Verdict.INCONCLUSIVE, f"not compared: the schedule does not run "
                      f"symbolically ({exc})", reason=str(exc))
-    return [_claimed(where, c, k, avg) for c in out]
+    return out
 
 
 BACK = "(rank-only state, back to its start value after the step)"
@@ -402,16 +408,16 @@ def _second_step(first, second, back):
     return first
 
 
-def _claimed(where, c, k, avg):
-    c.details["schedule"] = f"[forward, backward] * {k} + [optimize]"
+def _claimed(where, c, k, avg, schedule_text):
+    c.details["schedule"] = schedule_text
     if c.verdict != Verdict.EQUIVALENT:
         return c
     proved = c.details.get("proved", [])
     back = sum(1 for lb in proved if BACK in lb)
     grads = sum(1 for lb in proved if lb.endswith("@GRAD"))
     c.message = (
-        f"{where} rank {c.rank}: PROVED at the real shapes for the merged schedule "
-        f"[forward, backward] * {k} + [optimize]: the loss of each of the {k} micro-steps, "
+        f"{where} rank {c.rank}: PROVED at the real shapes for the schedule "
+        f"{schedule_text}: the loss of each of the {k} micro-steps, "
         f"{grads} gradient{'s' if grads != 1 else ''} the optimizer reads (the "
         f"{'mean' if avg else 'sum'} of the serial micro-step gradients) and the states "
         f"after each micro-step and after the step ({len(proved)} values) relate to the "
