@@ -941,7 +941,8 @@ def relation_proof(case, folder, records, notes, gm=None, job_lists=False) -> li
         # keyed by the budget in force too (a --value-work-units run answers anew)
         memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs",
                          json.dumps([budget_settings(), case.name] + ([gm] if gm else []) +
-                                    (["job lists"] if job_lists else []), sort_keys=True))
+                                    ([[records[q]["pipeline"]["jobs"] for q in case.ranks]]
+                                     if job_lists else []), sort_keys=True))
         out = memo.load()
         if out is not None:
             notes.append(f"planner relation proof: memoized for these programs and proof "

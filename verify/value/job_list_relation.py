@@ -88,10 +88,12 @@ class _JobList(Rank):
         self.rank, self.pos, self.views = rank, 0, Views()
         self.shared, self.locals, self.roots, self.finished = shared, locals_, roots, finished
         self.starts, self.jobs, self.ops = [], [], []
-        for kind, m in jobs:
+        self.index = []  # each kept job's position in the job list
+        for i, (kind, m) in enumerate(jobs):
             if not snaps[kind].ops:
-                continue
+                continue  # an empty sub-program (e.g. a stage's recv_forward)
             self.starts.append(len(self.ops))
+            self.index.append(i)
             self.jobs.append((kind, m, snaps[kind], handed[kind]))
             self.ops += list(snaps[kind].ops)
         self.cur, self.view = None, None
@@ -103,8 +105,17 @@ class _JobList(Rank):
             kind, m, _, handed = self.jobs[j]
             self.cur = j
             self.view = _ScopedEnv(self.shared, self.locals[m], handed, self.rank,
-                                   f"rank {self.rank} job {j} ({kind}, micro-batch {m})")
+                                   f"rank {self.rank} job {self.index[j]} ({kind}, "
+                                   f"micro-batch {m})")
         return j
+
+    def where(self) -> str:
+        """The job at ``pos``, for messages."""
+        if self.pos >= len(self.ops):
+            return "the end of its job list"
+        j = bisect_right(self.starts, self.pos) - 1
+        kind, m, _, _ = self.jobs[j]
+        return f"job {self.index[j]} ({kind}, micro-batch {m}) op {self.pos - self.starts[j]}"
 
     def finish(self):
         """End the current job (once)."""
@@ -205,7 +216,11 @@ class _JobListSchedule(_Schedule):
             if bad:
                 raise ExecError(f"rank {r}'s job list names micro-batch {bad[0]}, outside "
                                 f"the {k} micro-batches of a step", r)
-        self.ex.run(lists, startup=False)
+        try:
+            self.ex.run(lists, startup=False)
+        except ExecError as exc:  # op indices are the job programs': say which jobs
+            at = "; ".join(f"rank {r} at {lists[r].where()}" for r in self.ranks)
+            raise ExecError(f"{exc} (job lists: {at})", exc.rank) from None
         for r in self.ranks:
             lists[r].finish()
             g = got[r]

@@ -372,8 +372,17 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
         return every(Verdict.INCONCLUSIVE, f"the schedule cannot be executed symbolically on "
                      f"the ranks' pieces of the serial inputs: {exc}", reason=str(exc))
     except ExecError as exc:
-        return every(Verdict.INCONCLUSIVE, f"not compared: the schedule does not run "
-                     f"symbolically ({exc})", reason=str(exc))
+        # the serial side runs first (its own ExecError: no rank is to blame)
+        bad = exc.rank if exc.rank in ranks and exc.rank != SERIAL else None
+        out = every(Verdict.INCONCLUSIVE, f"not compared: the schedule does not run "
+                    f"symbolically ({exc})", reason=str(exc))
+        for c in out:
+            if c.rank == bad:  # the schedule cannot complete, whatever the inputs
+                c.verdict = Verdict.NOT_EQUIVALENT
+                c.message = (f"{where} rank {bad}: its schedule does not run on its pieces of "
+                             f"the serial inputs where the serial program runs: {exc}")
+                c.counterexample = {"rank": bad, "error": str(exc), "value": "the schedule"}
+        return out
     return out
 
 
@@ -415,9 +424,12 @@ def _claimed(where, c, k, avg, schedule_text):
     proved = c.details.get("proved", [])
     back = sum(1 for lb in proved if BACK in lb)
     grads = sum(1 for lb in proved if lb.endswith("@GRAD"))
+    losses = (f"the loss of each of the {k} micro-steps"
+              if any(lb.startswith("loss (micro-step ") for lb in proved)
+              else "no loss (the rank holds none)")
     c.message = (
         f"{where} rank {c.rank}: PROVED at the real shapes for the schedule "
-        f"{schedule_text}: the loss of each of the {k} micro-steps, "
+        f"{schedule_text}: {losses}, "
         f"{grads} gradient{'s' if grads != 1 else ''} the optimizer reads (the "
         f"{'mean' if avg else 'sum'} of the serial micro-step gradients) and the states "
         f"after each micro-step and after the step ({len(proved)} values) relate to the "
