@@ -187,21 +187,22 @@ def merged_proof(case, folder, records, notes, merge) -> list:
     Paddle's job schedule, ``[forward, backward] * k_steps + [optimize]`` by
     op role: ``verify/value/merged_relation.py`` proves that schedule against
     the serial program's micro-steps.  A pipeline's ranks run the job lists
-    its scheduler made (sends and recvs between jobs), which no proof models
-    yet: INCONCLUSIVE, advisory (the numeric relation drives that schedule)."""
+    its scheduler made (sends and recvs between jobs): ``job_list_proof``
+    proves those; records that name no job lists leave it INCONCLUSIVE,
+    advisory (nothing to model; the numeric relation decides)."""
     from verify.value.relation import NAME
 
     r, gm, pipeline = merge
     if not pipeline:
         return relation_proof(case, folder, records, notes, gm=gm)
-    if all(records[q].get("pipeline", {}).get("jobs") for q in case.ranks):
+    if all((records[q].get("pipeline") or {}).get("jobs") for q in case.ranks):
         return job_list_proof(case, folder, records, notes, gm)
     schedule = (f"the job list its pipeline scheduler made ({pipeline['pass']})"
                 if pipeline else
                 f"the job schedule [forward, backward] * {gm['k_steps']} + [optimize]")
     why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
            f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as {schedule}, "
-           "which the symbolic relation does not model; not proved (the numeric relation "
+           "whose job lists the records do not name; not proved (the numeric relation "
            "drives that schedule)")
     return [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
                         details={"not_proved": True, "gradient_merge": gm})]

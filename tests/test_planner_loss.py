@@ -211,13 +211,15 @@ def test_records_older_than_the_loss_by_its_seed_are_not_reused(tmp_path):
     assert stale_records(case, _planned("planner_tp2"), records) is None
 
 
-def test_a_pipeline_plan_is_related_through_its_jobs_not_proved():
+def test_a_pipeline_plan_without_job_lists_is_related_through_its_jobs_not_proved():
     """A merged rank program runs as [forward, backward] * k + [optimize]: the
     records' merge settings send the relation to the job-schedule driver
     (``merged_plan``).  Without a pipeline that schedule is proved
-    (``tests/test_merged_relation_proof.py``); a pipeline's job lists are not
-    modelled by the proof, which says so (INCONCLUSIVE, advisory: never a
-    proof); records without a merge are related and proved as before."""
+    (``tests/test_merged_relation_proof.py``), a pipeline's job lists too
+    (``tests/test_job_list_relation_proof.py``); records of a pipeline that
+    name no job lists leave the proof nothing to model, which it says
+    (INCONCLUSIVE, advisory: never a proof); records without a merge are
+    related and proved as before."""
     from types import SimpleNamespace
 
     from passes.planner import merged_plan, merged_proof
@@ -229,7 +231,8 @@ def test_a_pipeline_plan_is_related_through_its_jobs_not_proved():
     pipe = {"pass": "pipeline_scheduler_FThenB"}
     merge = merged_plan(case, {0: {"gradient_merge": gm, "pipeline": pipe},
                                1: {"gradient_merge": gm, "pipeline": pipe}})
-    (proof,) = merged_proof(case, None, None, [], merge)
+    no_jobs = {0: {"pipeline": pipe}, 1: {"pipeline": pipe}}  # records without job lists
+    (proof,) = merged_proof(case, None, no_jobs, [], merge)
     assert (proof.name, proof.verdict.value, proof.advisory) == (
         "planner relation proof", "INCONCLUSIVE", True)
     assert "k_steps 2" in proof.message and "pipeline_scheduler_FThenB" in \
