@@ -90,3 +90,24 @@ def test_a_dropped_send_job_is_refuted():
     bad = [c for c in out.values() if c.verdict.value == "NOT_EQUIVALENT"]
     assert len(bad) == 1, [c.message for c in out.values()]
     assert "does not run" in bad[0].message and bad[0].counterexample["error"], bad[0].message
+
+
+def test_a_job_reading_what_no_earlier_job_of_its_micro_batch_stored_is_refuted():
+    """The last stage runs micro-batch 1's backward before its forward: the
+    backward reads the activations the forward hands over by name, which its
+    micro-batch's scope does not hold yet (another micro-batch's would not
+    do): the job list cannot run, named by rank, job and value."""
+    def edit(r, jobs):
+        if r != 1:
+            return jobs
+        fwd1 = jobs.index(["forward", 1])
+        bwd1 = jobs.index(["backward", 1])
+        jobs = [list(j) for j in jobs]
+        jobs[fwd1], jobs[bwd1] = jobs[bwd1], jobs[fwd1]
+        return jobs
+
+    out = _proof("planner_pp2", edit)
+    assert out[1].verdict.value == "NOT_EQUIVALENT", [c.message for c in out.values()]
+    msg = out[1].message
+    assert "(backward, micro-batch 1) reads" in msg and \
+        "which no earlier job of its micro-batch stored" in msg, msg
