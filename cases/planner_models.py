@@ -211,8 +211,9 @@ _GM_ZEROING = Expect(
     "stage holds. The relation drives each rank's merged program as its job schedule, "
     "[forward, backward] * 2 + [optimize], against the serial program's micro-steps with "
     "the gradients merged (verify/numeric/merged_relation.py): every micro-step's loss, "
-    "the merged gradients and the updates relate on both ranks for 2 optimizer steps "
-    "(the symbolic proof does not model the schedule: witnessed, not proved)",
+    "the merged gradients and the updates relate on both ranks for 2 optimizer steps, "
+    "and the value proof of that schedule (verify/value/merged_relation.py) proves them "
+    "at the real shapes for every step (the accumulators back at zero after the update)",
     evidence="the shape check of the stage programs: 'op 66 (pd_op.set_value_with_tensor_): "
     "output %63 dim 0 is declared 16 but is 8' on rank 0 and rank 1 after gradient_merge, its "
     "x linear_1.w_0.dist@GRAD@MERGE [8, 8]; "
@@ -224,8 +225,8 @@ _GM_SUM = Expect(
     "replicated parameters' accumulators are typed right), the optimizer reads each "
     "accumulator unscaled, all-reduced over dp in the optimize job, and the relation "
     "driving each rank's job schedule [forward, backward] * 2 + [optimize] against the "
-    "serial micro-steps with the gradients summed holds for 2 optimizer steps (witnessed, "
-    "not proved: the symbolic proof does not model the schedule)")
+    "serial micro-steps with the gradients summed holds for 2 optimizer steps, and is "
+    "proved at the real shapes for every step (verify/value/merged_relation.py)")
 
 _UNEVEN = Expect(
     True, "PASS_CRASHED",
@@ -245,8 +246,9 @@ _PIPELINE = Expect(
     "a two-stage pipeline: every stage holds, the stages joined by send_v2/recv_v2 pairs "
     "(the activation forward, its gradient back); the relation drives both ranks' job "
     "lists as the scheduler made them, send/recv matched across the ranks, against the "
-    "serial program's micro-steps with the gradients averaged, for 2 optimizer steps "
-    "(witnessed, not proved)")
+    "serial program's micro-steps with the gradients averaged, for 2 optimizer steps; the "
+    "value proof of the job lists (verify/value/job_list_relation.py: per micro-batch "
+    "scopes, one mailbox) proves it at the real shapes for every step")
 
 RECOMPUTE = "auto_parallel_recompute_pir"
 _RECOMPUTE = Expect(

@@ -250,7 +250,7 @@ _PLANNER_GM = Expect(
     "against the serial program's micro-steps with the gradients merged "
     "(verify/numeric/merged_relation.py), holds on every rank for 2 optimizer steps: every "
     "micro-step's loss, 12 merged gradients and 12 updates (witnessed, not proved: the "
-    "symbolic proof does not model the schedule)",
+    "proof of the schedule is over its input budget, --value-relation-inputs)",
     evidence="the shape check of the stage programs (snapshots of the live programs in the "
     "planning process): 'op 432 (pd_op.set_value_with_tensor_): output %439 dim 1 is "
     "declared 16 but is 8' on every rank after gradient_merge (TP2; op 460 on DP2 x TP2), "
@@ -343,7 +343,8 @@ _PLANNER_PP = Expect(
     "whole program as the merged schedule, and each rank's job list as the "
     "pipeline_scheduler made it (a scope per micro-batch, values handed between jobs by "
     "name, sends and recvs matched across the ranks), against the serial micro-steps "
-    "(witnessed, not proved)")
+    "(witnessed, not proved: the proof of the job lists is over its input budget, "
+    "--value-relation-inputs)")
 _PLANNER_PP_VPP = Expect(
     True, "PASS_CRASHED",
     "Paddle's defect: 3.3.1's VPP scheduler (pipeline_scheduler_VPP, "

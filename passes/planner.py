@@ -120,8 +120,8 @@ class PlannerAdapter(PirPassAdapter):
         checks += static_checks(case, folder, records, outcomes, notes)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         merge = None if crashed else merged_plan(case, records)
-        if merge:  # the proof has no model of the job schedule
-            checks += merged_proof(case, merge)
+        if merge:  # the proof of the job schedule (a pipeline's: not modelled)
+            checks += merged_proof(case, folder, records, notes, merge)
         elif not crashed:
             checks += relation_proof(case, folder, records, notes)
         if numeric and not crashed:
@@ -185,25 +185,76 @@ def merged_plan(case, records):
     return None
 
 
-def merged_proof(case, merge) -> list:
-    """The relation proof of a merged plan: INCONCLUSIVE, advisory.  A merged
-    rank program runs as Paddle's job schedule, ``[forward, backward] *
-    k_steps + [optimize]`` by op role; the symbolic relation executes each
-    program whole per step and has no model of that schedule (nor of the
-    keyword block arguments the accumulators are), so it claims nothing: the
-    numeric relation (``verify/numeric/merged_relation.py``) decides."""
+def merged_proof(case, folder, records, notes, merge) -> list:
+    """The relation proof of a merged plan.  A merged rank program runs as
+    Paddle's job schedule, ``[forward, backward] * k_steps + [optimize]`` by
+    op role: ``verify/value/merged_relation.py`` proves that schedule against
+    the serial program's micro-steps.  A pipeline's ranks run the job lists
+    its scheduler made (sends and recvs between jobs): ``job_list_proof``
+    proves those; records that name no job lists leave it INCONCLUSIVE,
+    advisory (nothing to model; the numeric relation decides)."""
     from verify.value.relation import NAME
 
     r, gm, pipeline = merge
+    if not pipeline:
+        return relation_proof(case, folder, records, notes, gm=gm)
+    if all((records[q].get("pipeline") or {}).get("jobs") for q in case.ranks):
+        return job_list_proof(case, folder, records, notes, gm)
     schedule = (f"the job list its pipeline scheduler made ({pipeline['pass']})"
                 if pipeline else
                 f"the job schedule [forward, backward] * {gm['k_steps']} + [optimize]")
     why = (f"planner on {case.name}: planned with gradient merge (k_steps {gm['k_steps']}, "
            f"avg {gm['avg']}; rank {r}'s records): each rank's program runs as {schedule}, "
-           "which the symbolic relation does not model; not proved (the numeric relation "
+           "whose job lists the records do not name; not proved (the numeric relation "
            "drives that schedule)")
     return [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE, why, advisory=True,
                         details={"not_proved": True, "gradient_merge": gm})]
+
+
+def job_list_proof(case, folder, records, notes, gm) -> list:
+    """The relation proof of a pipeline plan: every rank's job list against the
+    serial micro-steps (``verify/value/job_list_relation.py``), one result per
+    rank.  A refuted rank whose whole program's merged schedule is proved
+    (``merged_relation``, on the pre-split programs) blames the
+    ``pipeline_scheduler`` stage, as the numeric job-plan relation does."""
+    whole = relation_proof(case, folder, records, notes, gm=gm)
+    jobs = relation_proof(case, folder, records, notes, gm=gm, job_lists=True)
+    holds = {c.rank for c in whole if c.verdict == Verdict.EQUIVALENT}
+    for c in jobs:
+        if c.verdict == Verdict.NOT_EQUIVALENT and c.rank in holds:
+            c.counterexample = {**(c.counterexample or {}), "stage": "pipeline_scheduler"}
+            c.message += ("; the rank's whole program's merged schedule is proved, so the "
+                          "pipeline_scheduler stage's job lists made the difference")
+    return jobs
+
+
+def _job_list_inputs(folder, records, ranks, rank_rels) -> dict:
+    """What ``prove_job_list_relation`` takes of each rank's job plan:
+    ``jobs``, ``job_snaps``, ``handed``, ``persistables``, ``maps`` by rank."""
+    import paddle
+
+    from verify.ir.pir_snapshot import from_pir_programs, import_programs
+    from verify.numeric.job_plan_runs import watch_map
+    from verify.plan.stages import read_job
+
+    out = {"jobs": {}, "job_snaps": {}, "handed": {}, "persistables": {}, "maps": {}}
+    for r in ranks:
+        pipe = records[r]["pipeline"]
+        programs = {t: read_job(folder / f"rank{r}", f) for t, f in pipe["programs"].items()}
+        out["jobs"][r] = [(str(t), int(m)) for t, m in pipe["jobs"]]
+        snaps, handed, pers = {}, {}, set()
+        for t, exported in programs.items():
+            with paddle.pir_utils.IrGuard():
+                main, startup, names = import_programs(exported)
+                kwargs = main.global_block().kwargs()
+                handed[t] = {n for n, v in kwargs.items() if not v.persistable}
+                pers |= {n for n, v in kwargs.items() if v.persistable}
+                snaps[t] = from_pir_programs(main, startup, names)
+        out["job_snaps"][r], out["handed"][r], out["persistables"][r] = snaps, handed, pers
+        rel = rank_rels[r]
+        out["maps"][r] = watch_map(_exported_rank(folder, r), programs, rel.get("loss"),
+                                   [p["param"] for p in rel["params"].values()])
+    return out
 
 
 def stale_records(case, folder, records):
@@ -903,8 +954,11 @@ def _relation_snapshots(folder, ranks, r0):
     return serial, snaps
 
 
-def relation_proof(case, folder, records, notes) -> list:
-    """The value proof of the relation (``verify/value/relation.py``): one
+def relation_proof(case, folder, records, notes, gm=None, job_lists=False) -> list:
+    """The value proof of the relation (``verify/value/relation.py``; with
+    ``gm``, the records' gradient merge ``{"k_steps", "avg"}``, of the merged
+    schedule: ``verify/value/merged_relation.py``; with ``job_lists`` too, of
+    the pipeline's job lists: ``verify/value/job_list_relation.py``): one
     result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
     advisory: the numeric relation decides, the application is then
     "witnessed, not proved"); a proof or a replayed refutation decides."""
@@ -927,7 +981,9 @@ def relation_proof(case, folder, records, notes) -> list:
 
         # keyed by the budget in force too (a --value-work-units run answers anew)
         memo = _run_memo(folder, case.ranks, 0, 1, PROOF_SOURCES, "relation-proofs",
-                         json.dumps([budget_settings(), case.name], sort_keys=True))
+                         json.dumps([budget_settings(), case.name] + ([gm] if gm else []) +
+                                    ([[records[q]["pipeline"]["jobs"] for q in case.ranks]]
+                                     if job_lists else []), sort_keys=True))
         out = memo.load()
         if out is not None:
             notes.append(f"planner relation proof: memoized for these programs and proof "
@@ -948,9 +1004,32 @@ def relation_proof(case, folder, records, notes) -> list:
         else:
             rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
                      .get("rings", {}).items()}
-            out = prove_relation(where, serial, snaps, serial_rel, rank_rels,
-                                 {r: records[r].get("final_ops", []) for r in case.ranks},
-                                 rings)
+            final_ops = {r: records[r].get("final_ops", []) for r in case.ranks}
+            if job_lists:
+                from verify.value.job_list_relation import prove_job_list_relation
+
+                try:
+                    inputs = _job_list_inputs(folder, records, case.ranks, rank_rels)
+                except Exception as exc:  # a job plan the proof cannot read: not decided
+                    from verify.verdicts import failure_line
+
+                    return [CheckResult("value", NAME, None, Verdict.INCONCLUSIVE,
+                                        f"{where}: the job plans could not be read for the "
+                                        f"proof: {failure_line(exc)}",
+                                        details={"not_proved": True}, advisory=True)]
+                out = prove_job_list_relation(
+                    where, serial, snaps, serial_rel, rank_rels, rings, int(gm["k_steps"]),
+                    bool(gm["avg"]), **inputs,
+                    scheduler=records[r0]["pipeline"].get("pass", "the pipeline scheduler"))
+            elif gm:
+                from verify.value.merged_relation import prove_merged_relation
+
+                out = prove_merged_relation(where, serial, snaps, serial_rel, rank_rels,
+                                            final_ops, rings, int(gm["k_steps"]),
+                                            bool(gm["avg"]))
+            else:
+                out = prove_relation(where, serial, snaps, serial_rel, rank_rels, final_ops,
+                                     rings)
             # an over-budget answer too (the budget is deterministic and in the key);
             # never the hang guard's, which depends on the machine
             if not any(c.details.get("hang_guard") for c in out):
@@ -976,7 +1055,9 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
            "verify/numeric/run_spec.py")
 # what decides the relation's value proof: the proof's modules, the op table
-PROOF_SOURCES = ("verify/value/relation.py", "verify/value/linear_form.py",
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/merged_relation.py",
+                 "verify/value/job_list_relation.py", "verify/numeric/job_plan_runs.py",
+                 "verify/value/linear_form.py",
                  "verify/value/paired_form.py",
                  "verify/value/expand.py",
                  "verify/value/proof.py",

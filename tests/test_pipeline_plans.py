@@ -122,6 +122,11 @@ def test_a_scheduler_that_runs_every_backward_on_one_micro_batch_is_caught(monke
     assert bad[0].counterexample["stage"] == "pipeline_scheduler"
     assert "backward job on micro-batch 0 2 times" in bad[0].message, bad[0].message
     assert app.verdict.value == "NOT_EQUIVALENT"
+    # the proof of the job lists refutes the real mutant's plan too
+    proofs = _checks(app, "planner relation proof")
+    assert proofs and all(c.verdict.value == "NOT_EQUIVALENT" for c in proofs), \
+        [c.message for c in proofs]
+    assert all(c.counterexample["stage"] == "pipeline_scheduler" for c in proofs)
 
 
 def test_job_list_coverage_rule():
@@ -148,6 +153,11 @@ def test_a_scheduler_that_drops_a_send_is_caught(monkeypatch):
     assert bad, [c.message for c in _checks(app, "job plan relation")]
     assert bad[0].counterexample["stage"] == "pipeline_scheduler"
     assert "send_backward job never on micro-batch 1" in bad[0].message, bad[0].message
+    # the proof: the job lists cannot complete (a recv waits for ever)
+    proofs = [c for c in _checks(app, "planner relation proof")
+              if c.verdict.value == "NOT_EQUIVALENT"]
+    assert proofs and "does not run" in proofs[0].message, \
+        [c.message for c in _checks(app, "planner relation proof")]
 
 
 def test_job_lists_out_of_step_across_ranks_are_caught(monkeypatch):

@@ -356,8 +356,10 @@ def test_a_merged_plan_is_related_through_its_job_schedule():
     values = rel[0].details["values"]
     assert "loss (micro-step 1)" in values and "loss (micro-step 2)" in values
     assert "2 optimizer steps of 2 micro-steps" in rel[0].message
-    (proof,) = [c for c in app.checks if c.name == "planner relation proof"]
-    assert proof.verdict.value == "INCONCLUSIVE" and proof.advisory  # never a proof here
+    # the schedule's value proof (verify/value/merged_relation.py): proved on every rank
+    proofs = [c for c in app.checks if c.name == "planner relation proof"]
+    assert len(proofs) == 2 and all(c.verdict.value == "EQUIVALENT" for c in proofs), \
+        [c.message for c in proofs]
 
 
 def test_a_merge_that_does_not_average_is_caught(monkeypatch):
@@ -367,6 +369,11 @@ def test_a_merge_that_does_not_average_is_caught(monkeypatch):
     cex = _caught(app, "gradient_merge")
     assert cex["step"] == 0 and cex["value"].endswith("@GRAD"), cex
     assert cex["serial"] == pytest.approx(cex["rank_piece"] / 2, rel=1e-4, abs=1e-6)
+    # the proof of the merged schedule refutes it too, for the real mutant's plan
+    proofs = [c for c in app.checks if c.name == "planner relation proof"]
+    assert proofs and all(c.verdict.value == "NOT_EQUIVALENT" for c in proofs), \
+        [c.message for c in proofs]
+    assert all(c.counterexample["stage"] == "gradient_merge" for c in proofs)
 
 
 def test_an_accumulator_never_zeroed_is_caught_at_the_second_update(monkeypatch):
@@ -377,6 +384,11 @@ def test_an_accumulator_never_zeroed_is_caught_at_the_second_update(monkeypatch)
     assert bad, [c.message for c in _relation(app)]
     cex = bad[0].counterexample
     assert cex["step"] == 1 and cex["value"].endswith("@GRAD"), cex
+    # the proof: the accumulators are not back at zero, and the second step differs
+    proofs = [c for c in app.checks if c.name == "planner relation proof"]
+    assert proofs and all(c.verdict.value == "NOT_EQUIVALENT" for c in proofs), \
+        [c.message for c in proofs]
+    assert all(c.counterexample["value"].endswith("(step 2)") for c in proofs)
 
 
 def test_a_merged_run_that_updates_before_the_optimize_job_is_caught():

@@ -211,12 +211,15 @@ def test_records_older_than_the_loss_by_its_seed_are_not_reused(tmp_path):
     assert stale_records(case, _planned("planner_tp2"), records) is None
 
 
-def test_a_plan_made_with_gradient_merge_is_related_through_its_jobs_not_proved():
+def test_a_pipeline_plan_without_job_lists_is_related_through_its_jobs_not_proved():
     """A merged rank program runs as [forward, backward] * k + [optimize]: the
     records' merge settings send the relation to the job-schedule driver
-    (``merged_plan``), and the symbolic proof, which has no model of that
-    schedule, says so (INCONCLUSIVE, advisory: never a proof); records
-    without a merge are related and proved as before."""
+    (``merged_plan``).  Without a pipeline that schedule is proved
+    (``tests/test_merged_relation_proof.py``), a pipeline's job lists too
+    (``tests/test_job_list_relation_proof.py``); records of a pipeline that
+    name no job lists leave the proof nothing to model, which it says
+    (INCONCLUSIVE, advisory: never a proof); records without a merge are
+    related and proved as before."""
     from types import SimpleNamespace
 
     from passes.planner import merged_plan, merged_proof
@@ -225,10 +228,14 @@ def test_a_plan_made_with_gradient_merge_is_related_through_its_jobs_not_proved(
     gm = {"k_steps": 2, "avg": True}
     merge = merged_plan(case, {0: {"gradient_merge": gm}, 1: {"gradient_merge": gm}})
     assert merge == (0, gm, None)
-    (proof,) = merged_proof(case, merge)
+    pipe = {"pass": "pipeline_scheduler_FThenB"}
+    merge = merged_plan(case, {0: {"gradient_merge": gm, "pipeline": pipe},
+                               1: {"gradient_merge": gm, "pipeline": pipe}})
+    no_jobs = {0: {"pipeline": pipe}, 1: {"pipeline": pipe}}  # records without job lists
+    (proof,) = merged_proof(case, None, no_jobs, [], merge)
     assert (proof.name, proof.verdict.value, proof.advisory) == (
         "planner relation proof", "INCONCLUSIVE", True)
-    assert "k_steps 2" in proof.message and "[forward, backward] * 2 + [optimize]" in \
+    assert "k_steps 2" in proof.message and "pipeline_scheduler_FThenB" in \
         proof.message and proof.details["not_proved"]
     assert merged_plan(case, {0: {"gradient_merge": None}, 1: {}}) is None
 

@@ -382,11 +382,15 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
 
 
 def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, rank_snap,
-                rel, final_ops, start):
+                rel, final_ops, start, pairs=None, located=None):
+    """Rank ``r``'s CheckResult.  ``pairs`` (default: ``watched_pairs``)
+    name values of ``senv`` / ``envs``; ``located``: ``(serial env, rank
+    envs)`` the first divergence is searched in (default: those)."""
     stats = {"queries": 0, "normal_form": 0, "z3_proved": 0, "probe_refuted": 0,
              "z3_refuted": 0, "expanded": 0, "linear": 0, "paired": 0}
     proved, refuted, unknown, cexs, pending = [], [], [], [], []
-    pairs = watched_pairs(serial_snap, serial_rel, rank_snap, rel)
+    if pairs is None:
+        pairs = watched_pairs(serial_snap, serial_rel, rank_snap, rel)
     for label, sname, rname, plc in pairs:
         out, expected = _relate(store, zt, z3b, stats, senv.get(sname) if sname else None,
                                 envs, rname, plc, r)
@@ -454,7 +458,7 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
                "terms": len(store.polys)}
     if refuted:
         c = cexs[0]
-        loc = _locate(store, zt, senv, envs, r, final_ops)
+        loc = _locate(store, zt, *(located or (senv, envs)), r, final_ops)
         c["stage"] = loc["stage"] if loc else "unknown"
         c["first_divergence"] = loc
         where_txt = (f"; first divergence: rank {r} op {loc['op_index']} ({loc['op_type']}) "
