@@ -410,8 +410,8 @@ CASES = [] if UNAVAILABLE else DECLARED
 # run`, in the gate with `pytest verify/ --zoo all`, and in
 # benchmarks/bench_zoo.py (cold plans, builds, coverage, applications).
 TEST_SAMPLE = "zoo_llama_dp2_tp2"
-# ... and the same model with its decoder recomputed (a cold plan about 3.5
-# min on 2 cores), the one zoo case where the engine's recompute pass fires:
+# ... and the same model with its decoder recomputed (its planner application
+# cold, the plan included: 186 s with both cores shared), the one zoo case where the engine's recompute pass fires:
 # the tests check its stage and the pass's contract on a real model
 # (tests/test_zoo.py).
 TEST_RECOMPUTE = "zoo_llama_dp2_tp2_recompute"
