@@ -397,8 +397,9 @@ DECLARED += [
           "LLaMA, keyed plan, DP2 x TP2, the decoder layer recomputed (paddleformers' "
           "recompute_granularity 'full', method 'uniform', 1 layer a unit; "
           "strategy.recompute on: examples/zoo/llama_recompute.py)",
-          "llama_recompute.py", 4, "2x2", MESH_2X2, DP2_TP2, {PLANNER: _PLANNER_RECOMPUTE},
-          only_pass=PLANNER, strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
+          "llama_recompute.py", 4, "2x2", MESH_2X2, DP2_TP2,
+          {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_RECOMPUTE},
+          strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
 
