@@ -412,9 +412,9 @@ CASES = [] if UNAVAILABLE else DECLARED
 # benchmarks/bench_zoo.py (cold plans, builds, coverage, applications).
 TEST_SAMPLE = "zoo_llama_dp2_tp2"
 # ... and the same model with its decoder recomputed (its planner application
-# cold, the plan included: 186 s with both cores shared), the one zoo case where the engine's recompute pass fires:
-# the tests check its stage and the pass's contract on a real model
-# (tests/test_zoo.py).
+# cold, the plan included: 186 s with both cores shared), the one zoo case
+# where the engine's recompute pass fires: the tests check its stage and the
+# pass's contract on a real model (tests/test_zoo.py).
 TEST_RECOMPUTE = "zoo_llama_dp2_tp2_recompute"
 TEST_PLANNED = (TEST_SAMPLE, TEST_RECOMPUTE)
 
