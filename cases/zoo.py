@@ -168,13 +168,21 @@ REPRO_BLOCKER = ("a planned paddleformers program: a standalone script cannot re
                  "--case C (the models group installed)")
 
 
-def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect, only_pass=None):
+def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect, only_pass=None,
+          strategy_passes=None):
+    """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
+    model file's strategy turns on that have an adapter of their own (as in
+    ``cases/planner_models.py``: e.g. ``passes/auto_parallel_recompute_pir.py``)."""
+    strategy_passes = dict(strategy_passes or {})
     return PirCase(name=name, family="zoo", summary=summary, mesh=mesh, builder=build,
-                   expect=expect, rings=rings, ir="pir", gloo_unfaithful=GLOO,
+                   expect={**expect, **strategy_passes}, rings=rings, ir="pir",
+                   gloo_unfaithful=GLOO,
                    params={"model": model, "ranks": ranks, "mesh": mesh_text,
                            "repro_blocker": REPRO_BLOCKER,
                            "planner": "cases.zoo:planner_dir",
-                           **({"only_pass": only_pass} if only_pass else {})})
+                           **({"only_pass": only_pass} if only_pass else {}),
+                           **({"strategy_passes": sorted(strategy_passes)}
+                              if strategy_passes else {})})
 
 
 # -- expectations (observed on 3.3.1 + paddleformers 1.2.0; the checks decide,
@@ -380,12 +388,43 @@ DECLARED += [
           "llama_pp_vpp.py", 2, "[[0],[1]]", [[0], [1]], PP2, {PLANNER: _PLANNER_PP_VPP},
           only_pass=PLANNER),
 ]
+RECOMPUTE = "auto_parallel_recompute_pir"
+# A realistic configuration: DP2 x TP2 with the decoder recomputed.  The
+# serial program (the relation's reference) is taken before the engine's
+# recompute pass, so the ranks relate to the model WITHOUT recompute.
+_PLANNER_RECOMPUTE = Expect(
+    True, "EQUIVALENT",
+    "Paddle's planner on the real model with recompute: paddleformers wraps the decoder "
+    "layer in fleet.utils.recompute (its ops marked fwd_recompute_id), the engine's "
+    "auto_parallel_recompute_pir (the stage 'recompute', recorded apart) clones the "
+    "layer's 97 forward ops into the backward (375 ops -> 472) before partition; every "
+    "stage's program holds def-use and shapes, every rank plans from one serial program "
+    "(the model without recompute), the parameters are their placements' slices and "
+    "tiled, and the ranks in lock step agree with the serial run on the loss, 12 "
+    "gradients and 12 updated parameters for 3 steps (witnessed, not proved: the proof's "
+    "input budget is exceeded)")
+_RECOMPUTE_CONTRACT = Expect(
+    True, "EQUIVALENT",
+    "the planner's checks as for planner, and the pass's contract on its stage, every "
+    "rank: the decoder layer's 97 forward ops (attention, rotary, MLP, norms) cloned "
+    "into the backward, each the op it stands for, 52 backward ops re-pointed to the "
+    "clones, no backward op nor clone reads any of the layer's activations, no random op "
+    "recomputed (the zoo's LLaMA has no dropout), the 375 other ops unchanged")
+DECLARED += [
+    _case("zoo_llama_dp2_tp2_recompute",
+          "LLaMA, keyed plan, DP2 x TP2, the decoder layer recomputed (paddleformers' "
+          "recompute_granularity 'full', method 'uniform', 1 layer a unit; "
+          "strategy.recompute on: examples/zoo/llama_recompute.py)",
+          "llama_recompute.py", 4, "2x2", MESH_2X2, DP2_TP2,
+          {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_RECOMPUTE},
+          strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
+]
 CASES = [] if UNAVAILABLE else DECLARED
 
-# The one zoo case the test suite builds: a cold plan costs 1.5-4.5 min per
+# The zoo cases the test suite builds: a cold plan costs 1.5-4.5 min per
 # model on 2 cores, so the tests (the gate, the matcher and coverage tests)
-# plan at most this one (DP2 x TP2, 4 ranks: both ring kinds and the planner
-# family's relation; a cold plan about 4 min) where the cache is empty, in
+# plan at most these two: this one (DP2 x TP2, 4 ranks: both ring kinds and the
+# planner family's relation; a cold plan about 4 min) where the cache is empty, in
 # parallel with the rest under xdist.  Every zoo case runs in `python -m verify
 # run`, in the gate with `pytest verify/ --zoo all`, and in
 # benchmarks/bench_zoo.py (cold plans, builds, coverage, applications).
@@ -397,13 +436,19 @@ TEST_SAMPLE = "zoo_llama_dp2_tp2"
 COVERAGE_SAMPLE = ("zoo_llama_tp2", "zoo_llama_dp2_tp2", "zoo_phi3_tp2", "zoo_phi3_dp2_tp2",
                    "zoo_gemma3_tp2", "zoo_gemma3_dp2_tp2", "zoo_ernie4_5_tp2",
                    "zoo_ernie4_5_dp2_tp2")
+# ... and the same model with its decoder recomputed (its planner application
+# cold, the plan included: 186 s with both cores shared), the one zoo case
+# where the engine's recompute pass fires: the tests check its stage and the
+# pass's contract on a real model (tests/test_zoo.py).
+TEST_RECOMPUTE = "zoo_llama_dp2_tp2_recompute"
+TEST_PLANNED = (TEST_SAMPLE, TEST_RECOMPUTE)
 
 
 def left_to_the_benchmark(case) -> str | None:
-    """Why the test suite does not build ``case`` (a zoo case other than
-    ``TEST_SAMPLE``), or None when it does."""
-    if getattr(case, "family", None) != "zoo" or case.name == TEST_SAMPLE:
+    """Why the test suite does not build ``case`` (a zoo case not in
+    ``TEST_PLANNED``), or None when it does."""
+    if getattr(case, "family", None) != "zoo" or case.name in TEST_PLANNED:
         return None
-    return (f"zoo case {case.name}: the tests plan one zoo model ({TEST_SAMPLE}; a cold "
-            "plan costs 1.5-4.5 min per model); this one runs in `pytest verify/ --zoo all`, "
-            f"`python -m verify run --case {case.name}` and benchmarks/bench_zoo.py")
+    return (f"zoo case {case.name}: the tests plan two zoo models ({', '.join(TEST_PLANNED)}; "
+            "a cold plan costs 1.5-4.5 min per model); this one runs in `pytest verify/ "
+            f"--zoo all`, `python -m verify run --case {case.name}` and benchmarks/bench_zoo.py")

@@ -3,9 +3,9 @@
 The zoo needs the optional ``models`` group (paddleformers); without it the
 family is absent and says so.  The tests that build its cases need the
 plans (made once, cached; a cold plan takes 1.5-4.5 minutes per model on 2
-cores): they build one, ``zoo.TEST_SAMPLE`` (the others are
-benchmarks/bench_zoo.py's), and are skipped, with the reason, where
-paddleformers is missing.
+cores): they build two, ``zoo.TEST_PLANNED`` (the DP2 x TP2 LLaMA, and the
+same with its decoder recomputed; the others are benchmarks/bench_zoo.py's),
+and are skipped, with the reason, where paddleformers is missing.
 """
 from __future__ import annotations
 
@@ -131,10 +131,11 @@ def test_every_cpu_plannable_family_is_covered_by_rules_and_rows(request):
                 "pd_op.stack_grad"} <= set(types)
 
 
-def test_the_tests_plan_one_zoo_model_and_say_why_they_leave_the_others():
+def test_the_tests_plan_two_zoo_models_and_say_why_they_leave_the_others():
     assert zoo.TEST_SAMPLE in {c.name for c in zoo.DECLARED}
+    assert set(zoo.TEST_PLANNED) <= {c.name for c in zoo.DECLARED}
     left = [c for c in zoo.DECLARED if zoo.left_to_the_benchmark(c)]
-    assert len(left) == len(zoo.DECLARED) - 1
+    assert len(left) == len(zoo.DECLARED) - len(zoo.TEST_PLANNED)
     for c in left:
         why = zoo.left_to_the_benchmark(c)
         assert c.name in why and "--zoo all" in why and "bench_zoo.py" in why
@@ -174,3 +175,84 @@ def test_the_planner_on_a_planned_llama_holds_stage_by_stage():
     assert sorted(c.rank for c in rel) == case.ranks and all(c.ok for c in rel)
     # the loss (paddleformers' sum / count, the backward's seed) is compared too
     assert all("loss" in c.details["values"] for c in rel), [c.message for c in rel]
+
+
+# -- the realistic configuration: DP2 x TP2 with the decoder recomputed ---------
+def _recompute_stage(case, rank):
+    """``(record, serial snapshot, recompute-stage snapshot)`` of ``rank``."""
+    import json
+
+    from passes.planner import _snap
+
+    folder = zoo.planner_dir(case)
+    rec = json.loads((folder / f"rank{rank}" / "planner.json").read_text())
+    by = {s["stage"]: s for s in rec["stages"]}
+    return rec, _snap(folder, rank, by["serial"]["snapshot"]), \
+        _snap(folder, rank, by["recompute"]["snapshot"])
+
+
+@needs_models
+def test_the_recomputed_llama_records_its_stage_and_holds_the_recompute_contract():
+    """paddleformers' recompute switch and ``strategy.recompute`` make
+    Paddle's ``auto_parallel_recompute_pir`` fire on the planned LLaMA
+    (``zoo.TEST_RECOMPUTE``): the stage ``recompute`` is recorded between
+    the serial program (no clone) and partition on every rank, and the
+    recompute adapter (the planner's checks, the relation, the pass's
+    contract) holds on every rank."""
+    from passes.auto_parallel_recompute_pir import ADAPTER
+    from verify.engine.application import run_application
+
+    case = cases.all_cases()[zoo.TEST_RECOMPUTE]
+    assert ADAPTER.handles(case) and case.expectation(ADAPTER.name).fires
+    for r in case.ranks:
+        rec, serial, after = _recompute_stage(case, r)
+        names = [s["stage"] for s in rec["stages"]]
+        assert names[:3] == ["serial", "recompute", "partition"], names
+        assert not any("bwd_recompute_id" in op.attrs for op in serial.ops)
+        assert any("bwd_recompute_id" in op.attrs for op in after.ops)
+    app = run_application(ADAPTER, case, numeric=lambda *a: [])
+    assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok][:3]
+    assert {(c.name, c.rank) for c in app.checks if c.name.startswith("after ")} >= {
+        ("after recompute", r) for r in case.ranks}
+    for name in ("planner relation", "reads the recomputed value", "activations released",
+                 "dropout seeds", "outside the segments"):
+        got = [c for c in app.checks if c.name == name]
+        assert sorted(c.rank for c in got) == case.ranks and all(c.ok for c in got), \
+            (name, [c.message for c in got if not c.ok])
+
+
+@needs_models
+def test_the_recomputed_llama_with_a_backward_kept_on_an_activation_is_caught():
+    """The twin: the same stage program with one backward read of a clone
+    put back on the forward activation it recomputes (the memory the pass
+    exists to save, kept) is CONTRACT_BROKEN, naming the op and the value."""
+    import copy
+
+    from passes.auto_parallel_recompute_pir import ADAPTER, BACKWARD, _definers, _role, \
+        pair_ops
+
+    case = cases.all_cases()[zoo.TEST_RECOMPUTE]
+    _, before, after = _recompute_stage(case, 0)
+    origin, clones = pair_ops(before, after)
+    defs = _definers(after)
+    broken = copy.deepcopy(after)
+    for j, op in enumerate(after.ops):
+        if j in clones or _role(op) != BACKWARD:
+            continue
+        hit = [(slot, k, n) for slot, names in op.inputs.items() for k, n in enumerate(names)
+               if n in defs and defs[n][0] in clones]
+        for slot, k, n in hit:
+            c, out_slot, pos = defs[n]
+            fwd = next(i for i, o in enumerate(origin) if o == origin[c] and i not in clones)
+            activation = after.ops[fwd].outputs[out_slot][pos]
+            broken.ops[j].inputs[slot][k] = activation
+            break
+        if hit:
+            break
+    got = {c.name: c for c in ADAPTER.contract(case, 0, before, after)}
+    assert got["activations released"].ok
+    got = {c.name: c for c in ADAPTER.contract(case, 0, before, broken)}
+    bad = got["activations released"]
+    assert bad.verdict.value == "CONTRACT_BROKEN", bad.message
+    assert bad.counterexample["op_index"] == j and bad.counterexample["value"] == activation
+    assert bad.counterexample["stage"] == "recompute" and "not recomputed" in bad.message
