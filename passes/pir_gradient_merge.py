@@ -47,7 +47,11 @@ appends a second ``1/k`` ``scale_`` before every Adam/SGD step (its
 ``_append_scale_op_after_comm`` scales every optimizer it finds, not the ones
 it merged); the adapter does not apply it there and says so (INCONCLUSIVE:
 nothing about the pass was shown).  Which program is which is read from the
-program (:func:`merged_reads`), not from the case.
+program (:func:`merged_reads`), not from the case.  A program without
+``params_grads`` (a planned dir's) is given its optimizers' own pairs
+(:func:`program_params_grads`), as the Engine gives them; on a dense rank
+program (after dist2dense) the pass then raises reading ``_local_shape``, as
+on the ``pir_mm_*`` cases: outside its domain.
 
 Several ranks: not paired here.  The pass needs the dist program (its
 gradients' local shapes and op dist attrs), which a planned case's dense
@@ -89,8 +93,12 @@ class PirGradientMerge(PassAdapter):
         return super().handles(case) and len(case.ranks) == 1
 
     def attrs(self, case, rp) -> dict:
-        """What ``Engine._parallel_pir`` passes."""
-        return {**merge_settings(case, rp), "params_grads": rp.params_grads,
+        """What ``Engine._parallel_pir`` passes: ``params_grads`` the case's,
+        else the program's own (each optimizer op's parameter and gradient
+        operands: the Engine always hands the pass the pairs its optimizer
+        updates; a planned dir's rank program carries none)."""
+        return {**merge_settings(case, rp),
+                "params_grads": rp.params_grads or program_params_grads(rp.main),
                 "gradient_sync_after_accumulate": True}
 
     # always applied in this process (see the module docstring)
@@ -296,6 +304,18 @@ class PirGradientMerge(PassAdapter):
 
 def _optimizers(snap) -> list:
     return [op for op in snap.ops if op.type in OPTIMIZERS]
+
+
+def program_params_grads(main) -> list:
+    """``[(param, grad)]`` Values of ``main``'s optimizer ops (PIR)."""
+    out = []
+    for op in main.global_block().ops:
+        if op.name() in OPTIMIZERS:
+            names = list(op.get_input_names())
+            if "param" in names and "grad" in names:
+                out.append((op.operand_source(names.index("param")),
+                            op.operand_source(names.index("grad"))))
+    return out
 
 
 def _snapshot(rp):

@@ -396,3 +396,30 @@ def test_a_merge_whose_optimizer_reads_the_raw_gradient_is_still_caught():
     after = app.outcomes[0].after
     assert merged_reads(after) == {} and already_merged(after) == {}
     assert passes.get("grad_merge").pattern_present(after)
+
+
+def test_without_params_grads_the_pass_gets_the_programs_own():
+    """A program that carries no ``params_grads`` (a planned dir's) is given
+    the pairs its optimizers update, as the Engine gives them: the merge is
+    built and holds (before: the pass merged nothing, NOT_APPLIED; with
+    avg=True it only appended 1/k scales, a false NOT_EQUIVALENT)."""
+    import dataclasses
+
+    base = cases.all_cases()["pir_gm_sgd_sum_k2"]
+
+    def build(case, rank):
+        rp = base.build(rank)
+        rp.params_grads = []
+        return rp
+    from verify.numeric.micro_steps import micro_step_checks
+
+    case = dataclasses.replace(base, name="pir_gm_sgd_sum_k2_no_params_grads", builder=build)
+    adapter = passes.get("grad_merge")
+    # the oracle on the live programs (a local builder does not travel to a worker)
+    app = run_application(adapter, case, numeric=lambda c, a, outcomes, m, notes:
+                          micro_step_checks(a, c, outcomes, 2, "sum", False, live=True))
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks if not c.ok]
+    (num,) = _checks(app, "numeric")
+    assert num.verdict == Verdict.EQUIVALENT, num.message
+    reads = _checks(app, "contract", "no scale when avg=False")
+    assert len(reads) == 2 and all("@GRAD@MERGE" in c.message for c in reads)
