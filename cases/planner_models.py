@@ -341,7 +341,40 @@ _GEN_CASES = [
                             "send/recv outside a pipeline's job lists is not simulated")),
 ]
 
-CASES = _GEN_CASES + [
+# Paddle's own semi-auto-parallel test models, re-expressed as model files
+# (examples/paddle_*.py; each docstring names the Paddle test it follows)
+_PADDLE_DEMO = ["paddle_demo_net_mp.py"]
+_GM_ONE_RANK = Expect(
+    True, "EQUIVALENT",
+    "gradient merge (k_steps 4, avg) with AdamW on one rank: every stage holds (the "
+    "accumulators of replicated parameters typed right), each AdamW reads its accumulator "
+    "scaled by 1/4, and the relation driving the merged program as its job schedule "
+    "[forward, backward] * 4 + [optimize] against the serial micro-steps with the gradients "
+    "averaged holds for 2 optimizer steps (witnessed, not proved: the symbolic proof does "
+    "not model the schedule). Its rank program, fed to the gradient-merge adapter as a "
+    "program dir, is the merge's output: not merged again (tests/test_pir_gradient_merge.py)")
+_PADDLE_CASES = [
+    _case("planner_paddle_demo_net_tp2", "examples/paddle_demo_net_mp.py: the DemoNet of "
+          "Paddle's to_static mp test (test_to_static_pir_program.py) planned for TP2 (a "
+          "column- then row-parallel bias-free linear between ReLUs)",
+          "paddle_demo_net_mp.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),
+    _case("planner_paddle_gm_mlp", "examples/paddle_gm_mlp.py: Paddle's gradient-merge pass "
+          "test (gradient_merge_pass_unittest.py: k_steps 4, avg, AdamW) on the DemoNet, "
+          "planned on one rank: the final program holds the merge",
+          "paddle_gm_mlp.py", [0], _GM_ONE_RANK,
+          uses=_PADDLE_DEMO + ["gradient_merge_of.py"]),
+    _case("planner_paddle_sharding_stage1_mp", "examples/paddle_sharding_stage1_mp.py: "
+          "Paddle's sharding stage 1 with mp (semi_auto_parallel_sharding_stage_1.py) on the "
+          "DemoNet, DP2 x TP2 (mesh [[0, 1], [2, 3]]), SGD states sharded over dp",
+          "paddle_sharding_stage1_mp.py", [[0, 1], [2, 3]], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=_PADDLE_DEMO),
+    _case("planner_paddle_pp_fthenb", "examples/paddle_pp_demo_net.py: the PPDemoNet of "
+          "Paddle's pipeline test (pir/mlp_demo.py) as a two-stage FThenB pipeline over 2 "
+          "micro-batches", "paddle_pp_demo_net.py", [[0], [1]], _PIPELINE,
+          uses=["pipeline_strategy.py"]),
+]
+
+CASES = _GEN_CASES + _PADDLE_CASES + [
     _case("planner_tp2", "examples/tiny_mlp_pir.py planned for TP2 (column- then "
           "row-parallel linear; p_to_r all-reduces of the partial sums)",
           "tiny_mlp_pir.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS)),

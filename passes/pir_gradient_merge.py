@@ -37,6 +37,22 @@ PIR's serializer drops on 3.3.1; ``pir_snapshot.export_programs`` now records
 and restores them, so a merged program travels whole, as a planned merged
 program does: ``verify/numeric/merged_relation.py``.)
 
+A program that already holds a merge (each optimizer reads a persistable
+accumulator that a backward-role ``add_`` accumulates in place, directly or
+through a scale: the pass's own output, e.g. a rank of a plan made with
+``strategy.gradient_merge`` on) is not the pass's input: the Engine applies
+the merge once, to the program before it.  On such a program 3.3.1's pass,
+given the ``params_grads`` a planned dir has (none), merges nothing but still
+appends a second ``1/k`` ``scale_`` before every Adam/SGD step (its
+``_append_scale_op_after_comm`` scales every optimizer it finds, not the ones
+it merged); the adapter does not apply it there and says so (INCONCLUSIVE:
+nothing about the pass was shown).  Which program is which is read from the
+program (:func:`merged_reads`), not from the case.  A program without
+``params_grads`` (a planned dir's) is given its optimizers' own pairs
+(:func:`program_params_grads`), as the Engine gives them; on a dense rank
+program (after dist2dense) the pass then raises reading ``_local_shape``, as
+on the ``pir_mm_*`` cases: outside its domain.
+
 Several ranks: not paired here.  The pass needs the dist program (its
 gradients' local shapes and op dist attrs), which a planned case's dense
 rank programs no longer are; a merge on several ranks is checked where the
@@ -77,8 +93,12 @@ class PirGradientMerge(PassAdapter):
         return super().handles(case) and len(case.ranks) == 1
 
     def attrs(self, case, rp) -> dict:
-        """What ``Engine._parallel_pir`` passes."""
-        return {**merge_settings(case, rp), "params_grads": rp.params_grads,
+        """What ``Engine._parallel_pir`` passes: ``params_grads`` the case's,
+        else the program's own (each optimizer op's parameter and gradient
+        operands: the Engine always hands the pass the pairs its optimizer
+        updates; a planned dir's rank program carries none)."""
+        return {**merge_settings(case, rp),
+                "params_grads": rp.params_grads or program_params_grads(rp.main),
                 "gradient_sync_after_accumulate": True}
 
     # always applied in this process (see the module docstring)
@@ -94,6 +114,9 @@ class PirGradientMerge(PassAdapter):
         rewritten = case.build(rank)
         tb = etype = None
         oom = False
+        if already_merged(_snapshot(original)):
+            # the pass's own output, not its input (module docstring): left as built
+            return PassRun(original, rewritten)
         with paddle.pir_utils.IrGuard():
             rewritten.names = original.names.carried(original.main, rewritten.main)
             logging.disable(logging.WARNING)
@@ -116,24 +139,46 @@ class PirGradientMerge(PassAdapter):
         use the live, mutated programs in this process."""
         from verify.numeric.micro_steps import micro_step_checks
 
+        merged = [o for o in outcomes if o.before is not None and already_merged(o.before)]
+        # the oracle compares a merge with the program before it: none there
+        skipped = [CheckResult("numeric", "micro-steps", o.rank, Verdict.INCONCLUSIVE,
+                               f"{self.name} on {case.name} rank {o.rank}: not run: the "
+                               "program already holds a merge (not the pass's input)")
+                   for o in merged]
+        outcomes = [o for o in outcomes if not any(o is m for m in merged)]
+        if not outcomes:
+            return skipped
         s = merge_settings(case, outcomes[0].run.original if outcomes else None)
         if notes is not None and "ranks" in backends:
             notes.append("ranks backend not run: PIR programs run on Paddle's executor in "
                          "one process (micro-step oracle)")
-        return micro_step_checks(self, case, outcomes, s["k_steps"],
-                                 case.params.get("reduction", "mean"), s["avg"], seed=seed,
-                                 backends=backends, live=mutator is not None)
+        return skipped + micro_step_checks(
+            self, case, outcomes, s["k_steps"], case.params.get("reduction", "mean"), s["avg"],
+            seed=seed, backends=backends, live=mutator is not None)
 
     # its reproducer runs the micro-step oracle (verify/repro/micro_step_script.py)
     repro_kind = "micro_steps"
 
     def pattern_present(self, snap) -> bool:
-        """A training program: an optimizer op (role Optimize) updating a
-        parameter."""
-        return bool(_optimizers(snap))
+        """A training program whose optimizer ops (role Optimize) update
+        parameters from their gradients: at least one optimizer that does
+        not already read a merged-gradient accumulator (:func:`merged_reads`)."""
+        opts = _optimizers(snap)
+        return len(merged_reads(snap)) < len(opts)
 
     # -- the contract ---------------------------------------------------
     def contract(self, case, rank, before, after) -> list:
+        got = already_merged(before)
+        if got:
+            reads = "; ".join(f"op {i} ({next(o.type for o in before.ops if o.idx == i)}) "
+                              f"reads {acc}" for i, acc in sorted(got.items()))
+            return [CheckResult(
+                "contract", "the pass's input", rank, Verdict.INCONCLUSIVE,
+                f"{self.name} on {case.name} rank {rank}: not applied: the program already "
+                f"holds a merge ({reads}, each accumulated in place every micro-step), the "
+                "pass's own output; the Engine applies the merge once, to the program "
+                "before it, so nothing about the pass is shown here",
+                details={"merged_reads": {str(i): a for i, a in got.items()}})]
         out = [self.fired_check(case, rank, before, after)]
         opts = _optimizers(after)
         if not opts or not _optimizers(before):
@@ -259,6 +304,60 @@ class PirGradientMerge(PassAdapter):
 
 def _optimizers(snap) -> list:
     return [op for op in snap.ops if op.type in OPTIMIZERS]
+
+
+def program_params_grads(main) -> list:
+    """``[(param, grad)]`` Values of ``main``'s optimizer ops (PIR)."""
+    out = []
+    for op in main.global_block().ops:
+        if op.name() in OPTIMIZERS:
+            names = list(op.get_input_names())
+            if "param" in names and "grad" in names:
+                out.append((op.operand_source(names.index("param")),
+                            op.operand_source(names.index("grad"))))
+    return out
+
+
+def _snapshot(rp):
+    from verify.ir.pir_snapshot import snapshot_rank
+
+    return snapshot_rank(rp)
+
+
+def merged_reads(snap) -> dict:
+    """``{optimizer op index: accumulator}`` for each optimizer op whose
+    gradient is a merged-gradient accumulator: a persistable non-parameter
+    (a block keyword argument or a persistable var) that a backward-role
+    in-place ``add_`` accumulates, read directly or through scale ops."""
+    persist = set(snap.meta.get("block_kwargs", [])) | {
+        n for n, v in snap.vars.items() if v.persistable and not v.is_parameter}
+    accumulated = set()
+    writer = {}
+    for op in snap.ops:
+        first = next(iter(op.inputs.values()), [])
+        if op.type == "pd_op.add_" and op.role != OPTIMIZE and first and first[0] in persist:
+            accumulated.add(first[0])
+        for n in op.writes():
+            writer.setdefault(n, op)
+    out = {}
+    for op in _optimizers(snap):
+        g = (op.inputs.get("grad") or [None])[0]
+        seen = set()
+        while g is not None and g not in accumulated and g not in seen:
+            seen.add(g)
+            w = writer.get(g)
+            g = (w.inputs.get("x") or [None])[0] if w is not None and w.type in SCALES \
+                and w.idx < op.idx else None
+        if g in accumulated:
+            out[op.idx] = g
+    return out
+
+
+def already_merged(snap) -> dict:
+    """:func:`merged_reads` when every optimizer op of ``snap`` reads a merged
+    accumulator (the program holds a merge: the pass's output), else ``{}``."""
+    got = merged_reads(snap)
+    return got if got and len(got) == len(_optimizers(snap)) else {}
 
 
 def _accumulators(before, after) -> set:

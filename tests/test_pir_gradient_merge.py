@@ -295,3 +295,131 @@ def test_a_merged_program_that_no_longer_runs_is_not_equivalent():
     assert "the rewritten program no longer runs (the reference runs): " in c.message
     env = ms.no_longer_runs("micro-step run", 0, "OSError: [Errno 24] Too many open files")
     assert env.verdict == Verdict.INCONCLUSIVE and "checker environment" in env.message
+
+
+# -- a program that already holds the merge is the pass's output, not its input --
+def _merged_case(base_name):
+    """``base_name``'s case built as the Engine leaves it after its merge: the
+    real pass applied once, and no ``params_grads`` (as a planned dir's rank
+    program carries none)."""
+    import dataclasses
+
+    base = cases.all_cases()[base_name]
+
+    def build(case, rank):
+        run = passes.get("grad_merge").apply_local(base, rank)
+        assert not run.error, run.error
+        rp = run.rewritten
+        rp.params_grads = []
+        rp.merge = {"k_steps": base.params["k"], "avg": base.params["avg"]}
+        return rp
+    return dataclasses.replace(base, name=base_name + "_merged", builder=build)
+
+
+def _not_applied_again(app):
+    assert app.verdict == Verdict.INCONCLUSIVE, [(c.name, c.verdict, c.message)
+                                                 for c in app.checks if not c.ok]
+    assert not [c for c in app.checks if c.verdict in (Verdict.NOT_EQUIVALENT,
+                                                        Verdict.CONTRACT_BROKEN)]
+    (inp,) = _checks(app, "contract", "the pass's input")
+    assert "already holds a merge" in inp.message and "@GRAD@MERGE" in inp.message
+    assert set(inp.details["merged_reads"].values()) and all(
+        a.endswith("@GRAD@MERGE") for a in inp.details["merged_reads"].values())
+    (num,) = _checks(app, "numeric")
+    assert num.verdict == Verdict.INCONCLUSIVE and "not run" in num.message
+
+
+def test_an_already_merged_program_is_not_merged_again():
+    """The pass's output fed back (avg=True): 3.3.1's pass would append a
+    second 1/k scale_ before every optimizer (it scales every Adam/SGD it
+    finds); the adapter reads the merge from the program and does not apply
+    it again (before: NOT_EQUIVALENT, 'adam_ reads ..., not a merged-gradient
+    accumulator')."""
+    _, numeric = pick_backend("simulated", 0)
+    app = run_application(passes.get("grad_merge"), _merged_case("pir_gm_sgd_avg_k2"),
+                          numeric=numeric)
+    _not_applied_again(app)
+
+
+def test_an_already_merged_plan_is_not_merged_again():
+    """A one-rank plan made with strategy.gradient_merge on (Paddle's
+    gradient-merge pass test, examples/paddle_gm_mlp.py): its rank program,
+    as a program dir gives it, is the merge's output."""
+    import dataclasses
+
+    planned = cases.all_cases()["planner_paddle_gm_mlp"]
+    case = dataclasses.replace(planned, expect={},
+                               params={**planned.params, "only_pass": None})
+    _, numeric = pick_backend("simulated", 0)
+    _not_applied_again(run_application(passes.get("grad_merge"), case, numeric=numeric))
+
+
+def read_raw_gradient(main, startup, snap, rank):
+    """Every optimizer reads the raw gradient its accumulator adds, not the
+    (scaled) accumulator: the merge is built but not used."""
+    import paddle
+
+    with paddle.pir_utils.IrGuard():
+        ops = main.global_block().ops
+        raw = {}
+        for op in ops:
+            if op.name() == "pd_op.add_" and op.has_attr("grad_merge_add"):
+                raw[op.operand_source(0).id] = op.operand_source(1)
+        for op in ops:
+            if op.name() in ("pd_op.sgd_", "pd_op.adam_", "pd_op.adamw_"):
+                slot = op.get_input_names().index("grad")
+                src = op.operand_source(slot)
+                while src.id not in raw and src.get_defining_op() is not None and \
+                        src.get_defining_op().name() in ("pd_op.scale_", "pd_op.scale"):
+                    src = src.get_defining_op().operand_source(0)
+                op.operand(slot).set_source(raw[src.id])
+    return "optimizers read the raw gradient"
+
+
+def test_a_merge_whose_optimizer_reads_the_raw_gradient_is_still_caught():
+    """The twin: the pass's output with each optimizer reading the raw
+    gradient is not 'already merged' (merged_reads follows the program) and
+    is caught by the contract (the oracle cannot split it into jobs: an
+    optimize op reads a value the backward job computes)."""
+    from passes.pir_gradient_merge import already_merged, merged_reads
+
+    _, numeric = pick_backend("simulated", 0)
+    app = run_application(passes.get("grad_merge"), cases.all_cases()["pir_gm_adam_sum_k4"],
+                          numeric=numeric, mutator=(0, read_raw_gradient))
+    assert app.mutation and app.verdict == Verdict.CONTRACT_BROKEN
+    bad = _checks(app, "contract", "optimizer reads the merged gradient")
+    assert bad and all(c.verdict == Verdict.CONTRACT_BROKEN for c in bad)
+    assert {c.counterexample["op_index"] for c in bad} == \
+        {op.idx for op in app.outcomes[0].after.ops if op.type == "pd_op.adam_"}
+    (num,) = _checks(app, "numeric")
+    assert num.verdict == Verdict.INCONCLUSIVE and "cannot be split into jobs" in num.message
+    after = app.outcomes[0].after
+    assert merged_reads(after) == {} and already_merged(after) == {}
+    assert passes.get("grad_merge").pattern_present(after)
+
+
+def test_without_params_grads_the_pass_gets_the_programs_own():
+    """A program that carries no ``params_grads`` (a planned dir's) is given
+    the pairs its optimizers update, as the Engine gives them: the merge is
+    built and holds (before: the pass merged nothing, NOT_APPLIED; with
+    avg=True it only appended 1/k scales, a false NOT_EQUIVALENT)."""
+    import dataclasses
+
+    base = cases.all_cases()["pir_gm_sgd_sum_k2"]
+
+    def build(case, rank):
+        rp = base.build(rank)
+        rp.params_grads = []
+        return rp
+    from verify.numeric.micro_steps import micro_step_checks
+
+    case = dataclasses.replace(base, name="pir_gm_sgd_sum_k2_no_params_grads", builder=build)
+    adapter = passes.get("grad_merge")
+    # the oracle on the live programs (a local builder does not travel to a worker)
+    app = run_application(adapter, case, numeric=lambda c, a, outcomes, m, notes:
+                          micro_step_checks(a, c, outcomes, 2, "sum", False, live=True))
+    assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks if not c.ok]
+    (num,) = _checks(app, "numeric")
+    assert num.verdict == Verdict.EQUIVALENT, num.message
+    reads = _checks(app, "contract", "no scale when avg=False")
+    assert len(reads) == 2 and all("@GRAD@MERGE" in c.message for c in reads)

@@ -1613,14 +1613,32 @@ ROWS.update({"slice": slice_op, "slice_grad": slice_grad})
 # silu, comparisons, where, ...) element by element, and the kernels whose
 # elements read whole rows or positions (cross entropy, tril, arange) as
 # ``uf_opaque`` keyed by attrs (sound: equal arguments, equal results). -----
+def _same_layout(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` hold their elements alike: equal arrays'
+    shapes and, per dim, the same factors once the size-1 ones are dropped
+    (a gather of a size-1 dim records ``((n, n), (1, 1))``, a reshape ``((n,
+    n),)``: one layout); a dim whose factors are all unreduced (the real
+    sizes, as the proof runs) is its array's size whatever its factors."""
+    if a.arr.shape != b.arr.shape:
+        return False
+    for da, db in zip(a.dims, b.dims):
+        pa = tuple(f for f in da if f != (1, 1))
+        pb = tuple(f for f in db if f != (1, 1))
+        if pa != pb and not all(o == r for o, r in pa + pb):
+            return False
+    return True
+
+
 def _pir_combine(op, ins, k):
     """builtin.combine: the operands stacked along a new leading dim (a
-    vector value is held so, see ``_pir_split_with_num``); equal shapes only."""
+    vector value is held so, see ``_pir_split_with_num``); operands of one
+    layout only (:func:`_same_layout`)."""
     ts = [t for t in ins.get("operands") or [] if t is not None]
     if not ts or len(ts) != len(ins.get("operands") or []):
         raise Unsupported("builtin.combine without every operand's value")
-    if any(t.arr.shape != ts[0].arr.shape or t.dims != ts[0].dims for t in ts):
-        raise Unsupported("builtin.combine of unequal shapes")
+    if not all(_same_layout(t, ts[0]) for t in ts):
+        raise Unsupported("builtin.combine of unequal shapes: "
+                          + ", ".join(f"{list(t.arr.shape)} {list(t.dims)}" for t in ts))
     n = len(ts)
     return {"results": [Tensor(np.stack([t.arr for t in ts]), [((n, n),)] + list(ts[0].dims),
                                ts[0].dtype)]}
