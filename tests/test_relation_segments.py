@@ -1,8 +1,8 @@
 """The planner relation proved by segments (``verify/value/relation.py``
 ``_prove_segmented``, cuts and boundaries in ``verify/value/segments.py``):
 run where the serial program's inputs are over ``relation_input_elements``
-(forced here with ``max_inputs=0`` on the small ``planner_tp2`` plan: three
-segments, cut after each all-reduce).
+(forced here with ``by_segments=True`` on the small ``planner_tp2`` plan:
+three segments, cut after each all-reduce).
 
 * the faithful plan is PROVED on every rank, by segments;
 * a program edited in a middle segment (a wrong all-reduce, a dropped one,
@@ -36,7 +36,7 @@ def plan():
     return case.ranks, serial, snaps, records, rings
 
 
-def _prove(plan, snaps=None, final_ops=None, max_inputs=0):
+def _prove(plan, snaps=None, final_ops=None, whole=False):
     from verify.value.relation import prove_relation
 
     ranks, serial, snaps0, records, rings = plan
@@ -45,7 +45,7 @@ def _prove(plan, snaps=None, final_ops=None, max_inputs=0):
                           records[r0]["serial_relation"],
                           {r: records[r]["relation"] for r in ranks},
                           final_ops or {r: records[r]["final_ops"] for r in ranks}, rings,
-                          max_inputs=max_inputs)
+                          max_inputs=10**9, by_segments=not whole)
 
 
 def _edited(plan, edit, ranks=None):
@@ -100,7 +100,7 @@ def test_an_edit_in_a_middle_segment_is_not_proved(plan, what):
     edit = {"max all-reduce": _max_reduce(second), "dropped all-reduce": _dropped(second),
             "wrong op": _swapped_subtract}[what]
     snaps = _edited(plan, edit)
-    whole = _prove(plan, snaps, max_inputs=10**9)  # the edit is a real difference
+    whole = _prove(plan, snaps, whole=True)  # the edit is a real difference
     assert any(c.verdict.value == "NOT_EQUIVALENT" for c in whole), [c.message for c in whole]
     out = _prove(plan, snaps)
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
