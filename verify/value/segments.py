@@ -3,9 +3,10 @@ assume at a cut: the boundary of a compositional proof (``relation.py``'s
 ``prove_relation_by_segments``).
 
 A cut is a rank op index ``k`` (the same on every rank: the ranks' programs
-must hold the same op types in the same order, else no cut) right after a
-data-moving op (a collective or send/recv: where a rank's piece is whole or
-a known slice again), and the serial op index ``c`` past every serial op the
+must hold the same op types in the same order, else no cut) where a chain
+of reshard ops holding a data-moving op (a collective or send/recv) ends
+(the next op is not of origin ``reshard``: a rank's piece is whole or a
+known slice again), and the serial op index ``c`` past every serial op the
 rank ops before ``k`` stem from (their ``final_ops`` records' ``serial_op``).
 
 The boundary of a cut: each rank value defined in the segment just ended
@@ -43,18 +44,25 @@ def stated(final_ops) -> dict:
     rank's ``final_ops`` records that name both, the placement not Partial.
     A reshard's result (a record of origin ``reshard`` naming no serial
     value) stands for its operand's serial value: a reshard moves data, not
-    values (a statement like any other: the cut's obligation checks it)."""
+    values (a statement like any other: the cut's obligation checks it);
+    only the chain's last result, the one a serial op reads (inside the chain
+    a value is a gathered layout or a split, not the value's piece)."""
     out, every = {}, {}
+    consumed = {v for rec in final_ops if rec.get("origin") != "reshard"
+                for v in rec.get("operands") or []}
     for rec in final_ops:
         ser, plcs = list(rec.get("serial") or []), rec.get("placements") or []
         res = rec.get("results") or []
         ops_in = rec.get("operands") or []
+        derived = False
         if not ser and rec.get("origin") == "reshard" and len(res) == 1 and ops_in \
                 and ops_in[0] in every:
-            ser = [every[ops_in[0]]]
+            ser, derived = [every[ops_in[0]]], True
         for i, v in enumerate(res):
             if i < len(ser) and ser[i]:
                 every[v] = ser[i]
+                if derived and v not in consumed:
+                    continue  # inside a reshard's chain (a gathered layout, a split)
                 if i < len(plcs) and plcs[i] is not None and not plcs[i].get("partial"):
                     out[v] = (ser[i], plcs[i], rec.get("serial_op"))
     return out
@@ -74,15 +82,18 @@ def cut_points(serial_ops, rank_ops: dict, final_ops: dict) -> tuple[list, str |
            for rec, op in zip(final_ops[r], rank_ops[r])):
         return [], "a rank's final_ops records name other op types than its program"
     ops0 = rank_ops[ranks[0]]
-    cuts, c = [], 0
+    cuts, c, moved = [], 0, False
     for k in range(1, len(ops0)):
         for r in ranks:
             s = final_ops[r][k - 1].get("serial_op")
             if isinstance(s, int):
                 c = max(c, s + 1)
-        if exchanges(ops0[k - 1].type) and c <= len(serial_ops):
+        moved = moved or exchanges(ops0[k - 1].type)
+        ends = final_ops[ranks[0]][k].get("origin") != "reshard"
+        if moved and ends and c <= len(serial_ops):  # a reshard chain ends at k
             if not cuts or (cuts[-1][0] < k and cuts[-1][1] <= c):
                 cuts.append((k, c))
+            moved = False
     return cuts, None
 
 
