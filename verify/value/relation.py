@@ -617,7 +617,7 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     input may reach (or a stated placement that does not hold while the
     relation may), so every failure is INCONCLUSIVE, saying which value.
     """
-    from .segments import FLOATS, boundary, cut_points
+    from .segments import FLOATS, _defs_uses, boundary, cut_points
 
     store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
     store.probe_work = True
@@ -643,14 +643,19 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                 senv[n] = _leaf(ex, n, v["shape"], v["dtype"])
         inputs = dict(senv)
         envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels, inputs, store)
+        sdef = _defs_uses(sops)[0]
         pk, pc = 0, 0
-        for k, c in cuts + [(None, None)]:
+        for k, _ in cuts + [(None, None)]:
+            # the serial side runs only as far as the boundary's serial values
+            # are defined: a serial op past them reads the fresh symbols
+            cand = {} if k is None else boundary(pk, k, len(sops), sops, rops, fops, names)
+            c = None if k is None else max([pc] + [sdef[s] + 1 for s in cand])
             ex.run({SERIAL: Rank(SERIAL, serial_snap, sops[pc:c], senv)}, startup=False)
             ex.run({r: Rank(r, rank_snaps[r], rops[r][pk:k], envs[r]) for r in ranks},
                    startup=False)
             if k is None:
                 break
-            for s, per_rank in sorted(boundary(pk, k, c, sops, rops, fops, names).items()):
+            for s, per_rank in sorted(cand.items()):
                 st = senv.get(s)
                 if st is None or st.arr.dtype != object or st.dtype not in FLOATS or \
                         _constant(store, st):

@@ -6,15 +6,17 @@ A cut is a rank op index ``k`` (the same on every rank: the ranks' programs
 must hold the same op types in the same order, else no cut) where a chain
 of reshard ops holding a data-moving op (a collective or send/recv) ends
 (the next op is not of origin ``reshard``: a rank's piece is whole or a
-known slice again), and the serial op index ``c`` past every serial op the
-rank ops before ``k`` stem from (their ``final_ops`` records' ``serial_op``).
+known slice again); the serial side runs up to the op index ``c`` just past
+the definitions of the boundary's serial values (``relation.py``), so every
+later serial op reads the fresh symbols (``cut_points``' own ``c``, past
+every serial op the rank ops before ``k`` stem from, only orders the cuts).
 
 The boundary of a cut: each rank value defined in the segment just ended
 and read after the cut (live across it) whose ``final_ops`` record names a
 serial counterpart and a placement, where that placement is Shard or
 Replicate (no Partial: a partial piece is not a slice of the serial value),
 the value is a float tensor of terms (not a constant, not an integer index),
-and the serial counterpart is defined before ``c``.  Every other live value
+and the serial counterpart is defined by a serial op.  Every other live value
 is not generalized: it keeps its real term on both sides (which is sound:
 an exact term is a special case of nothing; see ``relation.py``).
 """
