@@ -1,6 +1,6 @@
 """Where the planner relation proof may cut the programs, and what it may
-assume at a cut: the boundary of a compositional proof (``relation.py``'s
-``prove_relation_by_segments``).
+assume at a cut: the boundary of a compositional proof (``relation.py``:
+``_prove_segmented``, run by ``prove_relation(..., by_segments=True)``).
 
 A cut is a rank op index ``k`` (the same on every rank: the ranks' programs
 must hold the same op types in the same order, else no cut) where a chain
@@ -17,8 +17,9 @@ serial counterpart and a placement, where that placement is Shard or
 Replicate (no Partial: a partial piece is not a slice of the serial value),
 the value is a float tensor of terms (not a constant, not an integer index),
 and the serial counterpart is defined by a serial op.  Every other live value
-is not generalized: it keeps its real term on both sides (which is sound:
-an exact term is a special case of nothing; see ``relation.py``).
+is not generalized: it keeps its real term on both sides (sound: the
+later segments then hold it exactly as the real run does; see
+``relation._prove_segmented``).
 """
 from __future__ import annotations
 
