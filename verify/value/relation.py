@@ -577,12 +577,13 @@ def _locate(store, zt, senv, envs, r, final_ops):
 
 # -- the compositional proof -------------------------------------------------------
 # above relation_input_elements, up to this many input elements, the proof
-# runs by segments (relation_compositional_inputs).  0: off by default, since
-# on the zoo plans the boundaries the records state do not all hold as
-# stated and the segments' obligations are not all proved (INCONCLUSIVE in
-# ~8 CPU s on zoo_llama_tp2: benchmarks/README.md); prove_relation(...,
-# by_segments=True) runs it
-MAX_COMPOSITIONAL_INPUT_ELEMENTS = 0
+# runs by segments (relation_compositional_inputs): zoo_llama_tp2 (10957)
+# PROVED in ~5 CPU s, a 2-layer LLaMA (18751) in ~10 (benchmarks/README.md)
+MAX_COMPOSITIONAL_INPUT_ELEMENTS = 65536
+# the work units a proof by segments may spend (deterministic; the 2-layer
+# LLaMA spends 20 M): past it INCONCLUSIVE, so a plan the segments do not
+# suit costs the gate a bounded time
+SEGMENTED_WORK_UNITS = 40_000_000
 
 
 def compositional_limit() -> int:
@@ -619,7 +620,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     """
     from .segments import FLOATS, _defs_uses, boundary, cut_points
 
-    store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
+    store = Store(work_limit=min(bud["work_units"], SEGMENTED_WORK_UNITS),
+                  stored_limit=bud["stored_monomials"])
     store.probe_work = True
     T.store = store
     ex = Executor(store, rings, 1, None)
