@@ -646,15 +646,21 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
         inputs = dict(senv)
         envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels, inputs, store)
         sdef = _defs_uses(sops)[0]
+        sstate = Rank(SERIAL, serial_snap, [], senv)
+        rstates = {r: Rank(r, rank_snaps[r], [], envs[r]) for r in ranks}
         pk, pc = 0, 0
         for k, _ in cuts + [(None, None)]:
             # the serial side runs only as far as the boundary's serial values
             # are defined: a serial op past them reads the fresh symbols
             cand = {} if k is None else boundary(pk, k, len(sops), sops, rops, fops, names)
             c = None if k is None else max([pc] + [sdef[s] + 1 for s in cand])
-            ex.run({SERIAL: Rank(SERIAL, serial_snap, sops[pc:c], senv)}, startup=False)
-            ex.run({r: Rank(r, rank_snaps[r], rops[r][pk:k], envs[r]) for r in ranks},
-                   startup=False)
+            # one state a side across the segments: its env and its views
+            # (coalesce_tensor's fused buffers) go on as in one run
+            sstate.ops, sstate.pos = sops[pc:c], 0
+            ex.run({SERIAL: sstate}, startup=False)
+            for r in ranks:
+                rstates[r].ops, rstates[r].pos = rops[r][pk:k], 0
+            ex.run(rstates, startup=False)
             if k is None:
                 break
             for s, per_rank in sorted(cand.items()):
