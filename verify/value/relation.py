@@ -733,7 +733,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
             c.verdict = Verdict.INCONCLUSIVE
             c.message = (f"{where} rank {c.rank}: not proved by segments (a difference "
                          f"under the boundary abstraction is no counterexample): "
-                         f"{c.message.split(': ', 1)[-1]}")
+                         f"{c.message.split(': ', 1)[-1]}").replace(
+                             "REFUTED: ", "differing under the abstraction: ")
             c.details["not_proved"] = True
     return out
 
