@@ -36,6 +36,13 @@ value, a MAX/MIN partial, a piece of another shape, a value the serial
 program has no counterpart of) is INCONCLUSIVE saying which and why, never
 proved.  A refuted rank names the first op of its program whose result no
 longer relates and the planner stage blamed (``numeric/divergence.py``).
+
+Above ``relation_input_elements`` (the real-model plans) the proof runs by
+segments (:func:`_prove_segmented`, cuts in ``segments.py``): the programs
+cut where a reshard chain holding a collective ends, each boundary value
+proved related where its segment ends and then replaced, on both sides, by
+a fresh symbol tensor and its slices; it proves or is INCONCLUSIVE, never
+refutes (the numeric relation decides a difference).
 """
 from __future__ import annotations
 
@@ -301,7 +308,16 @@ class _cpu_limit:
 def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
            rings, bud, start, by_segments=False):
     try:
-        return (_prove_segmented if by_segments else _prove_inner)(where, ranks, every, serial_snap, rank_snaps, serial_rel,
+        if by_segments:
+            try:
+                return _prove_segmented(where, ranks, every, serial_snap, rank_snaps,
+                                        serial_rel, rank_rels, final_ops, rings, bud, start)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                # a record of a shape the cuts do not expect: no proof, said so
+                return every(Verdict.INCONCLUSIVE, f"not proved: the proof by segments "
+                             f"could not state its cuts: {type(exc).__name__}: {exc}",
+                             reason=f"segments: {exc!r}")
+        return _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel,
                             rank_rels, final_ops, rings, bud, start)
     except _OverCPU as exc:
         return every(Verdict.INCONCLUSIVE, f"not proved: {exc}",
