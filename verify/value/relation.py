@@ -593,7 +593,8 @@ def _locate(store, zt, senv, envs, r, final_ops):
 
 # -- the compositional proof -------------------------------------------------------
 # above relation_input_elements, up to this many input elements, the proof
-# runs by segments (relation_compositional_inputs): zoo_llama_tp2 (10957)
+# runs by segments (a budget key relation_compositional_inputs would override it;
+# proof.DEFAULT_BUDGET holds none yet, so this constant decides): zoo_llama_tp2 (10957)
 # PROVED in ~5 CPU s, a 2-layer LLaMA (18751) in ~10 (benchmarks/README.md)
 MAX_COMPOSITIONAL_INPUT_ELEMENTS = 65536
 # the work units a proof by segments may spend (deterministic; the 2-layer
