@@ -962,7 +962,8 @@ def relation_proof(case, folder, records, notes, gm=None, job_lists=False) -> li
     result per rank.  Not deciding where it cannot decide (INCONCLUSIVE is
     advisory: the numeric relation decides, the application is then
     "witnessed, not proved"); a proof or a replayed refutation decides."""
-    from verify.value.relation import NAME, input_elements, input_limit, prove_relation
+    from verify.value.relation import NAME, compositional_limit, input_elements, \
+        input_limit, prove_relation
 
     where = f"planner on {case.name}"
     r0 = case.ranks[0]
@@ -990,7 +991,8 @@ def relation_proof(case, folder, records, notes, gm=None, job_lists=False) -> li
                          f"modules ({memo.path.name})")
             return _advisory(out)
         try:
-            if input_elements(serial_rel) > input_limit():  # decided before loading
+            # decided before loading (above input_limit() the proof runs by segments)
+            if input_elements(serial_rel) > max(input_limit(), compositional_limit()):
                 serial, snaps = None, {r: None for r in case.ranks}
             else:
                 serial, snaps = _relation_snapshots(folder, case.ranks, r0)
@@ -1055,7 +1057,8 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
            "verify/numeric/run_spec.py")
 # what decides the relation's value proof: the proof's modules, the op table
-PROOF_SOURCES = ("verify/value/relation.py", "verify/value/merged_relation.py",
+PROOF_SOURCES = ("verify/value/relation.py", "verify/value/segments.py",
+                 "verify/value/merged_relation.py",
                  "verify/value/job_list_relation.py", "verify/numeric/job_plan_runs.py",
                  "verify/value/linear_form.py",
                  "verify/value/paired_form.py",

@@ -87,7 +87,7 @@ def test_a_plan_over_the_proofs_size_is_inconclusive_not_proved():
 
     rel = {"parameters": {"w": {"shape": [64, 64], "dtype": "float32"}}, "feeds": {}}
     out = prove_relation("planner on x", None, {0: None, 1: None}, rel, {}, {}, {},
-                         max_inputs=4095)
+                         max_inputs=4095, by_segments=False)
     assert [c.verdict.value for c in out] == ["INCONCLUSIVE"] * 2
     assert all("not attempted" in c.message and "4096 elements" in c.message for c in out)
 

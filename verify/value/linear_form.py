@@ -54,12 +54,15 @@ class LinearForm:
                 raise _TooLarge()
             return got
         s = self.s
-        d = {}
         items = s.polys[pid]
         self._charge(1 + len(items))
-        for mono, c in items:
-            if len(mono) == 1 and s.atoms[mono[0]][0] == "cut":  # linear: expanded
-                sub = s.polys[self.poly(s.atoms[mono[0]][1])]
+        atoms, amemo = s.atoms, self.amemo
+        d = None  # built from the first monomial that changes on: most are their own form
+        for i, (mono, c) in enumerate(items):
+            if len(mono) == 1 and atoms[mono[0]][0] == "cut":  # linear: expanded
+                if d is None:
+                    d = dict(items[:i])
+                sub = s.polys[self.poly(atoms[mono[0]][1])]
                 self._charge(len(sub))
                 for m, v in sub:
                     d[m] = d.get(m, 0) + c * v
@@ -67,15 +70,27 @@ class LinearForm:
                     self.memo[pid] = -1
                     raise _TooLarge()
                 continue
-            atoms, coef, same = [], c, True
+            parts, coef, same = [], c, True
             for a in mono:
-                m2, k = self.atom(a)
-                atoms += m2
+                got = amemo.get(a)
+                m2, k = got if got is not None else self.atom(a)
+                parts += m2
                 if k != 1:  # most atoms are their own form (a Fraction product is slow)
                     coef = coef * k
                 same = same and len(m2) == 1 and m2[0] == a
-            m = mono if same else tuple(sorted(atoms))
+            if same and coef is c and d is None:
+                continue  # this monomial is its own form, as every one before it
+            if d is None:
+                d = dict(items[:i])
+            m = mono if same else tuple(sorted(parts))
             d[m] = d.get(m, 0) + coef
+        if d is None:
+            # every monomial its own form: the polynomial is (a stored
+            # polynomial is canonical, so _finish would intern it to pid);
+            # the units _finish would count, so the budget stays the same
+            s.spend(len(items), "normalizing cuts")
+            self.memo[pid] = pid
+            return pid
         out = self.memo[pid] = s._finish(d)
         return out
 
