@@ -241,6 +241,44 @@ class PirPassAdapter(PassAdapter):
         return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
 
+class NativePirPassAdapter(PirPassAdapter):
+    """Base of the adapters of C++ PIR passes: applied by name with
+    ``paddle.pir.PassManager`` to a clone of the rank's main program (no
+    Python pass file can replace them; a raise is kept as the pass's crash)."""
+
+    def attrs(self, case, rp) -> dict:
+        return {}
+
+    def tested_passes(self) -> tuple:
+        return ()  # nothing from Python's registry: the pass is C++
+
+    def native_passes(self) -> tuple:
+        return (self.name,)
+
+    def apply_local(self, case, rank: int) -> PassRun:
+        import dataclasses
+
+        import paddle
+
+        original = case.build(rank)
+        tb = etype = None
+        with paddle.pir_utils.IrGuard():
+            main = original.main.clone()
+            startup = original.startup.clone()
+            names = original.names.carried(original.main, main)
+            try:
+                from verify.ir.pass_sources import note_native
+
+                note_native(self.name)
+                pm = paddle.pir.PassManager()
+                pm.add_pass(self.name, {})
+                pm.run(main)
+            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
+                tb, etype = traceback.format_exc(), type(exc).__name__
+        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
+        return PassRun(original, rewritten, tb, etype)
+
+
 def pass_file_refusal(loaded, selected, every) -> str | None:
     """Why ``loaded`` (a LoadedPassFile) cannot be judged with the adapters
     ``selected`` (of ``every`` adapter), in one line; None when it can.

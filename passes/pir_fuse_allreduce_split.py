@@ -29,50 +29,17 @@ simulated run.
 """
 from __future__ import annotations
 
-import traceback
 
-from passes.base import PassRun, PirPassAdapter, finding, holds
+from passes.base import NativePirPassAdapter, finding, holds
 from verify.ir.collectives import COLLECTIVES, kind
 
 NAME = "fuse_allreduce_split_to_reducescatter_pass"
 ALL_REDUCES = ("pd_op.all_reduce_", "pd_op.all_reduce")
 
 
-class PirFuseAllreduceSplit(PirPassAdapter):
+class PirFuseAllreduceSplit(NativePirPassAdapter):
     name = NAME
     short = "rs_fuse"
-
-    def attrs(self, case, rp) -> dict:
-        return {}
-
-    def tested_passes(self) -> tuple:
-        return ()  # nothing from Python's registry: the pass is C++
-
-    def native_passes(self) -> tuple:
-        return (self.name,)
-
-    def apply_local(self, case, rank: int) -> PassRun:
-        import dataclasses
-
-        import paddle
-
-        original = case.build(rank)
-        tb = etype = None
-        with paddle.pir_utils.IrGuard():
-            main = original.main.clone()
-            startup = original.startup.clone()
-            names = original.names.carried(original.main, main)
-            try:
-                from verify.ir.pass_sources import note_native
-
-                note_native(self.name)
-                pm = paddle.pir.PassManager()
-                pm.add_pass(self.name, {})
-                pm.run(main)
-            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
-                tb, etype = traceback.format_exc(), type(exc).__name__
-        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype)
 
     def repro_apply_source(self) -> str:
         return f"""

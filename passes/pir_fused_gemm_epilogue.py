@@ -24,15 +24,14 @@ so a firing application is INCONCLUSIVE beside its contract.
 """
 from __future__ import annotations
 
-import traceback
 
-from passes.base import PassRun, PirPassAdapter, finding, holds
+from passes.base import NativePirPassAdapter, finding, holds
 
 NAME = "fused_gemm_epilogue_pass"
 _SKIPPED_DTYPES = ("float32", "float64")
 
 
-class PirFusedGemmEpilogue(PirPassAdapter):
+class PirFusedGemmEpilogue(NativePirPassAdapter):
     name = NAME
     short = "gemm_epilogue"
 
@@ -40,38 +39,6 @@ class PirFusedGemmEpilogue(PirPassAdapter):
         """PIR cases that state what this pass must do on them (the
         ``pir_gemm_epilogue`` family)."""
         return super().handles(case) and self.name in case.expect
-
-    def attrs(self, case, rp) -> dict:
-        return {}
-
-    def tested_passes(self) -> tuple:
-        return ()  # nothing from Python's registry: the pass is C++
-
-    def native_passes(self) -> tuple:
-        return (self.name,)
-
-    def apply_local(self, case, rank: int) -> PassRun:
-        import dataclasses
-
-        import paddle
-
-        original = case.build(rank)
-        tb = etype = None
-        with paddle.pir_utils.IrGuard():
-            main = original.main.clone()
-            startup = original.startup.clone()
-            names = original.names.carried(original.main, main)
-            try:
-                from verify.ir.pass_sources import note_native
-
-                note_native(self.name)
-                pm = paddle.pir.PassManager()
-                pm.add_pass(self.name, {})
-                pm.run(main)
-            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
-                tb, etype = traceback.format_exc(), type(exc).__name__
-        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype)
 
     def pattern_present(self, snap) -> bool:
         return bool(linears(snap))
