@@ -301,9 +301,19 @@ def scale_vars(snap) -> set:
 # -- the lists and the expected precisions -------------------------------
 def amp_lists(dtype: str, white=(), black=(), black_varnames=()):
     """Paddle's own lists for ``dtype`` (with the custom ones added)."""
+    import logging
+
     from paddle.static.amp.fp16_lists import AutoMixedPrecisionLists
 
-    return AutoMixedPrecisionLists(set(white), set(black), set(black_varnames), dtype=dtype)
+    # its warning that this build has no low-precision kernel for the white
+    # list's matmuls is a fact of every CPU run, printed once per call: quiet
+    log = logging.getLogger("paddle.static.amp.fp16_lists")
+    level, log.level = log.level, logging.ERROR
+    try:
+        return AutoMixedPrecisionLists(set(white), set(black), set(black_varnames),
+                                       dtype=dtype)
+    finally:
+        log.setLevel(level)
 
 
 def _keep_fp32_input(op, slot) -> bool:
