@@ -95,6 +95,34 @@ def loss_seed(snap):
     return None
 
 
+def synced_once(before, after, rank) -> tuple:
+    """``(syncs before by gradient, findings, kept)``: a finding "each
+    gradient synced once" for every gradient an optimizer reads summed over
+    other rings (or another number of times) than before, and ``[(optimizer
+    op, gradient, scales before, scales after)]`` for the gradients whose
+    rings are kept."""
+    orig = {g: grad_syncs(before, g, op.idx) for op, g in optimizer_reads(before)}
+    broken, kept = [], []
+    for op, g in optimizer_reads(after):
+        if g not in orig:
+            continue
+        _, syncs_b, scales_b = orig[g]
+        _, syncs_a, scales_a = grad_syncs(after, g, op.idx)
+        rings_b = sorted((r, k) for r, k, _ in syncs_b)
+        rings_a = sorted((r, k) for r, k, _ in syncs_a)
+        if rings_a != rings_b:
+            broken.append(finding(
+                "each gradient synced once", rank,
+                f"{op.type} at op {op.idx} reads {g} summed {len(syncs_a)} time(s) over "
+                f"rings {[r for r, _ in rings_a]}; the original sums it {len(syncs_b)} "
+                f"time(s) over rings {[r for r, _ in rings_b]}",
+                op_index=op.idx, op_type=op.type, var=g,
+                syncs_before=rings_b, syncs_after=rings_a))
+        else:
+            kept.append((op, g, scales_b, scales_a))
+    return orig, broken, kept
+
+
 class DataParallelOptimizationAdapter(PassAdapter):
     name = "auto_parallel_data_parallel_optimization"
     short = "dp_opt"
@@ -135,23 +163,9 @@ class DataParallelOptimizationAdapter(PassAdapter):
             return results
         n = len(results)
         seed_b, seed_a = loss_seed(before), loss_seed(after)
-        orig = {g: grad_syncs(before, g, op.idx) for op, g in optimizer_reads(before)}
-        for op, g in optimizer_reads(after):
-            if g not in orig:
-                continue
-            _, syncs_b, scales_b = orig[g]
-            _, syncs_a, scales_a = grad_syncs(after, g, op.idx)
-            rings_b = sorted((r, k) for r, k, _ in syncs_b)
-            rings_a = sorted((r, k) for r, k, _ in syncs_a)
-            if rings_a != rings_b:
-                results.append(finding(
-                    "each gradient synced once", rank,
-                    f"{op.type} at op {op.idx} reads {g} summed {len(syncs_a)} time(s) over "
-                    f"rings {[r for r, _ in rings_a]}; the original sums it {len(syncs_b)} "
-                    f"time(s) over rings {[r for r, _ in rings_b]}",
-                    op_index=op.idx, op_type=op.type, var=g,
-                    syncs_before=rings_b, syncs_after=rings_a))
-                continue
+        orig, broken, kept = synced_once(before, after, rank)
+        results += broken
+        for op, g, scales_b, scales_a in kept:
             if seed_b is None or seed_a is None:
                 continue
             fb, fa = seed_b, seed_a

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from verify.ir import collectives
 
-from .auto_parallel_data_parallel_optimization import grad_syncs, loss_seed, optimizer_reads
+from .auto_parallel_data_parallel_optimization import (grad_syncs, loss_seed, optimizer_reads,
+                                                     synced_once)
 from .base import PassAdapter, finding, holds
 
 # dp_optimization's fuse_grad_size_in_MB default (auto_parallel/constants.py):
@@ -93,23 +94,9 @@ class FuseAllReduceAdapter(PassAdapter):
         if not results[0].details.get("fired") or not self.pattern_present(before):
             return results
         n = len(results)
-        orig = {g: grad_syncs(before, g, op.idx) for op, g in optimizer_reads(before)}
-        for op, g in optimizer_reads(after):
-            if g not in orig:
-                continue
-            _, syncs_b, scales_b = orig[g]
-            _, syncs_a, scales_a = grad_syncs(after, g, op.idx)
-            rings_b = sorted((r, k) for r, k, _ in syncs_b)
-            rings_a = sorted((r, k) for r, k, _ in syncs_a)
-            if rings_a != rings_b:
-                results.append(finding(
-                    "each gradient synced once", rank,
-                    f"{op.type} at op {op.idx} reads {g} summed {len(syncs_a)} time(s) over "
-                    f"rings {[r for r, _ in rings_a]}; the original sums it {len(syncs_b)} "
-                    f"time(s) over rings {[r for r, _ in rings_b]}",
-                    op_index=op.idx, op_type=op.type, var=g,
-                    syncs_before=rings_b, syncs_after=rings_a))
-                continue
+        orig, broken, kept = synced_once(before, after, rank)
+        results += broken
+        for op, g, scales_b, scales_a in kept:
             fb, fa = _factor(before, scales_b), _factor(after, scales_a)
             if fb is not None and fa is not None and fb != fa:
                 results.append(finding(
