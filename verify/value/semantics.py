@@ -881,6 +881,48 @@ def uf_opaque(kernel, out_like: dict):
     return row
 
 
+def uf_rows(kernel, out_like: dict):
+    """Every output row an uninterpreted function of the same row of every
+    input, a row being the elements along the op's ``axis`` at one index of
+    the other dims (the cross entropy with softmax and its grad: softmax,
+    loss and input_grad of a row read only that row's logits, label and
+    loss_grad).  So a batch split (data parallel) computes the same terms on
+    its rows as the whole batch does.  The key holds each slot's row width
+    and dtype (``@rows``), not the tensor's shape: the function of a row does
+    not depend on how many rows there are.  ``out_like``: out slot ->
+    (input slot, True where the output row is one element (the loss))."""
+    def row(op, ins, k):
+        ts = {s: _t(ins, s) for s in sorted(ins) if _has(ins, s)}
+        nd = {t.arr.ndim for t in ts.values()}
+        if len(nd) != 1 or not next(iter(nd)):
+            raise Unsupported(f"{op.type}: inputs of ranks {sorted(nd)}: no rows")
+        axis = int(op.attrs.get("axis", -1)) % next(iter(nd))
+        moved = {s: np.moveaxis(t.arr, axis, -1) for s, t in ts.items()}
+        lead = {m.shape[:-1] for m in moved.values()}
+        if len(lead) != 1:
+            raise Unsupported(f"{op.type}: inputs whose rows do not match "
+                              f"({', '.join(f'{s} {list(t.arr.shape)}' for s, t in ts.items())})")
+        lead = next(iter(lead))
+        sig = tuple((s, (m.shape[-1], dtype_name(ts[s].dtype))) for s, m in moved.items())
+        attrs = attrs_key(op) + (("@rows", repr(sig)),)
+        res = {}
+        for out_slot, (in_slot, one) in out_like.items():
+            if in_slot not in ts:
+                continue
+            ref = ts[in_slot]
+            width = 1 if one else moved[in_slot].shape[-1]
+            out = np.empty(lead + (width,), dtype=object)
+            for idx in np.ndindex(*lead):
+                args = [e for m in moved.values() for e in m[idx]]
+                for j in range(width):
+                    out[idx + (j,)] = k.uf(f"{kernel}.{out_slot}.{j}", args, attrs)
+            dims = [d if i != axis else ((1, 1),) for i, d in enumerate(ref.dims)] if one \
+                else ref.dims
+            res[out_slot] = [Tensor(np.moveaxis(out, -1, axis), dims, ref.dtype)]
+        return res
+    return row
+
+
 def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
     """``uf_opaque`` for a kernel linear in its input ``linear_slot`` (every
     output: layer_norm_grad in Y@GRAD).  Only homogeneity is used:
@@ -1873,11 +1915,6 @@ def _pir_arange(op, ins, k):
     return {"out": [Tensor(out, dims, str(op.attrs.get("dtype", "")))]}
 
 
-def _ce_stats_dims(op, x):
-    axis = int(op.attrs.get("axis", -1)) % max(x.arr.ndim, 1)
-    return [d if i != axis else ((1, 1),) for i, d in enumerate(x.dims)]
-
-
 ROWS.update({
     "builtin.combine": _pir_combine,
     "pd_op.add_n": _pir_add_n,
@@ -1935,11 +1972,11 @@ ROWS.update({
     # constant values written into a slice of x: uninterpreted in x and the attrs
     "pd_op.set_value_": uf_opaque("set_value_", {"out": ("x", None)}),
     "pd_op.tril": uf_opaque("tril", {"out": ("x", None)}),
-    "pd_op.cross_entropy_with_softmax": uf_opaque(
-        "cross_entropy_with_softmax", {"softmax": ("input", None),
-                                       "loss": ("input", _ce_stats_dims)}),
-    "pd_op.cross_entropy_with_softmax_grad": uf_opaque(
-        "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", None)}),
+    # row by row along axis (uf_rows): a batch split computes the same rows
+    "pd_op.cross_entropy_with_softmax": uf_rows(
+        "cross_entropy_with_softmax", {"softmax": ("input", False), "loss": ("input", True)}),
+    "pd_op.cross_entropy_with_softmax_grad": uf_rows(
+        "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", False)}),
 })
 
 
