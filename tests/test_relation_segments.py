@@ -226,3 +226,32 @@ def test_llama_dp2_tp2_is_proved_by_segments_and_a_max_loss_all_reduce_is_not():
     out = _prove(plan, _edited(plan, _max_reduce(scalar)))
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
     assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+def _swapped_combine(idx):
+    def edit(op):
+        if op.idx == idx:
+            return dataclasses.replace(op, inputs={"operands": op.inputs["operands"][::-1]})
+        return op
+    return edit
+
+
+def test_llama_tp2_sp_is_proved_by_segments_and_a_swapped_combine_is_not():
+    """TP2 with sequence parallelism: pieces cut at a reduce-scatter's or
+    all-gather's end meet ``builtin.combine`` (the rotary's concat of halves)
+    as fresh symbols whose dims differ from the serial value's only in size-1
+    bookkeeping (``semantics._same_layout``): PROVED.  The first combine of
+    two different values after the first cut with its operands swapped on
+    every rank (the rotary's halves in the wrong order): not proved."""
+    plan = _zoo_plan("zoo_llama_tp2_sp")
+    ranks, _, snaps, _, _ = plan
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    first_cut = out[0].details["cuts"][0][0]
+    ops = snaps[ranks[0]].ops
+    idx = next(op.idx for op in ops if op.type == "builtin.combine" and op.idx > first_cut
+               and len(set(op.inputs["operands"])) == 2)
+    out = _prove(plan, _edited(plan, _swapped_combine(idx)))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)  # cut and run
