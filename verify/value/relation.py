@@ -62,7 +62,7 @@ from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _cou
 from .expand import expander
 from .linear_form import LinearForm
 from .paired_form import PairedForm
-from .semantics import Tensor, Unsupported, leaf_dims
+from .semantics import Ragged, Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
 KIND, NAME = "value", "planner relation proof"
@@ -687,13 +687,15 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
             for s, per_rank in sorted(cand.items()):
                 st = senv.get(s)
                 if st is None or st.arr.dtype != object or st.dtype not in FLOATS or \
-                        _constant(store, st):
-                    continue  # a constant stays one: it folds into coefficients
+                        _constant(store, st) or isinstance(st, Ragged):
+                    # a constant stays one: it folds into coefficients; a vector
+                    # with empty pieces keeps its terms (its pieces, not one array)
+                    continue
                 fresh = None
                 for r, stated in sorted(per_rank.items()):
                     for v, plc in stated:
                         got = envs[r].get(v)
-                        if got is None or got.arr.dtype != object:
+                        if got is None or got.arr.dtype != object or isinstance(got, Ragged):
                             continue
                         key = f"cut at op {k}: {v} ({s})"
                         syn_s[key], syn_r[r][key] = st, got

@@ -1225,10 +1225,37 @@ def _pir_split_with_num(op, ins, k):
                            parts[0].dtype)]}
 
 
+class Ragged(Tensor):
+    """A vector value (``builtin.combine``'s) whose pieces are of one layout
+    but for empty ones (a partial rotary's empty pass-through half, an empty
+    prefix concatenated): ``arr`` stacks the non-empty pieces (as a vector
+    is held: what a concat of it computes, the empty ones adding no
+    element), ``pieces`` holds every piece in order.  Only the readers in
+    ``RAGGED_READERS`` give it meaning; the executor refuses any other."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces):
+        full = [t for t in pieces if t.arr.size]
+        n = len(full)
+        super().__init__(np.stack([t.arr for t in full]), [((n, n),)] + list(full[0].dims),
+                         full[0].dtype)
+        self.pieces = list(pieces)
+
+
+# the ops whose rows read a Ragged vector: the concat and its grad (the empty
+# pieces hold no element), the vector's pieces taken apart
+RAGGED_READERS = ("pd_op.concat", "pd_op.concat_grad", "builtin.split", "builtin.slice")
+
+
 def _pir_vector_piece(op, ins, k):
     """builtin.slice: piece ``index`` of a stacked vector value."""
     v = _t(ins, "operands")
     i = int(op.attrs.get("index", 0))
+    if isinstance(v, Ragged):
+        if not 0 <= i < len(v.pieces):
+            raise Unsupported(f"builtin.slice index {i} of a vector of {len(v.pieces)}")
+        return {"results": [v.pieces[i]]}
     if not 0 <= i < v.arr.shape[0]:
         raise Unsupported(f"builtin.slice index {i} of a vector of {v.arr.shape[0]}")
     return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)]}
@@ -1238,6 +1265,9 @@ def _pir_vector_pieces(op, ins, k):
     """builtin.split: every piece of a stacked vector value, in order."""
     v = _t(ins, "operands")
     # the snapshot names only the used results; results@index says which pieces
+    if isinstance(v, Ragged):
+        at = op.attrs.get("results@index") or range(len(v.pieces))
+        return {"results": [v.pieces[i] for i in at]}
     at = op.attrs.get("results@index") or range(v.arr.shape[0])
     return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype) for i in at]}
 
@@ -1548,8 +1578,18 @@ def _pir_slice(op, ins, k):
     for axis, s, e in zip(axes, starts, ends):
         axis = int(axis) % x.arr.ndim
         o = x.orig[axis]
-        s, e = int(s), min(int(e), o)
+        # Paddle's bounds: a negative one counts from the end, both clamped to the dim
+        s, e = (max(0, min(o, int(b) + o if int(b) < 0 else int(b))) for b in (s, e))
         size = e - s
+        if size == o:
+            continue  # the whole dim
+        if size <= 0 and x.arr.shape[axis] == o:
+            # empty (a partial rotary's pass-through of no lanes), at the real size
+            index = [slice(None)] * x.arr.ndim
+            index[axis] = slice(0, 0)
+            x = Tensor(x.arr[tuple(index)], [d if i != axis else ((0, 0),)
+                                             for i, d in enumerate(x.dims)], x.dtype)
+            continue
         if size <= 0 or o % size or s % size:
             raise Unsupported(f"slice [{s}:{e}] of dim {o} is not one equal chunk")
         parts = split(_OpView(op, {"axis": axis, "num": o // size}), {"X": [x]}, k)["Out"]
@@ -1678,6 +1718,9 @@ def _pir_combine(op, ins, k):
     ts = [t for t in ins.get("operands") or [] if t is not None]
     if not ts or len(ts) != len(ins.get("operands") or []):
         raise Unsupported("builtin.combine without every operand's value")
+    full = [t for t in ts if t.arr.size]
+    if full and len(full) < len(ts) and all(_same_layout(t, full[0]) for t in full):
+        return {"results": [Ragged(ts)]}  # empty pieces beside one layout
     if not all(_same_layout(t, ts[0]) for t in ts):
         raise Unsupported("builtin.combine of unequal shapes: "
                           + ", ".join(f"{list(t.arr.shape)} {list(t.dims)}" for t in ts))
@@ -1841,6 +1884,11 @@ def _pir_concat_grad(op, ins, k):
     n = v.arr.shape[0]
     axis = int(axis[0] if isinstance(axis, list) else axis) % max(v.arr.ndim - 1, 1)
     parts = split(_OpView(op, {"axis": axis, "num": n}), {"X": [g]}, k)["Out"]
+    if isinstance(v, Ragged):  # an empty piece's grad is empty, the others split g
+        it = iter(parts)
+        return {"x_grad": [Ragged([Tensor(np.empty(p.arr.shape, dtype=object), p.dims,
+                                          g.dtype) if not p.arr.size else next(it)
+                                   for p in v.pieces])]}
     return {"x_grad": [Tensor(np.stack([p.arr for p in parts]), v.dims, v.dtype)]}
 
 
