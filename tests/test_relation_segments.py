@@ -255,3 +255,20 @@ def test_llama_tp2_sp_is_proved_by_segments_and_a_swapped_combine_is_not():
     out = _prove(plan, _edited(plan, _swapped_combine(idx)))
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
     assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+@pytest.mark.parametrize("name", ["zoo_phi3_tp2", "zoo_gemma3_tp2"])
+def test_empty_pieces_are_proved_by_segments_and_a_max_all_reduce_is_not(name):
+    """Phi-3's partial rotary slices a pass-through of no lanes and concats
+    it; Gemma 3 concats an empty prefix and slices from -4095: both run
+    (``tests/test_empty_pieces.py``) and the plans are PROVED by segments;
+    the second all-reduce (a middle segment) made a MAX on every rank: not
+    proved."""
+    plan = _zoo_plan(name)
+    ranks = plan[0]
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)  # cut and run
