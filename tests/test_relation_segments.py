@@ -272,3 +272,19 @@ def test_empty_pieces_are_proved_by_segments_and_a_max_all_reduce_is_not(name):
     out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
     assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+def test_a_value_stated_again_at_a_later_cut_is_proved_and_a_max_all_reduce_is_not():
+    """Phi-3 DP2 x TP2: a serial value generalized at one cut is stated
+    again by a later one (computed again on the ranks); its obligation is
+    against its term before the first cut, and its piece becomes a slice of
+    the same fresh tensor (``relation._prove_segmented``): PROVED; the
+    second all-reduce made a MAX on every rank: not proved."""
+    plan = _zoo_plan("zoo_phi3_dp2_tp2")
+    ranks = plan[0]
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)
