@@ -72,8 +72,8 @@ from .executor_disagreements import refusal as executor_refusal
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from verify.ir import op_definitions, read_sets
 from .semantics import (RAGGED_READERS, RANDOM_INIT, ROWS, WRAPPED, Ragged, Tensor,
-                        Unsupported, attrs_key, check_dtypes, collective, collective_kind, constant, leaf_dims,
-                        wrap_modulus)
+                        Unsupported, attrs_key, check_dtypes, collective, collective_kind,
+                        constant, leaf_dims, wrap_modulus)
 from .views import Uninitialised, Views
 
 # a product above this many monomials multiplies cut atoms.  Measured on
@@ -1155,6 +1155,8 @@ class Executor:
         kind = collective_kind(ops[0])
         slot_in, slot_out, _ = COLLECTIVES[ops[0].type]
         xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
+        if any(isinstance(x, Ragged) for x in xs):
+            raise Unsupported(f"{ops[0].type} of a vector with empty pieces")
         root = root_of(ops[0].attrs)
         # an index in the ring's group (collectives.root_of; Paddle's comm
         # rank, as the kernels hand it to gloo/NCCL: see
