@@ -171,13 +171,12 @@ def test_ranks_with_other_op_sequences_are_not_cut(plan):
 from cases import zoo  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def llama():
+def _zoo_plan(name):
     if zoo.UNAVAILABLE:
         pytest.skip(f"zoo: {zoo.UNAVAILABLE}")
     from passes.planner import _relation_snapshots
 
-    case = next(c for c in zoo.DECLARED if c.name == "zoo_llama_tp2")
+    case = next(c for c in zoo.DECLARED if c.name == name)
     folder = zoo.planner_dir(case)
     records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
                for r in case.ranks}
@@ -185,6 +184,11 @@ def llama():
     rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
              .get("rings", {}).items()}
     return case.ranks, serial, snaps, records, rings
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _zoo_plan("zoo_llama_tp2")
 
 
 def test_llama_is_proved_by_segments_and_a_dropped_mlp_all_reduce_is_not(llama):
@@ -202,3 +206,85 @@ def test_llama_is_proved_by_segments_and_a_dropped_mlp_all_reduce_is_not(llama):
     out = _prove(llama, _edited(llama, _dropped(second)))
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
     assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+def test_llama_dp2_tp2_is_proved_by_segments_and_a_max_loss_all_reduce_is_not():
+    """DP2 x TP2: each data-parallel rank computes the cross entropy of its
+    half of the batch (proved because the cross entropy is row by row:
+    ``semantics.uf_rows``; an opaque kernel of the whole tensor left the
+    loss's cut unproved), then all-reduces the loss's sums over dp.  That
+    all-reduce (the first on a scalar) made a MAX on every rank: not proved."""
+    plan = _zoo_plan("zoo_llama_dp2_tp2")
+    ranks, _, snaps, records, _ = plan
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    assert out[0].details["segments"] > 3
+    fops = records[ranks[0]]["final_ops"]
+    scalar = next(i for i in _all_reduces(plan)
+                  if (fops[i].get("placements") or [{}])[0].get("dims_mapping") == [])
+    out = _prove(plan, _edited(plan, _max_reduce(scalar)))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+def _swapped_combine(idx):
+    def edit(op):
+        if op.idx == idx:
+            return dataclasses.replace(op, inputs={"operands": op.inputs["operands"][::-1]})
+        return op
+    return edit
+
+
+def test_llama_tp2_sp_is_proved_by_segments_and_a_swapped_combine_is_not():
+    """TP2 with sequence parallelism: pieces cut at a reduce-scatter's or
+    all-gather's end meet ``builtin.combine`` (the rotary's concat of halves)
+    as fresh symbols whose dims differ from the serial value's only in size-1
+    bookkeeping (``semantics._same_layout``): PROVED.  The first combine of
+    two different values after the first cut with its operands swapped on
+    every rank (the rotary's halves in the wrong order): not proved."""
+    plan = _zoo_plan("zoo_llama_tp2_sp")
+    ranks, _, snaps, _, _ = plan
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    first_cut = out[0].details["cuts"][0][0]
+    ops = snaps[ranks[0]].ops
+    idx = next(op.idx for op in ops if op.type == "builtin.combine" and op.idx > first_cut
+               and len(set(op.inputs["operands"])) == 2)
+    out = _prove(plan, _edited(plan, _swapped_combine(idx)))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+@pytest.mark.parametrize("name", ["zoo_phi3_tp2", "zoo_gemma3_tp2"])
+def test_empty_pieces_are_proved_by_segments_and_a_max_all_reduce_is_not(name):
+    """Phi-3's partial rotary slices a pass-through of no lanes and concats
+    it; Gemma 3 concats an empty prefix and slices from -4095: both run
+    (``tests/test_empty_pieces.py``) and the plans are PROVED by segments;
+    the second all-reduce (a middle segment) made a MAX on every rank: not
+    proved."""
+    plan = _zoo_plan(name)
+    ranks = plan[0]
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)  # cut and run
+
+
+def test_a_value_stated_again_at_a_later_cut_is_proved_and_a_max_all_reduce_is_not():
+    """Phi-3 DP2 x TP2: a serial value generalized at one cut is stated
+    again by a later one (computed again on the ranks); its obligation is
+    against its term before the first cut, and its piece becomes a slice of
+    the same fresh tensor (``relation._prove_segmented``): PROVED; the
+    second all-reduce made a MAX on every rank: not proved."""
+    plan = _zoo_plan("zoo_phi3_dp2_tp2")
+    ranks = plan[0]
+    out = _prove(plan)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)

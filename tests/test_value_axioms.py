@@ -964,3 +964,79 @@ def test_every_row_is_tested():
     spec.loader.exec_module(zoo_rules)
     missing = set(S.ROWS) - named - set(zoo_rules.ROWS_TESTED_HERE)
     assert not missing, f"rows without an axiom test: {sorted(missing)}"
+
+
+# -- the cross entropy with softmax, row by row (semantics.uf_rows) -------------------
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_paddles_cross_entropy_with_softmax_is_row_by_row(axis):
+    """The claim ``uf_rows`` rests on, through Paddle's own kernel and its
+    grad: rows 2..3 of a batch (a label at ignore_index among them), run
+    alone, give rows 2..3 of the whole batch's softmax, loss and input grad
+    (a row reads only its own logits, label and loss grad)."""
+    x = r(4, 3, 5) if axis == -1 else r(4, 5, 3)
+    lab = RNG.integers(0, 5, (4, 3, 1) if axis == -1 else (4, 1, 3))
+    lab.reshape(-1)[7] = -100  # ignore_index: that row's loss and grad are 0
+    dl = r(*lab.shape)
+
+    def ce(paddle, xs, ls, ds):
+        xt = paddle.to_tensor(xs, dtype="float64", stop_gradient=False)
+        sm, loss = paddle._C_ops.cross_entropy_with_softmax(
+            xt, paddle.to_tensor(ls, dtype="int64"), False, True, True, -100, axis)
+        (dx,) = paddle.grad([loss], [xt], [paddle.to_tensor(ds, dtype="float64")])
+        return [sm.numpy(), loss.numpy(), dx.numpy()]
+    whole = _pd(lambda p: ce(p, x, lab, dl))
+    part = _pd(lambda p: ce(p, x[2:], lab[2:], dl[2:]))
+    for w, p in zip(whole, part):
+        close(w[2:], p, 1e-12)
+
+
+def _ce(k, x, lab, axis=-1):
+    op = Op(0, "pd_op.cross_entropy_with_softmax", {}, {},
+            {"axis": axis, "soft_label": False, "use_softmax": True,
+             "numeric_stable_mode": True, "ignore_index": -100})
+    return S.ROWS["pd_op.cross_entropy_with_softmax"](op, {"input": [x], "label": [lab]}, k)
+
+
+def _ce_grad(k, lab, sm, dl):
+    op = Op(0, "pd_op.cross_entropy_with_softmax_grad", {}, {},
+            {"axis": -1, "soft_label": False, "use_softmax": True,
+             "numeric_stable_mode": True, "ignore_index": -100})
+    return S.ROWS["pd_op.cross_entropy_with_softmax_grad"](
+        op, {"label": [lab], "softmax": [sm], "loss_grad": [dl]}, k)["input_grad"][0]
+
+
+def _piece(t, sl):
+    return S.Tensor(t.arr[sl], S.leaf_dims(t.arr[sl].shape), t.dtype)
+
+
+def test_cross_entropy_of_a_batch_piece_is_the_piece_of_the_whole():
+    """Symbolically: the cross entropy (softmax, loss) and its grad on rows
+    2..3 are the whole batch's rows 2..3, the same terms (a data-parallel
+    split of the loss is provable); a piece whose labels are another rows'
+    (a wrong split of the labels) is not, nor one whose logits are shifted
+    by a row; the loss is one element a row along axis, shaped as Paddle's."""
+    store, k, sym_tensor = _symbolic_store()
+    x, lab, dl = sym_tensor((4, 3, 5), "x"), sym_tensor((4, 3, 1), "l"), \
+        sym_tensor((4, 3, 1), "g")
+    whole = _ce(k, x, lab)
+    assert whole["softmax"][0].arr.shape == (4, 3, 5) and whole["loss"][0].arr.shape == (4, 3, 1)
+    part = _ce(k, _piece(x, slice(2, 4)), _piece(lab, slice(2, 4)))
+
+    def ids(a):
+        return [e.i for e in a.reshape(-1)]
+    for s in ("softmax", "loss"):
+        assert ids(whole[s][0].arr[2:]) == ids(part[s][0].arr)
+    gw = _ce_grad(k, lab, whole["softmax"][0], dl)
+    gp = _ce_grad(k, _piece(lab, slice(2, 4)), part["softmax"][0], _piece(dl, slice(2, 4)))
+    assert gw.arr.shape == (4, 3, 5) and ids(gw.arr[2:]) == ids(gp.arr)
+    wrong_labels = _ce(k, _piece(x, slice(2, 4)), _piece(lab, slice(0, 2)))
+    shifted = _ce(k, _piece(x, slice(1, 3)), _piece(lab, slice(2, 4)))
+    for bad in (wrong_labels, shifted):
+        for s in ("softmax", "loss"):
+            assert not set(ids(whole[s][0].arr[2:])) & set(ids(bad[s][0].arr))
+    # axis 1: the rows run along dim 1 (the loss [4, 1, 3])
+    x1, l1 = sym_tensor((4, 5, 3), "y"), sym_tensor((4, 1, 3), "m")
+    a1 = _ce(k, x1, l1, axis=1)
+    assert a1["loss"][0].arr.shape == (4, 1, 3)
+    p1 = _ce(k, _piece(x1, slice(2, 4)), _piece(l1, slice(2, 4)), axis=1)
+    assert ids(a1["softmax"][0].arr[2:]) == ids(p1["softmax"][0].arr)

@@ -62,7 +62,7 @@ from .proof import ROUNDING, Z3Terms, _ask_z3, _collector_paused, _compare, _cou
 from .expand import expander
 from .linear_form import LinearForm
 from .paired_form import PairedForm
-from .semantics import Tensor, Unsupported, leaf_dims
+from .semantics import Ragged, Tensor, Unsupported, leaf_dims
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T
 
 KIND, NAME = "value", "planner relation proof"
@@ -634,7 +634,11 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     what the abstract run puts there for that F, and unreplaced values are
     the same terms on both.  The last segment's comparisons hold for every
     F, so for that one.  A watched value replaced at a cut is compared
-    through its cut's obligation (and trivially after it).  Nothing
+    through its cut's obligation (and trivially after it).  A serial value
+    stated again at a later cut (a recomputed forward value) is compared
+    there with its term before its first cut (a term of earlier cuts'
+    symbols: the real value under their substitution, so F's) and the piece
+    becomes its slice of the same F: the induction holds as well.  Nothing
     refutes: a difference under the abstraction names fresh symbols no
     input may reach (or a stated placement that does not hold while the
     relation may), so every failure is INCONCLUSIVE, saying which value.
@@ -657,6 +661,7 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     syn_s, syn_r = {}, {r: {} for r in ranks}  # the compared values, by key
     obligations = {r: [] for r in ranks}
     generalized = 0
+    before = {}  # serial value -> (its term before the cut that generalized it, fresh)
     try:
         senv = {}
         for table in ("parameters", "feeds"):
@@ -686,17 +691,27 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                 break
             for s, per_rank in sorted(cand.items()):
                 st = senv.get(s)
+                # generalized at an earlier cut already, stated again: the piece
+                # becomes a slice of the same fresh tensor; a piece computed again
+                # (a recomputed forward value) is compared with the term before
+                # that cut, a piece of the fresh tensor (a reshard of it) with it
+                st, fresh = before.get(s, (st, None))
+                now = senv.get(s)
                 if st is None or st.arr.dtype != object or st.dtype not in FLOATS or \
-                        _constant(store, st):
-                    continue  # a constant stays one: it folds into coefficients
-                fresh = None
+                        _constant(store, st) or isinstance(st, Ragged):
+                    # a constant stays one: it folds into coefficients; a vector
+                    # with empty pieces keeps its terms (its pieces, not one array)
+                    continue
                 for r, stated in sorted(per_rank.items()):
                     for v, plc in stated:
                         got = envs[r].get(v)
-                        if got is None or got.arr.dtype != object:
+                        if got is None or got.arr.dtype != object or isinstance(got, Ragged):
                             continue
                         key = f"cut at op {k}: {v} ({s})"
                         syn_s[key], syn_r[r][key] = st, got
+                        if fresh is not None and _same_terms(
+                                input_piece(fresh, plc, r, store), got):
+                            syn_s[key] = now
                         obligations[r].append((key, key, key, plc))
                         if fresh is None:
                             fresh = ex.leaf(f"{s}@cut{k}", list(st.arr.shape), st.dtype)
@@ -705,7 +720,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                             # its own dims (how reshapes factor them: shapes, not values)
                             envs[r][v] = Tensor(piece.arr, got.dims, got.dtype)
                             generalized += 1
-                if fresh is not None:
+                if fresh is not None and s not in before:
+                    before[s] = (st, fresh)
                     senv[s] = Tensor(fresh.arr, st.dims, st.dtype)
             pk, pc = k, c
     except Budget as exc:
@@ -758,6 +774,12 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                              "REFUTED: ", "differing under the abstraction: ")
             c.details["not_proved"] = True
     return out
+
+
+def _same_terms(a, b) -> bool:
+    """``a`` and ``b`` hold the same terms, element by element."""
+    return a.arr.shape == b.arr.shape and all(
+        x.i == y.i for x, y in zip(a.arr.reshape(-1), b.arr.reshape(-1)))
 
 
 def _constant(store, t) -> bool:

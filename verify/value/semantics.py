@@ -881,6 +881,48 @@ def uf_opaque(kernel, out_like: dict):
     return row
 
 
+def uf_rows(kernel, out_like: dict):
+    """Every output row an uninterpreted function of the same row of every
+    input, a row being the elements along the op's ``axis`` at one index of
+    the other dims (the cross entropy with softmax and its grad: softmax,
+    loss and input_grad of a row read only that row's logits, label and
+    loss_grad).  So a batch split (data parallel) computes the same terms on
+    its rows as the whole batch does.  The key holds each slot's row width
+    and dtype (``@rows``), not the tensor's shape: the function of a row does
+    not depend on how many rows there are.  ``out_like``: out slot ->
+    (input slot, True where the output row is one element (the loss))."""
+    def row(op, ins, k):
+        ts = {s: _t(ins, s) for s in sorted(ins) if _has(ins, s)}
+        nd = {t.arr.ndim for t in ts.values()}
+        if len(nd) != 1 or not next(iter(nd)):
+            raise Unsupported(f"{op.type}: inputs of ranks {sorted(nd)}: no rows")
+        axis = int(op.attrs.get("axis", -1)) % next(iter(nd))
+        moved = {s: np.moveaxis(t.arr, axis, -1) for s, t in ts.items()}
+        lead = {m.shape[:-1] for m in moved.values()}
+        if len(lead) != 1:
+            raise Unsupported(f"{op.type}: inputs whose rows do not match "
+                              f"({', '.join(f'{s} {list(t.arr.shape)}' for s, t in ts.items())})")
+        lead = next(iter(lead))
+        sig = tuple((s, (m.shape[-1], dtype_name(ts[s].dtype))) for s, m in moved.items())
+        attrs = attrs_key(op) + (("@rows", repr(sig)),)
+        res = {}
+        for out_slot, (in_slot, one) in out_like.items():
+            if in_slot not in ts:
+                continue
+            ref = ts[in_slot]
+            width = 1 if one else moved[in_slot].shape[-1]
+            out = np.empty(lead + (width,), dtype=object)
+            for idx in np.ndindex(*lead):
+                args = [e for m in moved.values() for e in m[idx]]
+                for j in range(width):
+                    out[idx + (j,)] = k.uf(f"{kernel}.{out_slot}.{j}", args, attrs)
+            dims = [d if i != axis else ((1, 1),) for i, d in enumerate(ref.dims)] if one \
+                else ref.dims
+            res[out_slot] = [Tensor(np.moveaxis(out, -1, axis), dims, ref.dtype)]
+        return res
+    return row
+
+
 def uf_opaque_homogeneous(kernel, out_like: dict, linear_slot: str):
     """``uf_opaque`` for a kernel linear in its input ``linear_slot`` (every
     output: layer_norm_grad in Y@GRAD).  Only homogeneity is used:
@@ -1183,10 +1225,37 @@ def _pir_split_with_num(op, ins, k):
                            parts[0].dtype)]}
 
 
+class Ragged(Tensor):
+    """A vector value (``builtin.combine``'s) whose pieces are of one layout
+    but for empty ones (a partial rotary's empty pass-through half, an empty
+    prefix concatenated): ``arr`` stacks the non-empty pieces (as a vector
+    is held: what a concat of it computes, the empty ones adding no
+    element), ``pieces`` holds every piece in order.  Only the readers in
+    ``RAGGED_READERS`` give it meaning; the executor refuses any other."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces):
+        full = [t for t in pieces if t.arr.size]
+        n = len(full)
+        super().__init__(np.stack([t.arr for t in full]), [((n, n),)] + list(full[0].dims),
+                         full[0].dtype)
+        self.pieces = list(pieces)
+
+
+# the ops whose rows read a Ragged vector: the concat and its grad (the empty
+# pieces hold no element), the vector's pieces taken apart
+RAGGED_READERS = ("pd_op.concat", "pd_op.concat_grad", "builtin.split", "builtin.slice")
+
+
 def _pir_vector_piece(op, ins, k):
     """builtin.slice: piece ``index`` of a stacked vector value."""
     v = _t(ins, "operands")
     i = int(op.attrs.get("index", 0))
+    if isinstance(v, Ragged):
+        if not 0 <= i < len(v.pieces):
+            raise Unsupported(f"builtin.slice index {i} of a vector of {len(v.pieces)}")
+        return {"results": [v.pieces[i]]}
     if not 0 <= i < v.arr.shape[0]:
         raise Unsupported(f"builtin.slice index {i} of a vector of {v.arr.shape[0]}")
     return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype)]}
@@ -1196,6 +1265,9 @@ def _pir_vector_pieces(op, ins, k):
     """builtin.split: every piece of a stacked vector value, in order."""
     v = _t(ins, "operands")
     # the snapshot names only the used results; results@index says which pieces
+    if isinstance(v, Ragged):
+        at = op.attrs.get("results@index") or range(len(v.pieces))
+        return {"results": [v.pieces[i] for i in at]}
     at = op.attrs.get("results@index") or range(v.arr.shape[0])
     return {"results": [Tensor(v.arr[i], v.dims[1:] or ((1, 1),), v.dtype) for i in at]}
 
@@ -1506,8 +1578,18 @@ def _pir_slice(op, ins, k):
     for axis, s, e in zip(axes, starts, ends):
         axis = int(axis) % x.arr.ndim
         o = x.orig[axis]
-        s, e = int(s), min(int(e), o)
+        # Paddle's bounds: a negative one counts from the end, both clamped to the dim
+        s, e = (max(0, min(o, int(b) + o if int(b) < 0 else int(b))) for b in (s, e))
         size = e - s
+        if size == o:
+            continue  # the whole dim
+        if size <= 0 and x.arr.shape[axis] == o:
+            # empty (a partial rotary's pass-through of no lanes), at the real size
+            index = [slice(None)] * x.arr.ndim
+            index[axis] = slice(0, 0)
+            x = Tensor(x.arr[tuple(index)], [d if i != axis else ((0, 0),)
+                                             for i, d in enumerate(x.dims)], x.dtype)
+            continue
         if size <= 0 or o % size or s % size:
             raise Unsupported(f"slice [{s}:{e}] of dim {o} is not one equal chunk")
         parts = split(_OpView(op, {"axis": axis, "num": o // size}), {"X": [x]}, k)["Out"]
@@ -1636,6 +1718,9 @@ def _pir_combine(op, ins, k):
     ts = [t for t in ins.get("operands") or [] if t is not None]
     if not ts or len(ts) != len(ins.get("operands") or []):
         raise Unsupported("builtin.combine without every operand's value")
+    full = [t for t in ts if t.arr.size]
+    if full and len(full) < len(ts) and all(_same_layout(t, full[0]) for t in full):
+        return {"results": [Ragged(ts)]}  # empty pieces beside one layout
     if not all(_same_layout(t, ts[0]) for t in ts):
         raise Unsupported("builtin.combine of unequal shapes: "
                           + ", ".join(f"{list(t.arr.shape)} {list(t.dims)}" for t in ts))
@@ -1799,6 +1884,11 @@ def _pir_concat_grad(op, ins, k):
     n = v.arr.shape[0]
     axis = int(axis[0] if isinstance(axis, list) else axis) % max(v.arr.ndim - 1, 1)
     parts = split(_OpView(op, {"axis": axis, "num": n}), {"X": [g]}, k)["Out"]
+    if isinstance(v, Ragged):  # an empty piece's grad is empty, the others split g
+        it = iter(parts)
+        return {"x_grad": [Ragged([Tensor(np.empty(p.arr.shape, dtype=object), p.dims,
+                                          g.dtype) if not p.arr.size else next(it)
+                                   for p in v.pieces])]}
     return {"x_grad": [Tensor(np.stack([p.arr for p in parts]), v.dims, v.dtype)]}
 
 
@@ -1873,11 +1963,6 @@ def _pir_arange(op, ins, k):
     return {"out": [Tensor(out, dims, str(op.attrs.get("dtype", "")))]}
 
 
-def _ce_stats_dims(op, x):
-    axis = int(op.attrs.get("axis", -1)) % max(x.arr.ndim, 1)
-    return [d if i != axis else ((1, 1),) for i, d in enumerate(x.dims)]
-
-
 ROWS.update({
     "builtin.combine": _pir_combine,
     "pd_op.add_n": _pir_add_n,
@@ -1935,11 +2020,11 @@ ROWS.update({
     # constant values written into a slice of x: uninterpreted in x and the attrs
     "pd_op.set_value_": uf_opaque("set_value_", {"out": ("x", None)}),
     "pd_op.tril": uf_opaque("tril", {"out": ("x", None)}),
-    "pd_op.cross_entropy_with_softmax": uf_opaque(
-        "cross_entropy_with_softmax", {"softmax": ("input", None),
-                                       "loss": ("input", _ce_stats_dims)}),
-    "pd_op.cross_entropy_with_softmax_grad": uf_opaque(
-        "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", None)}),
+    # row by row along axis (uf_rows): a batch split computes the same rows
+    "pd_op.cross_entropy_with_softmax": uf_rows(
+        "cross_entropy_with_softmax", {"softmax": ("input", False), "loss": ("input", True)}),
+    "pd_op.cross_entropy_with_softmax_grad": uf_rows(
+        "cross_entropy_with_softmax_grad", {"input_grad": ("softmax", False)}),
 })
 
 

@@ -71,9 +71,9 @@ from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_o
 from .executor_disagreements import refusal as executor_refusal
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from verify.ir import op_definitions, read_sets
-from .semantics import (RANDOM_INIT, ROWS, WRAPPED, Tensor, Unsupported, attrs_key,
-                        check_dtypes, collective, collective_kind, constant, leaf_dims,
-                        wrap_modulus)
+from .semantics import (RAGGED_READERS, RANDOM_INIT, ROWS, WRAPPED, Ragged, Tensor,
+                        Unsupported, attrs_key, check_dtypes, collective, collective_kind,
+                        constant, leaf_dims, wrap_modulus)
 from .views import Uninitialised, Views
 
 # a product above this many monomials multiplies cut atoms.  Measured on
@@ -995,6 +995,10 @@ class Executor:
             raise Unsupported(why)
         ins = {s: [self._read(st, n, op) for n in names] for s, names in op.inputs.items()
                if names}
+        if op.type not in RAGGED_READERS and any(isinstance(t, Ragged)
+                                                 for ts in ins.values() for t in ts):
+            raise Unsupported(f"{op.type} reads a vector with empty pieces (builtin.combine "
+                              "of unequal shapes): only a concat's rows read one")
         # the dtypes its row models, of every tensor it reads and writes (issue 34)
         seen = [(s, n, t.dtype) for s, names in op.inputs.items()
                 for n, t in zip(names, ins.get(s, [])) if t is not None] + \
@@ -1008,7 +1012,10 @@ class Executor:
                                                   "op_callstack", "op_device",
                                                   "execution_stream", "fwd_recompute_id",
                                                   "bwd_recompute_id"))),
-               tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims, t.dtype) for t in ts))
+               tuple((s, tuple((ids(t.arr), t.arr.shape, t.dims, t.dtype,
+                                # a vector's empty pieces: its shape, not its elements
+                                tuple((p.arr.shape, p.dims) for p in t.pieces)
+                                if isinstance(t, Ragged) else None) for t in ts))
                      for s, ts in sorted(ins.items())),
                # what else a row may read of the op: which outputs it has
                tuple((s, tuple(bool(n) for n in names))
@@ -1148,6 +1155,8 @@ class Executor:
         kind = collective_kind(ops[0])
         slot_in, slot_out, _ = COLLECTIVES[ops[0].type]
         xs = [self._read(states[m], o.inputs[slot_in][0], o) for m, o in zip(group, ops)]
+        if any(isinstance(x, Ragged) for x in xs):
+            raise Unsupported(f"{ops[0].type} of a vector with empty pieces")
         root = root_of(ops[0].attrs)
         # an index in the ring's group (collectives.root_of; Paddle's comm
         # rank, as the kernels hand it to gloo/NCCL: see
