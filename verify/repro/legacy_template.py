@@ -189,6 +189,8 @@ def pass_attrs(rank, main, ctx, record=None):
         elif v == {"$": "params_grads"}:
             block = main.global_block()
             attrs[k] = [(block.var(p), block.var(g)) for p, g in r["params_grads"]]
+        elif isinstance(v, dict) and v.get("$") == "var" and set(v) == {"$", "name"}:
+            attrs[k] = main.global_block().var(v["name"])
         else:
             attrs[k] = v
     return attrs

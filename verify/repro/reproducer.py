@@ -14,7 +14,8 @@ rewrite is faithful, 2 when it cannot judge.
 What the file records per rank: main/startup desc bytes (base64), every op's
 and var's dist attr, the pass attrs that are not programs (``global_rank``,
 ``enable_sp``, ``amp_level``; ``dist_context`` and ``params_grads`` are
-rebuilt), whether the pass's documented pattern is present (the adapter's
+rebuilt, a Variable attr such as AMP's ``loss`` is written by name and
+looked up in the rebuilt main), whether the pass's documented pattern is present (the adapter's
 matcher, run here on the original), feeds, fetches, loss, the rank's DP/TP
 position; for the case: rings, Paddle's process groups, sharded parameters,
 the seed; and the application's contract findings as *claims* the file
@@ -54,6 +55,16 @@ def _attrs_record(attrs: dict, rp, adapter=None, case=None) -> dict:
             out[k] = {"$": "dist_context"}
         elif k == "params_grads":
             out[k] = {"$": "params_grads"}
+        elif isinstance(v, paddle_module().static.Variable):
+            # a var of this rank's main (the AMP pass's ``loss``): written by
+            # name (payload data, never source), resolved in the rebuilt main
+            block = rp.main.global_block()
+            if not block.has_var(v.name) or block.var(v.name) is not v:
+                where = f"{adapter.name} on case {case.name} rank {rp.rank}: " \
+                    if adapter is not None and case is not None else ""
+                raise ReproError(f"{where}pass attr {k!r}: Variable {v.name!r} is not a "
+                                 "var of the rank's main global block")
+            out[k] = {"$": "var", "name": v.name}
         else:
             try:
                 json.dumps(v)
