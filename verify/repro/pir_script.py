@@ -62,7 +62,8 @@ def run(main, startup, loss, x_shape):
 def main_():
     print("reproducer:", "".join(c if c.isprintable() else repr(c)[1:-1] for c in TITLE))
     print("pass from:", load_pass_source())
-    main, startup, loss, _, x_shape = build_programs(PARAMS)
+    built = build_programs(PARAMS)  # (main, startup, loss[, params_grads], x_fed_shape)
+    main, startup, loss, x_shape = built[0], built[1], built[2], built[-1]
     with paddle.pir_utils.IrGuard():
         mapping = paddle.pir.IrMapping()
         rewritten = main.clone(mapping)
@@ -138,6 +139,42 @@ def kind(adapter, case) -> str:
     return "pir_ranks" if len(getattr(case, "ranks", ())) > 1 else "pir"
 
 
+def _names(code) -> set:
+    """Every global name ``code`` (and the code nested in it) reads."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            out |= _names(c)
+    return out
+
+
+def referenced_constants(mod, fns, given) -> dict:
+    """The case module's plain-data globals (``H = 8``) the embedded
+    functions read but ``REPRO_CONSTANTS`` does not name: without them the
+    reproducer dies of a NameError before it applies the pass.  Anything
+    that is not plain data (modules, functions, classes) is left out."""
+    from verify.repro.embedded import literal
+    from verify.repro.errors import ReproError
+
+    embedded = {fn.__name__ for fn in fns}
+    out = {}
+    for fn in fns:
+        for name in sorted(_names(fn.__code__)):
+            if name in given or name in embedded or name in out or not name.isidentifier():
+                continue
+            if name not in vars(mod):
+                continue
+            value = vars(mod)[name]
+            if not isinstance(value, (int, float, str, bytes, bool, tuple, list, dict)):
+                continue
+            try:
+                literal(value)
+            except ReproError:
+                continue
+            out[name] = value
+    return out
+
+
 def script(adapter, case, pass_file=None, seed=None, found=None) -> str:
     """The reproducer's source text for a PIR ``case``; a ``pass_file`` is
     embedded and registered in place of the installed pass (verify/repro/embedded.py)."""
@@ -166,8 +203,11 @@ def script(adapter, case, pass_file=None, seed=None, found=None) -> str:
              pass_loader(pass_file).strip()]
     from verify.repro.embedded import constants
 
-    parts += constants(getattr(mod, "REPRO_CONSTANTS", {}))
-    for fn in list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]:
+    table = dict(getattr(mod, "REPRO_CONSTANTS", {}))
+    fns = list(getattr(mod, "REPRO_SOURCES", ())) + [mod.build_programs]
+    table.update(referenced_constants(mod, fns, table))
+    parts += constants(table)
+    for fn in fns:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
     parts.append(textwrap.dedent(get()))
     body = BODY.replace("__SEED__", str(0 if seed is None else int(seed)))
