@@ -240,6 +240,29 @@ class PirPassAdapter(PassAdapter):
         main, startup, names = load()
         return dataclasses.replace(fresh, main=main, startup=startup, names=names)
 
+    def rewrite_clone(self, case, rank: int, rewrite) -> PassRun:
+        """Build ``rank`` of ``case`` and call ``rewrite(main)`` on a clone of
+        its main program (the pass); a raise is kept as the pass's crash,
+        with the program as the pass left it."""
+        import dataclasses
+
+        import paddle
+
+        original = case.build(rank)
+        tb = etype = None
+        oom = False
+        with paddle.pir_utils.IrGuard():
+            main = original.main.clone()
+            startup = original.startup.clone()
+            names = original.names.carried(original.main, main)
+            try:
+                rewrite(main)
+            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
+                tb, etype = traceback.format_exc(), type(exc).__name__
+                oom = isinstance(exc, MemoryError)
+        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
+        return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
+
 
 class NativePirPassAdapter(PirPassAdapter):
     """Base of the adapters of C++ PIR passes: applied by name with
@@ -256,27 +279,16 @@ class NativePirPassAdapter(PirPassAdapter):
         return (self.name,)
 
     def apply_local(self, case, rank: int) -> PassRun:
-        import dataclasses
+        def run(main):
+            import paddle
 
-        import paddle
+            from verify.ir.pass_sources import note_native
 
-        original = case.build(rank)
-        tb = etype = None
-        with paddle.pir_utils.IrGuard():
-            main = original.main.clone()
-            startup = original.startup.clone()
-            names = original.names.carried(original.main, main)
-            try:
-                from verify.ir.pass_sources import note_native
-
-                note_native(self.name)
-                pm = paddle.pir.PassManager()
-                pm.add_pass(self.name, {})
-                pm.run(main)
-            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
-                tb, etype = traceback.format_exc(), type(exc).__name__
-        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype)
+            note_native(self.name)
+            pm = paddle.pir.PassManager()
+            pm.add_pass(self.name, {})
+            pm.run(main)
+        return self.rewrite_clone(case, rank, run)
 
 
 def pass_file_refusal(loaded, selected, every) -> str | None:

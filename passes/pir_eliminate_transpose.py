@@ -23,7 +23,6 @@ The adapter looks the function up on the module at call time, so a changed
 """
 from __future__ import annotations
 
-import traceback
 
 from passes.base import PassRun, PirPassAdapter, finding, holds
 
@@ -50,25 +49,10 @@ class PirEliminateTranspose(PirPassAdapter):
         return ()  # a module function, not a registry pass: --paddle-file replaces it
 
     def apply_local(self, case, rank: int) -> PassRun:
-        import dataclasses
         import importlib
 
-        import paddle
-
-        original = case.build(rank)
-        tb = etype = None
-        oom = False
-        with paddle.pir_utils.IrGuard():
-            main = original.main.clone()
-            startup = original.startup.clone()
-            names = original.names.carried(original.main, main)
-            try:
-                getattr(importlib.import_module(MODULE), NAME)(main)
-            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
-                tb, etype = traceback.format_exc(), type(exc).__name__
-                oom = isinstance(exc, MemoryError)
-        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
+        return self.rewrite_clone(
+            case, rank, lambda main: getattr(importlib.import_module(MODULE), NAME)(main))
 
     def repro_apply_source(self) -> str:
         return f"""

@@ -29,7 +29,6 @@ back through PIR's own serialization (``export_rewritten`` /
 """
 from __future__ import annotations
 
-import traceback
 
 from passes.base import PassRun, PirPassAdapter, finding, holds
 
@@ -53,25 +52,9 @@ class PirSplitMatmulGrad(PirPassAdapter):
         return (VPP,)
 
     def apply_local(self, case, rank: int) -> PassRun:
-        import dataclasses
-
-        import paddle
-
         vpp = _vpp_class()
-        original = case.build(rank)
-        tb = etype = None
-        oom = False
-        with paddle.pir_utils.IrGuard():
-            main = original.main.clone()
-            startup = original.startup.clone()
-            names = original.names.carried(original.main, main)
-            try:
-                vpp._pir_split_matmul_grad_ops_to_matmul(None, main)
-            except (Exception, SystemExit) as exc:  # the pass's bug: keep the program
-                tb, etype = traceback.format_exc(), type(exc).__name__
-                oom = isinstance(exc, MemoryError)
-        rewritten = dataclasses.replace(original, main=main, startup=startup, names=names)
-        return PassRun(original, rewritten, tb, etype, out_of_memory=oom)
+        return self.rewrite_clone(
+            case, rank, lambda main: vpp._pir_split_matmul_grad_ops_to_matmul(None, main))
 
     def repro_apply_source(self) -> str:
         """``apply_pass(main)`` for a self-contained reproducer (verify/repro/pir_script.py)."""
