@@ -100,11 +100,22 @@
       }
       linked.appendChild(app);
       linked.hidden = false;
+      shown = el;
     } else {
       pending = el;  // a heading or a section: scrolled to once the page is loaded
     }
   }
-  var pending = null;
+  var pending = null, shown = null;
+  function recordJump(el, how) {
+    // what the opening anchor showed, set once the jump is over: the element's
+    // id, how (linked: moved into #linked; scrolled; none) and where its box
+    // sits in the window (top bottom window-height); a test reads it from the DOM
+    var root = document.documentElement, r = el ? el.getBoundingClientRect() : null;
+    root.setAttribute('data-jump-view', r ? [Math.round(r.top), Math.round(r.bottom),
+                                             window.innerHeight].join(' ') : '');
+    root.setAttribute('data-jump-how', how);
+    root.setAttribute('data-jump', el ? el.id : '');
+  }
   window.addEventListener('load', function () {
     setTimeout(function () {
       if (initial && !location.hash)
@@ -112,7 +123,11 @@
     }, 0);
     // a scroll before headless Chromium's first paint blanks its screenshot;
     // a quarter second later it is a jump a reader barely sees
-    if (pending) setTimeout(function () { pending.scrollIntoView(); }, 250);
+    if (pending) setTimeout(function () {
+      pending.scrollIntoView();
+      recordJump(pending, 'scrolled');
+    }, 250);
+    else recordJump(shown, shown ? 'linked' : 'none');
   });
 
   // detail.js (beside the page): diffs and tables loaded when asked for
