@@ -425,7 +425,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 
 class _Paths(HTMLParser):
-    """Each element's path from <html> as [(tag, attrs), ...], the first
+    """Each element's path from <html> as ((tag, attrs), ...), the first
     <tag>'s and every id's, and the page's CSS (a dumped DOM closes every
     non-void element, so a stack follows the nesting)."""
 
@@ -435,12 +435,12 @@ class _Paths(HTMLParser):
         self.feed(dom)
 
     def handle_starttag(self, tag, attrs):
-        path = self.stack + [(tag, dict(attrs))]
+        path = (*self.stack, (tag, dict(attrs)))  # a copy: the stack shrinks at end tags
         self.first.setdefault(tag, path)
         if path[-1][1].get("id"):
             self.by_id.setdefault(path[-1][1]["id"], path)
         if tag not in VOID:
-            self.stack = path
+            self.stack = list(path)
         self._in_style = tag == "style"
 
     def handle_endtag(self, tag):
@@ -481,6 +481,25 @@ def _hidden_by(path, hiding):
                 and path[i + 1][0] != "summary"):
             return f"{where} is closed around it"
     return None
+
+
+def test_the_dom_reader_sees_what_is_hidden():
+    """The reader the anchor test relies on, on a hand-written DOM: the hidden
+    attribute, a class the page's CSS hides, an inline style and a closed
+    <details> hide what is inside; a <summary>, an open <details> and void
+    elements (which have no end tag) do not."""
+    dom = ("<html><head><style>.gone{display:none!important}a.x.gone{display:block}"
+           "p,.dim{color:red}</style></head><body><img id=i><br>"
+           "<div hidden><p id=a>a</p></div><div class='c gone'><p id=b>b</p></div>"
+           "<div style='display: none'><p id=c>c</p></div>"
+           "<details id=d><summary id=s>s</summary><p id=e>e</p></details>"
+           "<details open><p id=f>f</p></details><p id=g>g</p></body></html>")
+    tree = _Paths(dom)
+    hiding = _hiding_classes(tree.css)
+    assert hiding == {"gone"}
+    hidden = {i for i in tree.by_id if _hidden_by(tree.by_id[i], hiding)}
+    assert hidden == {"a", "b", "c", "e"}
+    assert [t for t, _ in tree.by_id["g"]] == ["html", "body", "p"]
 
 
 @pytest.mark.parametrize("anchor, target, how", [
