@@ -532,6 +532,8 @@ def test_an_anchor_url_never_shows_a_blank_screen(page, tmp_path, anchor, target
     assert target in tree.by_id, f"{anchor}: no element with id {target!r} in the page"
     why = _hidden_by(tree.by_id[target], hiding)
     assert why is None, f"{anchor}: #{target} is not shown: {why}"
+    tag, attrs = tree.by_id[target][-1]
+    assert tag != "details" or "open" in attrs, f"{anchor}: #{target} is left folded"
     if how == "linked":
         assert any(a.get("id") == "linked" for _, a in tree.by_id[target]), \
             f"{anchor}: #{target} is not inside #linked"
