@@ -6,8 +6,9 @@
     failure per unexpected verdict;
 (b) the page in headless Chromium: its JS runs without errors (it marks
     ``body[data-ready]`` and fills the shown-count), the query-string filter and
-    the #anchor opening work, and a screenshot is a real picture.  Without
-    Chromium the browser tests skip, or FAIL when ``CI`` is set.
+    the #anchor opening work (read from the dumped DOM: headless Chromium
+    shoots a scrolled page blank), and a screenshot of the page's top is a real
+    picture.  Without Chromium the browser tests skip, or FAIL when ``CI`` is set.
 """
 from __future__ import annotations
 
