@@ -29,6 +29,12 @@ The oracle (``verify/numeric/micro_steps.py``): k micro-steps of the merged
 program equal one step of the original on the concatenated micro-batches
 (mean or sum of the k gradients, per ``avg``), and the states do not move
 before the optimize job.
+The value proof (``verify/value/merged_application.py``): the planner's
+proof of a merged schedule (``verify/value/merged_relation.py``) with the
+original program as the serial one: the rewritten program as the jobs
+``[forward, backward] * k + [optimize]`` against the original's k
+micro-steps with the gradients merged, for all parameters, states and
+micro-batches, at sampled micro-batch sizes, in program order.
 
 Applied in this process: the adapter's numeric runs re-apply the pass in a
 worker and run both programs live there (``micro_steps.run_rebuilt``).  (The

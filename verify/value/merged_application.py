@@ -22,10 +22,11 @@ read off the snapshots: parameters are ``builtin.parameter`` results, feeds
 ``pd_op.data`` results (persistable ones are states carried between
 steps), the optimizer ops those reading a parameter as ``param`` and a
 ``grad`` (the value they read: after an in-place write of the operand, that
-write's, ``inplace.resolved``).  The programs take a dynamic batch (-1 dims): the proof runs one
-micro-batch size at a time (``proof.size_instances``, the numeric runs'
-sizes left out, as ``proof.prove_application`` does) and claims those sizes
-only (``details["sizes_proved"]``: "proved at sizes").
+write's, ``inplace.resolved``).  The programs take a dynamic batch (-1
+dims): the proof runs one micro-batch size at a time
+(``proof.size_instances``, the numeric runs' sizes left out, as
+``proof.prove_application`` does) and claims those sizes only
+(``details["sizes_proved"]``: "proved at sizes").
 
 What one SSA execution models: program order.  Two in-place writes of one
 buffer in one job that no data dependence orders may run in either order on
