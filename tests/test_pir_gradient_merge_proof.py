@@ -11,7 +11,9 @@ element and the op the pass made: the 1/k scale dropped (a mutant of the
 pass), 3.3.1's Momentum avg=True defect (the scale after the optimizer), and
 edits of a correct merge's program: the accumulator never zeroed (refuted
 at the second optimizer step), the optimizer reading the last micro-step's
-raw gradient, the average divided by the wrong k.
+raw gradient, the average divided by the wrong k.  A merge whose startup
+initialises a parameter differently is not proved (the relation starts both
+from equal states).
 """
 from __future__ import annotations
 
@@ -164,3 +166,18 @@ def test_an_average_divided_by_the_wrong_k_is_refuted():
     cex = c.counterexample
     assert cex["value"] in ("w@GRAD", "b@GRAD"), cex
     assert 4 * Fraction(cex["rank_piece_value"]) == 2 * Fraction(cex["serial_value"])
+
+
+def test_a_changed_initialisation_is_not_proved():
+    """The relation starts both programs from the same parameters and
+    states: a merge whose startup widens w's draw
+    (``tests/gm_mutants/gradient_merge_init_widened.py``) is not proved
+    (INCONCLUSIVE, naming w; the numeric runs, which execute both startups,
+    catch it: ``tests/test_pir_init_changes.py``); the faithful merge's
+    startup keeps every initialisation (proved above)."""
+    app = _app("pir_gm_sgd_sum_k2", "tests/gm_mutants/gradient_merge_init_widened.py")
+    val = _value(app)
+    assert val.verdict == Verdict.INCONCLUSIVE and val.advisory, val.message
+    assert val.details["startup_differs"] == ["w"] and "initialises w differently" in \
+        val.message
+    assert app.proof != "proved" and not app.proof.startswith("proved")

@@ -28,6 +28,14 @@ dims): the proof runs one micro-batch size at a time
 ``proof.prove_application`` does) and claims those sizes only
 (``details["sizes_proved"]``: "proved at sizes").
 
+The relation starts both programs from the same parameters and states
+(symbols), so it says nothing of the startup programs: each of those
+values must start the same on both sides (both startups executed
+symbolically, a random draw a symbol keyed by its op and attrs, as the value
+proof keys it).  Where the rewritten startup initialises one differently
+(or not at all), the proof does not decide (INCONCLUSIVE, naming it): the
+numeric runs, which execute both startups, do.
+
 What one SSA execution models: program order.  Two in-place writes of one
 buffer in one job that no data dependence orders may run in either order on
 Paddle's executor; the pass's ``in-place order`` check judges that, not
@@ -40,7 +48,8 @@ from verify.verdicts import CheckResult, Verdict
 
 from .merged_relation import prove_merged_relation
 from .proof import BATCH_SIZES, KIND, NAME, _size_symbols, size_instances, sizes_label
-from .symbolic import size_symbol
+from .semantics import Unsupported
+from .symbolic import Budget, ExecError, Executor, Rank, Store, T, ids, size_symbol
 
 
 def whole(ndim: int, rank: int) -> dict:
@@ -118,12 +127,45 @@ def final_ops(before, after, pass_name, rank=0) -> list:
     return out
 
 
+def startup_differences(before, after, names, rank=0) -> list:
+    """Names of ``names`` whose startup value differs between the two
+    programs (the rewritten startup computes another term, or none), the
+    startups executed symbolically with one term store."""
+    store = Store()
+    T.store = store
+    ex = Executor(store, {}, 1, None)
+    envs = []
+    for snap in (before, after):
+        st = Rank(rank, snap, list(snap.startup_ops), {})
+        ex.run({rank: st}, startup=True)
+        envs.append(st.env)
+    a, b = envs
+    return [n for n in names if n in a and (n not in b or ids(a[n].arr) != ids(b[n].arr))]
+
+
 def prove_merged_application(where, rank, before, after, loss, k, avg, rings=None,
                              symbols=None, avoid_sizes=None, pass_name="the pass") -> list:
     """One CheckResult (kind "value", ``value proof``) for ``rank``: see
     the module docstring.  ``loss``: the loss value's name (None: no loss
     compared); ``avoid_sizes`` ``{symbol: sizes}`` the numeric runs use."""
     symbols = dict(symbols or {})
+    start = relation_table(before, loss, rank)
+    roots = sorted(set(start["parameters"]) | {n for n, v in start["feeds"].items()
+                                               if v["persistable"]})
+    try:
+        moved = startup_differences(before, after, roots, rank)
+    except (Unsupported, ExecError, Budget) as exc:
+        moved, why = None, f"the startup programs do not execute symbolically: {exc}"
+    if moved is None or moved:
+        why = why if moved is None else (
+            f"the rewritten startup program initialises {', '.join(moved)} differently "
+            "from the original's (or not at all)")
+        return [CheckResult(KIND, NAME, rank, Verdict.INCONCLUSIVE,
+                            f"{where} rank {rank}: not proved: {why}; the proof relates the "
+                            "programs from equal parameters and states only (the numeric "
+                            "runs execute both startups)", advisory=True,
+                            details={"not_proved": True, "reason": why,
+                                     "startup_differs": moved or []})]
     syms = _size_symbols([before, after], symbols)
     instances = size_instances(syms, BATCH_SIZES, avoid_sizes) if syms else [None]
     ops = final_ops(before, after, pass_name, rank)
