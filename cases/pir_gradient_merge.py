@@ -135,10 +135,12 @@ _MOMENTUM_AVG_EV = ("micro-step oracle (`verify/numeric/micro_steps.py`: k merge
                     "driven as the Engine's jobs vs one step of the original on the "
                     "concatenated micro-batches): parameters and velocities differ (tensor, "
                     "optimizer step, index in the report); contract: the optimizer's op index "
-                    "and the scale and zeroing op indices. With the loop moved out of the walk "
-                    "(`tests/fixed_passes/gradient_merge_scale_mended.py`) the oracle holds "
-                    "(numeric EQUIVALENT); the in-place order finding (as on the avg=True "
-                    "SGD/Adam/AdamW cases) remains")
+                    "and the scale and zeroing op indices; value proof of the schedule "
+                    "(`verify/value/merged_application.py`): the gradient the optimizer reads "
+                    "is k times the mean (element and inputs, replayed). With the loop moved "
+                    "out of the walk (`tests/fixed_passes/gradient_merge_scale_mended.py`) the "
+                    "oracle holds (numeric EQUIVALENT) and the value proof proves it; the "
+                    "in-place order finding (as on the avg=True SGD/Adam/AdamW cases) remains")
 _RACE_EV = ("dataflow check \"in-place order\" (the two op indices and the accumulator); on "
             "3.3.1 CPU the default asynchronous scheduler gave run-to-run different parameters "
             "(SGD 2 of 6 runs, Adam 5 of 6), never under `FLAGS_new_executor_sequential_run`, "

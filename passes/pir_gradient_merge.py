@@ -29,6 +29,12 @@ The oracle (``verify/numeric/micro_steps.py``): k micro-steps of the merged
 program equal one step of the original on the concatenated micro-batches
 (mean or sum of the k gradients, per ``avg``), and the states do not move
 before the optimize job.
+The value proof (``verify/value/merged_application.py``): the planner's
+proof of a merged schedule (``verify/value/merged_relation.py``) with the
+original program as the serial one: the rewritten program as the jobs
+``[forward, backward] * k + [optimize]`` against the original's k
+micro-steps with the gradients merged, for all parameters, states and
+micro-batches, at sampled micro-batch sizes, in program order.
 
 Applied in this process: the adapter's numeric runs re-apply the pass in a
 worker and run both programs live there (``micro_steps.run_rebuilt``).  (The
@@ -155,6 +161,33 @@ class PirGradientMerge(PassAdapter):
         return skipped + micro_step_checks(
             self, case, outcomes, s["k_steps"], case.params.get("reduction", "mean"), s["avg"],
             seed=seed, backends=backends, live=mutator is not None)
+
+    def value_checks(self, case, outcomes) -> list:
+        """The value proof of the merge itself (``verify/value/merged_application.py``):
+        the rewritten program run as the Engine's job schedule ``[forward,
+        backward] * k + [optimize]`` against the original's k micro-steps
+        with the gradients merged, for all parameters, states and
+        micro-batches (at sampled micro-batch sizes), in program order."""
+        from verify.value.merged_application import prove_merged_application
+
+        out = []
+        for o in outcomes:
+            rp = o.run.original if o.run is not None else None
+            s = merge_settings(case, rp)
+            avoid = {}
+            for f in (rp.feeds if rp is not None else []):
+                v = o.before.vars.get(f.name)
+                for i, d in enumerate(v.shape if v is not None and v.shape and
+                                      len(v.shape) == len(f.shape) else []):
+                    if int(d) < 0:  # the numeric runs' size: left to them
+                        avoid.setdefault(_size_symbol(case, f.name, i), []).append(
+                            int(f.shape[i]))
+            out += prove_merged_application(
+                f"{self.name} on {case.name}", o.rank, o.before, o.after,
+                rp.loss if rp is not None else None, s["k_steps"], s["avg"],
+                rings=dict(getattr(case, "rings", None) or {}), symbols=dict(case.symbols),
+                avoid_sizes=avoid, pass_name=self.name)
+        return out
 
     # its reproducer runs the micro-step oracle (verify/repro/micro_step_script.py)
     repro_kind = "micro_steps"
@@ -300,6 +333,12 @@ class PirGradientMerge(PassAdapter):
             for n in op.inputs.get("grad") or []:
                 out.setdefault(n, "the merged gradient the optimizer reads")
         return out
+
+
+def _size_symbol(case, var, i) -> str:
+    from verify.value.symbolic import size_symbol
+
+    return size_symbol(dict(case.symbols), var, i)
 
 
 def _optimizers(snap) -> list:

@@ -381,3 +381,63 @@ def test_the_grad_clip_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
         Op(op.idx, op.type, op.inputs, op.outputs, {**op.attrs, "axis": 0}), ins, k))
     wrong = outcomes()
     assert all("disagree" in wrong[n] for n in names), wrong
+
+
+class _SiluForItsDerivative:
+    """``k`` whose ``silu.d`` is ``silu``: a grad row that forgets the
+    product rule (the gate's grad as dout * value * silu(gate))."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def uf(self, kernel, args, attrs=()):
+        return self.k.uf("silu" if kernel == "silu.d" else kernel, args, attrs)
+
+    def __getattr__(self, name):
+        return getattr(self.k, name)
+
+
+def test_the_swiglu_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
+    """``pd_op.swiglu`` and its grad, both forms (with y: ``silu(x) * y``;
+    without: ``silu(x1) * x2`` of x's halves along the last axis), on their
+    own sample in PIR mode: the rows agree with Paddle's kernels (float16 /
+    bfloat16 are refused by the CPU build); with the gate and the value
+    swapped (the halves taken the other way round) and the gate's grad
+    without the product rule, every float32/float64 example disagrees,
+    naming the row's value and Paddle's."""
+    names = ["swiglu", "swiglu_halves", "swiglu_grad", "swiglu_halves_grad"]
+    exs = K.build_examples(2, 0, names)
+    runs = K.run_mode("pir", exs)["results"]
+
+    def outcomes():
+        got = {}
+        for e in exs:
+            o, why = K.judge(e, runs.get(e.id))
+            got.setdefault((e.spec, e.dtype), []).append((o, why))
+        return got
+    real = outcomes()
+    assert {sp for sp, _ in real} == set(names)
+    for (spec, dtype), res in real.items():
+        want = {"refused"} if dtype in ("float16", "bfloat16") else {"agree"}
+        assert {o for o, _ in res} == want, (spec, dtype, res)
+    right, right_grad = S.ROWS["pd_op.swiglu"], S.ROWS["pd_op.swiglu_grad"]
+
+    def swapped(row):
+        def wrong(op, ins, k):
+            x = ins["x"][0]
+            if ins.get("y") and ins["y"][0] is not None:
+                return row(op, {**ins, "x": ins["y"], "y": ins["x"]}, k)
+            a, b = np.split(x.arr, 2, axis=-1)
+            flipped = S.Tensor(np.concatenate([b, a], axis=-1), x.dims, x.dtype)
+            return row(op, {**ins, "x": [flipped]}, k)
+        return wrong
+
+    monkeypatch.setitem(S.ROWS, "pd_op.swiglu", swapped(right))
+    monkeypatch.setitem(S.ROWS, "pd_op.swiglu_grad",
+                        lambda op, ins, k: right_grad(op, ins, _SiluForItsDerivative(k)))
+    for (spec, dtype), res in outcomes().items():
+        if dtype in ("float16", "bfloat16"):
+            continue
+        bad = [why for o, why in res if o == "disagree"]
+        assert bad, (spec, dtype, res)
+        assert "row" in bad[0] and "Paddle" in bad[0], bad[0]

@@ -38,14 +38,17 @@ def _checks(app, kind, name=None):
 
 
 @pytest.mark.parametrize("case_name", ["pir_gm_sgd_sum_k2", "pir_gm_adam_sum_k4"])
-def test_a_correct_merge_passes_and_the_value_proof_does_not_decide(case_name):
+def test_a_correct_merge_passes_and_the_value_proof_proves_it(case_name):
+    """The oracle holds and the value proof of the schedule proves it
+    (``verify/value/merged_application.py``; its own tests:
+    ``tests/test_pir_gradient_merge_proof.py``)."""
     app = _app(case_name)
     assert app.verdict == Verdict.EQUIVALENT, [c.message for c in app.checks if not c.ok]
     (num,) = _checks(app, "numeric")
     assert num.verdict == Verdict.EQUIVALENT and "unchanged through micro-steps" in num.message
     (val,) = _checks(app, "value")
-    assert val.verdict == Verdict.INCONCLUSIVE and val.advisory
-    assert "keyword block arguments" in val.message
+    assert val.verdict == Verdict.EQUIVALENT and not val.advisory
+    assert "PROVED for B in" in val.message and app.proof.startswith("proved at sizes")
 
 
 def test_momentum_avg_scales_after_the_optimizer_and_the_zeroing():
@@ -82,6 +85,10 @@ def test_the_oracle_holds_on_a_mended_merge():
         left = [c for c in app.checks if not c.ok and not c.advisory]
         assert left and all(c.name == "in-place order" for c in left), \
             [c.message for c in left]
+        # the twin of 3.3.1's refuted merge: the optimizer reads the scale_'s
+        # in-place write of its accumulator (its operand is the accumulator)
+        (val,) = _checks(app, "value")
+        assert val.verdict == Verdict.EQUIVALENT, val.message
 
 
 def test_unordered_inplace_writes_of_an_accumulator_are_caught():
@@ -380,13 +387,18 @@ def test_a_merge_whose_optimizer_reads_the_raw_gradient_is_still_caught():
     """The twin: the pass's output with each optimizer reading the raw
     gradient is not 'already merged' (merged_reads follows the program) and
     is caught by the contract (the oracle cannot split it into jobs: an
-    optimize op reads a value the backward job computes)."""
+    optimize op reads a value the backward job computes) and refuted by the
+    value proof (the optimize job reads what the last micro-step left: one
+    micro-batch's gradient, not the merged one)."""
     from passes.pir_gradient_merge import already_merged, merged_reads
 
     _, numeric = pick_backend("simulated", 0)
     app = run_application(passes.get("grad_merge"), cases.all_cases()["pir_gm_adam_sum_k4"],
                           numeric=numeric, mutator=(0, read_raw_gradient))
-    assert app.mutation and app.verdict == Verdict.CONTRACT_BROKEN
+    assert app.mutation and app.verdict == Verdict.NOT_EQUIVALENT
+    (val,) = _checks(app, "value")
+    assert val.verdict == Verdict.NOT_EQUIVALENT and val.counterexample["value"] in (
+        "w@GRAD", "b@GRAD"), val.message
     bad = _checks(app, "contract", "optimizer reads the merged gradient")
     assert bad and all(c.verdict == Verdict.CONTRACT_BROKEN for c in bad)
     assert {c.counterexample["op_index"] for c in bad} == \

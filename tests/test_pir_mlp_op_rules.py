@@ -110,3 +110,37 @@ def test_relu_its_grad_and_share_data_are_the_kernels():
     assert bad
     out, bad = _rule("pd_op.share_data_", {"x": [(4, 8)]})  # a view of x: x's shape
     assert not bad and out["out"] == [[4, 8]]
+
+
+@pytest.mark.parametrize("shape,with_y", [((2, 4, 32), False), ((3, 6), True), ((8,), False),
+                                          ((2, 3, 5), True)])
+def test_swiglu_and_its_grad_are_the_kernels(shape, with_y):
+    """``pd_op.swiglu`` (y given: x's shape; none: x's last dim halved) and
+    its grad against Paddle's kernels; broken ops (an odd last dim without
+    y, a y of another shape, an out_grad of x's shape without y) fail a
+    precondition."""
+    def ref(paddle):
+        x = paddle.to_tensor(RNG.standard_normal(shape).astype("float32"), stop_gradient=False)
+        y = paddle.to_tensor(RNG.standard_normal(shape).astype("float32"),
+                             stop_gradient=False) if with_y else None
+        out = paddle._C_ops.swiglu(x, y)
+        grads = paddle.grad(out, [x] + ([y] if with_y else []), paddle.ones_like(out))
+        return [list(out.shape)] + [list(g.shape) for g in grads]
+
+    got = _pd(ref)
+    ins = {"x": [shape]} if not with_y else {"x": [shape], "y": [shape]}
+    fwd, bad = _rule("pd_op.swiglu", ins)
+    assert not bad and fwd["out"] == [got[0]]
+    grad, bad = _rule("pd_op.swiglu_grad", {**ins, "out_grad": [tuple(got[0])]})
+    assert not bad and grad["x_grad"] == [got[1]]
+    assert grad.get("y_grad") == ([got[2]] if with_y else None)
+    if with_y:
+        other = tuple(shape[:-1]) + (shape[-1] + 1,)
+        _, bad = _rule("pd_op.swiglu", {"x": [shape], "y": [other]})
+        assert bad and "y dim" in bad[0]
+    else:
+        odd = tuple(shape[:-1]) + (shape[-1] + 1,)
+        _, bad = _rule("pd_op.swiglu", {"x": [odd]})
+        assert bad and "odd" in bad[0]
+        _, bad = _rule("pd_op.swiglu_grad", {"x": [shape], "out_grad": [shape]})
+        assert bad and "out_grad dim" in bad[0]

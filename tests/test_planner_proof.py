@@ -50,6 +50,20 @@ def test_a_faithful_plan_is_proved_on_every_rank():
     assert "loss" in proofs[0].details["proved"]
 
 
+def test_a_plan_with_swiglu_is_proved_and_shape_checked():
+    """examples/planner_fused_ffn_qkv.py (the fused gate|up projection into
+    ``pd_op.swiglu`` without y, its grad ``pd_op.swiglu_grad``): every stage's
+    program has a shape rule for every op, and the relation is PROVED on both
+    ranks (the swiglu rows: ``tests/test_kernel_differential.py``)."""
+    app = _apply("planner_dp2_fused_ffn_qkv")
+    proofs = _proofs(app)
+    assert app.verdict.value == "EQUIVALENT" and app.proof == "proved", \
+        [c.message for c in proofs]
+    assert len(proofs) == 2 and all(c.verdict.value == "EQUIVALENT" for c in proofs)
+    text = " ".join(c.message for c in app.checks)
+    assert "no shape rule" not in text and "no semantics row" not in text
+
+
 def _refuted(app):
     bad = [c for c in _proofs(app) if c.verdict.value == "NOT_EQUIVALENT"]
     assert bad, [c.message for c in _proofs(app)]

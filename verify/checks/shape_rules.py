@@ -1030,6 +1030,33 @@ def _pir_layer_norm_grad(s):
     return out
 
 
+def _pir_swiglu(s):
+    """SwiGLUInferMeta (3.3.1): with ``y`` x and y of one shape, out x's;
+    without, x's last dim even and out's its half (x split in two)."""
+    x = list(s("x"))
+    if s.has("y"):
+        return {"out": [list(_pir_same_shapes(s, "x", "y"))]}
+    s.need(len(x) >= 1, "swiglu without y of a 0-D x")
+    if not x:
+        return {"out": [x]}
+    last = x[-1]
+    s.need(eq(last % 2, 0), f"swiglu without y: x's last dim ({last}) is odd")
+    return {"out": [x[:-1] + [last // 2 if is_static(last) else last / 2]]}
+
+
+def _pir_swiglu_grad(s):
+    """x_grad (and y_grad) of x's (y's) shape; out_grad of the forward's out."""
+    out = _pir_swiglu(s)["out"][0]
+    g = s("out_grad")
+    s.need(len(g) == len(out), f"out_grad has rank {len(g)}, swiglu's out {len(out)}")
+    for i, (a, b) in enumerate(zip(out, g)):
+        s.need(eq(a, b), f"out_grad dim {i} ({b}) differs from swiglu's out ({a})")
+    res = {"x_grad": [list(s("x"))]}
+    if s.has("y"):
+        res["y_grad"] = [list(s("y"))]
+    return res
+
+
 _UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
           "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu", "pd_op.relu", "pd_op.share_data_",
           "pd_op.sqrt"]
@@ -1061,6 +1088,8 @@ RULES.update({
     "pd_op.divide_grad": _pir_binary_grad,
     "pd_op.rsqrt_grad": _pir_same("out", "x_grad"),
     "pd_op.silu_grad": _pir_same("x", "x_grad"),
+    "pd_op.swiglu": _pir_swiglu,
+    "pd_op.swiglu_grad": _pir_swiglu_grad,
     "pd_op.pow_grad": _pir_same("x", "x_grad"),
     "pd_op.gelu_grad": _pir_same("x", "x_grad"),
     "pd_op.relu_grad": _pir_softmax_grad,  # x_grad is out (and out_grad), as softmax's

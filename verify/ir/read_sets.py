@@ -329,6 +329,9 @@ DECLARED = {
     "pd_op.silu_grad": _d("x out_grad", keyed=True, ignore={
         "out": "silu(x): a function of x, which the row reads"}),
     "pd_op.gelu": _d("x approximate", keyed=True),
+    # no attrs: silu is one function (semantics._SILU_KEY); y absent: x's halves
+    "pd_op.swiglu": _d("x y"),
+    "pd_op.swiglu_grad": _d("x y out_grad"),
     "pd_op.gelu_grad": _d("x out_grad approximate", keyed=True),
     "pd_op.relu": _d("x", keyed=True),
     "pd_op.relu_grad": _d("out out_grad", keyed=True),

@@ -133,6 +133,8 @@ PIR_BUILD = {
     "pd_op.maximum": lambda C, v: [C.maximum(v[0], v[1])],
     "pd_op.minimum": lambda C, v: [C.minimum(v[0], v[1])],
     "pd_op.stack": lambda C, v, axis: [C.stack(list(v), axis)],
+    # swiglu(x, y), or swiglu(x) of x's two halves along its last axis
+    "pd_op.swiglu": lambda C, v: [C.swiglu(v[0], v[1] if len(v) > 1 else None)],
 }
 
 
@@ -687,6 +689,24 @@ def gen_stack_grad(draw, dtype):
     return b.pir("pd_op.stack_grad", names + [g], axis).ex
 
 
+def gen_swiglu(with_y, grad=False):
+    """``pd_op.swiglu``: ``silu(x) * y`` with a y of x's shape, or without y
+    ``silu(x1) * x2`` of x's halves (its last dim even); ``grad``: the
+    backward (``pd_op.swiglu_grad``) for x (and y)."""
+    def gen(draw, dtype):
+        name = "swiglu" + ("" if with_y else "_halves") + ("_grad" if grad else "")
+        b = _B(draw, name, dtype)
+        xs = _shape(draw, 1, 3)
+        if not with_y:
+            xs[-1] *= 2
+        names = [b.feed(xs, dtype)] + ([b.feed(xs, dtype)] if with_y else [])
+        b.pir("pd_op.swiglu", names)
+        if grad:
+            return b.grad(names, xs if with_y else xs[:-1] + [xs[-1] // 2], dtype).ex
+        return b.ex
+    return gen
+
+
 @dataclass
 class Spec:
     name: str
@@ -794,6 +814,10 @@ def _specs():
     add("flatten_grad", ["pd_op.flatten", "pd_op.flatten_grad"], gen_flatten(True))
     add("stack_grad", ["pd_op.stack_grad", "builtin.combine", "builtin.split"],
         gen_stack_grad)
+    add("swiglu", ["pd_op.swiglu"], gen_swiglu(True))
+    add("swiglu_halves", ["pd_op.swiglu"], gen_swiglu(False))
+    add("swiglu_grad", ["pd_op.swiglu", "pd_op.swiglu_grad"], gen_swiglu(True, True))
+    add("swiglu_halves_grad", ["pd_op.swiglu", "pd_op.swiglu_grad"], gen_swiglu(False, True))
     from verify.value import semantics as S
     for spec in out:
         allowed = set(DTYPES)

@@ -5,7 +5,7 @@ the counterexample's input values pushed through the terms with every
 kernel computed as Paddle computes it (``tests/test_value_kernels.py``
 checks each against Paddle's own CPU kernel).  Rational kernels (inv, max,
 relu, a truncating cast, the lookup's row selection) return exact
-Fractions; transcendental ones (gelu, sqrt, softmax, layer_norm, adam)
+Fractions; transcendental ones (gelu, silu, sqrt, softmax, layer_norm, adam)
 return float64.
 
 ``reference(kernel, attrs, args)`` raises :class:`NoReference` for a kernel
@@ -199,6 +199,10 @@ def reference(kernel: str, attrs, args):
             return _gelu(_f(args[0]), bool(at.get("approximate", False)))
         if kernel == "gelu.d":  # gelu_grad is dout * gelu'(x)
             return _gelu_d(_f(args[0]), bool(at.get("approximate", False)))
+        if kernel == "silu":  # x * sigmoid(x), exp of a non-positive argument
+            x = _f(args[0])
+            e = math.exp(-abs(x))
+            return x / (1.0 + e) if x >= 0 else x * e / (1.0 + e)
         if kernel == "silu.d":  # silu_grad is dout * silu'(x)
             sg = 1.0 / (1.0 + math.exp(-_f(args[0])))
             return sg * (1.0 + _f(args[0]) * (1.0 - sg))

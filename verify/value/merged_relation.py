@@ -293,13 +293,18 @@ class _Schedule:
 def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                           rank_rels: dict, final_ops: dict, rings: dict, k: int, avg: bool,
                           hang_guard_s: float = 600.0, max_inputs: int | None = None,
-                          schedule=None, schedule_text: str | None = None) -> list:
+                          schedule=None, schedule_text: str | None = None,
+                          sizes: dict | None = None, symbols: dict | None = None) -> list:
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  Budget and hang guard as
     ``relation.prove_relation``'s (the inputs counted with every micro-step's
     feeds).  ``schedule``: what makes the ranks' side (default
     ``_Schedule``, its arguments; ``job_list_relation`` passes its own) and
-    ``schedule_text`` what the messages call it."""
+    ``schedule_text`` what the messages call it.  ``sizes``: ``{size symbol:
+    size}`` every -1 dim the programs declare takes (``symbols`` ``{var:
+    (symbol or None, ...)}`` names them, as ``proof.prove_application``'s);
+    the relation tables' shapes are then those sizes' (a pass's own
+    application on a program with a dynamic batch, proved size by size)."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
     schedule_text = schedule_text or f"[forward, backward] * {k} + [optimize]"
@@ -335,19 +340,22 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
         try:
             out = _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
                          final_ops, rings, k, avg, budget_settings(), start,
-                         schedule or _Schedule)
-            return [_claimed(where, c, k, avg, schedule_text) for c in out]
+                         schedule or _Schedule, sizes, symbols)
+            shapes = ("at the real shapes" if not sizes else "with " + ", ".join(
+                f"{n} = {v}" for n, v in sorted(sizes.items())))
+            return [_claimed(where, c, k, avg, schedule_text, shapes) for c in out]
         except _OverCPU as exc:
             return every(Verdict.INCONCLUSIVE, f"not proved: {exc}",
                          reason=f"hang guard: {exc}", hang_guard=True)
 
 
 def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, final_ops,
-           rings, k, avg, bud, start, schedule):
+           rings, k, avg, bud, start, schedule, sizes=None, symbols=None):
     store = Store(work_limit=bud["work_units"], stored_limit=bud["stored_monomials"])
     store.probe_work = True
     T.store = store
-    ex = Executor(store, rings, 1, None)
+    # every -1 dim at ``sizes`` (else 1: the planner's programs have none)
+    ex = Executor(store, rings, dict(sizes) if sizes else 1, None, symbols)
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
@@ -417,7 +425,7 @@ def _second_step(first, second, back):
     return first
 
 
-def _claimed(where, c, k, avg, schedule_text):
+def _claimed(where, c, k, avg, schedule_text, shapes="at the real shapes"):
     c.details["schedule"] = schedule_text
     if c.verdict != Verdict.EQUIVALENT:
         return c
@@ -428,7 +436,7 @@ def _claimed(where, c, k, avg, schedule_text):
               if any(lb.startswith("loss (micro-step ") for lb in proved)
               else "no loss (the rank holds none)")
     c.message = (
-        f"{where} rank {c.rank}: PROVED at the real shapes for the schedule "
+        f"{where} rank {c.rank}: PROVED {shapes} for the schedule "
         f"{schedule_text}: {losses}, "
         f"{grads} gradient{'s' if grads != 1 else ''} the optimizer reads (the "
         f"{'mean' if avg else 'sum'} of the serial micro-step gradients) and the states "

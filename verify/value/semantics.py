@@ -1963,6 +1963,62 @@ def _pir_arange(op, ins, k):
     return {"out": [Tensor(out, dims, str(op.attrs.get("dtype", "")))]}
 
 
+
+# -- swiglu (paddle.incubate.nn.functional.swiglu, 3.3.1) -----------------------
+def _swiglu_operands(op, ins, k):
+    """``(gate, value, halves)``: ``x`` and ``y``, or without ``y`` the two
+    halves of ``x`` along its last axis (``paddle.chunk(x, 2, axis=-1)``,
+    as the kernel splits it; ``halves`` True)."""
+    x = _t(ins, "x")
+    if _has(ins, "y"):
+        y = _t(ins, "y")
+        if x.arr.shape != y.arr.shape:  # SwiGLUInferMeta: x.dims() == y.dims()
+            raise Unsupported(f"swiglu of x {list(x.orig)} and y {list(y.orig)}: unequal shapes")
+        return x, y, False
+    if x.arr.ndim == 0:
+        raise Unsupported("swiglu of a 0-D x without y")
+    a, b = split(_OpView(op, {"axis": x.arr.ndim - 1, "num": 2}), {"X": [x]}, k)["Out"]
+    return a, b, True
+
+
+# silu is one fixed function (swiglu has no attr): ``()`` keys it, and its
+# derivative; kernels.reference evaluates both
+_SILU_KEY = ()
+
+
+def _pir_swiglu(op, ins, k):
+    """``silu(x) * y``, or ``silu(x1) * x2`` of x's halves without ``y``: silu
+    uninterpreted element by element, the product exact (so a rewrite that
+    scales the value operand is provable)."""
+    a, b, _ = _swiglu_operands(op, ins, k)
+    out = np.empty(a.arr.shape, dtype=object)
+    for idx in np.ndindex(out.shape):
+        out[idx] = k.uf("silu", [a.arr[idx]], _SILU_KEY) * b.arr[idx]
+    return {"out": [Tensor(out, a.dims, a.dtype)]}
+
+
+def _pir_swiglu_grad(op, ins, k):
+    """The gate's grad ``dout * value * silu'(gate)``, the value's ``dout *
+    silu(gate)`` (silu' uninterpreted, ``silu.d``; both linear in dout);
+    without ``y`` the two side by side as x's halves (x_grad has x's layout)."""
+    a, b, halves = _swiglu_operands(op, ins, k)
+    g = _t(ins, "out_grad")
+    if g.arr.shape != a.arr.shape:
+        raise Unsupported(f"swiglu_grad of out_grad {list(g.orig)} for an out of "
+                          f"{list(a.orig)}")
+    da = np.empty(a.arr.shape, dtype=object)
+    db = np.empty(a.arr.shape, dtype=object)
+    for idx in np.ndindex(da.shape):
+        da[idx] = k.uf("silu.d", [a.arr[idx]], _SILU_KEY) * b.arr[idx] * g.arr[idx]
+        db[idx] = k.uf("silu", [a.arr[idx]], _SILU_KEY) * g.arr[idx]
+    if halves:
+        x = _t(ins, "x")
+        return {"x_grad": [Tensor(np.concatenate([da, db], axis=-1), x.dims, x.dtype)]}
+    return {"x_grad": [Tensor(da, a.dims, a.dtype)], "y_grad": [Tensor(db, b.dims, b.dtype)]}
+
+
+ROWS.update({"pd_op.swiglu": _pir_swiglu, "pd_op.swiglu_grad": _pir_swiglu_grad})
+
 ROWS.update({
     "builtin.combine": _pir_combine,
     "pd_op.add_n": _pir_add_n,
