@@ -156,3 +156,71 @@ def test_a_plan_over_the_compositional_limit_is_not_attempted(low_cap, monkeypat
     out = _direct("planner_pp2")
     for c in out.values():
         assert c.verdict.value == "INCONCLUSIVE" and "not attempted" in c.message, c.message
+
+
+# -- the real model: LLaMA (2 decoder layers) as two pipeline stages, cached plan ----
+from cases import zoo  # noqa: E402
+
+_ZOO = {"all": False}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _zoo_option(request):
+    """``--zoo all`` plans every zoo model; the default only those the tests plan."""
+    _ZOO["all"] = request.config.getoption("verify_zoo", default="sample") == "all"
+
+
+def _zoo_case(name):
+    if zoo.UNAVAILABLE:
+        pytest.skip(f"zoo: {zoo.UNAVAILABLE}")
+    case = next(c for c in zoo.DECLARED if c.name == name)
+    if not _ZOO["all"] and zoo.left_to_the_benchmark(case):  # a cold plan: minutes
+        pytest.skip(zoo.left_to_the_benchmark(case))
+    return case
+
+
+def test_zoo_pipeline_job_lists_are_proved_and_out_of_step_ones_are_not():
+    """At the default cap (18783 inputs over 4096): the job lists PROVED on
+    both ranks within the bounded work units; the last stage's backward jobs
+    out of step with the first stage's: the first stage's gradients are not
+    proved (past the bounded work units: the probes do not tell the LLaMA's
+    terms apart; the numeric job-plan relation refutes it)."""
+    from passes.planner import job_list_proof
+
+    case = _zoo_case("zoo_llama_pp2")
+    folder = zoo.planner_dir(case)
+
+    def proof(edit=None):
+        records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+                   for r in case.ranks}
+        if edit is not None:
+            for r in case.ranks:
+                records[r]["pipeline"]["jobs"] = edit(r, records[r]["pipeline"]["jobs"])
+        return {c.rank: c for c in job_list_proof(case, folder, records, [],
+                                                  records[0]["gradient_merge"])}
+
+    out = proof()
+    assert [c.verdict.value for c in out.values()] == ["EQUIVALENT"] * 2, \
+        [c.message for c in out.values()]
+    assert all(c.details["input_elements"] > proof_cap() for c in out.values())
+
+    def edit(r, jobs):
+        if r != 1:
+            return jobs
+        jobs = [list(j) for j in jobs]
+        back = [i for i, (t, _) in enumerate(jobs) if t == "backward"]
+        for i, m in zip(back, reversed([jobs[i][1] for i in back])):
+            jobs[i] = ["backward", m]
+        return jobs
+
+    bad = proof(edit)[0]
+    assert bad.verdict.value != "EQUIVALENT", bad.message
+    assert any(lb.endswith("@GRAD") for lb in bad.details["unknown"] + bad.details["refuted"])
+    if bad.verdict.value == "NOT_EQUIVALENT":
+        assert bad.counterexample["job"].startswith("rank 0 job "), bad.counterexample
+
+
+def proof_cap():
+    from verify.value.relation import input_limit
+
+    return input_limit()
