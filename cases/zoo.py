@@ -257,8 +257,10 @@ _PLANNER_GM = Expect(
     "rank's merged program as its job schedule [forward, backward] * 2 + [optimize] "
     "against the serial program's micro-steps with the gradients merged "
     "(verify/numeric/merged_relation.py), holds on every rank for 2 optimizer steps: every "
-    "micro-step's loss, 12 merged gradients and 12 updates (witnessed, not proved: the "
-    "proof of the schedule is over its input budget, --value-relation-inputs)",
+    "micro-step's loss, 12 merged gradients and 12 updates (the value proof of the "
+    "schedule, over relation_input_elements, is attempted within its bounded work units: "
+    "proved on zoo_llama_tp2_gm; witnessed, not proved on zoo_llama_dp2_tp2_gm, whose "
+    "proof runs past them)",
     evidence="the shape check of the stage programs (snapshots of the live programs in the "
     "planning process): 'op 432 (pd_op.set_value_with_tensor_): output %439 dim 1 is "
     "declared 16 but is 8' on every rank after gradient_merge (TP2; op 460 on DP2 x TP2), "
@@ -350,9 +352,10 @@ _PLANNER_PP = Expect(
     "pairs; the relation holds twice for 2 optimizer steps of 2 micro-batches: each rank's "
     "whole program as the merged schedule, and each rank's job list as the "
     "pipeline_scheduler made it (a scope per micro-batch, values handed between jobs by "
-    "name, sends and recvs matched across the ranks), against the serial micro-steps "
-    "(witnessed, not proved: the proof of the job lists is over its input budget, "
-    "--value-relation-inputs)")
+    "name, sends and recvs matched across the ranks), against the serial micro-steps; "
+    "the value proof of the job lists (18783 inputs, over relation_input_elements, so "
+    "attempted within its bounded work units) proves it on both ranks for every "
+    "optimizer step")
 _PLANNER_PP_VPP = Expect(
     True, "PASS_CRASHED",
     "Paddle's defect: 3.3.1's VPP scheduler (pipeline_scheduler_VPP, "

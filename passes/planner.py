@@ -216,9 +216,12 @@ def job_list_proof(case, folder, records, notes, gm) -> list:
     serial micro-steps (``verify/value/job_list_relation.py``), one result per
     rank.  A refuted rank whose whole program's merged schedule is proved
     (``merged_relation``, on the pre-split programs) blames the
-    ``pipeline_scheduler`` stage, as the numeric job-plan relation does."""
-    whole = relation_proof(case, folder, records, notes, gm=gm)
+    ``pipeline_scheduler`` stage, as the numeric job-plan relation does (the
+    whole programs' proof is run only then: it decides nothing else)."""
     jobs = relation_proof(case, folder, records, notes, gm=gm, job_lists=True)
+    if not any(c.verdict == Verdict.NOT_EQUIVALENT for c in jobs):
+        return jobs
+    whole = relation_proof(case, folder, records, notes, gm=gm)
     holds = {c.rank for c in whole if c.verdict == Verdict.EQUIVALENT}
     for c in jobs:
         if c.verdict == Verdict.NOT_EQUIVALENT and c.rank in holds:

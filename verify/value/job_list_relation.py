@@ -123,7 +123,7 @@ class _JobList(Rank):
             return
         kind, m, snap, _ = self.jobs[self.cur]
         _carry(self.view, snap.ops, [n for n in self.roots if n in self.shared])
-        self.finished(kind, m, self.view)
+        self.finished(kind, m, self.view, self.index[self.cur])
         self.cur = None
 
     @property
@@ -195,6 +195,7 @@ class _JobListSchedule(_Schedule):
     def __init__(self, *args, jobs, job_snaps, handed, persistables, maps):
         super().__init__(*args)
         self.jobs, self.handed, self.maps = jobs, handed, maps
+        self.sources = {}  # {rank: {label: the job (and op) that stored it}}
         self.job_snaps = {r: {t: resolved(s) for t, s in handed_constants(js).items()}
                           for r, js in job_snaps.items()}
         self.r_roots = {r: sorted(set(persistables[r]) | {
@@ -228,19 +229,46 @@ class _JobListSchedule(_Schedule):
                 self._micro_pairs(r, i, tag, rec, g["loss"].get(i), g["states"].get(i, {}))
             self._step_pairs(r, tag, rec, g["grads"],
                              {n: envs[r][n] for n in self._related(r) if n in envs[r]})
+            self._name_jobs(r, tag, g["jobs"])
+
+    def _name_jobs(self, r, tag, jobs):
+        """``sources[r][label]``: the job (and op) that stored a compared value
+        (``jobs``: the recorder's ``{("loss", m) | ("grad", whole name) |
+        ("states", m): text}``), for a refutation's counterexample."""
+        src = self.sources.setdefault(r, {})
+        for i in range(self.k):
+            if ("loss", i) in jobs:
+                src[f"loss (micro-step {i + 1}){tag}"] = jobs[("loss", i)]
+            for n in self._related(r):
+                if ("states", i) in jobs:
+                    src[f"{n} (after micro-step {i + 1}){tag}"] = jobs[("states", i)]
+        for pname, p in self.r_rels[r]["params"].items():
+            if ("grad", p["grad"]) in jobs:
+                src[f"{pname}@GRAD{tag}"] = jobs[("grad", p["grad"])]
 
     def _recorder(self, r, got):
         m_loss = self.maps[r].get("loss")
         grads = self.maps[r].get("grads", {})
         related = self._related(r)
+        got["jobs"] = {}
 
-        def finished(kind, m, view):
+        def job(j, kind, m, name=None):
+            text = f"rank {r} job {j} ({kind}, micro-batch {m})"
+            ops = self.job_snaps[r][kind].ops
+            at = [i for i, op in enumerate(ops) if name is not None and
+                  any(name in ns for ns in op.outputs.values())]
+            return text + (f" op {at[-1]} ({ops[at[-1]].type}) value {name}" if at else "")
+
+        def finished(kind, m, view, j):
             if m_loss and m_loss[0] == kind:
                 got["loss"][m] = view.get(m_loss[1])
+                got["jobs"][("loss", m)] = job(j, kind, m, m_loss[1])
             for jname, wname in grads.get(kind, {}).items():
                 got["grads"][wname] = view.get(jname)
+                got["jobs"][("grad", wname)] = job(j, kind, m, jname)
             if kind.startswith("backward"):  # the deferred update: unchanged after it
                 got["states"][m] = {n: view.shared[n] for n in related if n in view.shared}
+                got["jobs"][("states", m)] = job(j, kind, m)
         return finished
 
 

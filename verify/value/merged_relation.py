@@ -50,11 +50,19 @@ from verify.verdicts import CheckResult, Verdict
 
 from .proof import ROUNDING, Z3Terms, _Z3Budget, _collector_paused, budget_settings
 from .relation import KIND, NAME, SERIAL, _cpu_limit, _judge_rank, _leaf, _OverCPU, \
-    _region_ops, final_states, input_elements, input_limit, input_piece
+    _region_ops, compositional_limit, final_states, input_elements, input_limit, \
+    input_piece
 from .semantics import Tensor, Unsupported
 from .symbolic import Budget, ExecError, Executor, Rank, Store, T, ids
 
 OPTIMIZE = 2  # Paddle's OpRole.Optimize
+# over relation_input_elements (up to relation.compositional_limit()) the proof
+# is attempted within this many work units, so a plan it does not suit costs a
+# bounded time (INCONCLUSIVE past them, saying so).  Measured
+# (benchmarks/README.md): the zoo two-stage pipelines' job lists (18783
+# inputs) 30.7 M, ~17 CPU s for both ranks, PROVED; zoo_llama_tp2_gm's merged
+# schedule 25.4 M, PROVED.
+BOUNDED_WORK_UNITS = 40_000_000
 
 
 def split_by_role(snap):
@@ -298,13 +306,16 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
     """One CheckResult (kind "value", ``planner relation proof``) per rank:
     see the module docstring.  Budget and hang guard as
     ``relation.prove_relation``'s (the inputs counted with every micro-step's
-    feeds).  ``schedule``: what makes the ranks' side (default
-    ``_Schedule``, its arguments; ``job_list_relation`` passes its own) and
-    ``schedule_text`` what the messages call it.  ``sizes``: ``{size symbol:
-    size}`` every -1 dim the programs declare takes (``symbols`` ``{var:
-    (symbol or None, ...)}`` names them, as ``proof.prove_application``'s);
-    the relation tables' shapes are then those sizes' (a pass's own
-    application on a program with a dynamic batch, proved size by size)."""
+    feeds); over ``max_inputs`` (default ``relation_input_elements``) up to
+    ``relation.compositional_limit()`` inputs, the same proof within
+    ``BOUNDED_WORK_UNITS`` (INCONCLUSIVE past them).  ``schedule``: what
+    makes the ranks' side (default ``_Schedule``, its arguments;
+    ``job_list_relation`` passes its own) and ``schedule_text`` what the
+    messages call it.  ``sizes``: ``{size symbol: size}`` every -1 dim the
+    programs declare takes (``symbols`` ``{var: (symbol or None, ...)}``
+    names them, as ``proof.prove_application``'s); the relation tables'
+    shapes are then those sizes' (a pass's own application on a program with
+    a dynamic batch, proved size by size)."""
     start = time.perf_counter()
     ranks = sorted(rank_snaps)
     schedule_text = schedule_text or f"[forward, backward] * {k} + [optimize]"
@@ -322,11 +333,13 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
     micro = sum(int(np.prod(v["shape"])) if v["shape"] else 1
                 for v in serial_rel["feeds"].values() if not v.get("persistable"))
     size = input_elements(serial_rel) + (k - 1) * micro
-    if size > max_inputs:
+    bounded = max_inputs < size <= compositional_limit()
+    if size > max_inputs and not bounded:
         return every(Verdict.INCONCLUSIVE, f"not proved: not attempted: the serial program's "
                      f"parameters, states and {k} micro-batches of feeds hold {size} "
                      f"elements, over the relation proof's {max_inputs} "
-                     "(--value-relation-inputs)", reason="over budget (inputs)")
+                     f"(--value-relation-inputs) and over the {compositional_limit()} a "
+                     "bounded proof is attempted up to", reason="over budget (inputs)")
     if k < 1:
         return every(Verdict.INCONCLUSIVE, f"not proved: k_steps {k}", reason="k_steps")
     regions = _region_ops({"serial": serial_snap}, rank_snaps)
@@ -338,9 +351,20 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
     rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     with _cpu_limit(hang_guard_s):
         try:
+            bud = budget_settings()
+            if bounded:  # over the input cap: a bounded time, deterministic
+                bud = {**bud, "work_units": min(bud["work_units"], BOUNDED_WORK_UNITS)}
             out = _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels,
-                         final_ops, rings, k, avg, budget_settings(), start,
+                         final_ops, rings, k, avg, bud, start,
                          schedule or _Schedule, sizes, symbols)
+            if bounded:  # say so: a bounded attempt's INCONCLUSIVE is its budget's
+                for c in out:
+                    c.details.update({"input_elements": size,
+                                      "bounded_work_units": bud["work_units"]})
+                    if c.verdict == Verdict.INCONCLUSIVE:
+                        c.message += (f" (the inputs, {size} elements, are over "
+                                      f"relation_input_elements {max_inputs}: attempted "
+                                      f"within {bud['work_units']} work units)")
             shapes = ("at the real shapes" if not sizes else "with " + ", ".join(
                 f"{n} = {v}" for n, v in sorted(sizes.items())))
             return [_claimed(where, c, k, avg, schedule_text, shapes) for c in out]
@@ -363,9 +387,16 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
     def judged(steps):
         sched = schedule(ex, store, serial_snap, rank_snaps, serial_rel, rank_rels, k, avg)
         _, envs = sched.run(steps)
-        return [_judge_rank(where, r, store, zt, z3b, sched.serial, sched.rank_vals, None,
-                            None, None, None, final_ops.get(r, []), start,
-                            pairs=sched.pairs[r], located=(sched.located, envs)) for r in ranks]
+        out = [_judge_rank(where, r, store, zt, z3b, sched.serial, sched.rank_vals, None,
+                           None, None, None, final_ops.get(r, []), start,
+                           pairs=sched.pairs[r], located=(sched.located, envs)) for r in ranks]
+        for c in out:  # a job list's refutation names the job that stored the value
+            src = getattr(sched, "sources", {}).get(c.rank, {})
+            cex = c.counterexample or {}
+            if c.verdict == Verdict.NOT_EQUIVALENT and cex.get("value") in src:
+                cex["job"] = src[cex["value"]]
+                c.message += f"; {cex['value']} as stored by {cex['job']}"
+        return out
 
     try:
         out = judged(1)
