@@ -10,7 +10,13 @@ three segments, cut after each all-reduce).
   REFUTES it: the edit is real;
 * a boundary mis-stated (a rank's record naming the wrong serial value or a
   wrong placement for a value live across a cut) yields no proof;
-* ranks whose programs differ in op types are not cut: INCONCLUSIVE.
+* ranks whose programs differ in op types are not cut: INCONCLUSIVE;
+* recompute: the backward's clones read values generalized at the forward's
+  cuts; each stated clone is compared with its serial value computed again
+  from them: a plain block then a recomputed one (an example planned here)
+  and the zoo's LLaMA DP2 x TP2 recomputed are PROVED; a backward reading
+  the recomputed pre-activation, or a clone reading another generalized
+  value, is not.
 """
 from __future__ import annotations
 

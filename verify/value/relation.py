@@ -635,10 +635,13 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     the same terms on both.  The last segment's comparisons hold for every
     F, so for that one.  A watched value replaced at a cut is compared
     through its cut's obligation (and trivially after it).  A serial value
-    stated again at a later cut (a recomputed forward value) is compared
-    there with its term before its first cut (a term of earlier cuts'
-    symbols: the real value under their substitution, so F's) and the piece
-    becomes its slice of the same F: the induction holds as well.  Nothing
+    of an earlier segment stated at a later cut (a forward value the
+    backward's recompute clones compute again) is compared with its serial
+    ops run again on the serial env as it is then (``_serial_again``: back
+    to the values whose fresh pieces the rank's clone reads, a term of the
+    cuts' symbols that is its real value under their substitution); stated
+    again after its first cut, the piece becomes its slice of the same F:
+    the induction holds as well.  Nothing
     refutes: a difference under the abstraction names fresh symbols no
     input may reach (or a stated placement that does not hold while the
     relation may), so every failure is INCONCLUSIVE, saying which value.
@@ -704,8 +707,9 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                 st = senv.get(s)
                 # generalized at an earlier cut already, stated again: the piece
                 # becomes a slice of the same fresh tensor; a piece computed again
-                # (a recomputed forward value) is compared with the term before
-                # that cut, a piece of the fresh tensor (a reshard of it) with it
+                # (a recomputed forward value) is compared with the value computed
+                # again (else the term before that cut), a piece of the fresh
+                # tensor (a reshard of it) with it
                 st, fresh = before.get(s, (st, None))
                 now = senv.get(s)
                 st = st if again.get(s) is None else again[s]
