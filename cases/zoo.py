@@ -404,8 +404,9 @@ _PLANNER_RECOMPUTE = Expect(
     "stage's program holds def-use and shapes, every rank plans from one serial program "
     "(the model without recompute), the parameters are their placements' slices and "
     "tiled, and the ranks in lock step agree with the serial run on the loss, 12 "
-    "gradients and 12 updated parameters for 3 steps (witnessed, not proved: the proof's "
-    "input budget is exceeded)")
+    "gradients and 12 updated parameters for 3 steps; the value proof proves it by "
+    "segments at the real shapes (each clone's value compared with its serial value "
+    "computed again from what the forward's cuts generalized)")
 _RECOMPUTE_CONTRACT = Expect(
     True, "EQUIVALENT",
     "the planner's checks as for planner, and the pass's contract on its stage, every "

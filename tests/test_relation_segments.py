@@ -10,7 +10,13 @@ three segments, cut after each all-reduce).
   REFUTES it: the edit is real;
 * a boundary mis-stated (a rank's record naming the wrong serial value or a
   wrong placement for a value live across a cut) yields no proof;
-* ranks whose programs differ in op types are not cut: INCONCLUSIVE.
+* ranks whose programs differ in op types are not cut: INCONCLUSIVE;
+* recompute: the backward's clones read values generalized at the forward's
+  cuts; each stated clone is compared with its serial value computed again
+  from them: a plain block then a recomputed one (an example planned here)
+  and the zoo's LLaMA DP2 x TP2 recomputed are PROVED; a backward reading
+  the recomputed pre-activation, or a clone reading another generalized
+  value, is not.
 """
 from __future__ import annotations
 
@@ -297,5 +303,126 @@ def test_a_value_stated_again_at_a_later_cut_is_proved_and_a_max_all_reduce_is_n
     assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
         [c.message for c in out]
     out = _prove(plan, _edited(plan, _max_reduce(_all_reduces(plan)[1])))
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message for c in out)
+
+
+# -- recompute: the backward's clones read values generalized at earlier cuts ---------
+@pytest.fixture(scope="module")
+def recompute_second():
+    """``examples/planner_tp2_recompute_second.py``: a plain TP block, then the
+    recomputed one (not a built-in case: planned here, cached, ~15 s cold)."""
+    from cases.planner_models import RECOMPUTE, _RECOMPUTE, _case
+    from passes.planner import _relation_snapshots, planner_dir
+
+    case = _case("planner_tp2_recompute_second", "a plain block, then a recomputed one",
+                 "planner_tp2_recompute_second.py", [0, 1], _RECOMPUTE,
+                 uses=["planner_tp2_recompute.py"], strategy_passes={RECOMPUTE: _RECOMPUTE})
+    folder = planner_dir(case)
+    records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+               for r in case.ranks}
+    serial, snaps = _relation_snapshots(folder, case.ranks, case.ranks[0])
+    rings = {int(k): v for k, v in json.loads((folder / "plan.json").read_text())
+             .get("rings", {}).items()}
+    return case.ranks, serial, snaps, records, rings
+
+
+def _clone(plan, types):
+    """The first op of the recompute stage's clones whose type is in ``types``."""
+    ranks, _, snaps, records, _ = plan
+    fops = records[ranks[0]]["final_ops"]
+    return next(op for op in snaps[ranks[0]].ops
+                if fops[op.idx].get("origin") == "recompute" and op.type in types)
+
+
+def _reads_instead(after, old, new):
+    """Every op past ``after`` reads ``new`` where it read ``old`` (the op types,
+    and so the records, still follow the program)."""
+    def edit(op):
+        if op.idx > after and any(old in vs for vs in op.inputs.values()):
+            return dataclasses.replace(op, inputs={k: [new if v == old else v for v in vs]
+                                                   for k, vs in op.inputs.items()})
+        return op
+    return edit
+
+
+def _pre_activation(plan, types):
+    """As the mutant ``recompute_reads_pre_activation`` (tests/planner_mutant_edits.py):
+    the backward reads the recomputed activation's input where it read its output."""
+    act = _clone(plan, types)
+    return _reads_instead(act.idx, act.outputs["out"][0], act.inputs["x"][0])
+
+
+def _other_generalized_input(plan):
+    """The clone of the recomputed block's first op (its layer norm) reads the
+    value before the bias add that made its input: a value generalized at a cut
+    too, but not the one the serial op reads."""
+    ranks, _, snaps, _, _ = plan
+    norm = _clone(plan, ("pd_op.layer_norm",))
+    ops = snaps[ranks[0]].ops
+    made = next(op for op in ops if op.outputs.get("out") == norm.inputs["x"])
+    wrong = made.inputs["x"][0]
+
+    def edit(op):
+        if op.idx == norm.idx:
+            return dataclasses.replace(op, inputs={**op.inputs, "x": [wrong]})
+        return op
+    return edit
+
+
+def test_recomputed_clones_reading_generalized_values_are_proved_by_segments(
+        recompute_second):
+    """The recomputed block reads the first block's output, live across the
+    first block's all-reduce (a fresh tensor past that cut): its clones in the
+    backward compute their values from it, so each stated clone is compared
+    with its serial value computed again from what the cuts generalized
+    (``relation._serial_again``), not with the term of the serial forward's
+    first run: PROVED by segments, as the whole proof proves it."""
+    whole = _prove(recompute_second, whole=True)
+    assert [c.verdict.value for c in whole] == ["EQUIVALENT"] * 2, [c.message for c in whole]
+    out = _prove(recompute_second)
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * 2, [c.message for c in out]
+    assert all(c.details["segments"] > 3 for c in out)
+    norm = _clone(recompute_second, ("pd_op.layer_norm",))
+    stated = [lb for lb in out[0].details["proved"] if lb.startswith("cut at op")
+              and lb.split(": ")[1].split(" ")[0] in norm.outputs["mean"] + norm.outputs["variance"]]
+    assert stated  # the clone's statistics, live across a later cut, proved
+
+
+@pytest.mark.parametrize("how", ["pre-activation", "other generalized input"])
+def test_a_recompute_reading_a_wrong_value_is_not_proved_by_segments(recompute_second, how):
+    """The backward reads the recomputed pre-activation for the relu's output
+    (the mutant's edit), or the layer norm's clone reads another generalized
+    value than its serial op's: the whole proof REFUTES (the edit is real);
+    by segments: not proved, every rank."""
+    edit = (_pre_activation(recompute_second, ("pd_op.relu",)) if how == "pre-activation"
+            else _other_generalized_input(recompute_second))
+    snaps = _edited(recompute_second, edit)
+    whole = _prove(recompute_second, snaps, whole=True)
+    assert any(c.verdict.value == "NOT_EQUIVALENT" for c in whole), [c.message for c in whole]
+    out = _prove(recompute_second, snaps)
+    assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
+    assert all("not proved by segments" in c.message and c.counterexample is None for c in out)
+
+
+def test_llama_dp2_tp2_recompute_is_proved_by_segments_and_a_pre_activation_read_is_not():
+    """The zoo's LLaMA at DP2 x TP2 with its decoder layer recomputed (a
+    TEST_PLANNED model): the clones read the embedding's pieces and the
+    rotary's cos/sin, generalized at the forward's cuts: PROVED by segments
+    on the default path (inputs over relation_input_elements).  The MLP's
+    silu clone's readers made to read its input: not proved."""
+    from verify.value.relation import input_elements, input_limit, prove_relation
+
+    plan = _zoo_plan(zoo.TEST_RECOMPUTE)
+    ranks, serial, snaps, records, rings = plan
+    assert input_elements(records[ranks[0]]["serial_relation"]) > input_limit()
+    out = prove_relation("planner on llama recompute", serial, snaps,
+                         records[ranks[0]]["serial_relation"],
+                         {r: records[r]["relation"] for r in ranks},
+                         {r: records[r]["final_ops"] for r in ranks}, rings)  # the default path
+    assert [c.verdict.value for c in out] == ["EQUIVALENT"] * len(ranks), \
+        [c.message for c in out]
+    assert out[0].details["segments"] > 3 and "by segments" not in out[0].message.split(":")[0]
+    out = _prove(plan, _edited(plan, _pre_activation(plan, ("pd_op.silu",))))
     assert not any(c.verdict.value == "EQUIVALENT" for c in out), [c.message for c in out]
     assert all("not proved by segments" in c.message for c in out)

@@ -635,10 +635,13 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
     the same terms on both.  The last segment's comparisons hold for every
     F, so for that one.  A watched value replaced at a cut is compared
     through its cut's obligation (and trivially after it).  A serial value
-    stated again at a later cut (a recomputed forward value) is compared
-    there with its term before its first cut (a term of earlier cuts'
-    symbols: the real value under their substitution, so F's) and the piece
-    becomes its slice of the same F: the induction holds as well.  Nothing
+    of an earlier segment stated at a later cut (a forward value the
+    backward's recompute clones compute again) is compared with its serial
+    ops run again on the serial env as it is then (``_serial_again``: back
+    to the values whose fresh pieces the rank's clone reads, a term of the
+    cuts' symbols that is its real value under their substitution); stated
+    again after its first cut, the piece becomes its slice of the same F:
+    the induction holds as well.  Nothing
     refutes: a difference under the abstraction names fresh symbols no
     input may reach (or a stated placement that does not hold while the
     relation may), so every failure is INCONCLUSIVE, saying which value.
@@ -672,6 +675,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
         inputs = dict(senv)
         envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels, inputs, store)
         sdef = _defs_uses(sops)[0]
+        rdefs = {r: _defs_uses(rops[r])[0] for r in ranks}
+        replaced = {r: {} for r in ranks}  # rank value -> (serial value, cut) it is a piece of
         sstate = Rank(SERIAL, serial_snap, [], senv)
         rstates = {r: Rank(r, rank_snaps[r], [], envs[r]) for r in ranks}
         pk, pc = 0, 0
@@ -689,14 +694,25 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
             ex.run(rstates, startup=False)
             if k is None:
                 break
+            # a serial value of an earlier segment stated here: computed again from
+            # the env before this cut's fresh tensors (_serial_again)
+            again = {}
+            for s, per_rank in cand.items():
+                if sdef.get(s, len(sops)) < pc:
+                    reads = set().union(*(_generalized_reads(rops[r], rdefs[r], replaced[r], v)
+                                          for r, stated in per_rank.items()
+                                          for v, _ in stated))
+                    again[s] = _serial_again(ex, sstate, sops, sdef, s, reads | names)
             for s, per_rank in sorted(cand.items()):
                 st = senv.get(s)
                 # generalized at an earlier cut already, stated again: the piece
                 # becomes a slice of the same fresh tensor; a piece computed again
-                # (a recomputed forward value) is compared with the term before
-                # that cut, a piece of the fresh tensor (a reshard of it) with it
+                # (a recomputed forward value) is compared with the value computed
+                # again (else the term before that cut), a piece of the fresh
+                # tensor (a reshard of it) with it
                 st, fresh = before.get(s, (st, None))
                 now = senv.get(s)
+                st = st if again.get(s) is None else again[s]
                 if st is None or st.arr.dtype != object or st.dtype not in FLOATS or \
                         _constant(store, st) or isinstance(st, Ragged):
                     # a constant stays one: it folds into coefficients; a vector
@@ -719,6 +735,7 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                         if piece.arr.shape == got.arr.shape:
                             # its own dims (how reshapes factor them: shapes, not values)
                             envs[r][v] = Tensor(piece.arr, got.dims, got.dtype)
+                            replaced[r][v] = (s, k)
                             generalized += 1
                 if fresh is not None and s not in before:
                     before[s] = (st, fresh)
@@ -774,6 +791,69 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
                              "REFUTED: ", "differing under the abstraction: ")
             c.details["not_proved"] = True
     return out
+
+
+def _generalized_reads(ops, defs, replaced, v) -> set:
+    """The serial values whose fresh pieces rank value ``v``'s term reads:
+    ``v``'s defining ops walked back (``defs``: value -> op index), stopping
+    at each value generalized at a cut before the op reading it
+    (``replaced``: rank value -> (its serial value, the cut's op index))."""
+    out, seen, stack = set(), set(), [defs.get(v)]
+    while stack:
+        i = stack.pop()
+        if i is None or i in seen:
+            continue
+        seen.add(i)
+        for vs in ops[i].inputs.values():
+            for u in vs:
+                if u in replaced and replaced[u][1] <= i:
+                    out.add(replaced[u][0])
+                elif u:
+                    stack.append(defs.get(u))
+    return out
+
+
+def _serial_again(ex, sstate, sops, sdef, s, leaves):
+    """The serial value ``s``, defined in a segment run already, computed
+    again from the serial env as it is now: its defining ops back to
+    ``leaves`` (the serial values whose fresh pieces the rank's piece
+    reads: ``_generalized_reads``; and the serial inputs; ``s`` itself is
+    computed again), each run as the serial program runs it, in a scratch
+    env.  None where an op does not run again.
+
+    Why: a rank's piece stated at this cut may be computed again after
+    earlier cuts (a recomputed forward value: recompute clones the forward
+    into the backward, reading what the forward left, generalized since);
+    its term names the fresh symbols, while ``s``'s term from its first run
+    names the real terms they stand for.  The term computed again reads
+    the leaves' current values (a fresh tensor where generalized), each op
+    as in the serial run, so under the substitution of every fresh symbol
+    by the real value it stands for it is ``s``'s real value, whichever
+    leaves were taken: a sound obligation (nothing is assumed that the
+    cuts' obligations do not prove); the leaves the rank read make it
+    the rank's term where the rank computes what the serial program does."""
+    if sstate.views:  # fused buffers: their views are the serial run's own state
+        return None
+    need, stack = set(), [s]
+    while stack:
+        i = sdef.get(stack.pop())
+        if i is None or i in need:
+            continue
+        need.add(i)
+        stack.extend(u for vs in sops[i].inputs.values() for u in vs
+                     if u and u not in leaves and u in sdef)
+    scratch = Rank(SERIAL, sstate.snap, [], dict(sstate.env))
+    try:
+        for i in sorted(need):
+            scratch.ops, scratch.pos = [sops[i]], 0
+            ex.run({SERIAL: scratch}, startup=False)
+            for vs in sops[i].outputs.values():  # a leaf written too keeps its symbols
+                for v in vs:
+                    if v and v != s and v in leaves and v in sstate.env:
+                        scratch.env[v] = sstate.env[v]
+    except (Unsupported, ExecError):
+        return None
+    return scratch.env.get(s)
 
 
 def _same_terms(a, b) -> bool:
