@@ -441,12 +441,12 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "stage 'recompute', the serial program taken before it",
           "planner_tp2_recompute.py", [0, 1], _RECOMPUTE,
           strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
-    _case("planner_amp_bf16", "examples/planner_amp_bf16.py: tiny_mlp_pir.py on one rank "
+    _case("planner_amp_bf16", "examples/planner_amp_bf16.py: a layer-norm-linear-tanh-linear MLP on one rank "
           "with the PIR Engine's AMP (strategy.amp: bfloat16, O1): the serial program holds "
           "the casts auto_cast put around each matmul",
           "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS),
-          uses=["tiny_mlp_pir.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
-          amp_reference="tiny_mlp_pir.py", amp_dtype="bfloat16", amp_level="O1"),
+          uses=["planner_amp_mlp.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
+          amp_reference="planner_amp_mlp.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -1,5 +1,5 @@
-"""The PIR Engine's AMP planned by Paddle's PIR planner: ``tiny_mlp_pir.py``
-(layer norm, linear, relu, linear, MSE) with ``strategy.amp`` on, bfloat16,
+"""The PIR Engine's AMP planned by Paddle's PIR planner: ``planner_amp_mlp.py``
+(layer norm, linear, tanh, linear, MSE) with ``strategy.amp`` on, bfloat16,
 level O1, set through ``configure`` (``examples/amp_of.py``, which also plans
 as on a GPU: on a CPU place ``paddle.amp.auto_cast`` is a no-op).  The
 serial program holds the casts: each matmul (white list) reads its input
@@ -14,4 +14,4 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from amp_of import with_amp  # noqa: E402
 
-with_amp("tiny_mlp_pir.py", globals(), dtype="bfloat16", level="O1")
+with_amp("planner_amp_mlp.py", globals(), dtype="bfloat16", level="O1")

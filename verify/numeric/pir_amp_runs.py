@@ -42,10 +42,14 @@ def _watch(rel) -> dict:
 
 def run_pair(fp32_dir, amp_dir, seed: int = 0, steps: int = 1) -> tuple:
     """``(reference, candidate)``: ``{key: ndarray}`` after ``steps`` steps of
-    each serial program (``fp32_dir``/``amp_dir``: a plan's ``rank<R>``)."""
+    each serial program (``fp32_dir``/``amp_dir``: a plan's ``rank<R>``), in
+    this process (:func:`check` sends it to an isolation worker: a crash of
+    Paddle's executor costs the check, not the run)."""
+    from pathlib import Path
+
     from .planner_runs import run_serial_exported
 
-    (fdata, frel), (adata, arel) = _serial(fp32_dir), _serial(amp_dir)
+    (fdata, frel), (adata, arel) = _serial(Path(fp32_dir)), _serial(Path(amp_dir))
     params = {n: param_value(seed, n, p["shape"], p["dtype"])
               for n, p in frel["parameters"].items()}
     feeds = [{n: feed_value(seed, n, f["shape"], f["dtype"], 0, k)
@@ -63,9 +67,12 @@ def run_pair(fp32_dir, amp_dir, seed: int = 0, steps: int = 1) -> tuple:
 def check(where, rank, fp32_dir, amp_dir, dtype, depths, op_types, seed=0) -> CheckResult:
     """One CheckResult: every watched value of the AMP run within the
     rounding tolerance of the float32 run (module docstring)."""
+    from . import offload
+
     try:
-        ref, got = run_pair(fp32_dir, amp_dir, seed)
-    except Exception as exc:  # a program the executor cannot run
+        ref, got = offload.run_call("verify.numeric.pir_amp_runs", "run_pair", {
+            "fp32_dir": str(fp32_dir), "amp_dir": str(amp_dir), "seed": seed}, where)
+    except Exception as exc:  # a program the executor cannot run, or a crash of it
         from verify.verdicts import failure_line
 
         return CheckResult(KIND, NAME, rank, Verdict.INCONCLUSIVE,
@@ -102,4 +109,5 @@ def check(where, rank, fp32_dir, amp_dir, dtype, depths, op_types, seed=0) -> Ch
         f"{where}: {len(diffs)} value(s) of the AMP run within the rounding tolerance of "
         f"the float32 run ({rule}); worst {worst.name}: {worst.max_abs:.3g} of "
         f"{worst.tol:.3g}; {exact} bit-identical",
-        details={"diffs": [x.to_dict() for x in diffs.values()], "witness": "simulator only"})  # one process: what the report calls the simulator
+        # one process, Paddle's executor: what the report calls the simulator
+        details={"diffs": [x.to_dict() for x in diffs.values()], "witness": "simulator only"})
