@@ -56,10 +56,10 @@ class PirAmpAdapter(PlannerAdapter):
             self.name in (params.get("strategy_passes") or ())
 
     def pattern_present(self, snap) -> bool:
-        from verify.value.pir_amp_rounding import pir_lists, short
+        from verify.value.pir_amp_rounding import amp_name, pir_lists
 
         white, _ = pir_lists("bfloat16")
-        return any(short(op.type) in white for op in snap.ops)
+        return any(amp_name(op.type) in white for op in snap.ops)
 
     def reference_dir(self, case):
         """The float32 plan of the same model and mesh (planned once, cached)."""

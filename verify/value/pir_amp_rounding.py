@@ -17,7 +17,8 @@ planner records holds the ``pd_op.cast`` s).  Its terms, its idempotent
 * EXPECTED precisions, from the float32 program and Paddle's lists (those
   ``paddle.amp.auto_cast`` installs: ``_update_list(custom white, custom
   black, level, dtype)``), the dygraph-style rule PIR's op builders apply
-  with ``use_promote`` (3.3.1's default at O1 and O2): a forward op on the
+  with ``use_promote`` (3.3.1's default at O1 and O2), each op looked up by
+  its legacy name where it has one (:func:`amp_name`): a forward op on the
   white list computes in the low dtype; on the black list in float32; any
   other op in float32 if one of its float inputs is float32, else in the
   low dtype.  A low op rounds each float32 input and its results; a float32
@@ -43,6 +44,8 @@ is refuted, never proved).
 """
 from __future__ import annotations
 
+import functools
+
 from verify.verdicts import CheckResult, Verdict
 
 from .amp_rounding import LOW, Terms, Val, rounding_witness
@@ -67,8 +70,33 @@ def pir_lists(dtype: str, level: str = "O1", white=(), black=()) -> tuple:
 
 
 def short(op_type: str) -> str:
-    """The name the AMP lists use: ``pd_op.matmul`` -> ``matmul``."""
+    """The op's own name: ``pd_op.matmul`` -> ``matmul``."""
     return op_type.split(".", 1)[1] if op_type.startswith("pd_op.") else op_type
+
+
+@functools.lru_cache(maxsize=1)
+def _fluid_names() -> dict:
+    """``{phi name: legacy (fluid) op name}`` of the legacy ops whose phi
+    kernel has another name (``matmul`` -> ``matmul_v2``, ``add`` ->
+    ``elementwise_add``, ``mean`` -> ``reduce_mean``), from Paddle's own
+    table (``core._get_phi_kernel_name`` over every registered op proto)."""
+    from paddle.base import core, framework
+
+    out = {}
+    for x in sorted(framework.OpProtoHolder.instance().op_proto_map):
+        p = core._get_phi_kernel_name(x)
+        if p != x:
+            out.setdefault(p, x)
+    return out
+
+
+def amp_name(op_type: str) -> str:
+    """The name PIR's AMP looks the op up by in the lists: its legacy name
+    where it has one (the op builders translate the op name to its fluid
+    name first: a list entry ``matmul`` does not reach ``pd_op.matmul``,
+    ``matmul_v2`` does), else its own."""
+    t = short(op_type)
+    return _fluid_names().get(t, t)
 
 
 def _attrs_key(op) -> tuple:
@@ -195,7 +223,7 @@ def expected_run(snap, dtype, white, black, terms) -> tuple:
         if op.type.startswith("builtin.") or role == _OPTIMIZE or not floats:
             low = False
         elif role == _FORWARD:
-            t = short(op.type)
+            t = amp_name(op.type)
             low = (t in white) or (t not in black and all(n in low_held for n in floats))
         elif _is_grad(op) and op.idx in fwd_of:
             low = prec.get(fwd_of[op.idx].idx, False)
