@@ -75,12 +75,28 @@ def _gpu_state(enable=True, custom_white_list=None, custom_black_list=None,
         tracer._amp_dtype, tracer._use_promote = saved[2], saved[3]
 
 
+def cpu_decorate(model, opt, dtype: str, master_weight: bool = True):
+    """``paddle.amp.decorate(model, opt, level="O2", dtype, master_weight)``
+    as on a GPU: on a CPU place 3.3.1's ``amp_decorate`` returns both
+    unchanged (no warning); this runs the rest of it, Paddle's own
+    ``amp_initialize`` (the parameters cast to ``dtype``) and
+    ``_set_multi_precision`` (the optimizer keeps float32 master weights)."""
+    from paddle.amp.auto_cast import _set_multi_precision, amp_initialize
+
+    amp_initialize(models=[model], dtype=dtype, excluded_layers=None)
+    _set_multi_precision(opt, master_weight)
+    return model, opt
+
+
 def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: str = "O1",
-             cpu_guard: bool = True) -> None:
+             cpu_guard: bool = True, decorate: bool = False) -> None:
     """Fill ``namespace`` (a model file's ``globals()``) with ``base_file``'s
     model (``NAMES``, ``BATCH``) and a ``configure`` turning the Engine's AMP
     on (``dtype``, ``level``); ``cpu_guard``: plan as on a GPU (module
-    docstring)."""
+    docstring); ``decorate``: the O2 user's ``paddle.amp.decorate`` of the
+    model and optimizer, as on a GPU (:func:`cpu_decorate`), with the loss
+    taken on the output cast to float32 (3.3.1's ``MSELoss`` refuses a
+    bfloat16 input)."""
     spec = importlib.util.spec_from_file_location(
         "_amp_" + os.path.basename(base_file).replace(".py", ""),
         os.path.join(os.path.dirname(os.path.abspath(__file__)), base_file))
@@ -101,6 +117,23 @@ def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: st
 
     configure.__doc__ = f"The Engine's AMP on: {dtype}, level {level}."
     namespace["configure"] = configure
+    if decorate:
+        made = []
+        build, base_loss = base.build_model, base.loss
+
+        def build_model(mesh):
+            made.append(build(mesh))
+            return made[-1]
+
+        def wrap_optimizer(opt, mesh):
+            return cpu_decorate(made[-1], opt, dtype)[1]
+
+        def loss(out, label):
+            import paddle
+
+            return base_loss(paddle.cast(out, "float32"), label)
+
+        namespace.update(build_model=build_model, wrap_optimizer=wrap_optimizer, loss=loss)
     if cpu_guard:
         import paddle
 

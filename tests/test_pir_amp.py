@@ -301,3 +301,59 @@ def test_bfloat16_matmul_grad_without_x_grad_dies_on_cpu(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == -11, (p.returncode, out[-2000:])  # SIGSEGV
     assert "MatmulGradKernel<phi::dtype::bfloat16, phi::OneDNNContext>" in out, out[-2000:]
+
+
+def _bf16_as_f32(a):
+    import numpy as np
+
+    a = np.asarray(a)
+    return (a.astype(np.uint32) << 16).view(np.float32) if a.dtype == np.uint16 else a
+
+
+def test_o2_master_weights_are_not_updated_on_cpu(tmp_path):
+    """O2 as a GPU user sets it up (``paddle.amp.decorate`` run as on a GPU,
+    ``examples/amp_of.py``): the parameters are bfloat16, each ``sgd_`` has
+    ``multi_precision`` and a float32 master copy.  On CPU the update goes to
+    the bfloat16 parameter and the master copy stays where the startup put it
+    (3.3.1's CPU SGD kernel does not use ``master_param``)."""
+    import numpy as np
+    import paddle
+
+    from verify.plan.stages import read_serial
+
+    folder, err = _plan_text(tmp_path, (
+        "from amp_of import with_amp\n"
+        "with_amp('planner_amp_mlp.py', globals(), dtype='bfloat16', level='O2', "
+        "decorate=True)\n"))
+    assert folder is not None, err
+    main, startup, _ = read_serial(folder)
+    with paddle.pir_utils.IrGuard():
+        ops = main.global_block().ops
+        params = {op.attrs()["parameter_name"]: str(op.result(0).dtype) for op in ops
+                  if op.name() == "builtin.parameter"}
+        assert set(params.values()) == {"paddle.bfloat16"}, params
+        sgd = [op for op in ops if op.name() == "pd_op.sgd_"]
+        assert len(sgd) == len(params) and all(op.attrs()["multi_precision"] for op in sgd)
+        masters = {op.operand_source(0).get_defining_op().attrs()["parameter_name"]:
+                   op.operand_source(3).get_defining_op().attrs()["name"] for op in sgd}
+        assert all(m.endswith("_fp32_master_0") for m in masters.values())
+        scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
+        rng = np.random.default_rng(0)
+        with paddle.static.scope_guard(scope):
+            exe.run(startup)
+            before = {m: np.array(scope.find_var(m).get_tensor()).copy()
+                      for m in masters.values()}
+            feed = {n: rng.standard_normal((2, 4, 8)).astype("float32")
+                    for n in ("input0", "label0")}
+            grads = exe.run(main, feed=feed, fetch_list=[op.operand_source(2) for op in sgd])
+            moved = []
+            for op, g in zip(sgd, grads):
+                p = op.operand_source(0).get_defining_op().attrs()["parameter_name"]
+                g = _bf16_as_f32(g)
+                after = np.array(scope.find_var(masters[p]).get_tensor())
+                new_p = _bf16_as_f32(np.array(scope.find_var(p).get_tensor()))
+                if np.abs(g).max() > 0:  # a parameter the step moved
+                    moved.append(p)
+                    assert np.array_equal(after, before[masters[p]]), p  # master left behind
+                    assert np.allclose(new_p, -0.1 * g, rtol=2 ** -7, atol=0)  # param updated
+    assert moved  # the bias of the last linear gets a gradient from zero weights
