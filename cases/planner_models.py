@@ -447,6 +447,11 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS),
           uses=["planner_amp_mlp.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
           amp_reference="planner_amp_mlp.py", amp_dtype="bfloat16", amp_level="O1"),
+    _case("planner_amp_bf16_tp2", "examples/planner_amp_bf16_tp2.py: tiny_mlp_pir.py for "
+          "TP2 with the PIR Engine's AMP (bfloat16, O1)",
+          "planner_amp_bf16_tp2.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["tiny_mlp_pir.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
+          amp_reference="tiny_mlp_pir.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -357,3 +357,52 @@ def test_o2_master_weights_are_not_updated_on_cpu(tmp_path):
                     assert np.array_equal(after, before[masters[p]]), p  # master left behind
                     assert np.allclose(new_p, -0.1 * g, rtol=2 ** -7, atol=0)  # param updated
     assert moved  # the bias of the last linear gets a gradient from zero weights
+
+
+# -- the planner relation of an AMP plan: the rounding tolerance ------------------
+def test_planner_relation_of_a_tp2_amp_plan_uses_the_rounding_tolerance():
+    """On TP2 the row-parallel bfloat16 matmul rounds each partial sum where
+    the serial program rounds the whole: the ranks differ from the serial run
+    by bfloat16 roundings, beyond float32's tolerance and within the rounding
+    tolerance (``planner_runs.relate_value``'s ``rounding``).  That tolerance
+    still refutes a rank whose gradient is off by a quarter."""
+    import numpy as np
+
+    from passes.planner import STEPS, _run_memo, amp_roundings, relation_run
+    from verify.numeric import planner_runs
+
+    case = cases.all_cases()["planner_amp_bf16_tp2"]
+    folder = planner_dir(case)
+    records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+               for r in case.ranks}
+    got = relation_run(case, folder, records, [])
+    assert {c.verdict for c in got} == {Verdict.EQUIVALENT}, [c.message for c in got]
+    serial_rel = records[0]["serial_relation"]
+    rank_rels = {r: records[r]["relation"] for r in case.ranks}
+    final_ops = {r: records[r]["final_ops"] for r in case.ranks}
+    runs = _run_memo(folder, case.ranks, 0, STEPS).load()
+    if runs is None:
+        pytest.skip("the relation's runs were not memoized (VERIFY_PLANNER_RUN_MEMO=0)")
+    serial_out, rank_outs = runs
+    notes = []
+    roundings = amp_roundings(folder, 0, records[0], serial_rel, notes)
+    assert roundings and {d for d, _ in roundings.values()} == {"bfloat16"}
+    assert "computes in bfloat16" in notes[0]
+
+    def judge(outs, rnd):
+        return planner_runs.compare_runs("t", serial_rel, rank_rels, final_ops, serial_out,
+                                         outs, STEPS, roundings=rnd)
+
+    assert {c.verdict for c in judge(rank_outs, roundings)} == {Verdict.EQUIVALENT}
+    # float32's tolerance calls the bfloat16 roundings a difference
+    assert Verdict.NOT_EQUIVALENT in {c.verdict for c in judge(rank_outs, {})}
+    # a gradient off by a quarter on rank 1 is refuted under the rounding tolerance
+    p = next(n for n, v in rank_rels[1]["params"].items()
+             if np.abs(np.asarray(rank_outs[1][0][v["grad"]])).max() > 0)
+    gname = rank_rels[1]["params"][p]["grad"]
+    broken = {r: [dict(step) for step in outs] for r, outs in rank_outs.items()}
+    for step in broken[1]:
+        step[gname] = np.asarray(step[gname]) * 1.25
+    res = {c.rank: c for c in judge(broken, roundings)}
+    assert res[1].verdict == Verdict.NOT_EQUIVALENT, res[1].message
+    assert res[1].counterexample["value"] == f"{p}@GRAD"

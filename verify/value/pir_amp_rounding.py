@@ -416,3 +416,30 @@ def rounding_depths(fp32, dtype, level="O1", lists=None) -> dict:
             if x is not None:
                 out[("loss", None)] = terms.rounding_count(x.t)
     return out
+
+
+def low_dtype(snap):
+    """The low float dtype ``snap`` computes in (a value typed float16 or
+    bfloat16), or None for a float32 program."""
+    got = {v.dtype for v in snap.vars.values()} & set(LOW)
+    return sorted(got)[0] if got else None
+
+
+def own_rounding_depths(snap) -> dict:
+    """As :func:`rounding_depths`, of an AMP program as it is (its casts and
+    low results: :func:`amp_run`): the roundings each watched value passed
+    through (the planner relation's tolerance for such a program)."""
+    terms = Terms()
+    run = amp_run(snap, terms)
+    out = {}
+    for op in snap.ops:
+        if _role(op) == _OPTIMIZE and op.inputs.get("param") and op.inputs.get("grad"):
+            p = op.inputs["param"][0]
+            out[("grad", p)] = terms.rounding_count(run.reads[op.idx][("grad", 0)].t)
+            res = run.writes[op.idx].get(("param_out", 0))
+            out[("param", p)] = terms.rounding_count(res.t) if res else 0
+        if op.type == "pd_op.full_like" and _role(op) == _BACKWARD:
+            x = run.reads[op.idx].get(("x", 0))
+            if x is not None:
+                out[("loss", None)] = terms.rounding_count(x.t)
+    return out
