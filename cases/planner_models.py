@@ -444,12 +444,17 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
     _case("planner_amp_bf16", "examples/planner_amp_bf16.py: a layer-norm-linear-tanh-linear MLP on one rank "
           "with the PIR Engine's AMP (strategy.amp: bfloat16, O1): the serial program holds "
           "the casts auto_cast put around each matmul",
-          "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS),
+          "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS + (
+              "; the relation proof stops at pd_op.tanh (no semantics row): witnessed, not "
+              "proved")),
           uses=["planner_amp_mlp.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
           amp_reference="planner_amp_mlp.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_amp_bf16_tp2", "examples/planner_amp_bf16_tp2.py: tiny_mlp_pir.py for "
           "TP2 with the PIR Engine's AMP (bfloat16, O1)",
-          "planner_amp_bf16_tp2.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS),
+          "planner_amp_bf16_tp2.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS + (
+              " within the bfloat16 rounding tolerance (the serial program computes in "
+              "bfloat16; the row-parallel matmul rounds each partial sum where the serial "
+              "one rounds the whole), proved over the reals")),
           uses=["tiny_mlp_pir.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
           amp_reference="tiny_mlp_pir.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "

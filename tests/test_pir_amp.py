@@ -406,3 +406,27 @@ def test_planner_relation_of_a_tp2_amp_plan_uses_the_rounding_tolerance():
     res = {c.rank: c for c in judge(broken, roundings)}
     assert res[1].verdict == Verdict.NOT_EQUIVALENT, res[1].message
     assert res[1].counterexample["value"] == f"{p}@GRAD"
+
+
+def test_zoo_llama_with_bfloat16_amp_does_not_build_on_cpu(request, tmp_path):
+    """``examples/zoo/llama_amp_bf16.py`` (the zoo's LLaMA, keyed plan, AMP
+    bfloat16 O1 as on a GPU): the build stops at the MLP's ``silu``, which
+    reads the bfloat16 result of the gate projection (promoted: both its
+    inputs are low) and has no bfloat16 CPU kernel.  A zoo model beyond the
+    two the tests plan: run with ``--zoo all``."""
+    import subprocess
+
+    from cases import zoo
+    from verify.plan import pir_rank
+
+    if zoo.UNAVAILABLE:
+        pytest.skip(f"zoo: {zoo.UNAVAILABLE}")
+    if request.config.getoption("verify_zoo", default="sample") != "all":
+        pytest.skip("a zoo model beyond zoo.TEST_PLANNED: run with --zoo all")
+    p = subprocess.run(pir_rank.command(0, str(EXAMPLES / "zoo" / "llama_amp_bf16.py"), [0],
+                                        tmp_path / "rank0"),
+                       cwd=str(ROOT), env=pir_rank.plan_env(0, 1, ROOT), capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode != 0
+    assert ("Check data type error for op: silu, input: x, x.dtype: bfloat16, and "
+            "expected_dtype: complex128, complex64, float32, float64") in p.stderr
