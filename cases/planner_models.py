@@ -177,10 +177,12 @@ def build(case, rank: int):
                      rank)
 
 
-def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None):
+def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None, **extra):
     """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
     model's strategy turns on that have an adapter of their own (e.g.
-    ``passes/auto_parallel_recompute_pir.py``), which handles the case too."""
+    ``passes/auto_parallel_recompute_pir.py``), which handles the case too;
+    ``extra``: more params (an AMP case's ``amp_reference``, ``amp_dtype``,
+    ``amp_level``: ``passes/pir_amp.py``)."""
     strategy_passes = dict(strategy_passes or {})
     return Case(name=name, family="planner_models", summary=summary, mesh=mesh,
                 builder=build, expect={PLANNER: expect, **strategy_passes}, ir="pir",
@@ -188,7 +190,7 @@ def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None):
                         "planner": "cases.planner_models:planned_dir",
                         "only_pass": PLANNER,
                         **({"strategy_passes": sorted(strategy_passes)}
-                           if strategy_passes else {})},
+                           if strategy_passes else {}), **extra},
                 gloo_unfaithful="the planner relation runs the ranks in the PIR simulator")
 
 
@@ -263,6 +265,15 @@ _RECOMPUTE_CONTRACT = Expect(
     "block's forward ops cloned into the backward, every backward read of an activation "
     "re-pointed to its clone, no activation of the block read by the backward any more, "
     "every other op unchanged")
+
+AMP = "pir_amp"
+_AMP_BF16 = Expect(
+    True, "EQUIVALENT",
+    "the PIR Engine's AMP (bfloat16, O1; planned as on a GPU, examples/amp_of.py): the AMP "
+    "serial program equals the float32 plan's serial program with round_bfloat16 exactly "
+    "where PIR's AMP lists put casts (the matmuls and their grads in bfloat16, every other "
+    "op in float32), for all inputs; one step of both serial programs with Paddle's CPU "
+    "kernels agrees within the bfloat16 rounding tolerance")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
@@ -430,6 +441,22 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "stage 'recompute', the serial program taken before it",
           "planner_tp2_recompute.py", [0, 1], _RECOMPUTE,
           strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
+    _case("planner_amp_bf16", "examples/planner_amp_bf16.py: a layer-norm-linear-tanh-linear MLP on one rank "
+          "with the PIR Engine's AMP (strategy.amp: bfloat16, O1): the serial program holds "
+          "the casts auto_cast put around each matmul",
+          "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS + (
+              "; the relation proof stops at pd_op.tanh (no semantics row): witnessed, not "
+              "proved")),
+          uses=["planner_amp_mlp.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
+          amp_reference="planner_amp_mlp.py", amp_dtype="bfloat16", amp_level="O1"),
+    _case("planner_amp_bf16_tp2", "examples/planner_amp_bf16_tp2.py: tiny_mlp_pir.py for "
+          "TP2 with the PIR Engine's AMP (bfloat16, O1)",
+          "planner_amp_bf16_tp2.py", [0, 1], Expect(True, "EQUIVALENT", _HOLDS + (
+              " within the bfloat16 rounding tolerance (the serial program computes in "
+              "bfloat16; the row-parallel matmul rounds each partial sum where the serial "
+              "one rounds the whole), proved over the reals")),
+          uses=["tiny_mlp_pir.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
+          amp_reference="tiny_mlp_pir.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -141,6 +141,35 @@ class PlannerAdapter(PirPassAdapter):
 JOB_PLAN_CHECK = "job plan relation"
 
 
+def amp_roundings(folder, rank, record, serial_rel, notes) -> dict:
+    """``{serial value name: (low dtype, R)}`` for a plan whose serial program
+    computes in a low dtype (the PIR Engine's AMP): the loss, each gradient
+    and each updated parameter with the roundings its term passes through
+    (``pir_amp_rounding.own_rounding_depths``); ``{}`` for a float32 plan."""
+    from verify.value.pir_amp_rounding import low_dtype, own_rounding_depths
+
+    serial = next((st for st in record.get("stages", []) if st.get("stage") == "serial"
+                   and st.get("snapshot")), None)
+    if serial is None:
+        return {}
+    snap = _snap(folder, rank, serial["snapshot"])
+    low = low_dtype(snap)
+    if low is None:
+        return {}
+    out = {}
+    for (kind, p), r in own_rounding_depths(snap).items():
+        name = serial_rel.get("loss") if kind == "loss" else \
+            (serial_rel["params"].get(p) or {}).get(kind)
+        if name:
+            out[name] = (low, r)
+    notes.append(f"planner relation: the serial program computes in {low} (AMP): the "
+                 "loss, gradients and parameters compared within the rounding tolerance "
+                 "of verify/numeric/amp_runs.py for 2 R roundings (both sides; R: "
+                 f"{min(r for _, r in out.values()) if out else 0} to "
+                 f"{max(r for _, r in out.values()) if out else 0})")
+    return out
+
+
 def job_plan_checks(case, folder, records, notes, merge, earlier) -> list:
     """A pipeline's ranks run as the job lists its scheduler made, against
     the serial micro-steps (``relation_run(jobs=True)``).  Where the whole
@@ -866,8 +895,10 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
     else:
         notes.append(f"planner relation: seed {seed}, {steps} steps; serial program on one "
                      "process, ranks in lock step (PIR executor, simulated collectives)")
+    roundings = amp_roundings(folder, r0, records[r0], serial_rel, notes)
     out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
-                                    rank_outs, steps, micro_steps=k if merge else 0)
+                                    rank_outs, steps, micro_steps=k if merge else 0,
+                                    roundings=roundings)
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out
@@ -1051,7 +1082,8 @@ def _advisory(out) -> list:
 
 # what decides the comparison of the runs (beyond SOURCES): its results are memoized
 COMPARE_SOURCES = ("verify/numeric/compare.py", "verify/numeric/divergence.py",
-                   "verify/verdicts.py", "passes/planner.py")
+                   "verify/verdicts.py", "passes/planner.py", "verify/numeric/amp_runs.py",
+                   "verify/value/pir_amp_rounding.py", "verify/value/amp_rounding.py")
 SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/merged_relation.py", "verify/numeric/pir_segments.py",
            "verify/numeric/pir_runner.py",

@@ -320,15 +320,29 @@ def _depth(serial_rel, world: int, steps: int) -> int:
 
 
 def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, step: int,
-                 depth: int):
+                 depth: int, rounding=None):
     """``TensorDiff`` of rank ``rank``'s piece of a value (assembled through
-    ``placement`` with the other ranks' pieces) against the serial value's slice."""
+    ``placement`` with the other ranks' pieces) against the serial value's slice.
+    ``rounding``: ``(low dtype, R)`` when the programs compute the value through
+    ``R`` roundings to a low dtype (AMP): both sides carry such roundings, at
+    places the partition moves (a row-parallel bfloat16 matmul rounds each
+    partial sum), so the tolerance is ``amp_runs``' for ``2 R`` roundings (the
+    serial side's and the rank's), not float32's.  (The parameters' drift over
+    the steps is ``lr`` times a gradient's rounding error: far inside a
+    bound relative to the parameter.)"""
     from .placements import assembled_per_rank, local_piece
 
     expected = np.asarray(local_piece(serial_value, placement, rank))
     got = assembled_per_rank(pieces, placement)[rank]
-    return compare(name, step, expected, np.asarray(got).astype(expected.dtype)
-                   if np.asarray(got).shape == expected.shape else np.asarray(got), depth)
+    got = np.asarray(got).astype(expected.dtype) if np.asarray(got).shape == expected.shape \
+        else np.asarray(got)
+    if rounding is not None and expected.dtype.kind == "f":
+        from .amp_runs import within
+
+        d = within(name, expected, got, rounding[0], 2 * max(rounding[1], 1))
+        d.step = step
+        return d
+    return compare(name, step, expected, got, depth)
 
 
 def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth):
@@ -352,13 +366,16 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
 
 
 def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
-                 steps, micro_steps: int = 0) -> list:
+                 steps, micro_steps: int = 0, roundings=None) -> list:
     """One CheckResult per rank: the loss, every gradient and every updated
     parameter related to the serial run, step by step.  ``micro_steps``: the
     runs are of a gradient merge's job schedule (``merged_relation.py``), a
     step an optimizer step; the loss of each micro-step is compared
-    (``<loss>@micro<i>``) and the gradients are the merged ones."""
+    (``<loss>@micro<i>``) and the gradients are the merged ones.  ``roundings``:
+    ``{serial value name: (low dtype, R)}`` of an AMP plan (:func:`relate_value`)."""
     from .placements import PlacementError, describe
+
+    roundings = roundings or {}
 
     depth = _depth(serial_rel, len(rank_rels), steps * max(micro_steps, 1))
     checks = []
@@ -396,7 +413,8 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                                           f"no rank's run gave {rname}", plc, None)
                     continue
                 try:
-                    d = relate_value(serial_out[k][sname], pieces, plc, r, label, k, depth)
+                    d = relate_value(serial_out[k][sname], pieces, plc, r, label, k, depth,
+                                     roundings.get(sname))
                 except PlacementError as exc:
                     failure = failure or ("inconclusive", label, k, str(exc), plc, None)
                     continue

@@ -1,0 +1,117 @@
+"""The PIR Engine's AMP (``strategy.amp``), where Paddle's planner applies it.
+
+Not a registered pass: ``Engine._prepare_program`` (3.3.1, PIR mode) builds
+the model's program inside ``paddle.amp.auto_cast(enable, custom lists,
+level, dtype, use_promote)`` -- the ops PIR's AMP lists name get
+``pd_op.cast`` s around them -- and ``Engine._parallel_pir`` wraps the
+optimizer in ``OptimizerWithMixedPrecision`` (a ``GradScaler`` for float16
+only) before the backward.  So the serial program the planning process
+records (``verify/plan/stages.py``, stage ``serial``) already holds the AMP
+rewrite; the planner application (``passes/planner.py``) relates every rank
+to it.  This adapter judges the rewrite itself, against a second plan of
+the same model with AMP off (the case's ``params["amp_reference"]`` model
+file, same mesh):
+
+* ``pir amp rounding`` (value, per rank, ``verify/value/pir_amp_rounding.py``):
+  the AMP serial program equals the float32 one with ``round_<dtype>``
+  exactly where PIR's AMP lists put casts (a cast missing, moved, to
+  another dtype, or a value scaled is refuted at its op and value);
+* ``pir amp rounding run`` (numeric, ``verify/numeric/pir_amp_runs.py``):
+  one step of both serial programs with Paddle's own kernels, the loss,
+  gradients and updated parameters within the dtype-derived rounding
+  tolerance (run once: every rank plans from one serial program, which the
+  planner application's ``serial program`` check states).
+
+Case params: ``amp_reference`` (model file), ``amp_dtype``, ``amp_level``.
+On a CPU build the AMP plan needs ``examples/amp_of.py``'s GPU AMP state
+(``auto_cast`` is a no-op on a CPU place): docs/passes.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from verify.verdicts import CheckResult, Verdict
+
+from .planner import PlannerAdapter, _snap, planner_dir
+
+SERIAL = "serial"
+
+
+class PirAmpAdapter(PlannerAdapter):
+    name = "pir_amp"
+    short = "pir_amp"
+    planner_family = True  # declared here: verify premerge reads class bodies (ast)
+    paddle_modules = ("paddle.amp.auto_cast", "paddle.amp.amp_lists",
+                      "paddle.static.amp.decorator")
+    repro_blocker = ("applied by Paddle's Engine while it builds the serial program "
+                     "(auto_cast); the program dirs of the AMP plan and its float32 "
+                     "reference hold both serial programs")
+
+    def handles(self, case) -> bool:
+        """Planner cases that name this adapter (``params["strategy_passes"]``)."""
+        if getattr(case, "ir", "legacy") != "pir":
+            return False
+        params = getattr(case, "params", None) or {}
+        return bool(params.get("amp_reference")) and \
+            self.name in (params.get("strategy_passes") or ())
+
+    def pattern_present(self, snap) -> bool:
+        from verify.value.pir_amp_rounding import amp_name, pir_lists
+
+        white, _ = pir_lists("bfloat16")
+        return any(amp_name(op.type) in white for op in snap.ops)
+
+    def reference_dir(self, case):
+        """The float32 plan of the same model and mesh (planned once, cached)."""
+        p = case.params
+        ref = dataclasses.replace(case, name=f"{case.name}.float32", params={
+            **p, "model": p["amp_reference"], "uses": list(p.get("amp_reference_uses", []))})
+        return planner_dir(ref)
+
+    def whole_application(self, case, numeric: bool) -> dict:
+        checks, outcomes, notes = [], [], []
+        p = case.params
+        dtype, level = p.get("amp_dtype", "bfloat16"), p.get("amp_level", "O1")
+        from verify.value.pir_amp_rounding import check_serial, rounding_depths
+
+        amp_dir, ref_dir = planner_dir(case), self.reference_dir(case)
+        where = f"{self.name} on {case.name}"
+        for r in case.ranks:
+            try:
+                fp32 = _snap(ref_dir, r, _serial_file(ref_dir, r))
+                amp = _snap(amp_dir, r, _serial_file(amp_dir, r))
+            except Exception as exc:
+                from verify.verdicts import failure_line
+
+                checks.append(CheckResult("case", "build", r, Verdict.INCONCLUSIVE,
+                                          f"{where} rank {r}: the serial programs could "
+                                          f"not be read: {failure_line(exc)}"))
+                continue
+            outcomes.append((r, fp32, amp, None))
+            checks.append(check_serial(f"{where} rank {r}", r, fp32, amp, dtype, level))
+        if numeric and outcomes:
+            from verify.numeric.pir_amp_runs import check as run_check
+
+            r, fp32, _, _ = outcomes[0]
+            checks.append(run_check(f"{where} rank {r}", r, ref_dir / f"rank{r}",
+                                    amp_dir / f"rank{r}", dtype,
+                                    rounding_depths(fp32, dtype, level),
+                                    {op.type for op in fp32.ops}))
+            notes.append(f"pir amp rounding run: rank {r}'s serial programs (every rank "
+                         "plans from one serial program)")
+        elif not numeric:
+            notes.append("pir amp rounding run not run (no numeric backend)")
+        return {"checks": checks, "outcomes": outcomes, "notes": notes}
+
+
+def _serial_file(folder, rank) -> str:
+    import json
+
+    rec = json.loads((folder / f"rank{rank}" / "planner.json").read_text())
+    for st in rec.get("stages", []):
+        if st.get("stage") == SERIAL and st.get("snapshot"):
+            return st["snapshot"]
+    raise FileNotFoundError(f"rank {rank}: no serial stage snapshot in {folder}")
+
+
+ADAPTER = PirAmpAdapter()
