@@ -84,3 +84,22 @@ def resolved(snap: ProgramSnapshot) -> ProgramSnapshot:
     meta = dict(snap.meta)
     meta["inplace_reads_renamed"] = n_main + n_start
     return ProgramSnapshot(ops, snap.vars, sops, list(snap.feeds), meta)
+
+
+def read_by(snap: ProgramSnapshot, op_type: str, name: str) -> str | None:
+    """What the ops of type ``op_type`` whose literal operand is ``name`` read
+    in one SSA execution of ``snap``: the last in-place write of ``name``'s
+    buffer before them (:func:`resolved`'s rename), else ``name``; None when
+    no such op reads it or two of them read different writes.
+
+    A record that names an operand by its literal name (a gradient merge's
+    accumulator, a keyword block argument, as the planner records an
+    optimizer's gradient) means the buffer as the op reads it: after a
+    ``scale_`` the optimize job runs on it first, the scaled tensor."""
+    got = set()
+    for raw, res in zip(snap.ops, resolved(snap).ops):
+        if raw.type != op_type:
+            continue
+        for slot, names in raw.inputs.items():
+            got.update(r for n, r in zip(names, res.inputs[slot]) if n == name)
+    return got.pop() if len(got) == 1 else None
