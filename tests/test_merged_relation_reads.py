@@ -21,7 +21,7 @@ from fractions import Fraction  # noqa: E402
 
 import cases  # noqa: E402
 import passes  # noqa: E402
-from verify.ir.inplace import read_by  # noqa: E402
+from verify.ir.inplace import grads_read  # noqa: E402
 from verify.value import merged_application as ma  # noqa: E402
 from verify.value.merged_relation import prove_merged_relation  # noqa: E402
 from verify.verdicts import Verdict  # noqa: E402
@@ -83,7 +83,7 @@ def test_an_accumulator_scaled_in_place_before_the_optimizer_is_proved():
     assert grads == {"w": "w@GRAD@MERGE", "b": "b@GRAD@MERGE"}
     # ... which the optimizer reads after the optimize job's scale_ wrote it
     scaled = {o.outputs["out"][0] for o in after.ops if o.type == "pd_op.scale_"}
-    assert read_by(after, "pd_op.momentum_", "w@GRAD@MERGE") in scaled
+    assert grads_read(after)["w@GRAD@MERGE"] in scaled
     c = _prove(before, after, grads, case, loss)
     assert c.verdict == Verdict.EQUIVALENT, c.message
     assert {"w@GRAD", "b@GRAD"} <= set(c.details["proved"])

@@ -86,20 +86,23 @@ def resolved(snap: ProgramSnapshot) -> ProgramSnapshot:
     return ProgramSnapshot(ops, snap.vars, sops, list(snap.feeds), meta)
 
 
-def read_by(snap: ProgramSnapshot, op_type: str, name: str) -> str | None:
-    """What the ops of type ``op_type`` whose literal operand is ``name`` read
-    in one SSA execution of ``snap``: the last in-place write of ``name``'s
-    buffer before them (:func:`resolved`'s rename), else ``name``; None when
-    no such op reads it or two of them read different writes.
 
-    A record that names an operand by its literal name (a gradient merge's
-    accumulator, a keyword block argument, as the planner records an
-    optimizer's gradient) means the buffer as the op reads it: after a
-    ``scale_`` the optimize job runs on it first, the scaled tensor."""
-    got = set()
+def grads_read(snap: ProgramSnapshot) -> dict:
+    """``{literal grad operand: the value read}`` of ``snap``'s optimizer ops
+    (ops with a ``param`` and a ``grad`` operand, as
+    ``optimizer_operands.param_grad_operands`` finds them live): what each
+    reads in one SSA execution, the last in-place write of its operand's
+    buffer before it (:func:`resolved`'s rename), else the operand itself.
+    An operand two optimizers read as different writes is left out.
+
+    A record that names the gradient by the optimizer's literal operand (the
+    planner records a gradient merge's accumulator, a keyword block
+    argument, by its keyword) means the buffer as the optimizer reads it:
+    after a ``scale_`` the optimize job runs on it first, the scaled tensor."""
+    got: dict = {}
     for raw, res in zip(snap.ops, resolved(snap).ops):
-        if raw.type != op_type:
+        if not (raw.inputs.get("param") and raw.inputs.get("grad")):
             continue
-        for slot, names in raw.inputs.items():
-            got.update(r for n, r in zip(names, res.inputs[slot]) if n == name)
-    return got.pop() if len(got) == 1 else None
+        for n, r in zip(raw.inputs["grad"], res.inputs["grad"]):
+            got.setdefault(n, set()).add(r)
+    return {n: rs.pop() for n, rs in got.items() if len(rs) == 1}

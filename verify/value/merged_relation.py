@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from verify.ir.inplace import read_by, resolved
+from verify.ir.inplace import grads_read, resolved
 from verify.numeric.placements import PlacementError
 from verify.verdicts import CheckResult, Verdict
 
@@ -109,16 +109,14 @@ def _merged(store, tensors, k, avg):
 
 def as_read(snap, rel: dict) -> dict:
     """``rel`` with each parameter's ``read``: the value its optimizer reads
-    in one SSA execution of ``snap`` (``inplace.read_by``).  A table may name
+    in one SSA execution of ``snap`` (``inplace.grads_read``).  A table may name
     the gradient by the optimizer's literal operand (the planner records a
     merge's accumulator, a keyword block argument, by its keyword): after an
     in-place ``scale_`` of it in the optimize job (``avg``) the optimizer
     reads the scaled tensor, not the accumulator the accumulate job left."""
-    params = {}
-    for pname, p in rel["params"].items():
-        read = read_by(snap, p.get("optimizer"), p["grad"]) if p.get("grad") else None
-        params[pname] = {**p, "read": read or p["grad"]}
-    return {**rel, "params": params}
+    reads = grads_read(snap)
+    return {**rel, "params": {pname: {**p, "read": reads.get(p["grad"]) or p["grad"]}
+                              for pname, p in rel["params"].items()}}
 
 
 def _read(p) -> str:
