@@ -86,7 +86,6 @@ def resolved(snap: ProgramSnapshot) -> ProgramSnapshot:
     return ProgramSnapshot(ops, snap.vars, sops, list(snap.feeds), meta)
 
 
-
 def grads_read(snap: ProgramSnapshot) -> dict:
     """``{literal grad operand: the value read}`` of ``snap``'s optimizer ops
     (ops with a ``param`` and a ``grad`` operand, as

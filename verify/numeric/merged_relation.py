@@ -15,9 +15,9 @@ the planner) is not run whole per step: ``Engine._parallel_pir`` splits it by
   arguments) carry from job to job.  An accumulator the optimizer reads by
   its keyword is watched as the optimizer reads it: from the scope after
   the accumulate job, or, where the optimize job writes it in place first
-  (an ``avg`` ``scale_``), that write (``optimizer_reads``).  A value an optimize op reads from the
-  accumulate job is fed from the last micro-step (as Paddle's job split
-  hands it over);
+  (an ``avg`` ``scale_``), that write (``optimizer_reads``).  A value an
+  optimize op reads from the accumulate job is fed from the last micro-step
+  (as Paddle's job split hands it over);
 * **reference (the serial program)**: its accumulate job on each of the
   same k global micro-batches (each rank is fed its slice of them), the
   gradients the optimizer reads merged -- their mean when ``avg``, their
