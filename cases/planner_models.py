@@ -230,6 +230,20 @@ _GM_SUM = Expect(
     "serial micro-steps with the gradients summed holds for 2 optimizer steps, and is "
     "proved at the real shapes for every step (verify/value/merged_relation.py)")
 
+_GM_MOMENTUM_AVG = Expect(
+    True, "NOT_EQUIVALENT",
+    "Paddle's defect (as pir_gm_momentum_avg_k2 of the pass's own cases): 3.3.1's PIR "
+    "auto_parallel_gradient_merge_pass finds no optimizer named sgd or adam, so "
+    "_append_scale_op_before_comm appends its 1/k scale_ of each accumulator at the block "
+    "end, after the momentum_ and the zeroing: the optimizer reads the sum of the 2 "
+    "micro-step gradients where avg asks for their mean. Mended (tests/planner_mutant_edits.py "
+    "gm_scale_mended: each accumulator scaled in place before the momentum_ that reads it by "
+    "its keyword) the plan is proved and relates (tests/test_planner_gm_momentum.py)",
+    evidence="the value proof refutes every parameter and velocity after the step (rank 0: "
+    "linear_0.b_0 twice the serial mean's update), the numeric relation rank 0's "
+    "linear_0.b_0@GRAD at step 0 (rank 2 x serial); reproduce: python -m verify run --pass "
+    "planner --case planner_gm_momentum")
+
 _UNEVEN = Expect(
     True, "PASS_CRASHED",
     "Paddle's defect: 3.3.1's s_to_r reshard of a value sharded unevenly (a dim not "
@@ -383,6 +397,11 @@ _PADDLE_CASES = [
           "Paddle's pipeline test (pir/mlp_demo.py) as a two-stage FThenB pipeline over 2 "
           "micro-batches", "paddle_pp_demo_net.py", [[0], [1]], _PIPELINE,
           uses=["pipeline_strategy.py"]),
+    _case("planner_gm_momentum", "examples/planner_gm_momentum.py: planner_dp_mlp.py "
+          "planned on one rank (mesh [[0]]) with gradient merge (k_steps 2, avg) and "
+          "Momentum: each optimizer reads its accumulator by its keyword, the 1/k scale an "
+          "in-place scale_ of it", "planner_gm_momentum.py", [[0]], _GM_MOMENTUM_AVG,
+          uses=["planner_dp_mlp.py", "gradient_merge_of.py"]),
 ]
 
 CASES = _GEN_CASES + _PADDLE_CASES + [

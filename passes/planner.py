@@ -1103,6 +1103,8 @@ PROOF_SOURCES = ("verify/value/relation.py", "verify/value/segments.py",
                  "verify/value/kernels.py", "verify/value/rational.py",
                  "verify/numeric/placements.py", "verify/numeric/divergence.py",
                  "verify/ir/pir_snapshot.py", "verify/ir/snapshot.py",
+                 # what an optimizer reads after an in-place write (merged_relation)
+                 "verify/ir/inplace.py",
                  "verify/verdicts.py")  # the memo holds its CheckResults
 
 

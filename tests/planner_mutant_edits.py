@@ -8,6 +8,22 @@ from pathlib import Path
 
 _STATIC = "distributed/auto_parallel/static"
 
+# the 1/k scale loop of 3.3.1's _append_scale_op_before_comm (avg with an
+# optimizer named neither sgd nor adam), inside its reverse walk of the block
+_SCALE_LOOP = (
+    "        for _, new_grad in new_params_to_grads:\n"
+    "            new_grad = paddle._C_ops.scale_(new_grad, 1.0 / k_steps, 0.0, False)\n"
+    "\n"
+    "            scale_op = new_grad.get_defining_op()\n"
+    "            scale_op.op_role = int(OpRole.Optimize)\n"
+    "\n"
+    "            full_op = scale_op.operand_source(1).get_defining_op()\n"
+    "            assert full_op.name() == \"pd_op.full\", (\n"
+    "                f\"The defining op of the scale value should be `pd_op.full`, but got "
+    "{full_op.name()}\"\n"
+    "            )\n"
+    "            full_op.op_role = int(OpRole.Optimize)\n")
+
 # name -> (module file under paddle/, installed text, mutant's text[, installed, mutant ...])
 EDITS = {
     # p_to_r all-reduces over every process of the job, not the partial mesh's group
@@ -117,6 +133,16 @@ EDITS = {
         "        _insert_scale_op_after(target_value, optimizer_op, 1.0 / k_steps)\n",
         "        # MUTANT: the merged gradient is not averaged\n"
         "        _insert_scale_op_after(target_value, optimizer_op, 1.0)\n"),
+    # NOT a mutant: the scale loop mended (moved out of the walk, as
+    # tests/fixed_passes/gradient_merge_scale_mended.py does for the pass's own
+    # cases): each accumulator scaled in place once, after the last backward op,
+    # before the optimizer that reads it by its keyword
+    "gm_scale_mended": (
+        "distributed/passes/auto_parallel_gradient_merge.py",
+        "            break\n" + _SCALE_LOOP,
+        "            break\n    # MENDED: the scale loop after the walk, not inside it\n" +
+        "".join(ln[4:] if ln.startswith("    ") else ln
+                for ln in _SCALE_LOOP.splitlines(keepends=True))),
     # the accumulators are never zeroed after the update: the second optimizer
     # step merges the first step's gradients again
     "gm_never_zeroed": (

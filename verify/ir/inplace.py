@@ -84,3 +84,24 @@ def resolved(snap: ProgramSnapshot) -> ProgramSnapshot:
     meta = dict(snap.meta)
     meta["inplace_reads_renamed"] = n_main + n_start
     return ProgramSnapshot(ops, snap.vars, sops, list(snap.feeds), meta)
+
+
+def grads_read(snap: ProgramSnapshot) -> dict:
+    """``{literal grad operand: the value read}`` of ``snap``'s optimizer ops
+    (ops with a ``param`` and a ``grad`` operand, as
+    ``optimizer_operands.param_grad_operands`` finds them live): what each
+    reads in one SSA execution, the last in-place write of its operand's
+    buffer before it (:func:`resolved`'s rename), else the operand itself.
+    An operand two optimizers read as different writes is left out.
+
+    A record that names the gradient by the optimizer's literal operand (the
+    planner records a gradient merge's accumulator, a keyword block
+    argument, by its keyword) means the buffer as the optimizer reads it:
+    after a ``scale_`` the optimize job runs on it first, the scaled tensor."""
+    got: dict = {}
+    for raw, res in zip(snap.ops, resolved(snap).ops):
+        if not (raw.inputs.get("param") and raw.inputs.get("grad")):
+            continue
+        for n, r in zip(raw.inputs["grad"], res.inputs["grad"]):
+            got.setdefault(n, set()).add(r)
+    return {n: rs.pop() for n, rs in got.items() if len(rs) == 1}

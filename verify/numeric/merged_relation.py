@@ -12,9 +12,12 @@ the planner) is not run whole per step: ``Engine._parallel_pir`` splits it by
   *optimize* job (the ops of role Optimize, with the parameters and
   persistable data they read) in lock step.  One scope per rank throughout:
   parameters, optimizer states and the merge's accumulators (keyword block
-  arguments) carry from job to job.  A value an optimize op reads from the
-  accumulate job is fed from the last micro-step (as Paddle's job split
-  hands it over);
+  arguments) carry from job to job.  An accumulator the optimizer reads by
+  its keyword is watched as the optimizer reads it: from the scope after
+  the accumulate job, or, where the optimize job writes it in place first
+  (an ``avg`` ``scale_``), that write (``optimizer_reads``).  A value an
+  optimize op reads from the accumulate job is fed from the last micro-step
+  (as Paddle's job split hands it over);
 * **reference (the serial program)**: its accumulate job on each of the
   same k global micro-batches (each rank is fed its slice of them), the
   gradients the optimizer reads merged -- their mean when ``avg``, their
@@ -184,6 +187,27 @@ def watch_split(exported, watch):
     return a, o, s
 
 
+def optimizer_reads(exported, kwargs) -> dict:
+    """``{keyword argument: value}`` for each of ``kwargs`` (accumulators the
+    optimizer reads by their keyword) that the optimize job writes in place
+    before an optimizer reads it: the write, which is what the optimizer
+    reads (a ``scale_`` by 1/k, ``avg``), where the scope after the
+    accumulate job holds the accumulator unscaled (``inplace.grads_read``
+    on the optimize job's snapshot)."""
+    import paddle
+
+    from verify.ir.inplace import grads_read
+    from verify.ir.pir_snapshot import from_pir_programs, import_programs
+
+    if not kwargs:
+        return {}
+    with paddle.pir_utils.IrGuard():
+        main, _, names = import_programs(exported)
+        _, (opt, on), _ = split_jobs(main, names)
+        reads = grads_read(from_pir_programs(opt, None, on))
+    return {n: reads[n] for n in kwargs if reads.get(n, n) != n}
+
+
 def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, where,
                         grads, loss=None, rank_losses=None, state_shapes=None,
                         seed: int = 0, params=(), rank_params=None):
@@ -299,10 +323,15 @@ def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed, rank_params):
     from .pir_ranks import _PirRank
     from .simulated_ranks import _lockstep
 
-    acc, opt, scope_reads, crossing = {}, {}, {}, {}
+    acc, opt, scope_reads, crossing, written = {}, {}, {}, {}, {}
     for r, d in sorted(ranks.items()):
         r = int(r)
         wa, wo, ws = watch_split(d["exported"], d["watch"])
+        # an accumulator the optimize job writes before its optimizer reads it:
+        # that write, watched in the optimize job under the accumulator's name
+        written[r] = optimizer_reads(d["exported"], ws)
+        ws = [n for n in ws if n not in written[r]]
+        wo = wo + [w for w in written[r].values() if w not in wo]
         acc_x, opt_x, cross = jobs_exported(d["exported"], wa, wo)
         crossing[r], scope_reads[r] = cross, ws
         acc[r] = _PirRank(r, acc_x, d["params"], d["feeds"], wa + [c[0] for c in cross],
@@ -336,5 +365,6 @@ def _run_ranks(ranks, rings, k, cycles, where, rank_losses, seed, rank_params):
         _lockstep(opt, rings, f"{where} optimizer step {c} (optimize job)")
         for r, st in opt.items():
             got[r].update(st.result)
+            got[r].update({n: st.result[w] for n, w in written[r].items() if w in st.result})
             out[r].append(got[r])
     return out

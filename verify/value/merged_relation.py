@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from verify.ir.inplace import resolved
+from verify.ir.inplace import grads_read, resolved
 from verify.numeric.placements import PlacementError
 from verify.verdicts import CheckResult, Verdict
 
@@ -115,6 +115,23 @@ def _merged(store, tensors, k, avg):
     return Tensor(out.reshape(t0.arr.shape), t0.dims, t0.dtype)
 
 
+def as_read(snap, rel: dict) -> dict:
+    """``rel`` with each parameter's ``read``: the value its optimizer reads
+    in one SSA execution of ``snap`` (``inplace.grads_read``).  A table may name
+    the gradient by the optimizer's literal operand (the planner records a
+    merge's accumulator, a keyword block argument, by its keyword): after an
+    in-place ``scale_`` of it in the optimize job (``avg``) the optimizer
+    reads the scaled tensor, not the accumulator the accumulate job left."""
+    reads = grads_read(snap)
+    return {**rel, "params": {pname: {**p, "read": reads.get(p["grad"]) or p["grad"]}
+                              for pname, p in rel["params"].items()}}
+
+
+def _read(p) -> str:
+    """The name of the value the optimizer reads (``as_read``)."""
+    return p.get("read") or p["grad"]
+
+
 def _own(t, r) -> dict:
     """The placement of a rank's own value compared with itself."""
     return {"dims_mapping": [-1] * t.arr.ndim, "mesh_shape": [1], "process_ids": [r],
@@ -138,7 +155,7 @@ class _Schedule:
             n for n, v in serial_rel["feeds"].items() if v.get("persistable")]
         # what the serial optimize job reads from its accumulate job, scope aside
         self.s_cross = [n for n in crossing(self.s_acc, self.s_opt) if n not in self.s_roots]
-        self.s_grads = {p["grad"] for p in serial_rel["params"].values()} & set(self.s_cross)
+        self.s_grads = {_read(p) for p in serial_rel["params"].values()} & set(self.s_cross)
         self.micro_feeds = [n for n, v in serial_rel["feeds"].items()
                             if not v.get("persistable")]
         self.r_split = {r: split_by_role(s) for r, s in rank_snaps.items()}
@@ -214,7 +231,7 @@ class _Schedule:
                 raise Unsupported(f"the serial program's optimize ops read {g} from its "
                                   "accumulate job, not a gradient, and it differs between "
                                   "micro-steps: no merged value for it")
-        rec["grads"] = {p["grad"]: senv.get(p["grad"]) for p in self.s_rel["params"].values()}
+        rec["grads"] = {p["grad"]: senv.get(_read(p)) for p in self.s_rel["params"].values()}
         ex.run({SERIAL: Rank(SERIAL, self.s_snap, self.s_opt, senv)}, startup=False)
         rec["final"] = _carry(senv, self.s_snap.ops, self.s_roots)
         # where the first divergence is searched: a rank's backward op against the
@@ -246,7 +263,7 @@ class _Schedule:
         ex.run({r: Rank(r, self.r_snaps[r], self.r_split[r][1], envs[r])
                 for r in self.ranks}, startup=False)
         for r in self.ranks:
-            grads = {p["grad"]: envs[r].get(p["grad"])
+            grads = {p["grad"]: envs[r].get(_read(p))  # as the optimizer reads it
                      for p in self.r_rels[r]["params"].values()}
             self._step_pairs(r, tag, rec, grads,
                              _carry(envs[r], self.r_snaps[r].ops, self.r_roots[r]))
@@ -347,6 +364,9 @@ def prove_merged_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict
         return every(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested blocks "
                      "(a branch or loop body); the symbolic execution runs no regions",
                      reason="nested regions", region_ops=regions)
+    # the gradient each optimizer reads, resolved on the literal programs
+    serial_rel = as_read(serial_snap, serial_rel)
+    rank_rels = {r: as_read(rank_snaps[r], rel) for r, rel in rank_rels.items()}
     serial_snap = resolved(serial_snap)
     rank_snaps = {r: resolved(s) for r, s in rank_snaps.items()}
     with _cpu_limit(hang_guard_s):
