@@ -288,6 +288,11 @@ _AMP_BF16 = Expect(
     "where PIR's AMP lists put casts (the matmuls and their grads in bfloat16, every other "
     "op in float32), for all inputs; one step of both serial programs with Paddle's CPU "
     "kernels agrees within the bfloat16 rounding tolerance")
+_AMP_LEFT_ALONE = Expect(
+    False, "EQUIVALENT",
+    "no op on PIR AMP's bfloat16 white list (the O1 lists by their legacy names, "
+    "verify/value/pir_amp_rounding.py): the AMP serial program holds no cast and no "
+    "bfloat16 value, so the rounding relation holds with no rounding anywhere: left alone")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
@@ -464,8 +469,7 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "with the PIR Engine's AMP (strategy.amp: bfloat16, O1): the serial program holds "
           "the casts auto_cast put around each matmul",
           "planner_amp_bf16.py", [0], Expect(True, "EQUIVALENT", _HOLDS + (
-              "; the relation proof stops at pd_op.tanh (no semantics row): witnessed, not "
-              "proved")),
+              ", proved over the reals")),
           uses=["planner_amp_mlp.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
           amp_reference="planner_amp_mlp.py", amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_amp_bf16_tp2", "examples/planner_amp_bf16_tp2.py: tiny_mlp_pir.py for "
@@ -476,6 +480,13 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
               "one rounds the whole), proved over the reals")),
           uses=["tiny_mlp_pir.py", "amp_of.py"], strategy_passes={AMP: _AMP_BF16},
           amp_reference="tiny_mlp_pir.py", amp_dtype="bfloat16", amp_level="O1"),
+    _case("planner_amp_bf16_no_white", "examples/planner_amp_bf16_no_white.py: layer norm, "
+          "tanh, an elementwise scale and shift and a mean on one rank, no op on PIR AMP's "
+          "white list, with the PIR Engine's AMP (bfloat16, O1): the AMP rewrite's pattern "
+          "absent", "planner_amp_bf16_no_white.py", [0], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["planner_amp_no_white.py", "amp_of.py"],
+          strategy_passes={AMP: _AMP_LEFT_ALONE}, amp_reference="planner_amp_no_white.py",
+          amp_dtype="bfloat16", amp_level="O1"),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

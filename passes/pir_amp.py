@@ -12,6 +12,9 @@ to it.  This adapter judges the rewrite itself, against a second plan of
 the same model with AMP off (the case's ``params["amp_reference"]`` model
 file, same mesh):
 
+* ``fired`` / ``left alone`` (contract, per rank): a white-list op in the
+  float32 program and nothing rewritten is NOT_APPLIED; no white-list op and
+  an op added or typed low is CONTRACT_BROKEN (``amp_rewrites``);
 * ``pir amp rounding`` (value, per rank, ``verify/value/pir_amp_rounding.py``):
   the AMP serial program equals the float32 one with ``round_<dtype>``
   exactly where PIR's AMP lists put casts (a cast missing, moved, to
@@ -55,10 +58,12 @@ class PirAmpAdapter(PlannerAdapter):
         return bool(params.get("amp_reference")) and \
             self.name in (params.get("strategy_passes") or ())
 
-    def pattern_present(self, snap) -> bool:
+    def pattern_present(self, snap, dtype="bfloat16", level="O1") -> bool:
+        """An op of the white list ``auto_cast`` installs for ``dtype`` and
+        ``level``, looked up by its legacy name as PIR's AMP does."""
         from verify.value.pir_amp_rounding import amp_name, pir_lists
 
-        white, _ = pir_lists("bfloat16")
+        white, _ = pir_lists(dtype, level)
         return any(amp_name(op.type) in white for op in snap.ops)
 
     def reference_dir(self, case):
@@ -72,8 +77,9 @@ class PirAmpAdapter(PlannerAdapter):
         checks, outcomes, notes = [], [], []
         p = case.params
         dtype, level = p.get("amp_dtype", "bfloat16"), p.get("amp_level", "O1")
-        from verify.value.pir_amp_rounding import check_serial, rounding_depths
+        from verify.value.pir_amp_rounding import amp_rewrites, check_serial, rounding_depths
 
+        fired = {}
         amp_dir, ref_dir = planner_dir(case), self.reference_dir(case)
         where = f"{self.name} on {case.name}"
         for r in case.ranks:
@@ -88,6 +94,8 @@ class PirAmpAdapter(PlannerAdapter):
                                           f"not be read: {failure_line(exc)}"))
                 continue
             outcomes.append((r, fp32, amp, None))
+            fired[r] = bool(amp_rewrites(fp32, amp))
+            checks.append(self.amp_fired_check(case, r, fp32, amp, dtype, level))
             checks.append(check_serial(f"{where} rank {r}", r, fp32, amp, dtype, level))
         if numeric and outcomes:
             from verify.numeric.pir_amp_runs import check as run_check
@@ -101,7 +109,39 @@ class PirAmpAdapter(PlannerAdapter):
                          "plans from one serial program)")
         elif not numeric:
             notes.append("pir amp rounding run not run (no numeric backend)")
-        return {"checks": checks, "outcomes": outcomes, "notes": notes}
+        return {"checks": checks, "outcomes": outcomes, "notes": notes, "fired": fired}
+
+    def amp_fired_check(self, case, rank, fp32, amp, dtype="bfloat16",
+                        level="O1") -> CheckResult:
+        """The contract both ways, on the serial programs: where the float32
+        program holds an op of the white list (:meth:`pattern_present`) the
+        AMP build must have rewritten it (casts, low values); where it holds
+        none, the AMP program must be the float32 one, op for op, with no
+        low value (else CONTRACT_BROKEN, naming the first op it added)."""
+        from verify.value.pir_amp_rounding import amp_rewrites
+
+        present, added = self.pattern_present(fp32, dtype, level), amp_rewrites(fp32, amp)
+        name = "fired" if present else "left alone"
+        where = f"{self.name} on case {case.name} rank {rank}"
+        details = {"fired": bool(added), "pattern_present": present,
+                   "rewrites": len(added)}
+        if present and not added:
+            return CheckResult("contract", name, rank, Verdict.NOT_APPLIED,
+                               f"{where}: the float32 serial program holds an op of the "
+                               "white list, and the AMP build left it in float32 (no cast, "
+                               "no low value)", details=details)
+        if added and not present:
+            idx, typ, why = added[0]
+            return CheckResult("contract", name, rank, Verdict.CONTRACT_BROKEN,
+                               f"{where}: no op of the white list, yet the AMP serial "
+                               f"program's op {idx} ({typ}): {why} ({len(added)} such op(s))",
+                               counterexample={"rank": rank, "op_index": idx, "op_type": typ,
+                                               "why": why, "added": [a[0] for a in added]},
+                               details=details)
+        msg = (f"the AMP build rewrote the serial program ({len(added)} op(s) added or in "
+               "the low dtype)") if added else \
+            "no op of the white list; the AMP build left the serial program alone, as it must"
+        return CheckResult("contract", name, rank, Verdict.EQUIVALENT, msg, details=details)
 
 
 def _serial_file(folder, rank) -> str:

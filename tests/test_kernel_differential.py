@@ -441,3 +441,51 @@ def test_the_swiglu_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
         bad = [why for o, why in res if o == "disagree"]
         assert bad, (spec, dtype, res)
         assert "row" in bad[0] and "Paddle" in bad[0], bad[0]
+
+
+def test_the_tanh_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
+    """``pd_op.tanh`` (uninterpreted, replayed with ``kernels.reference``'s
+    tanh) and ``pd_op.tanh_grad`` (``dout (1 - out^2)``, exact in the
+    forward's out) on their own sample against Paddle's CPU kernels in PIR
+    mode: they agree (float16 is refused by the build: Paddle's tanh has no
+    CPU float16 kernel).  Wrong twins -- tanh of -x (the sign lost), and
+    the grad as ``dout (1 - out)`` -- disagree on some float32 and float64
+    example, naming the row's value and Paddle's (bfloat16's tolerance,
+    ``kernel_differential.tolerance``, scales with |input|^2 times the
+    longest dim for accumulating kernels: wider than tanh's range here)."""
+    names = ["tanh", "tanh_grad"]
+    exs = K.build_examples(2, 0, names)
+    runs = K.run_mode("pir", exs)["results"]
+
+    def outcomes():
+        got = {}
+        for e in exs:
+            o, why = K.judge(e, runs.get(e.id))
+            got.setdefault(("grad" in e.pir, e.dtype), []).append((o, why))
+        return got
+    real = outcomes()
+    assert {g for g, _ in real} == {False, True}
+    for (grad, dtype), res in real.items():
+        want = {"refused"} if dtype == "float16" else {"agree"}
+        assert {o for o, _ in res} == want, (grad, dtype, res)
+    right = S.ROWS["pd_op.tanh"]
+
+    def tanh_of_minus_x(op, ins, k):
+        x = ins["x"][0]
+        return right(op, {"x": [S.Tensor(x.arr * k.const(-1), x.dims, x.dtype)]}, k)
+
+    def one_minus_out(op, ins, k):
+        y, g = ins["out"][0], ins["out_grad"][0]
+        return {"x_grad": [S.Tensor(g.arr - g.arr * y.arr, y.dims, y.dtype)]}
+
+    monkeypatch.setitem(S.ROWS, "pd_op.tanh", tanh_of_minus_x)
+    monkeypatch.setitem(S.ROWS, "pd_op.tanh_grad", one_minus_out)
+    wrong = outcomes()
+    assert {(g, d) for g, d in wrong if d in ("float32", "float64")} == {
+        (g, d) for g in (False, True) for d in ("float32", "float64")}
+    for (grad, dtype), res in wrong.items():
+        if dtype not in ("float32", "float64"):
+            continue
+        bad = [why for o, why in res if o == "disagree"]
+        assert bad, (grad, dtype, res)
+        assert "row" in bad[0] and "Paddle" in bad[0], bad[0]

@@ -10,8 +10,10 @@ removed, given another dtype or moved (edits of the recorded snapshot), a
 loss seed scaled (a loss scale nobody unscales; an edit of the serial
 program, run), and plans made with Paddle's AMP lists edited at plan time
 (``matmul`` off the white list: no cast; ``tanh`` on it: a cast where the
-installed lists put none).  What does not work on CPU is asserted with
-Paddle's own errors (docs/passes.md).
+installed lists put none).  The contract both ways: a model with no op on
+the white list (``planner_amp_bf16_no_white``) is left alone, and the same
+model planned with ``tanh`` put on the list is CONTRACT_BROKEN.  What does
+not work on CPU is asserted with Paddle's own errors (docs/passes.md).
 """
 from __future__ import annotations
 
@@ -56,8 +58,9 @@ def test_amp_plan_is_the_float32_plan_rounded_where_the_lists_say(planned):
     assert casts and not [op for op in fp32.ops if op.type == "pd_op.cast"]
     got = adapter.whole_application(case, numeric=True)
     verdicts = {c.name: c.verdict for c in got["checks"]}
-    assert verdicts == {"pir amp rounding": Verdict.EQUIVALENT,
+    assert verdicts == {"fired": Verdict.EQUIVALENT, "pir amp rounding": Verdict.EQUIVALENT,
                         "pir amp rounding run": Verdict.EQUIVALENT}, got["checks"]
+    assert got["fired"] == {0: True}
     value = next(c for c in got["checks"] if c.name == "pir amp rounding")
     assert value.details["low_ops"] == ["matmul", "matmul_grad"]
     assert value.details["unpaired_amp_types"] == ["pd_op.cast"]
@@ -208,10 +211,10 @@ def test_the_run_refutes_a_scaled_loss_seed(planned, tmp_path):
 
 
 # -- plans made with Paddle's AMP lists edited at plan time ----------------------
-def _plan_with_lists(tmp_path, edit: str):
-    """The case's model planned with an edit of Paddle's ``amp_lists`` made in
-    the planning process (a test-time edit: the installed lists, which the
-    check reads, are untouched)."""
+def _plan_with_lists(tmp_path, edit: str, base: str = "planner_amp_mlp.py"):
+    """The model ``base`` (the case's by default) planned with AMP and an
+    edit of Paddle's ``amp_lists`` made in the planning process (a test-time
+    edit: the installed lists, which the check reads, are untouched)."""
     from cases.planner_models import plan_model
 
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -220,26 +223,85 @@ def _plan_with_lists(tmp_path, edit: str):
         "import sys\n"
         f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
         "from amp_of import with_amp\n"
-        "with_amp('planner_amp_mlp.py', globals(), dtype='bfloat16', level='O1')\n"
+        f"with_amp({base!r}, globals(), dtype='bfloat16', level='O1')\n"
         "import paddle.amp.amp_lists as lists\n" + edit + "\n")
     out = plan_model(model, [0], tmp_path / "plan", "amp_edited")
     return _snap(out, 0, _serial_file(out, 0))
 
 
 def test_plans_with_edited_lists_are_refuted(planned, tmp_path):
-    *_, fp32, _ = planned
+    adapter, case, *_, fp32, amp = planned
     # the PIR matmul is looked up by its legacy name, matmul_v2 (amp_name)
     no_matmul = _plan_with_lists(tmp_path / "a", "lists.BF16_WHITE_LIST.discard('matmul_v2')")
     res = _check(fp32, no_matmul)
     assert res.verdict == Verdict.NOT_EQUIVALENT, res.message
     assert (res.counterexample["op_type"], res.counterexample["slot"]) == ("pd_op.matmul", "x")
     assert res.counterexample["expected_precision"] == "bfloat16"
+    # the contract: the pattern (a white-list matmul) present and nothing rewritten
+    fired = adapter.amp_fired_check(case, 0, fp32, no_matmul)
+    assert fired.verdict == Verdict.NOT_APPLIED and fired.name == "fired", fired.message
+    assert adapter.amp_fired_check(case, 0, fp32, amp).verdict == Verdict.EQUIVALENT
     tanh_low = _plan_with_lists(tmp_path / "b", "lists.BF16_WHITE_LIST.add('tanh')")
     res = _check(fp32, tanh_low)
     assert res.verdict == Verdict.NOT_EQUIVALENT, res.message
     cex = res.counterexample
     assert cex["op_type"] == "pd_op.tanh" and cex["expected_precision"] == "float32"
     assert cex["found"].startswith("round_bfloat16(")
+
+
+# -- left alone: a model with no op on the white list --------------------------
+NO_WHITE = "planner_amp_bf16_no_white"
+
+
+def test_a_plan_with_no_white_op_is_left_alone():
+    """``planner_amp_bf16_no_white`` (layer norm, tanh, elementwise scale and
+    shift, a mean: nothing on the bfloat16 white list) planned with AMP on:
+    the AMP serial program holds no cast and no bfloat16 value, the contract
+    says left alone, the rounding relation holds with no rounding, and the
+    engine counts the application LEFT_ALONE."""
+    from verify.engine.application import run_application
+    from verify.value.pir_amp_rounding import amp_rewrites, low_dtype
+
+    adapter, case = passes.get("pir_amp"), cases.all_cases()[NO_WHITE]
+    assert adapter.handles(case) and case.expect["pir_amp"].fires is False
+    amp_dir, ref_dir = planner_dir(case), adapter.reference_dir(case)
+    fp32 = _snap(ref_dir, 0, _serial_file(ref_dir, 0))
+    amp = _snap(amp_dir, 0, _serial_file(amp_dir, 0))
+    assert not adapter.pattern_present(fp32) and "pd_op.tanh" in {o.type for o in fp32.ops}
+    assert not [o for o in amp.ops if o.type == "pd_op.cast"] and low_dtype(amp) is None
+    assert amp_rewrites(fp32, amp) == []
+    got = adapter.whole_application(case, numeric=False)
+    verdicts = {c.name: c.verdict for c in got["checks"]}
+    assert verdicts == {"left alone": Verdict.EQUIVALENT,
+                        "pir amp rounding": Verdict.EQUIVALENT}, got["checks"]
+    value = next(c for c in got["checks"] if c.name == "pir amp rounding")
+    assert value.details["low_ops"] == [] and value.details["rounded_inputs"] == 0
+    assert value.details["unpaired_amp_types"] == [] and got["fired"] == {0: False}
+    app = run_application(adapter, case)
+    assert app.verdict == Verdict.EQUIVALENT and app.left_alone and app.fired_ranks == []
+
+
+def test_an_amp_build_that_fires_without_the_pattern_is_caught(tmp_path):
+    """The broken twin: the same model planned with ``tanh`` put on Paddle's
+    bfloat16 white list at plan time (the installed lists, which the check
+    reads, have no op of this model): the build casts around tanh, and the
+    contract refutes it (CONTRACT_BROKEN at the first cast it added), as
+    does the rounding relation (tanh rounded where the lists say float32)."""
+    adapter, case = passes.get("pir_amp"), cases.all_cases()[NO_WHITE]
+    ref_dir = adapter.reference_dir(case)
+    fp32 = _snap(ref_dir, 0, _serial_file(ref_dir, 0))
+    tanh_low = _plan_with_lists(tmp_path, "lists.BF16_WHITE_LIST.add('tanh')",
+                                base="planner_amp_no_white.py")
+    res = adapter.amp_fired_check(case, 0, fp32, tanh_low)
+    assert res.verdict == Verdict.CONTRACT_BROKEN and res.name == "left alone", res.message
+    cex = res.counterexample
+    first = next(o for o in tanh_low.ops if o.type == "pd_op.cast")
+    assert (cex["op_index"], cex["op_type"]) == (first.idx, "pd_op.cast")
+    assert "no counterpart in the float32 program" in cex["why"]
+    value = _check(fp32, tanh_low)
+    assert value.verdict == Verdict.NOT_EQUIVALENT, value.message
+    assert value.counterexample["op_type"] == "pd_op.tanh"
+    assert value.counterexample["expected_precision"] == "float32"
 
 
 # -- what does not work on a CPU build (docs/passes.md) --------------------------
@@ -430,3 +492,19 @@ def test_zoo_llama_with_bfloat16_amp_does_not_build_on_cpu(request, tmp_path):
     assert p.returncode != 0
     assert ("Check data type error for op: silu, input: x, x.dtype: bfloat16, and "
             "expected_dtype: complex128, complex64, float32, float64") in p.stderr
+
+
+def test_the_planner_relation_of_the_amp_plan_is_proved():
+    """The planner's relation proof of ``planner_amp_bf16`` runs through
+    ``pd_op.tanh`` (uninterpreted) and ``pd_op.tanh_grad`` (``dout (1 -
+    out^2)``): proved at the real shapes over the reals, the casts on both
+    sides the same kernels."""
+    from passes.planner import relation_proof
+
+    case = cases.all_cases()[CASE]
+    folder = planner_dir(case)
+    records = {r: json.loads((folder / f"rank{r}" / "planner.json").read_text())
+               for r in case.ranks}
+    got = relation_proof(case, folder, records, [])
+    assert [c.verdict for c in got] == [Verdict.EQUIVALENT], [c.message for c in got]
+    assert "PROVED at the real shapes" in got[0].message

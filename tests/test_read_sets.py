@@ -213,3 +213,20 @@ def test_a_pir_hyper_parameter_operand_is_read_only_as_a_constant():
     assert read_sets.refusal(op, d) is None
     op.inputs["skip_update"] = ["skip"]
     assert "input slot skip_update is connected (skip)" in read_sets.refusal(op, d)
+
+
+def test_the_tanh_rows_read_out_and_dout_and_key_tanh():
+    """``pd_op.tanh_grad``'s row is ``dout (1 - out^2)``: it reads out and
+    out_grad, so an op with an ``x`` slot connected too (a grad the row
+    would compute from out alone) is refused, naming the slot; ``pd_op.tanh``
+    is an uninterpreted kernel keyed by every attr (another attr is another
+    function, never a silent read)."""
+    grad = Op(5, "pd_op.tanh_grad", {"out": ["o"], "out_grad": ["g"]}, {"x_grad": ["dx"]},
+              {"op_role": 1})
+    assert read_sets.refusal(grad) is None
+    grad.inputs["x"] = ["x"]
+    assert read_sets.refusal(grad) == ("op 5 (pd_op.tanh_grad): input slot x is connected "
+                                       "(x) but its row does not read it")
+    fwd = Op(4, "pd_op.tanh", {"x": ["x"]}, {"out": ["o"]}, {"odd": 3})
+    assert read_sets.refusal(fwd) is None and read_sets.DECLARED["pd_op.tanh"].keyed
+    assert "pd_op.tanh" in RULES and "pd_op.tanh_grad" in RULES  # shape rules: same checks

@@ -652,6 +652,17 @@ def test_pir_transpose_and_its_grad(perm):
           vjp(lambda v: np.transpose(v, perm), x, g))
 
 
+def test_pir_tanh_and_its_grad_in_terms_of_out():
+    """``pd_op.tanh`` (its kernel the replay's reference) against numpy, and
+    ``pd_op.tanh_grad``, which reads only out and dout, against the numeric
+    vector-Jacobian product of tanh at x (out = tanh(x))."""
+    x, g = r(2, 3, 4), r(2, 3, 4)
+    out = run("pd_op.tanh", {"x": [x]})["out"]
+    close(out, np.tanh(x))
+    close(run("pd_op.tanh_grad", {"out": [np.tanh(x)], "out_grad": [g]})["x_grad"],
+          vjp(np.tanh, x, g), tol=1e-5)
+
+
 def test_pir_square_mean_and_grads():
     x = r(2, 3, 4)
     close(run("pd_op.square", {"x": [x]})["out"], x * x)

@@ -1059,7 +1059,7 @@ def _pir_swiglu_grad(s):
 
 _UNARY = ["pd_op.cast", "pd_op.cos", "pd_op.sin", "pd_op.rsqrt", "pd_op.silu", "pd_op.pow",
           "pd_op.softmax", "pd_op.assign_out_", "pd_op.gelu", "pd_op.relu", "pd_op.share_data_",
-          "pd_op.sqrt"]
+          "pd_op.sqrt", "pd_op.tanh"]
 
 RULES.update({t: _pir_same("x", "out") for t in _UNARY})
 RULES.update({
@@ -1087,6 +1087,7 @@ RULES.update({
     "pd_op.multiply_grad": _pir_binary_grad,
     "pd_op.divide_grad": _pir_binary_grad,
     "pd_op.rsqrt_grad": _pir_same("out", "x_grad"),
+    "pd_op.tanh_grad": _pir_softmax_grad,  # x_grad is out (and out_grad), as softmax's
     "pd_op.silu_grad": _pir_same("x", "x_grad"),
     "pd_op.swiglu": _pir_swiglu,
     "pd_op.swiglu_grad": _pir_swiglu_grad,

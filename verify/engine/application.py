@@ -281,7 +281,8 @@ def _run_application(adapter, case, source, numeric, mutator, value) -> Applicat
                 f"{tb.strip().splitlines()[-1]}", details={"traceback": tb})],
                 "notes": [], "outcomes": []}
         app.checks, app.notes = list(got["checks"]), list(got["notes"])
-        app.outcomes = [RankOutcome(r, before, after, fired=True, error=err)
+        fired = got.get("fired") or {}  # {rank: bool} where the adapter says (else fired)
+        app.outcomes = [RankOutcome(r, before, after, fired=fired.get(r, True), error=err)
                         for r, before, after, err in got["outcomes"]]
         app.verdict = combine(app.checks)
         app.seconds = time.perf_counter() - start

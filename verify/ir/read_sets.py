@@ -323,6 +323,8 @@ DECLARED = {
     "pd_op.maximum": _d("x y"),
     "pd_op.minimum": _d("x y"),
     "pd_op.rsqrt_grad": _d("out out_grad"),
+    "pd_op.tanh": _d("x", keyed=True),
+    "pd_op.tanh_grad": _d("out out_grad"),
     "pd_op.cos": _d("x", keyed=True),
     "pd_op.sin": _d("x", keyed=True),
     "pd_op.silu": _d("x", keyed=True),

@@ -130,6 +130,7 @@ PIR_BUILD = {
     # the global-norm grad clip's ops
     "pd_op.squared_l2_norm": lambda C, v: [C.squared_l2_norm(v[0])],
     "pd_op.sqrt": lambda C, v: [C.sqrt(v[0])],
+    "pd_op.tanh": lambda C, v: [C.tanh(v[0])],
     "pd_op.maximum": lambda C, v: [C.maximum(v[0], v[1])],
     "pd_op.minimum": lambda C, v: [C.minimum(v[0], v[1])],
     "pd_op.stack": lambda C, v, axis: [C.stack(list(v), axis)],
@@ -766,6 +767,8 @@ def _specs():
     add("gelu_grad", ["gelu", "gelu_grad", "pd_op.gelu", "pd_op.gelu_grad"],
         gen_unary_grad("gelu", "pd_op.gelu", attr=("approximate", _bool_attr)))
     add("sqrt", ["sqrt", "pd_op.sqrt"], gen_unary("sqrt", "pd_op.sqrt", kind="pos"))
+    add("tanh", ["pd_op.tanh"], gen_pir_unary("pd_op.tanh"))
+    add("tanh_grad", ["pd_op.tanh", "pd_op.tanh_grad"], gen_unary_grad(None, "pd_op.tanh"))
     add("softmax", ["softmax", "pd_op.softmax"],
         gen_unary("softmax", "pd_op.softmax", attr=("axis", _axis_attr)))
     add("softmax_grad", ["softmax", "softmax_grad", "pd_op.softmax", "pd_op.softmax_grad"],

@@ -206,6 +206,8 @@ def reference(kernel: str, attrs, args):
         if kernel == "silu.d":  # silu_grad is dout * silu'(x)
             sg = 1.0 / (1.0 + math.exp(-_f(args[0])))
             return sg * (1.0 + _f(args[0]) * (1.0 - sg))
+        if kernel == "tanh":
+            return math.tanh(_f(args[0]))
         if kernel == "sqrt":
             if args[0] < 0:
                 raise NotAnInput(f"sqrt of {args[0]}")

@@ -369,6 +369,23 @@ def check_serial(where, rank, fp32, amp, dtype, level="O1", lists=None) -> Check
                  "level": level, "paired": len(pairs), "unpaired_amp_types": extra})
 
 
+def amp_rewrites(fp32, amp) -> list:
+    """``[(AMP op idx, op type, why)]``: what the AMP build put into the
+    serial program beyond the float32 one -- an op with no float32
+    counterpart (:func:`pair_ops`: the casts ``auto_cast`` inserts) or one
+    with a result typed in a low dtype.  Empty: the build left the program
+    as the float32 plan has it (what "fired" means for this rewrite)."""
+    pairs = pair_ops(fp32, amp)
+    out = []
+    for op in amp.ops:
+        low = [n for _, _, n in _slots(op, op.outputs) if _dtype(amp, n) in LOW]
+        if op.idx not in pairs:
+            out.append((op.idx, op.type, "no counterpart in the float32 program"))
+        elif low:
+            out.append((op.idx, op.type, f"result {low[0]!r} typed {_dtype(amp, low[0])}"))
+    return out
+
+
 def _numel_shape(shape):
     """A shape up to size-1 dims (``[]`` and ``[1]`` hold one element alike)."""
     return [int(d) for d in shape if int(d) != 1]

@@ -1851,6 +1851,14 @@ def _pir_rsqrt_grad(op, ins, k):
                               y.dims, y.dtype)]}
 
 
+def _pir_tanh_grad(op, ins, k):
+    """``dx = dout (1 - out^2)`` (Paddle's tanh_grad reads out and dout only):
+    a polynomial in out and dout, exact (tanh itself stays uninterpreted)."""
+    y, g = _t(ins, "out"), _t(ins, "out_grad")
+    return {"x_grad": [Tensor(np.asarray(g.arr - g.arr * y.arr * y.arr),
+                              y.dims, y.dtype)]}
+
+
 def _pir_divide_grad(op, ins, k):
     """``dx = dout / y``, ``dy = -dout * out / y`` (Paddle's divide_grad),
     1/y the forward's uninterpreted ``inv``."""
@@ -2045,6 +2053,10 @@ ROWS.update({
     "pd_op.maximum": _via(elementwise_max, {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.minimum": _via(elementwise_min, {"x": "X", "y": "Y"}, {"Out": "out"}),
     "pd_op.rsqrt_grad": _pir_rsqrt_grad,
+    # tanh uninterpreted (a transcendental kernel, replayed with kernels.reference);
+    # its grad exact in the forward's out
+    "pd_op.tanh": uf_elementwise("tanh", ["x"], "out"),
+    "pd_op.tanh_grad": _pir_tanh_grad,
     "pd_op.cos": uf_elementwise("cos", ["x"], "out"),
     "pd_op.sin": uf_elementwise("sin", ["x"], "out"),
     "pd_op.silu": uf_elementwise("silu", ["x"], "out"),
