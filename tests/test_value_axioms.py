@@ -663,6 +663,36 @@ def test_pir_tanh_and_its_grad_in_terms_of_out():
           vjp(np.tanh, x, g), tol=1e-5)
 
 
+@pytest.mark.parametrize("with_y", [True, False])
+def test_pir_swiglu_and_its_grad(with_y):
+    """``pd_op.swiglu`` is ``silu(x) * y``, or without ``y`` ``silu(x1) * x2``
+    of x's halves on the last axis; its grad against the numeric
+    vector-Jacobian product of that function."""
+    def silu(v):
+        return v / (1.0 + np.exp(-v))
+    x, y = r(2, 3, 4), r(2, 3, 4)
+    if with_y:
+        ins = {"x": [x], "y": [y]}
+
+        def fwd(a, b):
+            return silu(a) * b
+        out = run("pd_op.swiglu", ins)["out"]
+        close(out, fwd(x, y))
+        g = r(*out.shape)
+        grads = run("pd_op.swiglu_grad", {**ins, "out_grad": [g]})
+        close(grads["x_grad"], vjp(lambda v: fwd(v, y), x, g), tol=1e-5)
+        close(grads["y_grad"], vjp(lambda v: fwd(x, v), y, g), tol=1e-5)
+        return
+
+    def halves(v):
+        return silu(v[..., :2]) * v[..., 2:]
+    out = run("pd_op.swiglu", {"x": [x]})["out"]
+    close(out, halves(x))
+    g = r(*out.shape)
+    close(run("pd_op.swiglu_grad", {"x": [x], "out_grad": [g]})["x_grad"],
+          vjp(halves, x, g), tol=1e-5)
+
+
 def test_pir_square_mean_and_grads():
     x = r(2, 3, 4)
     close(run("pd_op.square", {"x": [x]})["out"], x * x)
