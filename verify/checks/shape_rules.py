@@ -1167,12 +1167,13 @@ def _reshard(s):
         want = _local_of(s, g_in, *src, "the operand")
         out = _local_of(s, g_in, *dst, "the result")
         if want is not None and out is not None:
+            name = (s.op.inputs.get("operands") or ["?"])[0]
             s.need(len(x) == len(want),
-                   f"operand local shape {x} has rank {len(x)}, its global shape {g_in} "
-                   f"rank {len(g_in)}")
+                   f"operand {name}'s local shape {x} has rank {len(x)}, its global shape "
+                   f"{g_in} rank {len(g_in)}")
             for i, (a, b) in enumerate(zip(x, want)):
-                s.need(eq(a, b), f"operand dim {i} is {a}, not {b}: its global shape {g_in} "
-                                 f"under dims mapping {src[1]} on mesh {src[0]}")
+                s.need(eq(a, b), f"operand {name} dim {i} is {a}, not {b}: its global shape "
+                                 f"{g_in} under dims mapping {src[1]} on mesh {src[0]}")
             return {"results": [out]}
     if src != dst:
         raise RuleError(f"reshard from {src} to {dst} on {s.program_shapes or 'undeclared'} "
