@@ -130,17 +130,19 @@ def dist_records(prog) -> dict:
     return out
 
 
-def kept_for(dense, kept: dict) -> dict:
-    """``{op position: record}`` of ``kept`` (:func:`dist_records`) where
-    the dense clone ``dense`` has, at that position, an op of the same type
-    without a dist attr of its own (dist2dense keeps the ops in place; a
-    position it moved is left unrecorded, and the rule says it cannot
-    check)."""
+def kept_for(dense, kept: dict, n_ops: int) -> dict:
+    """``{op position: record}`` of ``kept`` (:func:`dist_records` of the
+    ``n_ops`` ops before dist2dense) where the dense clone ``dense`` has, at
+    that position, an op of the same type without a dist attr of its own.
+    dist2dense keeps the ops in place; should it add or drop one, nothing is
+    kept (the rule then says it cannot check, never a wrong op's attrs)."""
     from verify.ir.pir_snapshot import dist_attr_record
 
     ops = list(dense.global_block().ops)
+    if len(ops) != n_ops:
+        return {}
     return {i: rec for i, (kind, rec) in kept.items()
-            if i < len(ops) and ops[i].name() == kind and dist_attr_record(ops[i]) is None}
+            if ops[i].name() == kind and dist_attr_record(ops[i]) is None}
 
 
 def _clear_chunk_ids(prog) -> None:
@@ -221,10 +223,10 @@ class Capture:
             # global dist types: the stage is checked on its dense clone (local shapes)
             try:
                 local = prog.clone()
-                kept = dist_records(local)
+                kept, n_ops = dist_records(local), len(local.global_block().ops)
                 _ORIGINAL["dist2dense"](local)
                 entry["program"], entry["shapes"] = local, "local"
-                entry["dist_attrs"] = kept_for(local, kept)
+                entry["dist_attrs"] = kept_for(local, kept, n_ops)
             except Exception as exc:
                 entry["local_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         self.stages.append(entry)
