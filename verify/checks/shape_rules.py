@@ -1116,13 +1116,37 @@ def _dims_mapping(text) -> tuple:
             [int(x) for x in dims.group(1).split(",") if x.strip()])
 
 
+def _local_of(s, shape, mesh, dims, what):
+    """The local shape Paddle gives a value of global ``shape`` under ``dims``
+    on a mesh of ``mesh`` (``InferLocalDDim``: a dim split over n processes is
+    ceil(size / n) on every rank); None where a dim is dynamic."""
+    s.need(len(dims) == len(shape),
+           f"{what}'s dims mapping {dims} does not fit its global shape {shape}")
+    out = []
+    for d, m in zip(shape, dims):
+        if d is None or d < 0:
+            return None
+        if m == -1:
+            out.append(d)
+        elif 0 <= m < len(mesh) and mesh[m] > 0:
+            out.append(-(-d // mesh[m]))
+        else:
+            raise RuleError(f"{what}'s dims mapping {dims} names no axis of mesh {mesh}")
+    return out
+
+
 def _reshard(s):
     """``dist_op.reshard`` changes a value's placements, never its global
     shape: on global shapes (the planner's serial and partition stages) its
     result has its operand's shape.  On local shapes (a stage checked on its
-    dense clone, where a reshard not yet removed is left) only where the
-    placements keep every dim's mapping; a dim whose mapping changes has a
-    local size the rule does not derive (an uneven split), so it says so."""
+    dense clone, where a reshard not yet removed is left) the snapshot records
+    the operand's and result's dist attrs and global shapes
+    (``verify/plan/stages.py`` ``dist_records``): the global shapes are equal,
+    the operand's local shape is its global shape under its dims mapping, and
+    the result's local shape is that global shape under the result's.
+    Without the global shapes the rule derives a result only where the
+    placements keep every dim's mapping (an uneven split's local size is not
+    derived from a local one), and says so otherwise."""
     x = list(s("operands"))
     if s.program_shapes == "global":
         return {"results": [x]}
@@ -1132,6 +1156,26 @@ def _reshard(s):
         dst = _dims_mapping((dist.get("results") or [None])[0])
     except (AttributeError, TypeError):
         raise RuleError("no operand and result dist attrs") from None
+    shapes = dist.get("shapes") if isinstance(dist, dict) else None
+    if shapes and s.program_shapes == "local":
+        try:
+            g_in = list((shapes.get("operands") or [None])[0])
+            g_out = list((shapes.get("results") or [None])[0])
+        except TypeError:
+            raise RuleError(f"recorded global shapes {shapes} name no operand and result") \
+                from None
+        s.need(g_in == g_out, f"reshard changes the global shape {g_in} to {g_out}")
+        want = _local_of(s, g_in, *src, "the operand")
+        out = _local_of(s, g_in, *dst, "the result")
+        if want is not None and out is not None:
+            name = (s.op.inputs.get("operands") or ["?"])[0]
+            s.need(len(x) == len(want),
+                   f"operand {name}'s local shape {x} has rank {len(x)}, its global shape "
+                   f"{g_in} rank {len(g_in)}")
+            for i, (a, b) in enumerate(zip(x, want)):
+                s.need(eq(a, b), f"operand {name} dim {i} is {a}, not {b}: its global shape "
+                                 f"{g_in} under dims mapping {src[1]} on mesh {src[0]}")
+            return {"results": [out]}
     if src != dst:
         raise RuleError(f"reshard from {src} to {dst} on {s.program_shapes or 'undeclared'} "
                         "shapes: the result's local shape is not derived")

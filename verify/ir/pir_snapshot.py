@@ -223,7 +223,9 @@ def _slot_names(op, which: str, n: int) -> list:
     return names
 
 
-def _dist_attr(op):
+def dist_attr_record(op):
+    """An op's dist attr as a snapshot records it (``{"mesh", "operands",
+    "results"}``, placements as Paddle prints them), or None without one."""
     try:
         d = op.dist_attr
     except Exception:
@@ -401,7 +403,7 @@ def _block_records(block_ops, ctx, args: list, depth: int) -> list:
         except Exception:
             role_raw = -1
         attrs["op_role"] = role_raw
-        dist = _dist_attr(op)
+        dist = dist_attr_record(op)
         if dist is not None:
             attrs["dist_attr"] = dist
         blocks = _nested_blocks(op)

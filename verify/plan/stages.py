@@ -31,7 +31,9 @@ without running)::
     partition     after apply_partition_pass (reshard ops inserted)
     reshard       after ReshardPasses.apply_reshard_pass (collectives; checked
                   on a dense clone: the reshard functions' ops compute local
-                  pieces under global dist types)
+                  pieces under global dist types; the dist attrs and global
+                  shapes of the reshards still there are recorded before the
+                  clone strips them, :func:`dist_records`, for their shape rule)
     remove        after RemovePasses.apply_all (other ranks' ops gone; a dense
                   clone, as reshard)
     gradient_merge  after auto_parallel_gradient_merge_pass, only where the
@@ -79,6 +81,10 @@ GRADIENT_MERGE_PASS = "auto_parallel_gradient_merge_pass"
 # serial program before them has no backward to relate, so they are not here.)
 PRE_PARTITION_PASSES = {"auto_parallel_recompute_pir": "recompute"}
 SCHEDULER_PREFIX = "pipeline_scheduler_"  # + FThenB, 1F1B, VPP, ...
+# the op types whose shape rule reads their dist attr (verify/ir/read_sets.py
+# DECLARED: "dist_attr" in their reads; tests/test_reshard_dist_attrs.py keeps
+# the two equal): a local stage's snapshot keeps theirs (:func:`dist_records`)
+DIST_ATTR_OPS = ("dist_op.reshard",)
 
 
 def placement_of(value) -> dict | None:
@@ -96,6 +102,47 @@ def placement_of(value) -> dict | None:
     return {"process_ids": [int(i) for i in mesh.process_ids],
             "mesh_shape": [int(d) for d in mesh.shape],
             "dims_mapping": [int(d) for d in da.dims_mapping], "partial": partial}
+
+
+def dist_records(prog) -> dict:
+    """``{op position: (op type, record)}`` for each op of ``prog`` (a dist
+    program) whose shape rule reads its dist attr (:data:`DIST_ATTR_OPS`):
+    the op's dist attr as the snapshot renders it (``dist_attr_record``: mesh,
+    each operand's and result's placement text, with process ids, dims
+    mapping and partial dims) and ``shapes``: each operand's and result's
+    global shape.  Taken before a local stage's dense clone is made, which
+    strips every dist attr."""
+    from verify.ir.pir_snapshot import dist_attr_record
+
+    def shape(v):
+        return [int(d) for d in v.shape] if v.initialized() else None
+
+    out = {}
+    for i, op in enumerate(prog.global_block().ops):
+        if op.name() not in DIST_ATTR_OPS:
+            continue
+        rec = dist_attr_record(op)
+        if not isinstance(rec, dict):
+            continue
+        rec["shapes"] = {"operands": [shape(v) for v in op.operands_source()],
+                         "results": [shape(v) for v in op.results()]}
+        out[i] = (op.name(), rec)
+    return out
+
+
+def kept_for(dense, kept: dict, n_ops: int) -> dict:
+    """``{op position: record}`` of ``kept`` (:func:`dist_records` of the
+    ``n_ops`` ops before dist2dense) where the dense clone ``dense`` has, at
+    that position, an op of the same type without a dist attr of its own.
+    dist2dense keeps the ops in place; should it add or drop one, nothing is
+    kept (the rule then says it cannot check, never a wrong op's attrs)."""
+    from verify.ir.pir_snapshot import dist_attr_record
+
+    ops = list(dense.global_block().ops)
+    if len(ops) != n_ops:
+        return {}
+    return {i: rec for i, (kind, rec) in kept.items()
+            if ops[i].name() == kind and dist_attr_record(ops[i]) is None}
 
 
 def _clear_chunk_ids(prog) -> None:
@@ -176,8 +223,10 @@ class Capture:
             # global dist types: the stage is checked on its dense clone (local shapes)
             try:
                 local = prog.clone()
+                kept, n_ops = dist_records(local), len(local.global_block().ops)
                 _ORIGINAL["dist2dense"](local)
                 entry["program"], entry["shapes"] = local, "local"
+                entry["dist_attrs"] = kept_for(local, kept, n_ops)
             except Exception as exc:
                 entry["local_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         self.stages.append(entry)
@@ -499,6 +548,9 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
                     snap = from_pir_programs(st["program"], st.get("startup"),
                                              meta={"stage": st["stage"],
                                                    "shapes": st["shapes"]})
+                    for pos, rec in (st.get("dist_attrs") or {}).items():
+                        # what the dense clone stripped (recorded before it)
+                        snap.ops[pos].attrs.setdefault("dist_attr", rec)
                     fname = f"stages/{i:02d}_{st['stage']}.json"
                     (out / fname).write_text(snap.to_json())
                     entry["snapshot"] = fname
