@@ -238,6 +238,9 @@ DECLARED = {
     "dropout": _d("X", shape_ignore={
         "Seed": _DROPOUT, "dropout_prob": _DROPOUT, "is_test": _DROPOUT,
         "dropout_implementation": _DROPOUT, "seed": _DROPOUT, "fix_seed": _DROPOUT}),
+    "dropout_grad": _d("Out@GRAD Mask", ignore={
+        "dropout_prob": _DROPOUT, "is_test": _DROPOUT, "dropout_implementation": _DROPOUT,
+        "seed": _DROPOUT, "fix_seed": _DROPOUT}),
     "gaussian_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
         "mean": _INIT, "std": _INIT, "seed": _INIT}),
     "uniform_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
@@ -248,6 +251,11 @@ DECLARED = {
         "mu": _OPT, "use_nesterov": _OPT, "regularization_method": _OPT,
         "regularization_coeff": _OPT, "multi_precision": _OPT, "rescale_grad": _OPT}),
     "share_data": _d("X"),
+    "seed": _d("", ignore={
+        "seed": "the seed's value: the output is one int32 whatever it is",
+        "deterministic": "how the seed is drawn when 0: the output is one int32",
+        "rng_name": "which generator draws the seed: the output is one int32",
+        "force_cpu": _PLACE}),
     "softmax_with_cross_entropy": _d("Logits Label soft_label axis", shape_ignore={
         "use_softmax": _VALUE_ONLY, "numeric_stable_mode": _VALUE_ONLY,
         "ignore_index": _VALUE_ONLY}),

@@ -16,6 +16,10 @@ from dataclasses import asdict, dataclass, field
 SCHEMA = "program-snapshot/1"
 # Attrs that only describe where an op was created; dropped from snapshots.
 _NOISE_ATTRS = {"op_callstack", "op_namescope", "with_quant_attr", "op_device"}
+# ...but for a name scope that carries the legacy recompute mark: the legacy
+# planner marks each recompute segment's ops ``/auto_parallel/rc_<i>``
+# (``set_recompute_segments``), and that mark is what the recompute pass reads
+RECOMPUTE_SCOPE = "/auto_parallel/rc"
 
 
 @dataclass
@@ -312,7 +316,8 @@ def _op_record(idx, op, depth=0) -> Op:
     desc = op.desc
     attrs = {}
     for name in desc.attr_names():
-        if name in _NOISE_ATTRS:
+        if name in _NOISE_ATTRS and not (
+                name == "op_namescope" and RECOMPUTE_SCOPE in str(desc.attr(name))):
             continue
         try:
             block = _block_attr(op, name, depth) if depth < 16 else None
