@@ -130,8 +130,10 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
     acts = activations(before)
     kept = pair_ops(before, after)
     kept_at = {i: j for j, i in kept.items()}
-    fwd_after = {i: after.ops[j] for j, i in kept.items()}  # the forward as it now runs
     seg_ops = {i for idx in segs.values() for i in idx}
+    # what a clone may stand for: a marked forward op as the rewritten forward
+    # runs it (kept, or a seed op the pass inserted for a segment's random op)
+    candidates = [o for o in after.ops if not is_backward(o) and segment_of(o) is not None]
     inserted = [op for op in after.ops if op.idx not in kept]
     stands = {}  # a clone's result -> the value it recomputes
     clones = {}  # after index -> before index of the op it recomputes
@@ -147,7 +149,7 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
             outside.append((f"op {op.idx} ({op.type}) was inserted in the forward",
                             _cx(rank, op)))
             continue
-        got = _clone_of(op, before, fwd_after, seg_ops, stands, set(clones.values()))
+        got = _clone_of(op, candidates, stands, set(clones.values()))
         if got is None:
             faithful.append((f"op {op.idx} ({op.type}) was inserted in the backward and "
                              "recomputes no forward op of a segment (type, attrs and "
@@ -155,7 +157,11 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
                                                                          [None])[0])))
             continue
         clones[op.idx] = got
-        orig = before.ops[got]
+        orig = after.ops[got]
+        if orig.type == "seed":
+            seeds.append((f"op {op.idx} re-runs the seed op {got} in the backward: the "
+                          "recomputed random ops read another seed tensor",
+                          _cx(rank, op, var=(op.writes() or [None])[0], forward_op=got)))
         for slot, names in orig.outputs.items():
             for k, n in enumerate(names):
                 new = (op.outputs.get(slot) or [None] * (k + 1))[k]
@@ -166,13 +172,11 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
                 memory.append((f"the clone op {op.idx} ({op.type}) reads the forward "
                                f"activation {n} as {slot}: kept alive into the backward",
                                _cx(rank, op, var=n, slot=slot)))
-            if orig.type in RANDOM_OPS and slot in SEED_SLOTS:
-                fo = fwd_after[got]
-                if n in stands or n not in (fo.inputs.get(slot) or []):
-                    seeds.append((f"the recomputed {op.type} op {op.idx} reads seed {n}, "
-                                  f"not the seed tensor its forward op {kept_at[got]} reads "
-                                  f"({(fo.inputs.get(slot) or [None])[0]}): its mask is "
-                                  "drawn again", _cx(rank, op, var=n, slot=slot)))
+            if orig.type in RANDOM_OPS and slot in SEED_SLOTS and n in stands:
+                seeds.append((f"the recomputed {op.type} op {op.idx} reads seed {n}, a "
+                              f"recomputation, not the seed tensor its forward op {got} "
+                              f"reads ({stands[n]}): its mask is drawn again",
+                              _cx(rank, op, var=n, slot=slot)))
         if orig.type in RANDOM_OPS and not any(
                 op.inputs.get(s) for s in SEED_SLOTS) and not op.attrs.get("fix_seed"):
             seeds.append((f"the recomputed {op.type} op {op.idx} has no seed tensor and no "
@@ -253,7 +257,7 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
            f"no backward op nor clone reads any of the {len(acts)} activation(s) of the "
            "segments")
     result("dropout seeds", seeds, "every recomputed random op reads its forward op's seed"
-           if any(before.ops[i].type in RANDOM_OPS for i in clones.values())
+           if any(after.ops[i].type in RANDOM_OPS for i in clones.values())
            else "no random op recomputed")
     result("outside the segments", outside,
            f"the {len(kept)} other ops are the originals, the backward's reads re-pointed "
@@ -261,14 +265,14 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
     return out
 
 
-def _clone_of(op, before, fwd_after, seg_ops, stands, used) -> int | None:
-    """The before index of the segment op ``op`` recomputes: the first
-    unused one with its type and attrs (as the rewritten forward runs it,
-    role aside) whose every read ``op`` reads too, or reads through a clone."""
+def _clone_of(op, candidates, stands, used) -> int | None:
+    """The rewritten index of the marked forward op ``op`` recomputes: the
+    first unused one with its type and attrs (role aside) whose every read
+    ``op`` reads too, or reads through a clone."""
     got = {k: v for k, v in op.attrs.items() if k not in ASIDE}
-    for i in sorted(seg_ops):
-        fo = fwd_after.get(i)
-        if i in used or fo is None or fo.type != op.type or \
+    for fo in candidates:
+        i = fo.idx
+        if i in used or fo.type != op.type or \
                 {k: v for k, v in fo.attrs.items() if k not in ASIDE} != got:
             continue
         if set(fo.inputs) != set(op.inputs) or set(fo.outputs) != set(op.outputs):
