@@ -77,7 +77,7 @@ def build(case: Case, rank: int):
     for op in [o for o in b.block.ops if o.attr("op_role") == 256][:-1]:
         op._set_attr("op_role", FORWARD)
     _register_loss_grads(b)
-    a_g = b.grad_of(a)
+    b.grad_of(a)
     w_out_g = b.grad_of(w_out)
     _grad(b, mm_out, inputs={"Out@GRAD": [out_g]})
     b.params_grads.append((w_out, w_out_g))
