@@ -114,6 +114,20 @@ CASES = [
     _case("recompute_mlp2_no_checkpoints", "the same blocks with no segment marked",
           Expect(False, "EQUIVALENT", "no recompute segment: the pass must leave the "
                  "program alone"), segments=()),
+    _case("recompute_mlp2_parallel_run", "recompute_mlp2 rewritten with "
+          "FLAGS_new_executor_sequential_run off (outside the Engine, which sets it on)",
+          Expect(True, "NOT_EQUIVALENT",
+                 "the pass puts an ordering nop before each segment's copy, whose Out is the "
+                 "copy's largest input (here the feed x and the first block's output): the "
+                 "contract holds, the value proof proves every value and the simulated run "
+                 "agrees, but the new executor with PIR (FLAGS_enable_pir_in_executor, which "
+                 "the Engine turns on) cannot run the rewritten program",
+                 evidence="numeric 'ranks run': the rewritten program no longer runs "
+                 "(ValueError (InvalidArgument) The size of variable_list and var_name_2_id "
+                 "map should be equal, pir_adaptor_util.cc; in one process: "
+                 "PreconditionNotMetError Tensor holds no memory); the same program without "
+                 "its nops runs"),
+          sequential_run=False),
     _case("recompute_mlp2_dropout", "two matmul, dropout, add, gelu blocks, each a recompute segment",
           Expect(True, "INCONCLUSIVE", "the forward's dropout reads a seed op's output and "
                  "the recomputed dropout reads the same one: one mask (the contract holds, "

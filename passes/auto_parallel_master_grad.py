@@ -144,19 +144,28 @@ def outside_findings(rank, before, after) -> list:
     rest_b = [op for op in before.ops if op.idx not in sec_b]
     rest_a = [op for op in after.ops if op.idx not in sec_a and op.idx not in casts]
     renamed = {op.reads()[0]: op.writes()[0] for op in after.ops if op.idx in casts}
-    for ob, oa in zip(rest_b, rest_a):
+    def key(op, outs):  # n-th of a type and outputs pairs with the n-th
+        return op.type, tuple((s, tuple(ns)) for s, ns in sorted(outs.items()))
+
+    queues = {}
+    for ob in rest_b:
+        queues.setdefault(key(ob, ob.outputs), []).append(ob)
+    for oa in rest_a:
         # a producer writes the low-precision gradient a cast widens: as before
         outs = {s: [renamed.get(m, m) for m in ns] for s, ns in oa.outputs.items()}
-        if (ob.type, _attrs(ob), ob.inputs, ob.outputs) != (oa.type, _attrs(oa), oa.inputs,
-                                                            outs):
-            out.append((f"op {oa.idx} ({oa.type}) stands for op {ob.idx} ({ob.type}) and "
-                        "differs (type, attrs, reads or writes)",
+        q = queues.get(key(oa, outs))
+        ob = q.pop(0) if q else None
+        if ob is None or (_attrs(ob), ob.inputs) != (_attrs(oa), oa.inputs):
+            what = (f"stands for op {ob.idx} ({ob.type}) and differs in attrs or reads"
+                    if ob is not None else "was inserted")
+            out.append((f"op {oa.idx} ({oa.type}) {what}",
                         {"rank": rank, "op_index": oa.idx, "op_type": oa.type,
-                         "var": (oa.writes() or [None])[0], "original_op_index": ob.idx}))
-    if len(rest_b) != len(rest_a):
-        out.append((f"{len(rest_b)} ops outside the optimizer before, {len(rest_a)} after "
-                    "besides the casts", {"rank": rank, "ops_before": len(rest_b),
-                                          "ops_after": len(rest_a)}))
+                         "var": (oa.writes() or [None])[0],
+                         "original_op_index": None if ob is None else ob.idx}))
+    for ob in (o for q in queues.values() for o in q):
+        out.append((f"op {ob.idx} ({ob.type}) of the original is gone",
+                    {"rank": rank, "original_op_index": ob.idx, "op_type": ob.type,
+                     "var": (ob.writes() or [None])[0]}))
     opt_b, opt_a = _by_param(before), _by_param(after)
     for p in sorted(set(opt_b) | set(opt_a)):
         ob, oa = opt_b.get(p), opt_a.get(p)

@@ -99,16 +99,25 @@ def activations(snap) -> dict:
 
 
 def pair_ops(before, after) -> dict:
-    """``{after index: before index}`` of the ops the pass kept: in order,
-    same type and same outputs (an inserted op writes a new name or is a
-    ``nop``/``seed``)."""
-    out, i = {}, 0
+    """``{after index: before index}`` of the ops the pass kept: the n-th
+    after op of a type and outputs is the n-th before op of them (an
+    inserted op writes a new name or is a ``nop``/``seed``), so an order
+    the pass changed among independent ops pairs the same."""
+    from collections import defaultdict
+
+    queues = defaultdict(list)
+    for op in before.ops:
+        queues[_key(op)].append(op.idx)
+    out = {}
     for op in after.ops:
-        if i < len(before.ops) and before.ops[i].type == op.type and \
-                before.ops[i].outputs == op.outputs:
-            out[op.idx] = i
-            i += 1
+        q = queues.get(_key(op))
+        if q:
+            out[op.idx] = q.pop(0)
     return out
+
+
+def _key(op):
+    return op.type, tuple((s, tuple(ns)) for s, ns in sorted(op.outputs.items()))
 
 
 def _slot_reads(op):
@@ -298,6 +307,23 @@ class RecomputeAdapter(PassAdapter):
                 "loss": rp.main.global_block().var(rp.loss),
                 "no_recompute_segments": list(case.params.get("no_recompute_segments", [])),
                 "sr": 0, "refined_ops_patterns": []}
+
+    def apply_local(self, case, rank: int):
+        """As the base, with ``FLAGS_new_executor_sequential_run`` as the
+        legacy Engine sets it (1, in ``Engine.__init__``): then the pass
+        inserts no ordering ``nop`` before a segment's copy.  A case may say
+        otherwise (``params["sequential_run"] = False``): the pass as applied
+        outside the Engine (the tuner, the old parallelizer)."""
+        from verify.ir.legacy_ir import paddle_module
+
+        paddle = paddle_module()
+        flag = "FLAGS_new_executor_sequential_run"
+        old = paddle.get_flags([flag])[flag]
+        paddle.set_flags({flag: bool(case.params.get("sequential_run", True))})
+        try:
+            return super().apply_local(case, rank)
+        finally:
+            paddle.set_flags({flag: old})
 
     def pattern_present(self, snap) -> bool:
         """A segment activation the backward reads."""

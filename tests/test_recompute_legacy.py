@@ -50,11 +50,11 @@ def _named(results, name):
     return got
 
 
-def _whole(case_name, pass_file=None):
+def _whole(case_name, pass_file=None, backend="simulated"):
     loaded = load_pass_file(pass_file) if pass_file else None
     try:
         apps, _ = run_matrix([passes.get("recompute")], [cases.all_cases()[case_name]],
-                             backend="simulated", out=None)
+                             backend=backend, out=None)
     finally:
         if loaded:
             loaded.restore()
@@ -119,7 +119,7 @@ def test_grad_ops_left_on_the_forward_activations_are_caught():
     assert held.verdict == Verdict.CONTRACT_BROKEN
     cex = held.counterexample
     assert (cex["rank"], cex["op_index"], cex["op_type"], cex["var"], cex["slot"]) == \
-        (0, 18, "gelu_grad", "linear_1.tmp_1", "X")
+        (0, 17, "gelu_grad", "linear_1.tmp_1", "X")
     assert _named(results, CONTRACT[0]).verdict == Verdict.CONTRACT_BROKEN
     app = _whole("recompute_mlp2", path)
     assert app.verdict == Verdict.CONTRACT_BROKEN  # values kept: proved
@@ -132,7 +132,7 @@ def test_a_copy_that_reads_another_bias_is_caught_by_contract_and_values():
     bad = _named(results, CONTRACT[0])
     assert bad.verdict == Verdict.CONTRACT_BROKEN
     assert (bad.counterexample["op_index"], bad.counterexample["op_type"],
-            bad.counterexample["var"]) == (17, "elementwise_add", "linear_1.tmp_1.subprog_0")
+            bad.counterexample["var"]) == (16, "elementwise_add", "linear_1.tmp_1.subprog_0")
     app = _whole("recompute_mlp2", path)
     assert app.verdict == Verdict.NOT_EQUIVALENT
     (proof,) = [c for c in app.checks if c.kind == "value"]
@@ -146,7 +146,7 @@ def test_a_seed_recomputed_with_its_segment_is_caught():
     assert bad.verdict == Verdict.CONTRACT_BROKEN
     cex = bad.counterexample
     assert (cex["op_type"], cex["var"]) == ("seed", "rc_seed_1.tmp_0.subprog_0")
-    assert cex["op_index"] == 21 and cex["forward_op"] == 6
+    assert cex["op_index"] == 20 and cex["forward_op"] == 6
 
 
 def _edited(after, idx, **attrs):
@@ -185,3 +185,27 @@ def test_broken_rewrites_as_snapshots_are_caught():
     assert bad.verdict == Verdict.CONTRACT_BROKEN
     assert bad.counterexample["op_index"] == head.idx and \
         bad.counterexample["attrs"] == ["trans_y"]
+
+
+def test_outside_the_engine_the_ordering_nops_break_the_pir_executor():
+    """With FLAGS_new_executor_sequential_run off (the Engine turns it on)
+    the pass puts a nop before each segment's copy, writing the copy's
+    largest input (the feed x for the first block): the contract ignores
+    the nop and holds, the values are proved, the simulator agrees, and the
+    real ranks (the new executor with PIR) cannot run the rewritten program."""
+    import paddle
+
+    flag = "FLAGS_new_executor_sequential_run"
+    assert not paddle.get_flags([flag])[flag]  # the application restored it
+    before, after, _, results = _apply("recompute_mlp2_parallel_run")
+    assert all(c.verdict == Verdict.EQUIVALENT for c in results)
+    nops = [o for o in after.ops if o.type == "nop"]
+    assert [o.writes() for o in nops] == [["gelu_0.tmp_0"], ["x"]]
+    assert not [o for o in _apply("recompute_mlp2")[1].ops if o.type == "nop"]
+    app = _whole("recompute_mlp2_parallel_run", backend="both")
+    assert app.verdict == Verdict.NOT_EQUIVALENT
+    bad = [c for c in app.checks if not c.ok and not getattr(c, "advisory", False)]
+    assert [(c.kind, c.name) for c in bad] == [("numeric", "ranks run")]
+    assert "var_name_2_id" in bad[0].counterexample["error"]
+    (proof,) = [c for c in app.checks if c.kind == "value"]
+    assert proof.verdict == Verdict.EQUIVALENT
