@@ -3,8 +3,8 @@
 
 On a CPU build the legacy O2 pass (``auto_parallel_fp16``) casts nothing
 (docs/passes.md), so these programs are spelled as O2 leaves them on a GPU:
-parameters, activations and gradients in ``params["dtype"]`` (bfloat16 or
-float16), and the optimizer the planner appends after it
+parameters, activations and gradients in ``params["amp_dtype"]`` (bfloat16
+or float16), and the optimizer the planner appends after it
 (``Parallelizer._generate_optimizer``: a copy of the serial optimizer,
 ``apply_gradients`` under the ``opt_`` name generator), AdamW with
 ``multi_precision`` (float32 master weights initialised in the startup by a
@@ -12,12 +12,12 @@ cast of the parameter) and a gradient clip.  The serial optimizer is left,
 unapplied, in the dist context (``_serial_optimizer``), where the pass
 takes it to build the optimizer again.  One rank (mesh ``[0]``)::
 
-    h    = matmul_v2(x, W)                 # params["dtype"] throughout
+    h    = matmul_v2(x, W)                 # params["amp_dtype"] throughout
     out  = elementwise_add(h, b)
     loss = mean(out)
     backward; clip (ClipGradByValue, or none with params["clip"] = None); adamw
 
-``params["dtype"] = "float32"``: nothing in low precision, the pattern is
+``params["amp_dtype"] = "float32"``: nothing in low precision, the pattern is
 absent.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def build(case: Case, rank: int):
 
     paddle = paddle_module()
     p = case.params
-    dtype = p.get("dtype", "bfloat16")
+    dtype = p.get("amp_dtype", "bfloat16")
     b = ProgramBuilder(case, rank)
     x = b.data("x", [B, H], [B, H], dtype=dtype)
     w = b.param("linear_0.w_0", [H, H], dtype=dtype)
@@ -84,28 +84,30 @@ def build(case: Case, rank: int):
 
 def _case(name, summary, expect, **params):
     # paired with the master-grad pass only: an O2 program with its optimizer
+    # amp_level o2 with amp_dtype: numeric runs use the float32 twin
+    # (Case.numeric_twin), as this build has no float16 matmul kernels
     return Case(name=name, family="master_grad", summary=summary, mesh=[0], builder=build,
-                expect={MASTER_GRAD: expect}, rings={},
+                expect={MASTER_GRAD: expect}, rings={}, amp_level="o2",
                 params={"only_pass": MASTER_GRAD, **params})
 
 
 _VALUES = ("values not decided on this CPU build: the value proof has no row for clip, "
-           "and nothing runs: float16 matmul_v2 has no CPU kernel, and the harness feeds "
-           "float32 data where this program takes bfloat16")
+           "and the numeric runs take the float32 twin (this build has no float16 matmul "
+           "kernels), where the pass has nothing to cast: not the same rewrite")
 CASES = [
     _case("master_grad_bf16", "bfloat16 linear + mean, AdamW (multi_precision) with a "
           "value clip", Expect(True, "INCONCLUSIVE", "fires: each bfloat16 gradient is cast "
                                "to a float32 master gradient that the clip and AdamW read, "
                                "and AdamW updates the float32 master copy: the contract "
-                               "holds; " + _VALUES), dtype="bfloat16"),
+                               "holds; " + _VALUES), amp_dtype="bfloat16"),
     _case("master_grad_fp16", "float16 linear + mean, AdamW (multi_precision) with a "
           "value clip", Expect(True, "INCONCLUSIVE", "as master_grad_bf16 in float16: the "
-                               "contract holds; " + _VALUES), dtype="float16"),
+                               "contract holds; " + _VALUES), amp_dtype="float16"),
     _case("master_grad_fp32", "the same program in float32", Expect(
         False, "INCONCLUSIVE", "no low-precision gradient: nothing to cast; the pass still "
         "deletes and rebuilds the optimizer with its state renamed, the same update for each "
         "parameter (left alone holds); the simulated run agrees bitwise, the value proof "
-        "has no row for clip"), dtype="float32"),
+        "has no row for clip"), amp_dtype="float32"),
     _case("master_grad_bf16_no_clip", "master_grad_bf16 without a gradient clip",
           Expect(True, "PASS_CRASHED",
                  "the pass deletes the optimizer from the first optimize op in the "
@@ -116,5 +118,5 @@ CASES = [
                  "(auto_parallel_master_grad.py, _regenerate_optimizer); the legacy "
                  "planner applies the pass whenever AMP is O2 with use_master_grad, "
                  "whether or not the optimizer clips"),
-          dtype="bfloat16", clip=None),
+          amp_dtype="bfloat16", clip=None),
 ]
