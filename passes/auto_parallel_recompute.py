@@ -7,6 +7,9 @@ scope ``/auto_parallel/rc_<i>`` (``set_recompute_segments``, from
 (``Parallelizer._apply_pre_optimization``) with ``loss``, ``dist_context``,
 ``no_grad_set`` None and the strategy's ``no_recompute_segments``.  The
 snapshot keeps that mark (``verify/ir/snapshot.py``: ``RECOMPUTE_SCOPE``).
+The Engine runs with ``FLAGS_new_executor_sequential_run`` on, and the
+adapter applies the pass so (``apply_local``); with it off the pass also
+inserts an ordering ``nop`` before each segment's copy.
 
 Pattern (documented): a forward op marked ``/auto_parallel/rc_<i>`` whose
 result another op of the same segment reads (an *activation*), and a

@@ -209,3 +209,27 @@ def test_outside_the_engine_the_ordering_nops_break_the_pir_executor():
     assert "var_name_2_id" in bad[0].counterexample["error"]
     (proof,) = [c for c in app.checks if c.kind == "value"]
     assert proof.verdict == Verdict.EQUIVALENT
+
+
+def test_snapshots_keep_the_segment_mark_and_a_dropouts_seed():
+    """Legacy snapshots keep an op's name scope only where it carries the
+    recompute mark, and record dropout's seed and fix_seed (extra attrs the
+    desc does not list, yet kernel arguments): a changed seed is a changed
+    program."""
+    from verify.ir.snapshot import changed, from_programs
+
+    rp = cases.all_cases()["recompute_mlp2_dropout"].build(0)
+    snap = from_programs(rp.main, rp.startup)
+    drops = [o for o in snap.ops if o.type == "dropout"]
+    assert [(o.attrs["fix_seed"], o.attrs["seed"]) for o in drops] == [(True, 11), (True, 12)]
+    assert [o.attrs["op_namescope"] for o in drops] == ["/auto_parallel/rc_0",
+                                                       "/auto_parallel/rc_1"]
+    assert all("op_namescope" not in o.attrs for o in snap.ops if o.type == "reduce_mean")
+    # the forward's head is unmarked: its name scope is noise, as before
+    blk = rp.main.global_block()
+    (drop0,) = [o for o in blk.ops if o.type == "dropout"][:1]
+    drop0._set_attr("seed", 99)
+    assert changed(snap, from_programs(rp.main, rp.startup))
+    rp2 = cases.all_cases()["recompute_mlp2"].build(0)
+    assert not any("seed" in o.attrs for o in from_programs(rp2.main).ops
+                   if o.type == "matmul_v2")
