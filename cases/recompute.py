@@ -129,9 +129,9 @@ CASES = [
                  "its nops runs"),
           sequential_run=False),
     _case("recompute_mlp2_dropout", "two matmul, dropout, add, gelu blocks, each a recompute segment",
-          Expect(True, "INCONCLUSIVE", "the forward's dropout reads a seed op's output and "
-                 "the recomputed dropout reads the same one: one mask (the contract holds, "
-                 "the simulated run agrees bitwise); the value proof has no row for "
-                 "dropout (a random mask), so the values are witnessed, not proved"),
+          Expect(True, "EQUIVALENT", "the forward's dropout reads a seed op's output "
+                 "(the seed it fixed) and the recomputed dropout reads the same one: one "
+                 "mask; the value proof proves every gradient (the mask a function of the "
+                 "seed's value) and the runs agree bitwise"),
           dropout=True),
 ]

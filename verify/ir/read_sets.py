@@ -235,12 +235,13 @@ DECLARED = {
     "coalesce_tensor": _d("Input dtype copy_data set_constant persist_output constant "
                           "use_align align_size user_defined_size_of_dtype concated_shapes "
                           "concated_ranks"),
-    "dropout": _d("X", shape_ignore={
-        "Seed": _DROPOUT, "dropout_prob": _DROPOUT, "is_test": _DROPOUT,
-        "dropout_implementation": _DROPOUT, "seed": _DROPOUT, "fix_seed": _DROPOUT}),
-    "dropout_grad": _d("Out@GRAD Mask", ignore={
-        "dropout_prob": _DROPOUT, "is_test": _DROPOUT, "dropout_implementation": _DROPOUT,
-        "seed": _DROPOUT, "fix_seed": _DROPOUT}),
+    # the value rows (seed, dropout, dropout_grad) read the seed and the mask's
+    # parameters; the shape rules read none of them (same shape as X / Out@GRAD)
+    "dropout": _d("X Seed dropout_prob is_test dropout_implementation seed fix_seed"),
+    "dropout_grad": _d("Out@GRAD Mask dropout_prob is_test dropout_implementation",
+                       ignore={"seed": "the forward's seed: the grad reads the mask it drew",
+                               "fix_seed": "the forward's seed: the grad reads the mask it "
+                                           "drew"}),
     "gaussian_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
         "mean": _INIT, "std": _INIT, "seed": _INIT}),
     "uniform_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
@@ -251,10 +252,9 @@ DECLARED = {
         "mu": _OPT, "use_nesterov": _OPT, "regularization_method": _OPT,
         "regularization_coeff": _OPT, "multi_precision": _OPT, "rescale_grad": _OPT}),
     "share_data": _d("X"),
-    "seed": _d("", ignore={
-        "seed": "the seed's value: the output is one int32 whatever it is",
-        "deterministic": "how the seed is drawn when 0: the output is one int32",
-        "rng_name": "which generator draws the seed: the output is one int32",
+    "seed": _d("seed", ignore={
+        "deterministic": "how a seed 0 is drawn (the row refuses seed 0)",
+        "rng_name": "which generator draws a seed 0 (the row refuses seed 0)",
         "force_cpu": _PLACE}),
     "softmax_with_cross_entropy": _d("Logits Label soft_label axis", shape_ignore={
         "use_softmax": _VALUE_ONLY, "numeric_stable_mode": _VALUE_ONLY,
