@@ -222,6 +222,24 @@ class MasterGradAdapter(PassAdapter):
                            "pattern absent; the pass rebuilt the optimizer the same (its "
                            "state renamed) and left every other op alone", details=res.details)
 
+    def renames(self, case, rank, before, after) -> dict:
+        """The rebuilt optimizer's state under its new names: per parameter,
+        each state slot of its optimizer (moments, beta pows, master copy,
+        learning rate) before and after, where the recipe is the same."""
+        out = dict(super().renames(case, rank, before, after))
+        opt_a = _by_param(after)
+        for p, ob in _by_param(before).items():
+            oa = opt_a.get(p)
+            if oa is None or update_recipe(before, ob) != update_recipe(after, oa):
+                continue
+            for slot, names in ob.inputs.items():
+                if slot in ("Param", "Grad"):
+                    continue
+                for b, a in zip(names, oa.inputs.get(slot) or []):
+                    if b != a:
+                        out[b] = a
+        return out
+
     def contract(self, case, rank, before, after) -> list:
         results = [self.fired_check(case, rank, before, after)]
         low = low_grads(before)

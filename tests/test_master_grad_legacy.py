@@ -16,6 +16,7 @@ import os
 
 import cases
 import passes
+from verify.engine.matrix_runner import run_matrix
 from verify.ir.pass_files import load_pass_file
 from verify.ir.rank_snapshot import snapshot_of
 from verify.verdicts import Verdict
@@ -138,3 +139,21 @@ def test_broken_rewrites_as_snapshots_are_caught():
     assert bad.verdict == Verdict.CONTRACT_BROKEN
     assert (bad.counterexample["op_index"], bad.counterexample["var"]) == (opt.idx, m)
     assert "fill_constant" in bad.message
+
+
+def test_whole_applications_prove_the_values():
+    """The widening cast is the identity on values and the clip bound is
+    exact in both dtypes, so the proof holds on the low-precision cases; no
+    run witnesses them (the float32 twin is not the same rewrite), so they
+    stay INCONCLUSIVE.  The float32 case is proved and runs bitwise equal."""
+    apps, _ = run_matrix([passes.get("master_grad")],
+                         [cases.all_cases()[n] for n in ("master_grad_bf16", "master_grad_fp32")],
+                         backend="simulated", out=None)
+    low, fp32 = apps
+    (proof,) = [c for c in low.checks if c.kind == "value"]
+    assert proof.verdict == Verdict.EQUIVALENT and "PROVED" in proof.message
+    bad = [c for c in low.checks if not c.ok and not getattr(c, "advisory", False)]
+    assert [(c.kind, c.name) for c in bad] == [("numeric", "numeric twin")]
+    assert low.verdict == Verdict.INCONCLUSIVE
+    assert fp32.verdict == Verdict.EQUIVALENT, [(c.name, c.message) for c in fp32.checks
+                                               if not c.ok]

@@ -1027,6 +1027,32 @@ def test_dropout_rows_agree_with_paddles_kernels():
         S.ROWS["seed"](Op(0, "seed", {}, {"Out": ["s"]}, {"seed": 0}), {}, k)
 
 
+def test_clip_against_paddles_kernel():
+    """``clip``: ``min(max(x, lo), hi)`` with the bounds cast to x's dtype,
+    against the CPU kernel; a bound not exact in bfloat16 and a min above
+    the max are refused."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    x = RNG.standard_normal((4, 8)).astype("float32") / 8
+    main = paddle.static.Program()
+    blk = main.global_block()
+    v = blk.create_var(name="x", shape=[4, 8], dtype="float32")
+    v.is_data = True
+    blk.append_op(type="clip", inputs={"X": ["x"]},
+                  outputs={"Out": [blk.create_var(name="o", shape=[4, 8], dtype="float32")]},
+                  attrs={"min": -0.05, "max": 0.0625})
+    (want,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed={"x": x},
+                                                            fetch_list=["o"])
+    assert (want == 0.0625).any() and (want == np.float32(-0.05)).any()
+    close(run("clip", {"X": [x]}, {"min": -0.05, "max": 0.0625})["Out"], want)
+    op = Op(0, "clip", {"X": ["x"]}, {"Out": ["o"]}, {"min": -0.05, "max": 0.0625})
+    with pytest.raises(S.Unsupported):  # -0.05 is not a bfloat16
+        S.ROWS["clip"](op, {"X": [S.Tensor(np.asarray(x, dtype=object), S.leaf_dims(x.shape),
+                                           "bfloat16")]}, K)
+    with pytest.raises(S.Unsupported):
+        run("clip", {"X": [x]}, {"min": 0.5, "max": 0.25})
+
 def test_every_row_is_tested():
     """Every row of the semantics table is named by a test of this file (a
     string literal other than a docstring: a ``run``/``ROWS[...]`` call or a

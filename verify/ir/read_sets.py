@@ -229,8 +229,9 @@ DECLARED = {
     "reduce": _COLLECTIVE,
     "reduce_scatter": _COLLECTIVE,
     "check_finite_and_unscale": _d("X Scale"),
-    "clip": _d("X", shape_ignore={"min": _VALUE_ONLY, "max": _VALUE_ONLY,
-                                  "Min": _VALUE_ONLY, "Max": _VALUE_ONLY}),
+    # the value row reads the bounds as attrs only: tensor bounds are refused
+    "clip": _d("X min max", refuses="Min Max", shape_ignore={"Min": _VALUE_ONLY,
+                                                              "Max": _VALUE_ONLY}),
     "clip_by_norm": _d("X", shape_ignore={"max_norm": _VALUE_ONLY}),
     "coalesce_tensor": _d("Input dtype copy_data set_constant persist_output constant "
                           "use_align align_size user_defined_size_of_dtype concated_shapes "

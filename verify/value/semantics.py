@@ -823,6 +823,24 @@ def elementwise_min(op, ins, k):
     return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
 
 
+def clip(op, ins, k):
+    """``clip``: ``min(max(x, lo), hi)`` elementwise (phi's ClipFunctor),
+    ``max`` and ``min`` as in ``elementwise_max``; the bounds as the kernel
+    reads them, cast to x's dtype (``constant``: a bound not exact in
+    bfloat16 is refused; in float16 and float32 it is rounded).  Bounds
+    given as tensors (``Min``/``Max``) are refused (read_sets)."""
+    x = _t(ins, "X")
+    lo = constant(op.attrs.get("min", 0.0), x.dtype)
+    hi = constant(op.attrs.get("max", 0.0), x.dtype)
+    if lo > hi:
+        raise Unsupported(f"clip with min {lo} above max {hi} (the kernel refuses it)")
+    klo, khi = k.const(lo), k.const(hi)
+    out = np.empty(x.arr.shape, dtype=object)
+    for idx in np.ndindex(x.arr.shape):
+        out[idx] = k.uf("min", [k.uf("max", [x.arr[idx], klo], ()), khi], ())
+    return {"Out": [Tensor(out, x.dims, x.dtype)]}
+
+
 ADAMW_IN = ("Param", "Grad", "Moment1", "Moment2", "LearningRate", "Beta1Pow", "Beta2Pow")
 
 
@@ -1084,6 +1102,7 @@ ROWS = {
     "elementwise_div": elementwise_div,
     "elementwise_max": elementwise_max,
     "elementwise_min": elementwise_min,
+    "clip": clip,
     "gelu": uf_elementwise("gelu", ["X"], "Out"),
     "gelu_grad": uf_linear_grad("gelu.d", "X", "Out@GRAD", "X@GRAD"),
     "relu": uf_elementwise("relu", ["X"], "Out"),
