@@ -22,6 +22,7 @@ absent.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 
 from .amp import _grad
@@ -36,7 +37,29 @@ B, H = 4, 8
 CLIP = 0.0625
 
 
+@contextlib.contextmanager
+def fresh_name_scopes():
+    """Paddle's name scopes numbered from scratch while inside: the optimizer
+    appends its clip under ``name_scope("gradient_clip")``, whose suffix
+    counts every earlier use in the process, so two builds (or a build in a
+    worker and one here) would differ in ``op_namescope``; the master-grad
+    pass rebuilds the optimizer the same way."""
+    from paddle.base import framework
+
+    saved = framework._name_scope
+    framework._name_scope = framework.NameScope()
+    try:
+        yield
+    finally:
+        framework._name_scope = saved
+
+
 def build(case: Case, rank: int):
+    with fresh_name_scopes():
+        return _build(case, rank)
+
+
+def _build(case: Case, rank: int):
     from verify.ir.legacy_ir import paddle_module
 
     paddle = paddle_module()

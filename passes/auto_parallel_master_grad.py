@@ -222,6 +222,16 @@ class MasterGradAdapter(PassAdapter):
                            "pattern absent; the pass rebuilt the optimizer the same (its "
                            "state renamed) and left every other op alone", details=res.details)
 
+    def apply_local(self, case, rank: int):
+        """As the base, with Paddle's name scopes numbered from scratch (the
+        pass rebuilds the optimizer under ``name_scope("gradient_clip")``,
+        whose suffix counts the process's earlier uses): the rewrite is the
+        same in any process."""
+        from cases.master_grad import fresh_name_scopes
+
+        with fresh_name_scopes():
+            return super().apply_local(case, rank)
+
     def renames(self, case, rank, before, after) -> dict:
         """The rebuilt optimizer's state under its new names: per parameter,
         each state slot of its optimizer (moments, beta pows, master copy,
