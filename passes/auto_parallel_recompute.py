@@ -148,7 +148,7 @@ def recompute_contract(pass_name, case_name, rank, before, after) -> list:
     candidates = [o for o in after.ops if not is_backward(o) and segment_of(o) is not None]
     inserted = [op for op in after.ops if op.idx not in kept]
     stands = {}  # a clone's result -> the value it recomputes
-    clones = {}  # after index -> before index of the op it recomputes
+    clones = {}  # a clone's after index -> the after index of the forward op it copies
     faithful, memory, seeds, outside = [], [], [], []
     new_seeds = {}  # inserted forward seed op's result -> the seed op
     for op in inserted:
