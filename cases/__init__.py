@@ -10,7 +10,7 @@ FAMILIES = ["column_parallel", "engine_planned", "row_parallel", "layer_stack",
             "pir_matmul_grad", "sequence_parallel",
             "engine_sp", "pir_collectives", "engine_sharding", "engine_dp",
             "planned_models", "engine_pipeline", "pir_gradient_merge", "planner_models", "zoo",
-            "amp", "pir_transpose", "pir_gemm_epilogue"]
+            "amp", "pir_transpose", "pir_gemm_epilogue", "recompute", "master_grad"]
 
 
 def unavailable_families() -> dict:

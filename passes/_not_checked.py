@@ -37,14 +37,6 @@ NOT_CHECKED = {
         "float32, and on CPU that list holds 1201 ops, matmul_v2 and elementwise_add among "
         "them, so O2 casts nothing here; its loss scaling is what auto_parallel_amp's check "
         "judges (docs/passes.md)"),
-    "auto_parallel_master_grad_pass": (
-        "paddle/distributed/passes/auto_parallel_master_grad.py",
-        "not built this round: it rewrites the optimizer the Engine appends after AMP O2, "
-        "which casts nothing on a CPU build (see auto_parallel_fp16)"),
-    "auto_parallel_recompute": (
-        "paddle/distributed/passes/auto_parallel_recompute.py",
-        "not built this round: the legacy Engine's recompute; the PIR Engine's "
-        "(auto_parallel_recompute_pir) is checked"),
     "auto_parallel_sync_shared_params": (
         "paddle/distributed/passes/auto_parallel_sync_shared_params.py",
         "does not plan on CPU: on the zoo LLaMA as a two-stage pipeline with tied embeddings "

@@ -980,6 +980,120 @@ def test_slice_on_reduced_shapes_takes_the_aligned_chunk():
         S.ROWS["slice"](bad, {"Input": [x]}, K)
 
 
+def test_dropout_rows_agree_with_paddles_kernels():
+    """The value rows of ``seed``, ``dropout`` and ``dropout_grad`` against
+    the CPU kernels: the mask is a function of the seed's value alone (a
+    ``Seed`` tensor from a seed op and a fixed ``seed`` attr of the same
+    value draw one mask, whatever X holds; another seed another mask), and
+    ``Out = X * Mask / (1 - p)``, ``X@GRAD = Out@GRAD * Mask / (1 - p)``
+    with that mask (the rows' uninterpreted mask read from the run)."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    shape, p = [4, 8], 0.5
+    main = paddle.static.Program()
+    blk = main.global_block()
+
+    def var(name, dtype="float32", shp=shape):
+        return blk.create_var(name=name, shape=shp, dtype=dtype)
+
+    attrs = {"dropout_prob": p, "is_test": False,
+             "dropout_implementation": "upscale_in_train"}
+    for n in ("x", "x2", "dout"):
+        v = var(n)
+        v.is_data = True
+    blk.append_op(type="seed", outputs={"Out": [var("s", "int32", [1])]},
+                  attrs={"seed": 11, "force_cpu": True})
+    drop1 = blk.append_op(type="dropout", inputs={"X": ["x"]}, outputs={
+        "Out": [var("o1")], "Mask": [var("m1", "uint8")]},
+        attrs={**attrs, "fix_seed": True, "seed": 11})
+    blk.append_op(type="dropout", inputs={"X": ["x2"], "Seed": ["s"]}, outputs={
+        "Out": [var("o2")], "Mask": [var("m2", "uint8")]}, attrs=dict(attrs))
+    blk.append_op(type="dropout", inputs={"X": ["x"]}, outputs={
+        "Out": [var("o3")], "Mask": [var("m3", "uint8")]},
+        attrs={**attrs, "fix_seed": True, "seed": 12})
+    (grad,), _ = paddle.base.core.get_grad_op_desc(drop1.desc, set(), [])
+    desc = blk.desc.append_op()
+    desc.copy_from(grad)  # dropout_grad as the grad maker makes it
+    desc.set_input("Out@GRAD", ["dout"])
+    desc.set_output("X@GRAD", [var("dx").name])
+    blk._sync_with_cpp()
+    rng = np.random.default_rng(0)
+    feed = {n: rng.standard_normal(shape).astype("float32") for n in ("x", "x2", "dout")}
+    names = ["o1", "m1", "o2", "m2", "o3", "m3", "dx"]
+    got = dict(zip(names, paddle.static.Executor(paddle.CPUPlace()).run(
+        main, feed=feed, fetch_list=names)))
+    assert (got["m1"] == got["m2"]).all() and not (got["m1"] == got["m3"]).all()
+    assert 0 < got["m1"].sum() < got["m1"].size
+
+    class Kernels:  # the mask of seed s read from the run: the rows' one unknown
+        reduce_to = 10 ** 6
+
+        def const(self, v):
+            return float(v)
+
+        def uf(self, kernel, args, attrs=()):
+            assert kernel == "dropout.mask"
+            j = int(dict(attrs)["index"])
+            m = {11.0: got["m1"], 12.0: got["m3"]}[float(args[0])]
+            return float(m.reshape(-1)[j])
+
+    def tensor(a, dtype="float32"):
+        a = np.asarray(a, dtype=object)
+        return S.Tensor(a, S.leaf_dims(a.shape), dtype)
+
+    k = Kernels()
+    (s,) = S.ROWS["seed"](Op(0, "seed", {}, {"Out": ["s"]}, {"seed": 11}), {}, k)["Out"]
+    assert list(s.arr) == [11.0]
+    for seed_ins, extra, out, mask in (
+            ({}, {"fix_seed": True, "seed": 11}, "o1", "m1"),
+            ({"Seed": [s]}, {}, "o2", "m2"),
+            ({}, {"fix_seed": True, "seed": 12}, "o3", "m3")):
+        x = feed["x2"] if out == "o2" else feed["x"]
+        op = Op(0, "dropout", {"X": ["x"], **{k2: ["s"] for k2 in seed_ins}},
+                {"Out": [out], "Mask": [mask]}, {**attrs, **extra})
+        res = S.ROWS["dropout"](op, {"X": [tensor(x.astype(float))], **seed_ins}, k)
+        np.testing.assert_allclose(res["Out"][0].arr.astype(float), got[out], rtol=1e-6)
+        assert (res["Mask"][0].arr.astype(float) == got[mask]).all()
+    op = Op(0, "dropout_grad", {"Out@GRAD": ["dout"], "Mask": ["m1"]}, {"X@GRAD": ["dx"]},
+            dict(attrs))
+    res = S.ROWS["dropout_grad"](op, {"Out@GRAD": [tensor(feed["dout"].astype(float))],
+                                      "Mask": [tensor(got["m1"].astype(float), "uint8")]}, k)
+    np.testing.assert_allclose(res["X@GRAD"][0].arr.astype(float), got["dx"], rtol=1e-6)
+    # an unseeded dropout and a seed op drawing a random seed are refused
+    with pytest.raises(S.Unsupported):
+        S.ROWS["dropout"](Op(0, "dropout", {"X": ["x"]}, {"Out": ["o"]}, dict(attrs)),
+                          {"X": [tensor(feed["x"].astype(float))]}, k)
+    with pytest.raises(S.Unsupported):
+        S.ROWS["seed"](Op(0, "seed", {}, {"Out": ["s"]}, {"seed": 0}), {}, k)
+
+
+def test_clip_against_paddles_kernel():
+    """``clip``: ``min(max(x, lo), hi)`` with the bounds cast to x's dtype,
+    against the CPU kernel; a bound not exact in bfloat16 and a min above
+    the max are refused."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    x = RNG.standard_normal((4, 8)).astype("float32") / 8
+    main = paddle.static.Program()
+    blk = main.global_block()
+    v = blk.create_var(name="x", shape=[4, 8], dtype="float32")
+    v.is_data = True
+    blk.append_op(type="clip", inputs={"X": ["x"]},
+                  outputs={"Out": [blk.create_var(name="o", shape=[4, 8], dtype="float32")]},
+                  attrs={"min": -0.05, "max": 0.0625})
+    (want,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed={"x": x},
+                                                            fetch_list=["o"])
+    assert (want == 0.0625).any() and (want == np.float32(-0.05)).any()
+    close(run("clip", {"X": [x]}, {"min": -0.05, "max": 0.0625})["Out"], want)
+    op = Op(0, "clip", {"X": ["x"]}, {"Out": ["o"]}, {"min": -0.05, "max": 0.0625})
+    with pytest.raises(S.Unsupported):  # -0.05 is not a bfloat16
+        S.ROWS["clip"](op, {"X": [S.Tensor(np.asarray(x, dtype=object), S.leaf_dims(x.shape),
+                                           "bfloat16")]}, K)
+    with pytest.raises(S.Unsupported):
+        run("clip", {"X": [x]}, {"min": 0.5, "max": 0.25})
+
 def test_every_row_is_tested():
     """Every row of the semantics table is named by a test of this file (a
     string literal other than a docstring: a ``run``/``ROWS[...]`` call or a

@@ -358,11 +358,13 @@ RULES = {
     **{f"{k}_grad": grads_like(**{"X@GRAD": "X"}) for k in ("relu", "gelu", "tanh", "sigmoid",
                                                              "sqrt", "square", "exp")},
     "reduce_mean_grad": grads_like(**{"X@GRAD": "X"}),
+    "dropout_grad": grads_like(**{"X@GRAD": "Out@GRAD"}),
     "reduce_sum_grad": grads_like(**{"X@GRAD": "X"}),
     # reductions
     "reduce_mean": _reduce,
     "reduce_sum": _reduce,
     "mean": _scalar(),
+    "seed": lambda s: {"Out": [[1]]},  # one int32 seed, whatever its value
     # squared_l2_norm's output is 0-D or [1] depending on the Paddle
     # version: its declared shape is kept, only its input is required.
     "squared_l2_norm": lambda s: (s("X"), {})[1],

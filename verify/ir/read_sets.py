@@ -229,15 +229,20 @@ DECLARED = {
     "reduce": _COLLECTIVE,
     "reduce_scatter": _COLLECTIVE,
     "check_finite_and_unscale": _d("X Scale"),
-    "clip": _d("X", shape_ignore={"min": _VALUE_ONLY, "max": _VALUE_ONLY,
-                                  "Min": _VALUE_ONLY, "Max": _VALUE_ONLY}),
+    # the value row reads the bounds as attrs only: tensor bounds are refused
+    "clip": _d("X min max", refuses="Min Max", shape_ignore={"Min": _VALUE_ONLY,
+                                                              "Max": _VALUE_ONLY}),
     "clip_by_norm": _d("X", shape_ignore={"max_norm": _VALUE_ONLY}),
     "coalesce_tensor": _d("Input dtype copy_data set_constant persist_output constant "
                           "use_align align_size user_defined_size_of_dtype concated_shapes "
                           "concated_ranks"),
-    "dropout": _d("X", shape_ignore={
-        "Seed": _DROPOUT, "dropout_prob": _DROPOUT, "is_test": _DROPOUT,
-        "dropout_implementation": _DROPOUT, "seed": _DROPOUT, "fix_seed": _DROPOUT}),
+    # the value rows (seed, dropout, dropout_grad) read the seed and the mask's
+    # parameters; the shape rules read none of them (same shape as X / Out@GRAD)
+    "dropout": _d("X Seed dropout_prob is_test dropout_implementation seed fix_seed"),
+    "dropout_grad": _d("Out@GRAD Mask dropout_prob is_test dropout_implementation",
+                       ignore={"seed": "the forward's seed: the grad reads the mask it drew",
+                               "fix_seed": "the forward's seed: the grad reads the mask it "
+                                           "drew"}),
     "gaussian_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
         "mean": _INIT, "std": _INIT, "seed": _INIT}),
     "uniform_random": _d("shape dtype", refuses="ShapeTensor ShapeTensorList", shape_ignore={
@@ -248,6 +253,10 @@ DECLARED = {
         "mu": _OPT, "use_nesterov": _OPT, "regularization_method": _OPT,
         "regularization_coeff": _OPT, "multi_precision": _OPT, "rescale_grad": _OPT}),
     "share_data": _d("X"),
+    "seed": _d("seed", ignore={
+        "deterministic": "how a seed 0 is drawn (the row refuses seed 0)",
+        "rng_name": "which generator draws a seed 0 (the row refuses seed 0)",
+        "force_cpu": _PLACE}),
     "softmax_with_cross_entropy": _d("Logits Label soft_label axis", shape_ignore={
         "use_softmax": _VALUE_ONLY, "numeric_stable_mode": _VALUE_ONLY,
         "ignore_index": _VALUE_ONLY}),

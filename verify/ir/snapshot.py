@@ -16,6 +16,10 @@ from dataclasses import asdict, dataclass, field
 SCHEMA = "program-snapshot/1"
 # Attrs that only describe where an op was created; dropped from snapshots.
 _NOISE_ATTRS = {"op_callstack", "op_namescope", "with_quant_attr", "op_device"}
+# ...but for a name scope that carries the legacy recompute mark: the legacy
+# planner marks each recompute segment's ops ``/auto_parallel/rc_<i>``
+# (``set_recompute_segments``), and that mark is what the recompute pass reads
+RECOMPUTE_SCOPE = "/auto_parallel/rc"
 
 
 @dataclass
@@ -308,16 +312,43 @@ def _block_attr(op, name, depth):
     return out[0] if kind == core.AttrType.BLOCK else out
 
 
+_EXTRA: dict = {}  # op type -> {extra attr: default}
+
+
+def _extra_attrs(op_type) -> dict:
+    """Paddle's "extra" attrs of ``op_type`` and their defaults ({} if none)."""
+    if op_type not in _EXTRA:
+        from paddle.base import core
+
+        try:
+            _EXTRA[op_type] = dict(core.get_op_extra_attrs(op_type))
+        except Exception:
+            _EXTRA[op_type] = {}
+    return _EXTRA[op_type]
+
+
 def _op_record(idx, op, depth=0) -> Op:
     desc = op.desc
     attrs = {}
     for name in desc.attr_names():
-        if name in _NOISE_ATTRS:
+        if name in _NOISE_ATTRS and not (
+                name == "op_namescope" and RECOMPUTE_SCOPE in str(desc.attr(name))):
             continue
         try:
             block = _block_attr(op, name, depth) if depth < 16 else None
             attrs[name] = block if block is not None else _plain(desc.attr(name))
         except Exception:  # attrs that do not read: record their presence
+            attrs[name] = "<unreadable>"
+    for name, default in _extra_attrs(op.type).items():
+        # an "extra" attr is not listed by the desc, yet some are kernel
+        # arguments (dropout's seed and fix_seed): recorded where it is set
+        # away from its default, so a changed seed is a changed op
+        if name in attrs or name in _NOISE_ATTRS:
+            continue
+        try:
+            if desc.has_attr(name) and _plain(desc.attr(name)) != _plain(default):
+                attrs[name] = _plain(desc.attr(name))
+        except Exception:
             attrs[name] = "<unreadable>"
     stream = "default"
     try:

@@ -53,4 +53,11 @@ PASS_MUTANTS = [
     ("tests/mutants/sharding_broadcast_dropped.py", "auto_parallel_sharding",
      "engine_shard_dp2_adamw_s1",
      "no broadcast from the owners: a non-owner never receives the update"),
+    ("tests/mutants/recompute_backward_reads_forward.py", "auto_parallel_recompute",
+     "recompute_mlp2",
+     "the segments are copied into the backward but the grad ops are never re-pointed "
+     "to the copies: the forward activations stay alive (values kept)"),
+    ("tests/mutants/recompute_clone_wrong_bias.py", "auto_parallel_recompute",
+     "recompute_mlp2",
+     "the first recomputed bias add reads the first block's bias instead of its own"),
 ]

@@ -823,6 +823,24 @@ def elementwise_min(op, ins, k):
     return {"Out": [Tensor(out, _out_dims(out.shape, x, y), x.dtype)]}
 
 
+def clip(op, ins, k):
+    """``clip``: ``min(max(x, lo), hi)`` elementwise (phi's ClipFunctor),
+    ``max`` and ``min`` as in ``elementwise_max``; the bounds as the kernel
+    reads them, cast to x's dtype (``constant``: a bound not exact in
+    bfloat16 is refused; in float16 and float32 it is rounded).  Bounds
+    given as tensors (``Min``/``Max``) are refused (read_sets)."""
+    x = _t(ins, "X")
+    lo = constant(op.attrs.get("min", 0.0), x.dtype)
+    hi = constant(op.attrs.get("max", 0.0), x.dtype)
+    if lo > hi:
+        raise Unsupported(f"clip with min {lo} above max {hi} (the kernel refuses it)")
+    klo, khi = k.const(lo), k.const(hi)
+    out = np.empty(x.arr.shape, dtype=object)
+    for idx in np.ndindex(x.arr.shape):
+        out[idx] = k.uf("min", [k.uf("max", [x.arr[idx], klo], ()), khi], ())
+    return {"Out": [Tensor(out, x.dims, x.dtype)]}
+
+
 ADAMW_IN = ("Param", "Grad", "Moment1", "Moment2", "LearningRate", "Beta1Pow", "Beta2Pow")
 
 
@@ -1084,6 +1102,7 @@ ROWS = {
     "elementwise_div": elementwise_div,
     "elementwise_max": elementwise_max,
     "elementwise_min": elementwise_min,
+    "clip": clip,
     "gelu": uf_elementwise("gelu", ["X"], "Out"),
     "gelu_grad": uf_linear_grad("gelu.d", "X", "Out@GRAD", "X@GRAD"),
     "relu": uf_elementwise("relu", ["X"], "Out"),
@@ -1684,6 +1703,72 @@ def slice_grad(op, ins, k):
 
 
 ROWS.update({"slice": slice_op, "slice_grad": slice_grad})
+
+
+# -- dropout with a deterministic seed (the recompute's copies draw its mask) --
+def seed_op(op, ins, k):
+    """``seed``: one int32, the ``seed`` attr; 0 draws a random seed, which
+    no value stands for (refused)."""
+    seed = op.attrs.get("seed", 0)
+    if not seed:
+        raise Unsupported("seed op with seed 0 draws a random seed")
+    return {"Out": [Tensor(np.array([k.const(constant(seed, "int32"))], dtype=object),
+                           leaf_dims([1]), "int32")]}
+
+
+def _dropout_scale(op):
+    """What the kept elements are multiplied by: 1/(1-p) in
+    ``upscale_in_train``, 1 in ``downgrade_in_infer`` (training)."""
+    if op.attrs.get("is_test", False):
+        raise Unsupported(f"{op.type} with is_test")
+    p = float(op.attrs.get("dropout_prob", 0.5))
+    if not 0.0 <= p < 1.0:
+        raise Unsupported(f"{op.type} with dropout_prob {p}")
+    impl = op.attrs.get("dropout_implementation", "downgrade_in_infer")
+    if impl == "upscale_in_train":
+        return constant(Fraction(1) / (1 - constant(p, "float32")))
+    if impl == "downgrade_in_infer":
+        return Fraction(1)
+    raise Unsupported(f"{op.type} with dropout_implementation {impl!r}")
+
+
+def dropout(op, ins, k):
+    """``dropout`` in training: ``Out = X * mask * scale``, the mask an
+    uninterpreted function of the seed's value (the ``Seed`` tensor, else
+    the fixed ``seed`` attr), the probability, the shape and the element:
+    the kernel draws it from an engine seeded so, whatever X holds (an
+    unseeded dropout draws a random mask: refused).  ``Mask`` is that mask."""
+    x = _t(ins, "X")
+    scale = _dropout_scale(op)
+    if _has(ins, "Seed"):
+        seed = _t(ins, "Seed").arr.reshape(-1)[0]
+    elif op.attrs.get("fix_seed", False):
+        seed = k.const(constant(op.attrs.get("seed", 0), "int32"))
+    else:
+        raise Unsupported("dropout without a Seed tensor or a fixed seed draws a random mask")
+    shape = tuple(int(n) for n in x.arr.shape)
+    attrs = (("dropout_prob", repr(float(op.attrs.get("dropout_prob", 0.5)))),
+             ("shape", repr(shape)))
+    mask = np.empty(shape, dtype=object)
+    out = np.empty(shape, dtype=object)
+    for j, idx in enumerate(np.ndindex(*shape)):
+        mask[idx] = k.uf("dropout.mask", [seed], attrs + (("index", repr(j)),))
+        out[idx] = x.arr[idx] * mask[idx] * k.const(scale)
+    return {"Out": [Tensor(out, x.dims, x.dtype)], "Mask": [Tensor(mask, x.dims, "uint8")]}
+
+
+def dropout_grad(op, ins, k):
+    """``X@GRAD = Out@GRAD * Mask * scale`` (training)."""
+    g, m = _t(ins, "Out@GRAD"), _t(ins, "Mask")
+    c = k.const(_dropout_scale(op))
+    return {"X@GRAD": [Tensor(np.asarray(g.arr * m.arr * c), g.dims, g.dtype)]}
+
+
+ROWS.update({"seed": seed_op, "dropout": dropout, "dropout_grad": dropout_grad})
+# the seed is an int32 read only as the mask's argument, the mask a uint8 of 0/1
+ROW_DTYPES.update({"seed": frozenset({"int32"}),
+                   "dropout": FLOATS | frozenset({"uint8", "int32"}),
+                   "dropout_grad": FLOATS | frozenset({"uint8"})})
 
 
 # -- the ops of paddleformers' causal LMs (cases/zoo.py: LLaMA, Phi-3, Gemma 3,
