@@ -177,10 +177,15 @@ def build(case, rank: int):
                      rank)
 
 
-def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None):
+def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None,
+          reference=None):
     """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
     model's strategy turns on that have an adapter of their own (e.g.
-    ``passes/auto_parallel_recompute_pir.py``), which handles the case too."""
+    ``passes/auto_parallel_recompute_pir.py``), which handles the case too;
+    ``reference``: ``{"model", "uses"}`` of the same model with such a pass
+    off, planned as the reference of a pass whose rank programs the
+    planner's own serial program does not describe
+    (``passes/auto_parallel_c_embedding_pass.py``)."""
     strategy_passes = dict(strategy_passes or {})
     return Case(name=name, family="planner_models", summary=summary, mesh=mesh,
                 builder=build, expect={PLANNER: expect, **strategy_passes}, ir="pir",
@@ -188,7 +193,8 @@ def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None):
                         "planner": "cases.planner_models:planned_dir",
                         "only_pass": PLANNER,
                         **({"strategy_passes": sorted(strategy_passes)}
-                           if strategy_passes else {})},
+                           if strategy_passes else {}),
+                        **({"reference": reference} if reference else {})},
                 gloo_unfaithful="the planner relation runs the ranks in the PIR simulator")
 
 
@@ -263,6 +269,25 @@ _RECOMPUTE_CONTRACT = Expect(
     "block's forward ops cloned into the backward, every backward read of an activation "
     "re-pointed to its clone, no activation of the block read by the backward any more, "
     "every other op unchanged")
+
+C_EMBEDDING = "auto_parallel_c_embedding_pass"
+_C_EMBEDDING_FILES = ["c_embedding_of.py"]
+# the planner itself on a plan with the flag on: its serial program is taken after the
+# pass (rank 0's start_index 0 over the whole table: the model's lookup), so its own
+# checks hold; the pass is judged against the plan with the flag off (the adapter)
+_C_EMBEDDING_PLANNER = Expect(True, "EQUIVALENT", _HOLDS)
+_C_EMBEDDING_FIRES = Expect(
+    True, "EQUIVALENT",
+    "each rank looks its ids up in its half of the table with pd_op.c_embedding "
+    "(start_index 0 and 2 of a vocabulary of 4) and the partial lookups are all-reduced "
+    "over mp; every stage holds, and the ranks relate to the serial program of the model "
+    "planned with the flag off (an all_gather of the table and a pd_op.embedding) on the "
+    "loss, every gradient and every update for 3 steps; contract: the rank's rows, the "
+    "sum over the vocab axis, the grad's start_index")
+_C_EMBEDDING_ABSENT = Expect(
+    False, "EQUIVALENT",
+    "no lookup: the pass has nothing to rewrite, and every rank's program is the plan "
+    "with the flag off, op for op")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
@@ -430,6 +455,19 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "stage 'recompute', the serial program taken before it",
           "planner_tp2_recompute.py", [0, 1], _RECOMPUTE,
           strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
+    _case("planner_c_embedding_tp2", "examples/planner_c_embedding.py: an embedding "
+          "whose rows are sharded over mp (vocabulary 4), a linear, MSE, planned for dp1 x "
+          "mp2 (mesh [[0, 1]]) with strategy.mp_optimization.replace_with_c_embedding (fleet's "
+          "hybrid group over gloo)", "planner_c_embedding.py", [[0, 1]],
+          _C_EMBEDDING_PLANNER, uses=["c_embedding_net.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_FIRES},
+          reference={"model": "c_embedding_net.py", "uses": []}),
+    _case("planner_c_embedding_absent", "examples/planner_c_embedding_absent.py: "
+          "tiny_mlp_pir.py (no embedding) planned for dp1 x mp2 with replace_with_c_embedding "
+          "on", "planner_c_embedding_absent.py", [[0, 1]],
+          Expect(True, "EQUIVALENT", _HOLDS), uses=["tiny_mlp_pir.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_ABSENT},
+          reference={"model": "tiny_mlp_pir.py", "uses": []}),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -1,0 +1,157 @@
+"""``auto_parallel_c_embedding_pass`` (``passes/auto_parallel_c_embedding_pass.py``):
+the model planned with ``replace_with_c_embedding`` on (fleet's hybrid group
+over gloo in the planning processes) related to the same model planned with
+it off, and the pass's contract.
+
+* the case where it fires holds: each rank's ``pd_op.c_embedding`` at its
+  rows (start_index 0 and 2 of a vocabulary of 4), summed over mp, and the
+  ranks relate to the flag-off serial program; the case without a lookup is
+  left alone, op for op the flag-off plan;
+* the plan with the flag off fed as the pass's output: NOT_APPLIED (the
+  sharded table is looked up by no c_embedding);
+* a pass that gives rank 1 a start_index one row off (``--paddle-file``, a
+  test-time edit of the installed pass: ``tests/planner_mutant_edits.py``) is
+  NOT_EQUIVALENT, the contract naming rank 1, the op and the table;
+* the planned programs with the all-reduce after the lookup removed are
+  NOT_EQUIVALENT, the contract naming the rank, the op, the partial value and
+  the matmul that reads it unsummed.
+Plans are cached (``cases/planner_models.py``); the mutant plans apart.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from planner_mutant_edits import write as write_mutant  # noqa: E402
+
+CASE, ABSENT = "planner_c_embedding_tp2", "planner_c_embedding_absent"
+TABLE = "embedding_0.w_0.dist"
+
+
+def _case(name):
+    import cases
+
+    return cases.all_cases()[name]
+
+
+def _apply(case, monkeypatch=None, overlay=None):
+    from passes.auto_parallel_c_embedding_pass import ADAPTER
+    from verify.engine.application import run_application
+
+    if overlay:  # as --paddle-file does, for the planning processes started
+        from verify.ir.paddle_overlay import installed_rel, installed_root, module_of
+        from verify.premerge import overlay as ov
+
+        mod, path = module_of(str(write_mutant(overlay, Path(tempfile.mkdtemp()))))
+        manifest = ov.write(tempfile.mkdtemp(prefix="c-embedding-mutant-"),
+                            {installed_rel(mod): Path(path).read_text()}, installed_root())
+        env = ov.child_env(manifest)
+        monkeypatch.setenv(ov.ENV, env[ov.ENV])
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    return run_application(ADAPTER, case, numeric=lambda *a: [])
+
+
+def _by(app, name):
+    return [c for c in app.checks if c.name == name]
+
+
+def test_fires_and_relates_to_the_plan_with_the_flag_off():
+    app = _apply(_case(CASE))
+    assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok]
+    rel = _by(app, "planner relation")
+    assert {c.rank for c in rel} == {0, 1} and all(c.verdict.value == "EQUIVALENT" for c in rel)
+    contract = _by(app, "c_embedding")
+    assert {c.rank for c in contract} == {0, 1}
+    assert all(c.verdict.value == "EQUIVALENT" for c in contract)
+    starts = {o.rank: [op.attrs["start_index"] for op in o.after.ops
+                       if op.type == "pd_op.c_embedding"] for o in app.outcomes}
+    assert starts == {0: [0], 1: [2]}
+    # the reference is the other plan: a lookup of the gathered table
+    assert all(any(op.type == "pd_op.embedding" for op in o.before.ops) for o in app.outcomes)
+
+
+def test_left_alone_where_there_is_no_lookup():
+    app = _apply(_case(ABSENT))
+    assert app.verdict.value == "EQUIVALENT", [c.message for c in app.checks if not c.ok]
+    alone = _by(app, "left alone")
+    assert {c.rank for c in alone} == {0, 1} and all(c.verdict.value == "EQUIVALENT"
+                                                     for c in alone)
+    assert not _by(app, "c_embedding")
+
+
+def test_the_plan_with_the_flag_off_is_not_applied():
+    """The contract on programs where the pass did nothing: the sharded table
+    is looked up by no pd_op.c_embedding on any rank."""
+    from passes import auto_parallel_c_embedding_pass as P
+    from passes.planner import planner_dir
+
+    case = _case(CASE)
+    ref = P.reference_dir(case)
+    recs = P._records(ref, case.ranks)
+    finals = P._finals(ref, case.ranks)
+    got = P.contract_checks(P.ADAPTER.name, case, ref, ref, recs, recs, finals, finals)
+    assert [c.verdict.value for c in got] == ["NOT_APPLIED", "NOT_APPLIED"], got
+    assert got[0].counterexample == {"rank": 0, "value": TABLE}
+    assert planner_dir(case) != ref
+
+
+def test_a_start_index_one_row_off_is_refuted(monkeypatch):
+    app = _apply(_case(CASE), monkeypatch, overlay="c_embedding_start_off")
+    assert app.verdict.value == "NOT_EQUIVALENT", [c.message for c in app.checks][:4]
+    bad = [c for c in _by(app, "c_embedding") if c.verdict.value == "CONTRACT_BROKEN"]
+    assert {c.rank for c in bad} == {1}, [c.message for c in bad]
+    cex = bad[0].counterexample
+    assert cex["op_type"] == "pd_op.c_embedding" and cex["value"] == TABLE
+    assert (cex["start_index"], cex["expected"]) == (3, 2) and cex["op_index"] >= 0
+    wrong = [c for c in app.checks if c.kind in ("value", "numeric")
+             and c.verdict.value == "NOT_EQUIVALENT"]
+    assert wrong and all(c.counterexample.get("rank") is not None for c in wrong)
+
+
+def _without_all_reduce(src: Path, dest: Path) -> Path:
+    """A copy of the plan ``src`` whose ranks' main programs read the
+    partial lookup directly: the all-reduce after each pd_op.c_embedding
+    erased, its readers re-pointed to its operand."""
+    import paddle
+
+    from verify.ir.pir_snapshot import export_programs
+    from verify.plan.pir_rank import load_rank
+
+    shutil.copytree(src, dest)
+    for rank_dir in sorted(dest.glob("rank*")):
+        main, startup, names, meta = load_rank(rank_dir)
+        with paddle.pir_utils.IrGuard():
+            ops = main.global_block().ops
+            for op in ops:
+                if op.name() == "pd_op.c_embedding":
+                    for user in op.result(0).all_used_ops():
+                        if user.name() == "pd_op.all_reduce":
+                            user.result(0).replace_all_uses_with(op.result(0))
+                            user.erase()
+            exported = export_programs(main, startup, names)
+        (rank_dir / "main.json").write_bytes(exported["main"])
+        (rank_dir / "names.json").write_text(json.dumps(exported["names"]))
+        meta["counter"] = exported["counter"]
+        (rank_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    return dest
+
+
+def test_a_lookup_not_summed_over_the_vocab_axis_is_refuted(tmp_path):
+    from passes.planner import planner_dir
+
+    case = _case(CASE)
+    broken = _without_all_reduce(planner_dir(case), tmp_path / "plan")
+    params = {k: v for k, v in case.params.items() if k != "planner"}
+    app = _apply(dataclasses.replace(case, params={**params, "dir": str(broken)}))
+    assert app.verdict.value == "NOT_EQUIVALENT", [c.message for c in app.checks][:4]
+    bad = [c for c in _by(app, "c_embedding") if c.verdict.value == "CONTRACT_BROKEN"]
+    assert {c.rank for c in bad} == {0, 1}, [c.message for c in bad]
+    cex = bad[0].counterexample
+    assert cex["op_type"] == "pd_op.c_embedding" and cex["reader_type"] == "pd_op.matmul"
+    assert cex["expected_ring"] == [0, 1] and cex["value"].startswith("%")
+    rel = [c for c in _by(app, "planner relation") if c.verdict.value == "NOT_EQUIVALENT"]
+    assert rel and rel[0].counterexample["rank"] in (0, 1) and rel[0].counterexample["value"]
+
