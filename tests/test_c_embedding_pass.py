@@ -155,3 +155,17 @@ def test_a_lookup_not_summed_over_the_vocab_axis_is_refuted(tmp_path):
     rel = [c for c in _by(app, "planner relation") if c.verdict.value == "NOT_EQUIVALENT"]
     assert rel and rel[0].counterexample["rank"] in (0, 1) and rel[0].counterexample["value"]
 
+
+
+def test_the_pass_needs_fleets_hybrid_group():
+    """Why the model file builds fleet's hybrid group (``examples/c_embedding_of.py``):
+    without ``fleet.init`` the pass raises before it reads the program."""
+    import paddle
+    import pytest
+    from paddle.distributed.passes import new_pass
+
+    c_embedding = new_pass("auto_parallel_c_embedding_pass", {"concrete_program": None})
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with pytest.raises(AttributeError, match="'Fleet' object has no attribute '_hcg'"):
+            c_embedding.apply([main], [startup])
