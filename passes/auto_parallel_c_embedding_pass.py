@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -104,13 +105,14 @@ class CEmbeddingAdapter(PlannerAdapter):
         befores, afters = _finals(ref, case.ranks), _finals(folder, case.ranks)
         for r in case.ranks:
             outcomes.append((r, befores[r], afters[r], None))
-        both = composite_dir(folder, ref, case.ranks)
-        both_records = _records(both, case.ranks)
         notes.append(f"reference: the serial program of {ref.name} (the model planned with "
                      "the flag off); the ranks: the plan with it on")
-        checks += relation_proof(case, both, both_records, notes)
-        if numeric:
-            checks += relation_run(case, both, both_records, notes)
+        with tempfile.TemporaryDirectory(prefix="c-embedding-") as tmp:
+            both = composite_dir(folder, ref, case.ranks, Path(tmp) / "plan")
+            both_records = _records(both, case.ranks)
+            checks += relation_proof(case, both, both_records, notes)
+            if numeric:
+                checks += relation_run(case, both, both_records, notes)
         checks += contract_checks(self.name, case, folder, ref, records, ref_records,
                                   befores, afters)
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
@@ -150,23 +152,19 @@ def _finals(folder: Path, ranks) -> dict:
     return out
 
 
-def composite_dir(folder: Path, ref: Path, ranks) -> Path:
-    """A program dir for the planner's relation: the ranks of ``folder``
-    (the plan with the flag on) and, as the serial program, ``ref``'s (the
-    plan with it off): its ``serial.json`` and serial relation table; the
-    links of the ranks' ops to serial values dropped (they name the other
-    plan's serial values).  Kept beside the plans in the cache, named by
-    both (the relation's memos are keyed by its files' bytes)."""
-    out = folder.parent / f"{folder.name}-vs-{ref.name}"
-    if (out / "plan.json").is_file():
-        return out
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns("stages", "coverage.json"))
+def composite_dir(folder: Path, ref: Path, ranks, out: Path) -> Path:
+    """A program dir ``out`` for the planner's relation: the ranks of
+    ``folder`` (the plan with the flag on) and, as the serial program,
+    ``ref``'s (the plan with it off): its ``serial.json`` and serial relation
+    table; the links of the ranks' ops to serial values dropped (they name
+    the other plan's serial values).  Made afresh for each application (a
+    few small files; the relation's memos are keyed by their bytes, so a
+    rerun still hits them)."""
+    shutil.copytree(folder, out, ignore=shutil.ignore_patterns("stages", "coverage.json"))
     r0 = ranks[0]
     ref0 = json.loads((ref / f"rank{r0}" / "planner.json").read_text())
     for r in ranks:
-        p = tmp / f"rank{r}" / "planner.json"
+        p = out / f"rank{r}" / "planner.json"
         rec = json.loads(p.read_text())
         rec["serial_relation"] = ref0.get("serial_relation")
         rec["serial_error"] = ref0.get("serial_error")
@@ -175,9 +173,7 @@ def composite_dir(folder: Path, ref: Path, ranks) -> Path:
             op["serial"], op["serial_op"] = None, None
             op["origin"] = "other plan"
         p.write_text(json.dumps(rec, sort_keys=True))
-        shutil.copyfile(ref / f"rank{r0}" / "serial.json", tmp / f"rank{r}" / "serial.json")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+        shutil.copyfile(ref / f"rank{r0}" / "serial.json", out / f"rank{r}" / "serial.json")
     return out
 
 
