@@ -125,8 +125,12 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0,
             write_killed(out / f"rank{r}", p.returncode, p.stderr_text)
     lost = [r for r in failed if not (out / f"rank{r}" / "planner.json").is_file()]
     if lost:
-        raise RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
+        exc = RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
                            f"planner's stages: {failed[lost[0]]}")
+        # each failed rank's output (its traceback names where it failed: an engine pass
+        # before the stages, e.g. passes/auto_parallel_c_embedding_pass.py)
+        exc.stderr = {r: procs[r].stderr_text[-20000:] for r in lost}
+        raise exc
     if failed:  # a stage raised: the records say which; no programs to run
         write_failed_plan_json(out, name, mesh, failed)
     else:

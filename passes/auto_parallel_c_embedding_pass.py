@@ -87,9 +87,17 @@ class CEmbeddingAdapter(PlannerAdapter):
 
         checks, outcomes, notes = [], [], []
         try:
-            folder, ref = planner_dir(case), reference_dir(case)
-            records = _records(folder, case.ranks)
+            ref = reference_dir(case)
             ref_records = _records(ref, case.ranks)
+            try:
+                folder = planner_dir(case)
+            except RuntimeError as exc:
+                crashed = crash_in_pass(self.name, case, exc)
+                if crashed is None:
+                    raise
+                checks.append(crashed)
+                return {"checks": checks, "outcomes": outcomes, "notes": notes}
+            records = _records(folder, case.ranks)
         except Exception as exc:
             from verify.verdicts import failure_line
 
@@ -122,6 +130,36 @@ ADAPTER = CEmbeddingAdapter()
 
 
 # -- the two plans ------------------------------------------------------------
+PASS_FILE = "auto_parallel_c_embedding.py"  # the pass's module in Paddle
+
+
+def crash_in_pass(pass_name, case, exc):
+    """PASS_CRASHED when the plan with the flag on failed, before the
+    planner's recorded stages, with a Python traceback through the pass's
+    own module (the plan with the flag off planned: the reference is made
+    first); None for any other failure (a gloo rendezvous, a crash the
+    traceback does not place in the pass: not the pass's, INCONCLUSIVE)."""
+    import re
+
+    from verify.verdicts import environment_cause, error_line
+
+    for rank, text in sorted((getattr(exc, "stderr", None) or {}).items()):
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', text or "")
+        inside = [f for f in frames if f[0].endswith("/passes/" + PASS_FILE)]
+        if not inside or environment_cause(text):
+            continue
+        path, line, fn = inside[-1]
+        said = [ln.strip() for ln in text.splitlines()
+                if re.match(r"^[\w.]+(Error|Exception)\b", ln)]
+        why = said[-1][:400] if said else error_line(text)
+        return CheckResult(
+            "pass", "pass ran", rank, Verdict.PASS_CRASHED,
+            f"{pass_name} raised on case {case.name} rank {rank} (in the planning process, "
+            f"{fn} at {PASS_FILE}:{line}): {why}",
+            counterexample={"rank": rank, "function": fn, "line": int(line), "error": why},
+            details={"traceback": text})
+    return None
+
 def reference_dir(case) -> Path:
     """The plan of ``params["reference"]`` (``{"model", "uses"}``) on the
     case's mesh, planned and cached as any planner case."""

@@ -17,6 +17,13 @@ EDITS = {
         "        vocab_start_index = mp_rank * per_part_size\n",
         "        # MUTANT: every rank but the first looks its rows up one id too far\n"
         "        vocab_start_index = mp_rank * (per_part_size + 1)\n"),
+    # the c_embedding pass raises while it replaces the lookup
+    "c_embedding_raises": (
+        "distributed/passes/auto_parallel_c_embedding.py",
+        "        num_embeddings = op.operand(1).source().type().shape[0]\n",
+        "        num_embeddings = op.operand(1).source().type().shape[0]\n"
+        "        # MUTANT: the pass raises\n"
+        "        raise ValueError(\"c_embedding mutant: refusing to replace the lookup\")\n"),
     # p_to_r all-reduces over every process of the job, not the partial mesh's group
     "p_to_r_world": (
         f"{_STATIC}/reshard_funcs/p_to_r_reshard_func.py",

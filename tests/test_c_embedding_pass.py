@@ -169,3 +169,15 @@ def test_the_pass_needs_fleets_hybrid_group():
         main, startup = paddle.static.Program(), paddle.static.Program()
         with pytest.raises(AttributeError, match="'Fleet' object has no attribute '_hcg'"):
             c_embedding.apply([main], [startup])
+
+
+def test_a_pass_that_raises_is_pass_crashed(monkeypatch):
+    """The pass runs in the planning process before the recorded stages: a
+    failure whose traceback runs through the pass's module is the pass's
+    (PASS_CRASHED, naming the rank, the function and the error)."""
+    app = _apply(_case(CASE), monkeypatch, overlay="c_embedding_raises")
+    assert app.verdict.value == "PASS_CRASHED", [c.message for c in app.checks]
+    bad = [c for c in app.checks if c.verdict.value == "PASS_CRASHED"]
+    cex = bad[0].counterexample
+    assert cex["function"] == "_replace_embedding_with_c_embedding"
+    assert cex["rank"] in (0, 1) and "c_embedding mutant" in cex["error"], cex
