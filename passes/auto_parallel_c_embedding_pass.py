@@ -22,8 +22,11 @@ every updated parameter for 3 steps, and the value proof, where the
 ``pd_op.c_embedding`` rows of ``verify/value/semantics.py`` give each
 rank's lookup as the serial lookup's selection terms of its rows, so the
 Partial sum over mp is the serial embedding).  The two plans name their
-parameters and feeds alike; their intermediate values are not linked (the
-relation compares the watched values only, and localises nothing).
+parameters and feeds alike, and their serial programs are aligned op by op
+(:func:`serial_links`: the same model but for the lookup the pass wrote), so
+each rank's op is compared with its model value too and a difference is
+localised to the first op whose result no longer relates, blamed on the
+stage ``c_embedding`` where that op is the pass's lookup.
 
 What the pass exists for (the contract, on each rank's final program),
 both ways:
@@ -201,18 +204,60 @@ def composite_dir(folder: Path, ref: Path, ranks, out: Path) -> Path:
     shutil.copytree(folder, out, ignore=shutil.ignore_patterns("stages", "coverage.json"))
     r0 = ranks[0]
     ref0 = json.loads((ref / f"rank{r0}" / "planner.json").read_text())
+    ref_serial = _serial_snapshot(ref, r0)
     for r in ranks:
         p = out / f"rank{r}" / "planner.json"
         rec = json.loads(p.read_text())
         rec["serial_relation"] = ref0.get("serial_relation")
         rec["serial_error"] = ref0.get("serial_error")
         rec["stages"] = []  # the stage snapshots are the plan's, not read here
+        link, made = serial_links(_serial_snapshot(folder, r), ref_serial)
         for op in rec.get("final_ops", []):
-            op["serial"], op["serial_op"] = None, None
-            op["origin"] = "other plan"
+            ser = op.get("serial")
+            if ser:  # the other plan's serial value of the same model value, if any
+                mapped = [link.get(n) if n else None for n in ser]
+                op["serial"] = mapped if any(mapped) else None
+                if any(n in made for n in ser if n):
+                    op["origin"] = STAGE  # the lookup the pass wrote (blamed there)
+            op["serial_op"] = None
         p.write_text(json.dumps(rec, sort_keys=True))
         shutil.copyfile(ref / f"rank{r0}" / "serial.json", out / f"rank{r}" / "serial.json")
     return out
+
+
+STAGE = "c_embedding"
+# the ops the pass writes, and the serial ops they stand for
+_AS_SERIAL = {C_EMB: EMB, C_EMB_GRAD: "pd_op.embedding_grad"}
+
+
+def serial_links(on, off) -> tuple:
+    """``({value of on: value of off}, {values of on the pass's ops made})``:
+    the serial program of the plan with the flag on (``on``, a snapshot)
+    aligned op by op with the one with it off (``off``): the same model, so
+    the same op types in the same order but for the pass's lookup (a
+    ``pd_op.c_embedding`` where ``off`` has its ``pd_op.embedding``, each
+    grad alike).  Ops in a run of equal types are paired in order and their
+    results by slot; values of ops the alignment does not pair get no link
+    (compared through the relation's watched values only)."""
+    import difflib
+
+    def kind(op):
+        return _AS_SERIAL.get(op.type, op.type)
+
+    a, b = [kind(op) for op in on.ops], [kind(op) for op in off.ops]
+    link, made = {}, set()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False) \
+            .get_opcodes():
+        if tag != "equal":
+            continue
+        for x, y in zip(on.ops[i1:i2], off.ops[j1:j2]):
+            for slot, names in x.outputs.items():
+                for n, m in zip(names, y.outputs.get(slot, [])):
+                    if n and m:
+                        link[n] = m
+                        if x.type in _AS_SERIAL:
+                            made.add(n)
+    return link, made
 
 
 # -- the contract ---------------------------------------------------------------
