@@ -288,6 +288,19 @@ _C_EMBEDDING_FIRES = Expect(
     "planned with the flag off (an all_gather of the table and a pd_op.embedding) on the "
     "loss, every gradient and every update for 3 steps; contract: the rank's rows, the "
     "sum over the vocab axis, the grad's start_index")
+_C_EMBEDDING_REPLICATED = Expect(
+    True, "CONTRACT_BROKEN",
+    "Paddle's behaviour: 3.3.1's auto_parallel_c_embedding_pass rewrites every "
+    "pd_op.embedding, whatever its table's placement: a table the user left replicated is "
+    "resharded on its vocab dim over the mesh axis it takes from a fresh "
+    "DistributedStrategy's mp_degree (dims_mapping [-1, -1] planned with the flag off, "
+    "[1, -1] with it on: 2 of 4 rows a rank) and its lookup becomes a c_embedding and an "
+    "all-reduce. The values relate (the ranks to the flag-off serial program, loss, "
+    "gradients and updates for 3 steps); what changed is the placement the user chose",
+    evidence="the contract's 'left alone' check on rank 0 and rank 1: op 6 "
+    "(pd_op.c_embedding) on embedding_0.w_0.dist, dims_mapping [-1, -1] with the flag off, "
+    "[1, -1] with it on; reproduce: python -m verify run --pass c_embedding --case "
+    "planner_c_embedding_replicated")
 _C_EMBEDDING_ABSENT = Expect(
     False, "EQUIVALENT",
     "no lookup: the pass has nothing to rewrite, and every rank's program is the plan "
@@ -466,6 +479,13 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           _C_EMBEDDING_PLANNER, uses=["c_embedding_net.py"] + _C_EMBEDDING_FILES,
           strategy_passes={C_EMBEDDING: _C_EMBEDDING_FIRES},
           reference={"model": "c_embedding_net.py", "uses": []}),
+    _case("planner_c_embedding_replicated", "examples/planner_c_embedding_replicated.py: "
+          "planner_c_embedding_tp2's model with the table replicated (the user shards "
+          "nothing), planned with replace_with_c_embedding on",
+          "planner_c_embedding_replicated.py", [[0, 1]], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["c_embedding_net.py", "c_embedding_net_replicated.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_REPLICATED},
+          reference={"model": "c_embedding_net_replicated.py", "uses": ["c_embedding_net.py"]}),
     _case("planner_c_embedding_absent", "examples/planner_c_embedding_absent.py: "
           "tiny_mlp_pir.py (no embedding) planned for dp1 x mp2 with replace_with_c_embedding "
           "on", "planner_c_embedding_absent.py", [[0, 1]],

@@ -21,12 +21,13 @@ BATCH = 2
 class VocabParallelNet(nn.Layer):
     """embedding (rows sharded over mp) -> linear."""
 
-    def __init__(self, mesh):
+    def __init__(self, mesh, shard_vocab=True):
         super().__init__()
         self.emb = nn.Embedding(VOCAB, H)
         self.out = nn.Linear(H, H)
         rep = [dist.Replicate()] * (len(mesh.dim_names) - 1)  # replicated over dp
-        self.emb.weight = dist.shard_tensor(self.emb.weight, mesh, rep + [dist.Shard(0)])
+        last = dist.Shard(0) if shard_vocab else dist.Replicate()
+        self.emb.weight = dist.shard_tensor(self.emb.weight, mesh, rep + [last])
 
     def forward(self, ids):
         return self.out(self.emb(ids))

@@ -39,8 +39,9 @@ both ways:
   serial table's rows, whose result is read only by a sum ``all_reduce`` over
   exactly the ranks of that axis (the others' coordinates the rank's), and
   whose grad (``pd_op.c_embedding_grad``) has the same ``start_index``;
-* changes nothing where absent: no ``pd_op.c_embedding`` on any rank, and
-  each rank's program is the reference's, op for op (types in order).
+* changes nothing where absent (no lookup, or a lookup of a table the
+  reference does not shard on vocab): no ``pd_op.c_embedding`` on any rank,
+  and each rank's program is the reference's, op for op (types in order).
 """
 from __future__ import annotations
 
@@ -305,7 +306,7 @@ def rank_contract(pass_name, case_name, rank, snap, rel, rings, tables, vocab) -
             "contract", CHECK, rank, Verdict.CONTRACT_BROKEN,
             f"{where}: op {i} ({op.type}) on {value}: {what}",
             counterexample={"rank": rank, "op_index": i, "op_type": op.type,
-                            "value": value, **facts}))
+                            "value": value, "var": value, **facts}))
 
     looked_up = set()
     for i, op in enumerate(snap.ops):
@@ -355,7 +356,7 @@ def rank_contract(pass_name, case_name, rank, snap, rel, rings, tables, vocab) -
             broken.append(CheckResult(
                 "contract", CHECK, rank, Verdict.NOT_APPLIED,
                 f"{where}: the table {w} is sharded on the vocab dim and no pd_op.c_embedding "
-                "looks it up", counterexample={"rank": rank, "value": w}))
+                "looks it up", counterexample={"rank": rank, "value": w, "var": w}))
     if broken:
         return broken
     return [CheckResult("contract", CHECK, rank, Verdict.EQUIVALENT,
@@ -382,10 +383,27 @@ def contract_checks(pass_name, case, folder, ref, records, ref_records, befores,
         where = f"{pass_name} on {case.name} rank {r}"
         extra = [i for i, op in enumerate(snap.ops) if op.type in (C_EMB, C_EMB_GRAD)]
         mine, theirs = [op.type for op in snap.ops], [op.type for op in befores[r].ops]
-        if extra or mine != theirs:
-            i = extra[0] if extra else next(
-                (k for k, (a, b) in enumerate(zip(mine, theirs)) if a != b),
-                min(len(mine), len(theirs)))
+        if extra:  # a lookup of a table the reference does not shard, rewritten
+            i = extra[0]
+            op = snap.ops[i]
+            w = (op.inputs.get("weight") or [None])[0]
+            theirs_plc = (ref_records[r]["relation"].get("parameters", {}).get(w) or {}) \
+                .get("placement")
+            mine_plc = (records[r]["relation"].get("parameters", {}).get(w) or {}) \
+                .get("placement")
+            out.append(CheckResult(
+                "contract", "left alone", r, Verdict.CONTRACT_BROKEN,
+                f"{where}: op {i} ({op.type}) on {w}: the table is not sharded on its vocab "
+                f"dim (dims_mapping {_dm(theirs_plc)} planned with the flag off), yet the pass "
+                f"rewrote its lookup and sharded it (dims_mapping {_dm(mine_plc)}, "
+                f"{int(snap.vars[w].shape[0]) if w in snap.vars else '?'} rows a rank)",
+                counterexample={"rank": r, "op_index": i, "op_type": op.type, "value": w,
+                                "var": w,
+                                "placement_flag_off": _dm(theirs_plc),
+                                "placement": _dm(mine_plc)}))
+        elif mine != theirs:
+            i = next((k for k, (a, b) in enumerate(zip(mine, theirs)) if a != b),
+                     min(len(mine), len(theirs)))
             out.append(CheckResult(
                 "contract", "left alone", r, Verdict.CONTRACT_BROKEN,
                 f"{where}: no vocab-sharded lookup, yet the program differs from the plan "
@@ -397,6 +415,10 @@ def contract_checks(pass_name, case, folder, ref, records, ref_records, befores,
                 f"{where}: no vocab-sharded lookup; the program is the plan with the flag "
                 f"off, op for op ({len(mine)} ops)"))
     return out
+
+
+def _dm(placement):
+    return list(placement["dims_mapping"]) if placement else None
 
 
 def _serial_snapshot(folder, rank):

@@ -94,7 +94,7 @@ def test_the_plan_with_the_flag_off_is_not_applied():
     finals = P._finals(ref, case.ranks)
     got = P.contract_checks(P.ADAPTER.name, case, ref, ref, recs, recs, finals, finals)
     assert [c.verdict.value for c in got] == ["NOT_APPLIED", "NOT_APPLIED"], got
-    assert got[0].counterexample == {"rank": 0, "value": TABLE}
+    assert got[0].counterexample == {"rank": 0, "value": TABLE, "var": TABLE}
     assert planner_dir(case) != ref
 
 
@@ -200,3 +200,18 @@ def test_a_pass_that_raises_is_pass_crashed(monkeypatch):
     cex = bad[0].counterexample
     assert cex["function"] == "_replace_embedding_with_c_embedding"
     assert cex["rank"] in (0, 1) and "c_embedding mutant" in cex["error"], cex
+
+
+def test_a_replicated_table_is_rewritten_all_the_same():
+    """Where the user left the table replicated the pass must leave the lookup
+    alone (its pattern: a table sharded on vocab); 3.3.1's pass rewrites every
+    lookup and shards the table: CONTRACT_BROKEN naming the rank, the op, the
+    table and both placements, while the values still relate."""
+    app = _apply(_case("planner_c_embedding_replicated"))
+    assert app.verdict.value == "CONTRACT_BROKEN", [c.message for c in app.checks if not c.ok]
+    bad = [c for c in app.checks if not c.ok and not c.advisory]
+    assert {(c.name, c.rank) for c in bad} == {("left alone", 0), ("left alone", 1)}
+    cex = bad[0].counterexample
+    assert (cex["op_type"], cex["value"]) == ("pd_op.c_embedding", TABLE)
+    assert (cex["placement_flag_off"], cex["placement"]) == ([-1, -1], [1, -1])
+    assert all(c.verdict.value == "EQUIVALENT" for c in _by(app, "planner relation"))
