@@ -14,7 +14,10 @@ it off, and the pass's contract.
   NOT_EQUIVALENT, the contract naming rank 1, the op and the table;
 * the planned programs with the all-reduce after the lookup removed are
   NOT_EQUIVALENT, the contract naming the rank, the op, the partial value and
-  the matmul that reads it unsummed.
+  the matmul that reads it unsummed (the relation's first value off);
+* a pass that raises (a test-time edit) is PASS_CRASHED naming the function;
+* a table the user left replicated is rewritten all the same: CONTRACT_BROKEN
+  by "left alone", the values still relating.
 Plans are cached (``cases/planner_models.py``); the mutant plans apart.
 """
 from __future__ import annotations
