@@ -39,8 +39,9 @@ def with_c_embedding(base_file: str, namespace: dict) -> None:
         from paddle.distributed import fleet
 
         os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-        dist.init_parallel_env()
         world = int(os.environ.get("PADDLE_TRAINERS_NUM", MP))
+        _own_ports(world)
+        dist.init_parallel_env()
         hybrid = fleet.DistributedStrategy()
         hybrid.hybrid_configs = {"dp_degree": max(1, world // MP), "mp_degree": MP,
                                  "pp_degree": 1}
@@ -48,3 +49,16 @@ def with_c_embedding(base_file: str, namespace: dict) -> None:
         strategy._mp_optimization.replace_with_c_embedding = True
 
     namespace["configure"] = configure
+
+
+def _own_ports(world: int) -> None:
+    """This plan's rendezvous ports: the planner gives every plan the same
+    endpoints (127.0.0.1:6170 + rank), and two plans rendezvousing there at
+    once (pytest -n, premerge) pair with each other's ranks and fail (measured:
+    a gloo TIMEOUT and a libuv assertion).  The ranks of one plan share their
+    parent (the process that planned them), so its id picks the ports."""
+    base = 20000 + (os.getppid() * 7919) % 20000
+    eps = [f"127.0.0.1:{base + i}" for i in range(world)]
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+    os.environ.update(PADDLE_TRAINER_ENDPOINTS=",".join(eps), PADDLE_CURRENT_ENDPOINT=eps[rank],
+                      PADDLE_MASTER=eps[0], MASTER_ADDR="127.0.0.1", MASTER_PORT=str(base))
