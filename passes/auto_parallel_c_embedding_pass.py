@@ -125,6 +125,11 @@ class CEmbeddingAdapter(PlannerAdapter):
             checks += relation_proof(case, both, both_records, notes)
             if numeric:
                 checks += relation_run(case, both, both_records, notes)
+            else:  # the proof alone is advisory where it does not decide
+                checks.append(CheckResult(
+                    "numeric", "planner relation", None, Verdict.INCONCLUSIVE,
+                    f"{self.name} on {case.name}: the ranks-to-reference relation was not "
+                    "run (no numeric backend)"))
         checks += contract_checks(self.name, case, folder, ref, records, ref_records,
                                   befores, afters)
         return {"checks": checks, "outcomes": outcomes, "notes": notes}
