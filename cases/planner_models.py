@@ -125,8 +125,12 @@ def plan_model(model: Path, mesh, out: Path, name: str, timeout: float = 600.0,
             write_killed(out / f"rank{r}", p.returncode, p.stderr_text)
     lost = [r for r in failed if not (out / f"rank{r}" / "planner.json").is_file()]
     if lost:
-        raise RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
+        exc = RuntimeError(f"case {name}: planning rank {lost[0]} failed outside the "
                            f"planner's stages: {failed[lost[0]]}")
+        # each failed rank's output (its traceback names where it failed: an engine pass
+        # before the stages, e.g. passes/auto_parallel_c_embedding_pass.py)
+        exc.stderr = {r: procs[r].stderr_text[-20000:] for r in lost}
+        raise exc
     if failed:  # a stage raised: the records say which; no programs to run
         write_failed_plan_json(out, name, mesh, failed)
     else:
@@ -177,12 +181,17 @@ def build(case, rank: int):
                      rank)
 
 
-def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None, **extra):
+def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None,
+          reference=None, **extra):
     """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
     model's strategy turns on that have an adapter of their own (e.g.
     ``passes/auto_parallel_recompute_pir.py``), which handles the case too;
-    ``extra``: more params (an AMP case's ``amp_reference``, ``amp_dtype``,
-    ``amp_level``: ``passes/pir_amp.py``)."""
+    ``reference``: ``{"model", "uses"}`` of the same model with such a pass
+    off, planned as the reference of a pass whose rank programs the
+    planner's own serial program does not describe
+    (``passes/auto_parallel_c_embedding_pass.py``); ``extra``: more params (an
+    AMP case's ``amp_reference``, ``amp_dtype``, ``amp_level``:
+    ``passes/pir_amp.py``)."""
     strategy_passes = dict(strategy_passes or {})
     return Case(name=name, family="planner_models", summary=summary, mesh=mesh,
                 builder=build, expect={PLANNER: expect, **strategy_passes}, ir="pir",
@@ -190,7 +199,8 @@ def _case(name, summary, model, mesh, expect, uses=(), strategy_passes=None, **e
                         "planner": "cases.planner_models:planned_dir",
                         "only_pass": PLANNER,
                         **({"strategy_passes": sorted(strategy_passes)}
-                           if strategy_passes else {}), **extra},
+                           if strategy_passes else {}),
+                        **({"reference": reference} if reference else {}), **extra},
                 gloo_unfaithful="the planner relation runs the ranks in the PIR simulator")
 
 
@@ -293,6 +303,38 @@ _AMP_LEFT_ALONE = Expect(
     "no op on PIR AMP's bfloat16 white list (the O1 lists by their legacy names, "
     "verify/value/pir_amp_rounding.py): the AMP serial program holds no cast and no "
     "bfloat16 value, so the rounding relation holds with no rounding anywhere: left alone")
+
+C_EMBEDDING = "auto_parallel_c_embedding_pass"
+_C_EMBEDDING_FILES = ["c_embedding_of.py"]
+# the planner itself on a plan with the flag on: its serial program is taken after the
+# pass (rank 0's start_index 0 over the whole table: the model's lookup), so its own
+# checks hold; the pass is judged against the plan with the flag off (the adapter)
+_C_EMBEDDING_PLANNER = Expect(True, "EQUIVALENT", _HOLDS)
+_C_EMBEDDING_FIRES = Expect(
+    True, "EQUIVALENT",
+    "each rank looks its ids up in its half of the table with pd_op.c_embedding "
+    "(start_index 0 and 2 of a vocabulary of 4) and the partial lookups are all-reduced "
+    "over mp; every stage holds, and the ranks relate to the serial program of the model "
+    "planned with the flag off (an all_gather of the table and a pd_op.embedding) on the "
+    "loss, every gradient and every update for 3 steps; contract: the rank's rows, the "
+    "sum over the vocab axis, the grad's start_index")
+_C_EMBEDDING_REPLICATED = Expect(
+    True, "CONTRACT_BROKEN",
+    "Paddle's behaviour: 3.3.1's auto_parallel_c_embedding_pass rewrites every "
+    "pd_op.embedding, whatever its table's placement: a table the user left replicated is "
+    "resharded on its vocab dim over the mesh axis it takes from a fresh "
+    "DistributedStrategy's mp_degree (dims_mapping [-1, -1] planned with the flag off, "
+    "[1, -1] with it on: 2 of 4 rows a rank) and its lookup becomes a c_embedding and an "
+    "all-reduce. The values relate (the ranks to the flag-off serial program, loss, "
+    "gradients and updates for 3 steps); what changed is the placement the user chose",
+    evidence="the contract's 'left alone' check on rank 0 and rank 1: op 6 "
+    "(pd_op.c_embedding) on embedding_0.w_0.dist, dims_mapping [-1, -1] with the flag off, "
+    "[1, -1] with it on; reproduce: python -m verify run --pass c_embedding --case "
+    "planner_c_embedding_replicated")
+_C_EMBEDDING_ABSENT = Expect(
+    False, "EQUIVALENT",
+    "no lookup: the pass has nothing to rewrite, and every rank's program is the plan "
+    "with the flag off, op for op")
 
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
@@ -487,6 +529,26 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           uses=["planner_amp_no_white.py", "amp_of.py"],
           strategy_passes={AMP: _AMP_LEFT_ALONE}, amp_reference="planner_amp_no_white.py",
           amp_dtype="bfloat16", amp_level="O1"),
+    _case("planner_c_embedding_tp2", "examples/planner_c_embedding.py: an embedding "
+          "whose rows are sharded over mp (vocabulary 4), a linear, MSE, planned for dp1 x "
+          "mp2 (mesh [[0, 1]]) with strategy.mp_optimization.replace_with_c_embedding (fleet's "
+          "hybrid group over gloo)", "planner_c_embedding.py", [[0, 1]],
+          _C_EMBEDDING_PLANNER, uses=["c_embedding_net.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_FIRES},
+          reference={"model": "c_embedding_net.py", "uses": []}),
+    _case("planner_c_embedding_replicated", "examples/planner_c_embedding_replicated.py: "
+          "planner_c_embedding_tp2's model with the table replicated (the user shards "
+          "nothing), planned with replace_with_c_embedding on",
+          "planner_c_embedding_replicated.py", [[0, 1]], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["c_embedding_net.py", "c_embedding_net_replicated.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_REPLICATED},
+          reference={"model": "c_embedding_net_replicated.py", "uses": ["c_embedding_net.py"]}),
+    _case("planner_c_embedding_absent", "examples/planner_c_embedding_absent.py: "
+          "tiny_mlp_pir.py (no embedding) planned for dp1 x mp2 with replace_with_c_embedding "
+          "on", "planner_c_embedding_absent.py", [[0, 1]],
+          Expect(True, "EQUIVALENT", _HOLDS), uses=["tiny_mlp_pir.py"] + _C_EMBEDDING_FILES,
+          strategy_passes={C_EMBEDDING: _C_EMBEDDING_ABSENT},
+          reference={"model": "tiny_mlp_pir.py", "uses": []}),
     _case("planner_pp2", "examples/planner_pp2.py: a 4-block MLP as a two-stage pipeline "
           "(mesh pp2 x mp1, blocks 0-1 on stage 0), FThenB over 2 micro-batches",
           "planner_pp2.py", [[0], [1]], _PIPELINE, uses=_PIPELINE_FILES),

@@ -24,13 +24,6 @@ NOT_CHECKED = {
         "no CPU kernel: the c_softmax_with_cross_entropy it writes raises RuntimeError "
         "(Unavailable) Do not support c_softmax_with_cross_entropy for cpu kernel now "
         "(its grad has none either); it also needs fleet's hybrid communicate group"),
-    "auto_parallel_c_embedding_pass": (
-        "paddle/distributed/passes/auto_parallel_c_embedding.py",
-        "needs fleet's hybrid communicate group (AttributeError: 'Fleet' object has no "
-        "attribute '_hcg' without fleet.init, which on a CPU build needs the gloo backend); "
-        "with it each rank's serial program carries its own start_index, so the planner "
-        "family's one serial reference does not hold, and on a 1-D mesh the planning "
-        "process dies with SIGSEGV (docs/planner.md)"),
     "auto_parallel_fp16": (
         "paddle/distributed/passes/auto_parallel_fp16.py",
         "nothing to prove on a CPU build: AMP O2 keeps every op of its unsupported list in "

@@ -26,6 +26,20 @@ _SCALE_LOOP = (
 
 # name -> (module file under paddle/, installed text, mutant's text[, installed, mutant ...])
 EDITS = {
+    # the c_embedding pass gives mp rank r the start_index r * (V/mp + 1): rank 0's rows
+    # right, rank 1's one row off
+    "c_embedding_start_off": (
+        "distributed/passes/auto_parallel_c_embedding.py",
+        "        vocab_start_index = mp_rank * per_part_size\n",
+        "        # MUTANT: every rank but the first looks its rows up one id too far\n"
+        "        vocab_start_index = mp_rank * (per_part_size + 1)\n"),
+    # the c_embedding pass raises while it replaces the lookup
+    "c_embedding_raises": (
+        "distributed/passes/auto_parallel_c_embedding.py",
+        "        num_embeddings = op.operand(1).source().type().shape[0]\n",
+        "        num_embeddings = op.operand(1).source().type().shape[0]\n"
+        "        # MUTANT: the pass raises\n"
+        "        raise ValueError(\"c_embedding mutant: refusing to replace the lookup\")\n"),
     # p_to_r all-reduces over every process of the job, not the partial mesh's group
     "p_to_r_world": (
         f"{_STATIC}/reshard_funcs/p_to_r_reshard_func.py",

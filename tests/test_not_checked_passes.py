@@ -61,18 +61,6 @@ def test_parallel_cross_entropy_has_no_cpu_kernel():
             paddle._C_ops.c_softmax_with_cross_entropy(logits, label, -100, 0, 0, 1)
 
 
-# -- auto_parallel_c_embedding_pass -------------------------------------------------
-def test_c_embedding_needs_fleets_hybrid_group():
-    import paddle
-    from paddle.distributed.passes import new_pass
-
-    c_embedding = new_pass("auto_parallel_c_embedding_pass", {"concrete_program": None})
-    with paddle.pir_utils.IrGuard():
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with pytest.raises(AttributeError, match="'Fleet' object has no attribute '_hcg'"):
-            c_embedding.apply([main], [startup])
-
-
 # -- auto_parallel_fp16 (O2) --------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_amp_o2_keeps_every_op_of_these_programs_in_float32_on_cpu(dtype):

@@ -791,6 +791,33 @@ def test_lookup_table_v2_and_its_grad_against_paddle(pad):
     assert np.count_nonzero(dw[2]) == 0 if pad == 2 else np.count_nonzero(dw[3]) == 0
 
 
+@pytest.mark.parametrize("start", [0, 2, 4])
+def test_c_embedding_and_its_grad_against_paddle(start):
+    """A rank's piece of a vocab-split table (2 rows at ids start, start + 1
+    of a vocabulary of 6): the lookup of an id another rank holds is 0, and
+    the pieces' lookups sum to the whole table's (float32: Paddle's float64
+    grad kernel is wrong, ``test_c_embedding_row.py``)."""
+    full, g = r(6, 3), r(2, 3, 3)
+    ids = np.array([[0, 5, 2], [3, 2, 1]])
+    w = full[start:start + 2]
+    attrs = {"start_index": start, "vocab_size": 6}
+    got = run("pd_op.c_embedding", {"weight": [w], "x": [ids]}, attrs)["out"]
+    dw = run("pd_op.c_embedding_grad", {"weight": [w], "x": [ids], "out_grad": [g]},
+             {"start_index": start})["weight_grad"]
+
+    def ref(paddle):
+        wt = paddle.to_tensor(w.astype("float32"), stop_gradient=False)
+        out = paddle._C_ops.c_embedding(wt, paddle.to_tensor(ids), start, 6)
+        (dwt,) = paddle.grad([out], [wt], [paddle.to_tensor(g.astype("float32"))])
+        return out.numpy(), dwt.numpy()
+    out_ref, dw_ref = _pd(ref)
+    close(got, out_ref, 1e-5)
+    close(dw, dw_ref, 1e-5)
+    pieces = sum(run("pd_op.c_embedding", {"weight": [full[s:s + 2]], "x": [ids]},
+                     {"start_index": s, "vocab_size": 6})["out"] for s in (0, 2, 4))
+    close(pieces, full[ids])
+
+
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_softmax_and_its_grad_against_paddle(axis):
     x, g = r(2, 3, 4), r(2, 3, 4)

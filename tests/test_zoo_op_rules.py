@@ -139,6 +139,10 @@ SHAPE_CASES = [
     ("pd_op.slice", {"input": [(2, 2, 8, 8)]},
      {"axes": [3], "starts@value": [-4], "ends@value": [2 ** 31 - 1], "decrease_axis": []},
      "out", lambda p: [p.zeros([2, 2, 8, 8])[..., -4:]]),
+    # a rank's piece of a vocab-split table (auto_parallel_c_embedding_pass)
+    ("pd_op.c_embedding", {"weight": [(4, 16)], "x": [(2, 8)]},
+     {"start_index": 4, "vocab_size": 8}, "out",
+     lambda p: [p._C_ops.c_embedding(p.ones([4, 16]), p.zeros([2, 8], "int64"), 4, 8)]),
 ]
 
 
@@ -254,6 +258,10 @@ def test_split_by_sections_is_the_kernels():
      "class dim 1"),
     ("pd_op.embedding_grad", {"x": [(2, 8)], "weight": [(32, 16)], "out_grad": [(2, 8, 8)]},
      {}, "out_grad"),
+    ("pd_op.c_embedding", {"weight": [(4, 16, 2)], "x": [(2, 8)]},
+     {"start_index": 0, "vocab_size": 8}, "rank 3"),
+    ("pd_op.c_embedding_grad", {"weight": [(4, 16)], "x": [(2, 8)], "out_grad": [(2, 8, 4)]},
+     {"start_index": 4}, "out_grad"),
     ("pd_op.reshape_grad", {"x": [(2, 8, 1)], "out_grad": [(15,)]}, {}, "elements"),
     ("pd_op.concat_grad", {"x": [(2, 2, 8, 4)], "out_grad": [(2, 8, 6)]},
      {"axis@value": -1}, "concatenation"),

@@ -964,6 +964,20 @@ def _pir_embedding_grad(s):
     return {"weight_grad": [list(w)]}
 
 
+def _pir_c_embedding(s):
+    w = s("weight")
+    s.need(len(w) == 2, f"c_embedding weight has rank {len(w)}, not 2")
+    return {"out": [list(s("x")) + [w[-1]]]}
+
+
+def _pir_c_embedding_grad(s):
+    w, x, g = s("weight"), list(s("x")), list(s("out_grad"))
+    want = x + [w[-1]]
+    s.need(len(g) == len(want) and all(eq(a, b) for a, b in zip(g, want)),
+           f"out_grad {g} is not ids {x} + [{w[-1]}]")
+    return {"weight_grad": [list(w)]}
+
+
 def _pir_reshape_grad(s):
     x, g = list(s("x")), list(s("out_grad"))
     s.need(eq(prod(x), prod(g)), f"out_grad {g} does not hold x's {x} elements")
@@ -1103,6 +1117,8 @@ RULES.update({
     "pd_op.cross_entropy_with_softmax_grad": _pir_cross_entropy_grad,
     "pd_op.embedding": _pir_embedding,
     "pd_op.embedding_grad": _pir_embedding_grad,
+    "pd_op.c_embedding": _pir_c_embedding,
+    "pd_op.c_embedding_grad": _pir_c_embedding_grad,
     "pd_op.reshape_grad": _pir_reshape_grad,
     "pd_op.concat_grad": _pir_concat_grad,
     "pd_op.slice_grad": _pir_slice_grad,

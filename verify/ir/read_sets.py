@@ -354,6 +354,10 @@ DECLARED = {
     "pd_op.embedding": _d("x weight padding_idx", ignore={
         "sparse": "the forward values do not depend on it (only the grad's form does)"}),
     "pd_op.embedding_grad": _d("x weight out_grad padding_idx", values={"sparse": _FALSE}),
+    # vocab_size keys the forward's selection atoms (the table the ids index: the
+    # serial lookup's); the CPU kernel itself does not read it
+    "pd_op.c_embedding": _d("weight x start_index vocab_size"),
+    "pd_op.c_embedding_grad": _d("weight x out_grad start_index"),
     "pd_op.layer_norm": _d("x scale bias epsilon begin_norm_axis"),
     "pd_op.layer_norm_grad": _d("x scale bias mean variance out_grad epsilon begin_norm_axis"),
     "pd_op.unsqueeze": _d("x", consts="axis"),

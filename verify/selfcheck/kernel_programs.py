@@ -116,6 +116,8 @@ PIR_BUILD = {
     "pd_op.pow_grad": lambda C, v, y: [C.pow_grad(v[0], v[1], y)],
     "pd_op.transpose_grad": lambda C, v, perm: [C.transpose_grad(v[0], perm)],
     "pd_op.embedding": lambda C, v, pad: [C.embedding(v[0], v[1], pad, False)],
+    # the vocab-parallel lookup (auto_parallel_c_embedding_pass): table, ids
+    "pd_op.c_embedding": lambda C, v, start, vocab: [C.c_embedding(v[0], v[1], start, vocab)],
     # the static PIR builder returns layer_norm's ``out`` only
     "pd_op.layer_norm": lambda C, v, eps, begin: [C.layer_norm(v[0], v[1], v[2], eps, begin)],
     "pd_op.full_like": lambda C, v, value, d: [C.full_like(v[0], value, _dt(d), _cpu())],
@@ -518,6 +520,28 @@ def _gen_lookup(draw, dtype):
     return b.pir("pd_op.embedding", [ids, w], pad).ex
 
 
+def gen_c_embedding(grad=False):
+    """A rank's piece of a vocab-split table: ``rows`` local rows at global
+    ids ``start .. start + rows - 1`` of a vocabulary of ``vocab``; the ids
+    drawn from the whole vocabulary, so some fall below, inside and above
+    the piece (the kernel writes 0 for those another rank holds)."""
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "c_embedding_grad" if grad else "c_embedding", dtype)
+        rows, width = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        start = rows * draw(st.integers(0, 2))
+        vocab = start + rows + rows * draw(st.integers(0, 1))
+        ids_shape = _shape(draw, 1, 2)
+        w = b.feed([rows, width], dtype)
+        ids = f"in{b.n}"
+        b.n += 1
+        n = int(np.prod(ids_shape))
+        b.ex.feeds[ids] = ([int(v) for v in b.rng.integers(0, vocab, n)], ids_shape, "int64")
+        b.pir("pd_op.c_embedding", [w, ids], start, vocab)
+        return b.grad([w], ids_shape + [width], dtype).ex if grad else b.ex
+    return gen
+
+
 def gen_layer_norm(grad=False):
     def gen(draw, dtype):
         st = _st()
@@ -784,6 +808,9 @@ def _specs():
     add("lookup_table_v2", ["lookup_table_v2", "pd_op.embedding"], gen_lookup())
     add("lookup_table_v2_grad", ["lookup_table_v2", "lookup_table_v2_grad", "pd_op.embedding",
                                  "pd_op.embedding_grad"], gen_lookup(True))
+    add("c_embedding", ["pd_op.c_embedding"], gen_c_embedding())
+    add("c_embedding_grad", ["pd_op.c_embedding", "pd_op.c_embedding_grad"],
+        gen_c_embedding(True))
     add("layer_norm", ["layer_norm", "pd_op.layer_norm"], gen_layer_norm())
     add("layer_norm_grad", ["layer_norm", "layer_norm_grad", "pd_op.layer_norm",
                             "pd_op.layer_norm_grad"], gen_layer_norm(True))

@@ -80,6 +80,8 @@ EXTRA_PASSES = {
         ("paddle.distributed.passes.pass_utils", "_pir_split_matmul_grad_to_matmul"),
     "auto_parallel_gradient_merge_pass":
         ("paddle.distributed.passes.auto_parallel_gradient_merge", None),
+    "auto_parallel_c_embedding_pass":
+        ("paddle.distributed.passes.auto_parallel_c_embedding", None),
 }
 
 _SLOT_CALLS = {"input": "input", "output": "output"}

@@ -195,6 +195,11 @@ def reference(kernel: str, attrs, args):
             if idv != int(idv) or not 0 <= idv < rows:
                 raise NotAnInput(f"id {idv} outside a table of {rows} rows")
             return Fraction(int(idv == row and idv != pad))
+        if kernel == "c_lookup_select":  # c_embedding_grad: the id names this global row
+            idv = args[0]
+            if idv != int(idv):
+                raise NotAnInput(f"id {idv} is not an integer")
+            return Fraction(int(idv == int(at["row"])))
         if kernel == "gelu":
             return _gelu(_f(args[0]), bool(at.get("approximate", False)))
         if kernel == "gelu.d":  # gelu_grad is dout * gelu'(x)

@@ -532,6 +532,7 @@ _ANY_ROWS = (
     "pd_op.assign", "pd_op.cast", "pd_op.share_data_", "pd_op.assign_out_", "pd_op.slice",
     "pd_op.slice_grad", "pd_op.concat", "pd_op.concat_grad", "pd_op.unsqueeze",
     "pd_op.expand", "pd_op.tile", "pd_op.embedding", "pd_op.embedding_grad", "pd_op.arange",
+    "pd_op.c_embedding",
     "pd_op.empty", "pd_op.set_value_with_tensor_", "pd_op.stack",
     # uninterpreted, keyed by every input's dtype (kernel_key / _uf_broadcast)
     "pd_op.set_value_", "pd_op.tril", "pd_op.cross_entropy_with_softmax",
@@ -1351,6 +1352,54 @@ def lookup_table_v2_grad(op, ins, k):
     return {"W@GRAD": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
 
 
+def _c_select(op, ids: Tensor, rows: int, k):
+    """``sel[..., v]`` of ``pd_op.c_embedding``: whether id ``ids[...]``
+    names global table row ``start_index + v`` (the kernel subtracts
+    ``start_index`` and reads local row ``v`` where ``0 <= id - start < rows``,
+    else writes 0).  The forward's atoms are the lookup's own
+    (``lookup_select`` keyed by the global row, no padding, ``rows`` the
+    attr ``vocab_size``: the table the ids index), so a vocabulary split
+    over ranks sums back to the serial embedding's terms; the grad carries
+    no ``vocab_size``, so its atoms (``c_lookup_select``, the same meaning)
+    are its own."""
+    start = int(op.attrs.get("start_index", 0))
+    vocab = op.attrs.get("vocab_size")
+    sel = np.empty(ids.arr.shape + (rows,), dtype=object)
+    for idx in np.ndindex(ids.arr.shape):
+        for v in range(rows):
+            if vocab is None:
+                sel[idx + (v,)] = k.uf("c_lookup_select", [ids.arr[idx]],
+                                       (("row", repr(start + v)),))
+            else:
+                sel[idx + (v,)] = k.uf("lookup_select", [ids.arr[idx]],
+                                       (("padding_idx", repr(-1)), ("row", repr(start + v)),
+                                        ("rows", repr(int(vocab)))))
+    return sel
+
+
+def c_embedding(op, ins, k):
+    """``out[i] = sum_v [ids[i] == start_index + v] W[v]``: the local table's
+    rows at their global ids, 0 for an id another rank holds."""
+    ids, w = _t(ins, "x"), _t(ins, "weight")
+    if w.arr.ndim != 2:
+        raise Unsupported(f"c_embedding table of rank {w.arr.ndim}")
+    if op.attrs.get("vocab_size") is None:
+        raise Unsupported("c_embedding without vocab_size")
+    rows = w.arr.shape[0]
+    sel = _c_select(op, ids, rows, k)
+    out = _matmul(sel.reshape(-1, rows), w.arr).reshape(ids.arr.shape + (w.arr.shape[1],))
+    return {"out": [Tensor(np.asarray(out), list(ids.dims) + [w.dims[1]], w.dtype)]}
+
+
+def c_embedding_grad(op, ins, k):
+    """``dW[v] = sum_i [ids[i] == start_index + v] dOut[i]``."""
+    ids, w, g = _t(ins, "x"), _t(ins, "weight"), _t(ins, "out_grad")
+    rows, width = w.arr.shape
+    sel = _c_select(_OpView(op, {**op.attrs, "vocab_size": None}), ids, rows, k)
+    dw = _matmul(_tr(sel.reshape(-1, rows)), g.arr.reshape(-1, width))
+    return {"weight_grad": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
+
+
 def softmax(op, ins, k):
     """Each output element an uninterpreted function of the elements of its
     row along ``axis`` and of its position in that row (softmax is not a
@@ -2156,6 +2205,8 @@ ROWS.update({
     "pd_op.softmax_grad": _via(softmax_grad, {"out": "Out", "out_grad": "Out@GRAD"},
                                {"X@GRAD": "x_grad"}),
     "pd_op.embedding": _via(lookup_table_v2, {"x": "Ids", "weight": "W"}, {"Out": "out"}),
+    "pd_op.c_embedding": c_embedding,
+    "pd_op.c_embedding_grad": c_embedding_grad,
     "pd_op.embedding_grad": _via(lookup_table_v2_grad,
                                  {"x": "Ids", "weight": "W", "out_grad": "Out@GRAD"},
                                  {"W@GRAD": "weight_grad"},
@@ -2295,6 +2346,12 @@ ROWS.update({
     "pd_op.flatten_grad": _pir_reshape_grad,
     "pd_op.stack_grad": _pir_stack_grad,
 })
+# Paddle 3.3.1's CPU c_embedding_grad zeroes its output with memset(numel *
+# sizeof(w_grad->dtype())): the size of the DataType enum (4 bytes), not of an element,
+# so a float64 table's gradient keeps leftover memory in its second half (measured:
+# tests/test_c_embedding_row.py) and a float16 one is zeroed past its end.  The row
+# models the kernel where it is sound: float32 tables (the ids int32 or int64).
+ROW_DTYPES["pd_op.c_embedding_grad"] = frozenset({"float32", "int32", "int64"})
 ROW_DTYPES.update({t: ANY for t in ("pd_op.repeat_interleave", "pd_op.strided_slice",
                                     "pd_op.strided_slice_grad", "pd_op.flatten",
                                     "pd_op.flatten_grad", "pd_op.stack_grad")})

@@ -1,0 +1,10 @@
+"""``tiny_mlp_pir.py`` (no embedding) planned with
+``strategy.mp_optimization.replace_with_c_embedding`` on
+(``examples/c_embedding_of.py``): the pass has no lookup to rewrite."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from c_embedding_of import with_c_embedding  # noqa: E402
+
+with_c_embedding("tiny_mlp_pir.py", globals())
