@@ -2,11 +2,14 @@
 
 A refutation counts only when it is replayed with these (``proof.py``):
 the counterexample's input values pushed through the terms with every
-kernel computed as Paddle computes it (``tests/test_value_kernels.py``
-checks each against Paddle's own CPU kernel).  Rational kernels (inv, max,
-relu, a truncating cast, the lookup's row selection) return exact
-Fractions; transcendental ones (gelu, silu, sqrt, softmax, layer_norm, adam)
-return float64.
+kernel computed as Paddle computes it (``tests/test_value_axioms.py``
+and ``tests/test_kernel_differential.py`` check each against Paddle's own
+CPU kernel; ``tests/test_value_kernel_references.py`` that every kernel a
+row applies has one).  Rational kernels (inv, max, relu, a truncating cast,
+the lookup's row selection, where, not_equal, bitwise_and, tril, arange,
+pow of an integral power) return exact Fractions; transcendental ones
+(gelu, silu, sqrt, rsqrt, sin, cos, softmax, layer_norm, adam) return
+float64.
 
 ``reference(kernel, attrs, args)`` raises :class:`NoReference` for a kernel
 with no reference here, :class:`NotAnInput` where the argument values are
@@ -173,10 +176,131 @@ def _adam(kernel, a, at):
     return {"ParamOut": po, "Moment1Out": m1o, "Moment2Out": m2o}[kernel.split(".")[1]]
 
 
+def _signed(x, dtype):
+    """An integer held modulo 2^bits (``semantics.WRAPPED``) as the value
+    ``dtype`` holds: its representative in the dtype's range; a bool 0/1;
+    a float as is."""
+    if dtype == "bool":
+        return Fraction(int(x != 0))
+    bits = _INT_BITS.get(dtype)
+    if bits is None:
+        return x
+    if x != int(x):
+        raise NotAnInput(f"{x} is not a {dtype}")
+    v = int(x) % (1 << bits)
+    if not dtype.startswith("u") and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return Fraction(v)
+
+
+def _dtypes(at, n):
+    """The inputs' dtypes of an ``_uf_broadcast`` kernel (its ``@dtypes`` key)."""
+    d = at.get("@dtypes")
+    return tuple(d) if isinstance(d, (tuple, list)) and len(d) == n else ("",) * n
+
+
+def _pow(x, y):
+    """``x ** y`` (Paddle's PowFunctor, ``std::pow``): exact for an integral
+    ``y``, float64 else; a NaN (negative base, fractional y) or an infinity
+    (0 to a negative power) is no value a program computes with."""
+    if y == int(y):
+        if x == 0 and y < 0:
+            raise NotAnInput(f"0 ** {y}")
+        return Fraction(x) ** int(y)
+    if x < 0:
+        raise NotAnInput(f"{x} ** {y}")
+    return _f(x) ** y
+
+
+def _to_dtype(v, dtype):
+    """A scalar converted to the kernel's element type ``T`` (an integer
+    truncates toward zero, a float rounds to nearest)."""
+    if dtype in _INT_BITS:
+        return Fraction(math.trunc(v))
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        return round_to(v, dtype)
+    raise NoReference(f"arange of dtype {dtype!r}")
+
+
+def _arange(at):
+    """Element ``index`` of ``arange(start, end, step)`` in ``dtype``:
+    Paddle's CPU kernel converts the bounds to T and accumulates
+    ``value += step`` in T (so a float32 0.1 step drifts as the real one)."""
+    dtype = str(at.get("dtype", ""))
+    start = _to_dtype(Fraction(at["start@value"]), dtype)
+    step = _to_dtype(Fraction(at["step@value"]), dtype)
+    v = start
+    for _ in range(int(at["index"])):
+        v = _to_dtype(v + step, dtype) if dtype not in _INT_BITS else v + step
+    return v
+
+
+def _tril(kernel, args, at):
+    """Element j of ``tril(x, diagonal)``: x[j] where its column minus its
+    row (of the last two dims) is at most ``diagonal``, else 0."""
+    sig = at["@inputs"]
+    (slot, ((shape, _),)), = sig
+    shape = tuple(int(n) for n in shape)
+    if len(shape) < 2:
+        raise NotAnInput(f"tril of a rank-{len(shape)} x")
+    j = int(kernel.rsplit(".", 1)[1])
+    rows, cols = shape[-2], shape[-1]
+    r, c = (j // cols) % rows, j % cols
+    return Fraction(args[j]) if c - r <= int(at.get("diagonal", 0)) else Fraction(0)
+
+
+# The kernels ``reference`` evaluates: a name, or ``prefix.*`` for a family
+# (an optimizer's or an opaque kernel's outputs).  ``reference`` refuses any
+# other name (NoReference); ``verify/selfcheck/row_kernels.py`` lists every
+# kernel a row applies, and tests/test_value_kernel_references.py fails on
+# one missing here.
+REFERENCED = ("inv", "max", "min", "relu", "relu.mask", "cast", "lookup_select", "gelu",
+              "gelu.d", "silu", "silu.d", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_grad",
+              "where", "not_equal", "bitwise_and", "arange", "softmax", "tril.*",
+              "adamw.*", "adam.*", "layer_norm.rstd", "layer_norm.*", "layer_norm_grad.*")
+
+
+def has_reference(kernel: str) -> bool:
+    """Whether ``reference`` has the real kernel behind name ``kernel``."""
+    return any(kernel == r or r.endswith(".*") and kernel.startswith(r[:-1])
+               for r in REFERENCED)
+
+
 def reference(kernel: str, attrs, args):
     """The real value of uninterpreted ``kernel`` at ``args`` (Fractions)."""
+    if not has_reference(kernel):
+        raise NoReference(kernel)
     at = _attrs(attrs)
     try:
+        if kernel == "rsqrt":  # 1 / sqrt(x)
+            if args[0] <= 0:
+                raise NotAnInput(f"rsqrt of {args[0]}")
+            return 1.0 / math.sqrt(_f(args[0]))
+        if kernel == "sin":
+            return math.sin(_f(args[0]))
+        if kernel == "cos":
+            return math.cos(_f(args[0]))
+        if kernel == "pow":  # x ** y, y the float attr
+            return _pow(args[0], float(at["y"]))
+        if kernel == "pow_grad":  # dout * y * x ** (y - 1)
+            y = float(at["y"])
+            d = _pow(args[0], y - 1)
+            return (d * Fraction(y) * args[1]) if isinstance(d, Fraction) \
+                else d * y * _f(args[1])
+        if kernel == "where":  # x where condition, else y
+            return args[1] if args[0] != 0 else args[2]
+        if kernel == "not_equal":
+            a, b = (_signed(v, d) for v, d in zip(args, _dtypes(at, 2)))
+            return Fraction(int(a != b))
+        if kernel == "bitwise_and":
+            a, b = (_signed(v, d) for v, d in zip(args, _dtypes(at, 2)))
+            if a != int(a) or b != int(b):
+                raise NotAnInput(f"bitwise_and of {a} and {b}")
+            return Fraction(int(a) & int(b))
+        if kernel == "arange":
+            return _arange(at)
+        if kernel.startswith("tril.out.") and "@inputs" in at:  # its one output
+            return _tril(kernel, args, at)
         if kernel == "inv":
             return 1 / args[0]
         if kernel == "max":
