@@ -143,6 +143,12 @@ PIR_BUILD = {
     "pd_op.bitwise_and": lambda C, v: [C.bitwise_and(v[0], v[1])],
     "pd_op.arange": lambda C, v, start, end, step, d: [C.arange(start, end, step, _dt(d),
                                                                 _cpu())],
+    # set_value_ writes in place: on a copy of the fed x
+    "pd_op.set_value_": lambda C, v, st, en, sp, axes, dec, shape, vals: [C.set_value_(
+        C.assign(v[0]), st, en, sp, axes, dec, [], shape, vals)],
+    # (loss, softmax): the loss first, so a grad example differentiates it
+    "pd_op.cross_entropy_with_softmax": lambda C, v, soft, use_sm, ignore, axis: list(
+        reversed(C.cross_entropy_with_softmax(v[0], v[1], soft, use_sm, True, ignore, axis))),
     # swiglu(x, y), or swiglu(x) of x's two halves along its last axis
     "pd_op.swiglu": lambda C, v: [C.swiglu(v[0], v[1] if len(v) > 1 else None)],
 }
@@ -763,6 +769,75 @@ def gen_arange(draw, dtype):
     return b.pir("pd_op.arange", [], start, end, step, dtype).ex
 
 
+def gen_cross_entropy(grad=False):
+    """``pd_op.cross_entropy_with_softmax`` of rank-2 logits along either
+    axis: a hard int64 label (some rows ``ignore_index``) or a soft one,
+    with softmax or on probabilities (``use_softmax`` False: positive
+    inputs); ``grad``: its backward (the loss's grad of the logits)."""
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "cross_entropy_grad" if grad else "cross_entropy", dtype)
+        xs = _shape(draw, 2, 2)
+        axis = draw(st.sampled_from([-1, 0, 1]))
+        a = axis % 2
+        soft, use_sm = draw(st.booleans()), draw(st.booleans())
+        x = b.feed(xs, dtype, "any" if use_sm else "pos")
+        ls = list(xs)
+        if not soft:
+            ls[a] = 1
+            lab = f"in{b.n}"
+            b.n += 1
+            ignore = -100
+            data = [int(v) for v in b.rng.integers(0, xs[a], int(np.prod(ls)))]
+            if len(data) > 1 and draw(st.booleans()):
+                data[0] = ignore
+            b.ex.feeds[lab] = (data, ls, "int64")
+        else:
+            lab, ignore = b.feed(ls, dtype, "pos"), -100
+        b.pir("pd_op.cross_entropy_with_softmax", [x, lab], soft, use_sm, ignore, axis)
+        if grad:
+            gs = list(xs)
+            gs[a] = 1
+            return b.grad([x], gs, dtype).ex
+        return b.ex
+    return gen
+
+
+SET_VALUES = [2.5, -1.0, 0.1, 7.0]
+
+
+def gen_set_value(draw, dtype):
+    """``pd_op.set_value_`` of a slice (bounds from either end, past the dim,
+    strides 1-2, an index that drops its axis) to one value or a row of
+    values broadcast over it."""
+    st = _st()
+    b = _B(draw, "set_value_", dtype)
+    xs = _shape(draw, 1, 3)
+    axes = sorted(draw(st.sets(st.integers(0, len(xs) - 1), min_size=1)))
+    starts, ends, steps, dec, piece = [], [], [], [], list(xs)
+    for a in axes:
+        d = xs[a]
+        s = draw(st.integers(0, d - 1))
+        if draw(st.booleans()):  # x[..., s, ...]: one index, its axis dropped
+            e, sp = s + 1, 1
+            dec.append(a)
+        else:
+            e = draw(st.sampled_from([d, 2 ** 31 - 1, s + 1]))
+            sp = draw(st.integers(1, 2))
+        piece[a] = len(range(s, min(e, d), sp))
+        starts.append(s - d if draw(st.booleans()) else s)
+        ends.append(e)
+        steps.append(sp)
+    kept = [n for i, n in enumerate(piece) if i not in dec]
+    if kept and draw(st.booleans()):  # a row of values along the last kept dim
+        shape = [kept[-1]]
+        vals = [draw(st.sampled_from(SET_VALUES)) for _ in range(kept[-1])]
+    else:
+        shape, vals = [1], [draw(st.sampled_from(SET_VALUES))]
+    return b.pir("pd_op.set_value_", [b.feed(xs, dtype)], starts, ends, steps, axes, dec,
+                 shape, vals).ex
+
+
 @dataclass
 class Spec:
     name: str
@@ -878,6 +953,10 @@ def _specs():
     add("not_equal", ["pd_op.not_equal"], gen_compare("pd_op.not_equal", "not_equal"))
     add("bitwise_and", ["pd_op.bitwise_and"], gen_compare("pd_op.bitwise_and", "bitwise_and"))
     add("arange", ["pd_op.arange"], gen_arange)
+    add("set_value_", ["pd_op.set_value_"], gen_set_value)
+    add("cross_entropy", ["pd_op.cross_entropy_with_softmax"], gen_cross_entropy())
+    add("cross_entropy_grad", ["pd_op.cross_entropy_with_softmax",
+                               "pd_op.cross_entropy_with_softmax_grad"], gen_cross_entropy(True))
     add("swiglu", ["pd_op.swiglu"], gen_swiglu(True))
     add("swiglu_halves", ["pd_op.swiglu"], gen_swiglu(False))
     add("swiglu_grad", ["pd_op.swiglu", "pd_op.swiglu_grad"], gen_swiglu(True, True))

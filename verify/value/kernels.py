@@ -7,9 +7,9 @@ and ``tests/test_kernel_differential.py`` check each against Paddle's own
 CPU kernel; ``tests/test_value_kernel_references.py`` that every kernel a
 row applies has one).  Rational kernels (inv, max, relu, a truncating cast,
 the lookup's row selection, where, not_equal, bitwise_and, tril, arange,
-pow of an integral power) return exact Fractions; transcendental ones
-(gelu, silu, sqrt, rsqrt, sin, cos, softmax, layer_norm, adam) return
-float64.
+set_value_, pow of an integral power) return exact Fractions; transcendental ones
+(gelu, silu, sqrt, rsqrt, sin, cos, softmax, layer_norm, adam, the cross
+entropy with softmax) return float64.
 
 ``reference(kernel, attrs, args)`` raises :class:`NoReference` for a kernel
 with no reference here, :class:`NotAnInput` where the argument values are
@@ -249,6 +249,107 @@ def _tril(kernel, args, at):
     return Fraction(args[j]) if c - r <= int(at.get("diagonal", 0)) else Fraction(0)
 
 
+def _ce_rows(args, at):
+    """The row's pieces of a ``uf_rows`` kernel, by slot: its ``@rows`` key
+    names the slots (sorted), each one's row width and dtype, in the order
+    of ``args``."""
+    out, pos = {}, 0
+    for slot, (width, dtype) in at["@rows"]:
+        out[slot] = (list(args[pos:pos + int(width)]), dtype)
+        pos += int(width)
+    return out
+
+
+def _hard_label(lab, width, at):
+    """A hard label's class, None where it is ``ignore_index``."""
+    v = lab[0]
+    if v == int(at.get("ignore_index", -100)):
+        return None
+    if v != int(v) or not 0 <= v < width:
+        raise NotAnInput(f"label {v} outside {width} classes")
+    return int(v)
+
+
+def _cross_entropy(kernel, args, at):
+    """Paddle's cross_entropy_with_softmax (and its grad) on one row along
+    ``axis``: softmax of the logits (``use_softmax``; else the input is the
+    probabilities), loss ``-log p[label]`` (0 at ``ignore_index``) or with a
+    soft label ``-sum(label * log p)``; the grad of the logits ``(p -
+    onehot) * dloss`` (without softmax: ``-dloss / p`` at the label, soft:
+    ``-label * dloss / p``)."""
+    name, out_slot, j = kernel.rsplit(".", 2)
+    j = int(j)
+    rows = _ce_rows(args, at)
+    soft, use_sm = bool(at.get("soft_label", False)), bool(at.get("use_softmax", True))
+    if name == "cross_entropy_with_softmax":
+        x = [_f(v) for v in rows["input"][0]]
+        if use_sm:
+            e = [math.exp(v - max(x)) for v in x]
+            p = [v / sum(e) for v in e]
+        else:
+            p = list(rows["input"][0])
+        if out_slot == "softmax":
+            return p[j]
+        lab = rows["label"][0]
+        if soft:
+            return -sum(_f(l) * math.log(_f(q)) for l, q in zip(lab, p))
+        c = _hard_label(lab, len(p), at)
+        return 0.0 if c is None else -math.log(_f(p[c]))
+    p, lab, g = rows["softmax"][0], rows["label"][0], rows["loss_grad"][0][0]
+    if soft:
+        return (p[j] - lab[j]) * g if use_sm else -_f(lab[j]) * _f(g) / _f(p[j])
+    c = _hard_label(lab, len(p), at)
+    if c is None:
+        return Fraction(0)
+    if use_sm:
+        return (p[j] - int(j == c)) * g
+    return -g / p[j] if j == c else Fraction(0)
+
+
+def _by_slot(args, at):
+    """An opaque kernel's arguments (``semantics.kernel_key``'s ``@inputs``:
+    slots sorted, each tensor's shape and dtype) as {slot: [(array, dtype)]}."""
+    out, pos = {}, 0
+    for slot, tensors in at["@inputs"]:
+        for shape, dtype in tensors:
+            n = int(np.prod(shape)) if shape else 1
+            arr = np.empty(n, dtype=object)
+            arr[:] = list(args[pos:pos + n])
+            out.setdefault(slot, []).append((arr.reshape(tuple(shape)), dtype))
+            pos += n
+    return out
+
+
+def _set_value(kernel, args, at):
+    """Element j of ``set_value_``: x with the slice ``starts:ends:steps`` on
+    ``axes`` (Python's bounds: negative from the end, clamped) set to the
+    constant ``values`` of ``shape``, cast to x's dtype and broadcast over
+    the slice (its ``decrease_axes`` dropped)."""
+    x, dtype = _by_slot(args, at)["x"][0]
+    x = x.copy()
+    index = [slice(None)] * x.ndim
+    for a, st, en, sp in zip(at.get("axes") or [], at["starts@value"], at["ends@value"],
+                             at["steps@value"]):
+        if int(sp) <= 0:
+            raise NoReference(f"set_value_ with step {sp}")
+        index[int(a) % x.ndim] = slice(int(st), int(en), int(sp))
+    index = tuple(index)
+    target = x[index]
+    dec = {int(a) % x.ndim for a in at.get("decrease_axes") or []}
+    if at.get("none_axes"):
+        raise NoReference("set_value_ with none_axes")
+    vals = [_cast(Fraction(v), {"out_dtype": dtype}) if dtype != "bool" else
+            Fraction(int(v != 0)) for v in at["values"]]
+    v = np.empty(len(vals), dtype=object)
+    v[:] = vals
+    v = v.reshape(tuple(int(n) for n in at.get("shape") or [len(vals)]))
+    kept = [n for i, n in enumerate(target.shape) if i not in dec]
+    if v.size == 1:  # one value: every element of the slice (a 0-D one too)
+        v = v.reshape(())
+    x[index] = np.broadcast_to(v, kept).reshape(target.shape)
+    return x.reshape(-1)[int(kernel.rsplit(".", 1)[1])]
+
+
 # The kernels ``reference`` evaluates: a name, or ``prefix.*`` for a family
 # (an optimizer's or an opaque kernel's outputs).  ``reference`` refuses any
 # other name (NoReference); ``verify/selfcheck/row_kernels.py`` lists every
@@ -257,7 +358,9 @@ def _tril(kernel, args, at):
 REFERENCED = ("inv", "max", "min", "relu", "relu.mask", "cast", "lookup_select", "gelu",
               "gelu.d", "silu", "silu.d", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_grad",
               "where", "not_equal", "bitwise_and", "arange", "softmax", "tril.*",
-              "adamw.*", "adam.*", "layer_norm.rstd", "layer_norm.*", "layer_norm_grad.*")
+              "adamw.*", "adam.*", "layer_norm.rstd", "layer_norm.*", "layer_norm_grad.*",
+              "cross_entropy_with_softmax.*", "cross_entropy_with_softmax_grad.*",
+              "set_value_.*")
 
 
 def has_reference(kernel: str) -> bool:
@@ -299,6 +402,10 @@ def reference(kernel: str, attrs, args):
             return Fraction(int(a) & int(b))
         if kernel == "arange":
             return _arange(at)
+        if kernel.startswith("cross_entropy_with_softmax") and "@rows" in at:
+            return _cross_entropy(kernel, args, at)
+        if kernel.startswith("set_value_.out.") and "@inputs" in at:
+            return _set_value(kernel, args, at)
         if kernel.startswith("tril.out.") and "@inputs" in at:  # its one output
             return _tril(kernel, args, at)
         if kernel == "inv":
