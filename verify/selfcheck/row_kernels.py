@@ -201,12 +201,15 @@ def scan(source: str):
 
 
 def _expand(fname, name, templates, depth=0):
-    """The kernel names a factory ``fname`` given ``name`` applies."""
+    """The kernel names a factory ``fname`` given ``name`` applies (through
+    the factories it calls; ``depth`` bounds a factory calling itself)."""
     if fname is None:
         return [name]
+    if depth > 8:
+        return []
     out = []
     for inner, dress in templates.get(fname, []):
-        out.extend(_expand(inner, dress(name), templates, depth + 1) if depth < 8 else [])
+        out.extend(_expand(inner, dress(name), templates, depth + 1))
     return out
 
 
