@@ -229,10 +229,18 @@ def _arange(at):
     dtype = str(at.get("dtype", ""))
     start = _to_dtype(Fraction(at["start@value"]), dtype)
     step = _to_dtype(Fraction(at["step@value"]), dtype)
-    v = start
-    for _ in range(int(at["index"])):
-        v = _to_dtype(v + step, dtype) if dtype not in _INT_BITS else v + step
-    return v
+    i = int(at["index"])
+    if dtype in _INT_BITS:  # integer addition is exact: no drift
+        return start + i * step
+    seq = _arange_seq(start, step, dtype)
+    while len(seq) <= i:  # the running sums, computed once per (start, step, dtype)
+        seq.append(_to_dtype(seq[-1] + step, dtype))
+    return seq[i]
+
+
+@functools.lru_cache(maxsize=64)
+def _arange_seq(start, step, dtype):
+    return [start]
 
 
 def _tril(kernel, args, at):
