@@ -10,6 +10,8 @@ bool exact (after the row's wrap modulo 2^bits); floats within
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -488,4 +490,87 @@ def test_the_tanh_rows_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
             continue
         bad = [why for o, why in res if o == "disagree"]
         assert bad, (grad, dtype, res)
+        assert "row" in bad[0] and "Paddle" in bad[0], bad[0]
+
+
+# -- the references of the LLaMA model's kernels (verify/value/kernels.py) ------
+_KERNEL_SPECS = ["rsqrt", "sin", "cos", "pow", "pow_grad", "tril", "where", "not_equal",
+                 "bitwise_and", "arange", "set_value_", "cross_entropy", "cross_entropy_grad"]
+
+
+def _with(attrs, **new):
+    """An attrs key with ``new`` values (reprs, as kernel keys hold them)."""
+    return tuple((k, repr(new[k]) if k in new else v) for k, v in attrs)
+
+
+def _wrong_reference(real):
+    """Plausible wrong kernels: rsqrt as sqrt, sin and cos swapped, pow
+    ignoring its exponent, pow's grad without the factor y, tril dropping
+    its diagonal, where's branches swapped, not_equal as equal, bitwise or
+    for and, arange one step ahead, set_value_ writing value + 1, the cross
+    entropy's loss (and grad) with the sign flipped."""
+    from verify.value.kernels import _attrs, _dtypes, _signed
+
+    def ref(kernel, attrs, args):
+        at = _attrs(attrs)
+        if kernel == "rsqrt":
+            return real("sqrt", attrs, args)
+        if kernel in ("sin", "cos"):
+            return real({"sin": "cos", "cos": "sin"}[kernel], attrs, args)
+        if kernel == "pow":
+            return real(kernel, _with(attrs, y=2.0), args)
+        if kernel == "pow_grad":
+            return real(kernel, attrs, args) / Fraction(float(at["y"]))
+        if kernel.startswith("tril."):
+            return real(kernel, _with(attrs, diagonal=int(at.get("diagonal", 0)) - 1), args)
+        if kernel == "where":
+            return real(kernel, attrs, (args[0], args[2], args[1]))
+        if kernel == "not_equal":
+            return 1 - real(kernel, attrs, args)
+        if kernel == "bitwise_and":
+            a, b = (_signed(v, d) for v, d in zip(args, _dtypes(at, 2)))
+            return Fraction(int(a) | int(b))
+        if kernel == "arange":
+            return real(kernel, _with(attrs, index=int(at["index"]) + 1), args)
+        if kernel.startswith("set_value_."):
+            return real(kernel, _with(attrs, values=[v + 1 for v in at["values"]]), args)
+        if kernel.startswith("cross_entropy_with_softmax"):
+            return -real(kernel, attrs, args)
+        return real(kernel, attrs, args)
+    return ref
+
+
+def test_the_model_kernels_references_are_paddles_and_a_wrong_one_is_caught(monkeypatch):
+    """The references of rsqrt, sin, cos, pow (and its grad), tril, where,
+    not_equal, bitwise_and, arange, set_value_ and the cross entropy with
+    softmax (and its grad), through their rows, on their own sample in PIR
+    mode: every example agrees with Paddle's CPU kernel or Paddle refuses
+    the dtype, some agree for each; with each reference replaced by a
+    plausible wrong one, some example of each disagrees, naming the row's
+    value and Paddle's."""
+    from verify.value import kernels
+
+    exs, spec_of = [], {}
+    for name in _KERNEL_SPECS:
+        for e in K.build_examples(2, 0, [name]):
+            e.id = len(exs)
+            spec_of[e.id] = name
+            exs.append(e)
+    runs = K.run_mode("pir", exs)["results"]
+
+    def outcomes():
+        got = {}
+        for e in exs:
+            got.setdefault(spec_of[e.id], []).append(K.judge(e, runs.get(e.id)))
+        return got
+    real = outcomes()
+    assert set(real) == set(_KERNEL_SPECS), sorted(real)
+    for name, res in real.items():
+        assert {o for o, _ in res} <= {"agree", "refused"}, (name, [r for r in res
+                                                                    if r[0] != "agree"][:3])
+        assert sum(o == "agree" for o, _ in res) >= 2, (name, res)
+    monkeypatch.setattr(kernels, "reference", _wrong_reference(kernels.reference))
+    for name, res in outcomes().items():
+        bad = [why for o, why in res if o == "disagree"]
+        assert bad, (name, res)
         assert "row" in bad[0] and "Paddle" in bad[0], bad[0]

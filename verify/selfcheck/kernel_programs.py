@@ -136,6 +136,22 @@ PIR_BUILD = {
     "pd_op.maximum": lambda C, v: [C.maximum(v[0], v[1])],
     "pd_op.minimum": lambda C, v: [C.minimum(v[0], v[1])],
     "pd_op.stack": lambda C, v, axis: [C.stack(list(v), axis)],
+    # the LLaMA model's uninterpreted kernels (their references: kernels.py)
+    "pd_op.rsqrt": lambda C, v: [C.rsqrt(v[0])],
+    "pd_op.sin": lambda C, v: [C.sin(v[0])],
+    "pd_op.cos": lambda C, v: [C.cos(v[0])],
+    "pd_op.tril": lambda C, v, diag: [C.tril(v[0], diag)],
+    "pd_op.where": lambda C, v: [C.where(v[0], v[1], v[2])],
+    "pd_op.not_equal": lambda C, v: [C.not_equal(v[0], v[1])],
+    "pd_op.bitwise_and": lambda C, v: [C.bitwise_and(v[0], v[1])],
+    "pd_op.arange": lambda C, v, start, end, step, d: [C.arange(start, end, step, _dt(d),
+                                                                _cpu())],
+    # set_value_ writes in place: on a copy of the fed x
+    "pd_op.set_value_": lambda C, v, st, en, sp, axes, dec, shape, vals: [C.set_value_(
+        C.assign(v[0]), st, en, sp, axes, dec, [], shape, vals)],
+    # (loss, softmax): the loss first, so a grad example differentiates it
+    "pd_op.cross_entropy_with_softmax": lambda C, v, soft, use_sm, ignore, axis: list(
+        reversed(C.cross_entropy_with_softmax(v[0], v[1], soft, use_sm, True, ignore, axis))),
     # swiglu(x, y), or swiglu(x) of x's two halves along its last axis
     "pd_op.swiglu": lambda C, v: [C.swiglu(v[0], v[1] if len(v) > 1 else None)],
 }
@@ -732,6 +748,121 @@ def gen_swiglu(with_y, grad=False):
     return gen
 
 
+def gen_tril(draw, dtype):
+    """``pd_op.tril`` of a rank 2-3 x, ``diagonal`` from below to above the
+    main one (past the matrix too)."""
+    st = _st()
+    b = _B(draw, "tril", dtype)
+    xs = _shape(draw, 2, 3)
+    return b.pir("pd_op.tril", [b.feed(xs, dtype)], draw(st.integers(-3, 3))).ex
+
+
+def gen_where(draw, dtype):
+    """``pd_op.where(condition, x, y)``: a bool condition, x and y of
+    ``dtype``, all of one shape (3.3.1's WhereInferMeta wants them equal)."""
+    b = _B(draw, "where", dtype)
+    xs = _shape(draw, 1, 3)
+    c = b.feed(xs, "bool")
+    return b.pir("pd_op.where", [c, b.feed(xs, dtype), b.feed(xs, dtype)]).ex
+
+
+def gen_compare(op, name):
+    """A binary ``op`` (not_equal, bitwise_and) of two tensors of one shape;
+    y a copy of x at some elements (so equal pairs occur)."""
+    def gen(draw, dtype):
+        b = _B(draw, name, dtype)
+        xs = _shape(draw, 1, 3)
+        x = b.feed(xs, dtype)
+        y = b.feed(xs, dtype)
+        xd, yd = b.ex.feeds[x][0], b.ex.feeds[y][0]
+        for i in range(0, len(xd), 2):
+            yd[i] = xd[i]
+        return b.pir(op, [x, y]).ex
+    return gen
+
+
+ARANGES = [(0.0, 5.0, 1.0), (1.0, 7.0, 2.0), (0.5, 3.0, 0.25), (0.0, 1.0, 0.1),
+           (-2.0, 2.5, 0.5), (10.0, 0.0, -3.0), (0.0, 128.0, 1.0)]
+
+
+def gen_arange(draw, dtype):
+    """``pd_op.arange(start, end, step)`` in ``dtype`` (bounds constants, as
+    the planned programs' are): integer and fractional steps, a negative one."""
+    st = _st()
+    b = _B(draw, "arange", dtype)
+    start, end, step = draw(st.sampled_from(ARANGES))
+    return b.pir("pd_op.arange", [], start, end, step, dtype).ex
+
+
+def gen_cross_entropy(grad=False):
+    """``pd_op.cross_entropy_with_softmax`` of rank-2 logits along either
+    axis: a hard int64 label (some rows ``ignore_index``) or a soft one,
+    with softmax or on probabilities (``use_softmax`` False: positive
+    inputs); ``grad``: its backward (the loss's grad of the logits)."""
+    def gen(draw, dtype):
+        st = _st()
+        b = _B(draw, "cross_entropy_grad" if grad else "cross_entropy", dtype)
+        xs = _shape(draw, 2, 2)
+        axis = draw(st.sampled_from([-1, 0, 1]))
+        a = axis % 2
+        soft, use_sm = draw(st.booleans()), draw(st.booleans())
+        x = b.feed(xs, dtype, "any" if use_sm else "pos")
+        ls = list(xs)
+        if not soft:
+            ls[a] = 1
+            lab = f"in{b.n}"
+            b.n += 1
+            ignore = -100
+            data = [int(v) for v in b.rng.integers(0, xs[a], int(np.prod(ls)))]
+            if len(data) > 1 and draw(st.booleans()):
+                data[0] = ignore
+            b.ex.feeds[lab] = (data, ls, "int64")
+        else:
+            lab, ignore = b.feed(ls, dtype, "pos"), -100
+        b.pir("pd_op.cross_entropy_with_softmax", [x, lab], soft, use_sm, ignore, axis)
+        if grad:
+            gs = list(xs)
+            gs[a] = 1
+            return b.grad([x], gs, dtype).ex
+        return b.ex
+    return gen
+
+
+SET_VALUES = [2.5, -1.0, 0.1, 7.0]
+
+
+def gen_set_value(draw, dtype):
+    """``pd_op.set_value_`` of a slice (bounds from either end, past the dim,
+    strides 1-2, an index that drops its axis) to one value or a row of
+    values broadcast over it."""
+    st = _st()
+    b = _B(draw, "set_value_", dtype)
+    xs = _shape(draw, 1, 3)
+    axes = sorted(draw(st.sets(st.integers(0, len(xs) - 1), min_size=1)))
+    starts, ends, steps, dec, piece = [], [], [], [], list(xs)
+    for a in axes:
+        d = xs[a]
+        s = draw(st.integers(0, d - 1))
+        if draw(st.booleans()):  # x[..., s, ...]: one index, its axis dropped
+            e, sp = s + 1, 1
+            dec.append(a)
+        else:
+            e = draw(st.sampled_from([d, 2 ** 31 - 1, s + 1]))
+            sp = draw(st.integers(1, 2))
+        piece[a] = len(range(s, min(e, d), sp))
+        starts.append(s - d if draw(st.booleans()) else s)
+        ends.append(e)
+        steps.append(sp)
+    kept = [n for i, n in enumerate(piece) if i not in dec]
+    if kept and draw(st.booleans()):  # a row of values along the last kept dim
+        shape = [kept[-1]]
+        vals = [draw(st.sampled_from(SET_VALUES)) for _ in range(kept[-1])]
+    else:
+        shape, vals = [1], [draw(st.sampled_from(SET_VALUES))]
+    return b.pir("pd_op.set_value_", [b.feed(xs, dtype)], starts, ends, steps, axes, dec,
+                 shape, vals).ex
+
+
 @dataclass
 class Spec:
     name: str
@@ -820,9 +951,9 @@ def _specs():
         gen_slice_grad)
     add("sgd", ["sgd"], gen_sgd)
     add("pow", ["pd_op.pow"], gen_pir_unary("pd_op.pow", attr=(
-        "y", lambda r: st.sampled_from([2.0, 3.0]))))
+        "y", lambda r: st.sampled_from([2.0, 3.0, 0.5, -1.0, 1.5])), kind="pos"))
     add("pow_grad", ["pd_op.pow", "pd_op.pow_grad"], gen_unary_grad(None, "pd_op.pow", attr=(
-        "y", lambda r: st.sampled_from([2.0, 3.0]))))
+        "y", lambda r: st.sampled_from([2.0, 3.0, 0.5, -1.0, 1.5])), kind="pos"))
     add("transpose2_grad", ["transpose2", "transpose2_grad", "pd_op.transpose",
                             "pd_op.transpose_grad"], gen_unary_grad(
         "transpose2", "pd_op.transpose", outs=("Out", "XShape"),
@@ -844,6 +975,18 @@ def _specs():
     add("flatten_grad", ["pd_op.flatten", "pd_op.flatten_grad"], gen_flatten(True))
     add("stack_grad", ["pd_op.stack_grad", "builtin.combine", "builtin.split"],
         gen_stack_grad)
+    add("rsqrt", ["pd_op.rsqrt"], gen_pir_unary("pd_op.rsqrt", kind="pos"))
+    add("sin", ["pd_op.sin"], gen_pir_unary("pd_op.sin"))
+    add("cos", ["pd_op.cos"], gen_pir_unary("pd_op.cos"))
+    add("tril", ["pd_op.tril"], gen_tril)
+    add("where", ["pd_op.where"], gen_where)
+    add("not_equal", ["pd_op.not_equal"], gen_compare("pd_op.not_equal", "not_equal"))
+    add("bitwise_and", ["pd_op.bitwise_and"], gen_compare("pd_op.bitwise_and", "bitwise_and"))
+    add("arange", ["pd_op.arange"], gen_arange)
+    add("set_value_", ["pd_op.set_value_"], gen_set_value)
+    add("cross_entropy", ["pd_op.cross_entropy_with_softmax"], gen_cross_entropy())
+    add("cross_entropy_grad", ["pd_op.cross_entropy_with_softmax",
+                               "pd_op.cross_entropy_with_softmax_grad"], gen_cross_entropy(True))
     add("swiglu", ["pd_op.swiglu"], gen_swiglu(True))
     add("swiglu_halves", ["pd_op.swiglu"], gen_swiglu(False))
     add("swiglu_grad", ["pd_op.swiglu", "pd_op.swiglu_grad"], gen_swiglu(True, True))

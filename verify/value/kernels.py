@@ -2,11 +2,14 @@
 
 A refutation counts only when it is replayed with these (``proof.py``):
 the counterexample's input values pushed through the terms with every
-kernel computed as Paddle computes it (``tests/test_value_kernels.py``
-checks each against Paddle's own CPU kernel).  Rational kernels (inv, max,
-relu, a truncating cast, the lookup's row selection) return exact
-Fractions; transcendental ones (gelu, silu, sqrt, softmax, layer_norm, adam)
-return float64.
+kernel computed as Paddle computes it (``tests/test_value_axioms.py``
+and ``tests/test_kernel_differential.py`` check each against Paddle's own
+CPU kernel; ``tests/test_value_kernel_references.py`` that every kernel a
+row applies has one).  Rational kernels (inv, max, relu, a truncating cast,
+the lookup's row selection, where, not_equal, bitwise_and, tril, arange,
+set_value_, pow of an integral power) return exact Fractions; transcendental ones
+(gelu, silu, sqrt, rsqrt, sin, cos, softmax, layer_norm, adam, the cross
+entropy with softmax) return float64.
 
 ``reference(kernel, attrs, args)`` raises :class:`NoReference` for a kernel
 with no reference here, :class:`NotAnInput` where the argument values are
@@ -173,10 +176,246 @@ def _adam(kernel, a, at):
     return {"ParamOut": po, "Moment1Out": m1o, "Moment2Out": m2o}[kernel.split(".")[1]]
 
 
+def _signed(x, dtype):
+    """An integer held modulo 2^bits (``semantics.WRAPPED``) as the value
+    ``dtype`` holds: its representative in the dtype's range; a bool 0/1;
+    a float as is."""
+    if dtype == "bool":
+        return Fraction(int(x != 0))
+    bits = _INT_BITS.get(dtype)
+    if bits is None:
+        return x
+    if x != int(x):
+        raise NotAnInput(f"{x} is not a {dtype}")
+    v = int(x) % (1 << bits)
+    if not dtype.startswith("u") and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return Fraction(v)
+
+
+def _dtypes(at, n):
+    """The inputs' dtypes of an ``_uf_broadcast`` kernel (its ``@dtypes`` key)."""
+    d = at.get("@dtypes")
+    return tuple(d) if isinstance(d, (tuple, list)) and len(d) == n else ("",) * n
+
+
+def _pow(x, y):
+    """``x ** y`` (Paddle's PowFunctor, ``std::pow``): exact for an integral
+    ``y``, float64 else; a NaN (negative base, fractional y) or an infinity
+    (0 to a negative power) is no value a program computes with."""
+    if y == int(y):
+        if x == 0 and y < 0:
+            raise NotAnInput(f"0 ** {y}")
+        return Fraction(x) ** int(y)
+    if x < 0:
+        raise NotAnInput(f"{x} ** {y}")
+    return _f(x) ** y
+
+
+def _to_dtype(v, dtype):
+    """A scalar converted to the kernel's element type ``T`` (an integer
+    truncates toward zero, a float rounds to nearest)."""
+    if dtype in _INT_BITS:
+        return Fraction(math.trunc(v))
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        return round_to(v, dtype)
+    raise NoReference(f"arange of dtype {dtype!r}")
+
+
+def _arange(at):
+    """Element ``index`` of ``arange(start, end, step)`` in ``dtype``:
+    Paddle's CPU kernel converts the bounds to T and accumulates
+    ``value += step`` in T (so a float32 0.1 step drifts as the real one)."""
+    dtype = str(at.get("dtype", ""))
+    start = _to_dtype(Fraction(at["start@value"]), dtype)
+    step = _to_dtype(Fraction(at["step@value"]), dtype)
+    i = int(at["index"])
+    if dtype in _INT_BITS:  # integer addition is exact: no drift
+        return start + i * step
+    seq = _arange_seq(start, step, dtype)
+    while len(seq) <= i:  # the running sums, computed once per (start, step, dtype)
+        seq.append(_to_dtype(seq[-1] + step, dtype))
+    return seq[i]
+
+
+@functools.lru_cache(maxsize=64)
+def _arange_seq(start, step, dtype):
+    return [start]
+
+
+def _tril(kernel, args, at):
+    """Element j of ``tril(x, diagonal)``: x[j] where its column minus its
+    row (of the last two dims) is at most ``diagonal``, else 0."""
+    sig = at["@inputs"]
+    (slot, ((shape, _),)), = sig
+    shape = tuple(int(n) for n in shape)
+    if len(shape) < 2:
+        raise NotAnInput(f"tril of a rank-{len(shape)} x")
+    j = int(kernel.rsplit(".", 1)[1])
+    rows, cols = shape[-2], shape[-1]
+    r, c = (j // cols) % rows, j % cols
+    return Fraction(args[j]) if c - r <= int(at.get("diagonal", 0)) else Fraction(0)
+
+
+def _ce_rows(args, at):
+    """The row's pieces of a ``uf_rows`` kernel, by slot: its ``@rows`` key
+    names the slots (sorted), each one's row width and dtype, in the order
+    of ``args``."""
+    out, pos = {}, 0
+    for slot, (width, dtype) in at["@rows"]:
+        out[slot] = (list(args[pos:pos + int(width)]), dtype)
+        pos += int(width)
+    return out
+
+
+def _hard_label(lab, width, at):
+    """A hard label's class, None where it is ``ignore_index``."""
+    v = lab[0]
+    if v == int(at.get("ignore_index", -100)):
+        return None
+    if v != int(v) or not 0 <= v < width:
+        raise NotAnInput(f"label {v} outside {width} classes")
+    return int(v)
+
+
+def _cross_entropy(kernel, args, at):
+    """Paddle's cross_entropy_with_softmax (and its grad) on one row along
+    ``axis``: softmax of the logits (``use_softmax``; else the input is the
+    probabilities), loss ``-log p[label]`` (0 at ``ignore_index``) or with a
+    soft label ``-sum(label * log p)``; the grad of the logits ``(p -
+    onehot) * dloss`` (without softmax: ``-dloss / p`` at the label, soft:
+    ``-label * dloss / p``)."""
+    name, out_slot, j = kernel.rsplit(".", 2)
+    j = int(j)
+    rows = _ce_rows(args, at)
+    soft, use_sm = bool(at.get("soft_label", False)), bool(at.get("use_softmax", True))
+    if name == "cross_entropy_with_softmax":
+        x = [_f(v) for v in rows["input"][0]]
+        if use_sm:
+            e = [math.exp(v - max(x)) for v in x]
+            p = [v / sum(e) for v in e]
+        else:
+            p = list(rows["input"][0])
+        if out_slot == "softmax":
+            return p[j]
+        lab = rows["label"][0]
+        if soft:
+            return -sum(_f(l) * math.log(_f(q)) for l, q in zip(lab, p))
+        c = _hard_label(lab, len(p), at)
+        return 0.0 if c is None else -math.log(_f(p[c]))
+    p, lab, g = rows["softmax"][0], rows["label"][0], rows["loss_grad"][0][0]
+    if soft:
+        return (p[j] - lab[j]) * g if use_sm else -_f(lab[j]) * _f(g) / _f(p[j])
+    c = _hard_label(lab, len(p), at)
+    if c is None:
+        return Fraction(0)
+    if use_sm:
+        return (p[j] - int(j == c)) * g
+    return -g / p[j] if j == c else Fraction(0)
+
+
+def _by_slot(args, at):
+    """An opaque kernel's arguments (``semantics.kernel_key``'s ``@inputs``:
+    slots sorted, each tensor's shape and dtype) as {slot: [(array, dtype)]}."""
+    out, pos = {}, 0
+    for slot, tensors in at["@inputs"]:
+        for shape, dtype in tensors:
+            n = int(np.prod(shape)) if shape else 1
+            arr = np.empty(n, dtype=object)
+            arr[:] = list(args[pos:pos + n])
+            out.setdefault(slot, []).append((arr.reshape(tuple(shape)), dtype))
+            pos += n
+    return out
+
+
+def _set_value(kernel, args, at):
+    """Element j of ``set_value_``: x with the slice ``starts:ends:steps`` on
+    ``axes`` (Python's bounds: negative from the end, clamped) set to the
+    constant ``values`` of ``shape``, cast to x's dtype and broadcast over
+    the slice (its ``decrease_axes`` dropped)."""
+    x, dtype = _by_slot(args, at)["x"][0]
+    x = x.copy()
+    index = [slice(None)] * x.ndim
+    for a, st, en, sp in zip(at.get("axes") or [], at["starts@value"], at["ends@value"],
+                             at["steps@value"]):
+        if int(sp) <= 0:
+            raise NoReference(f"set_value_ with step {sp}")
+        index[int(a) % x.ndim] = slice(int(st), int(en), int(sp))
+    index = tuple(index)
+    target = x[index]
+    dec = {int(a) % x.ndim for a in at.get("decrease_axes") or []}
+    if at.get("none_axes"):
+        raise NoReference("set_value_ with none_axes")
+    vals = [_cast(Fraction(v), {"out_dtype": dtype}) if dtype != "bool" else
+            Fraction(int(v != 0)) for v in at["values"]]
+    v = np.empty(len(vals), dtype=object)
+    v[:] = vals
+    v = v.reshape(tuple(int(n) for n in at.get("shape") or [len(vals)]))
+    kept = [n for i, n in enumerate(target.shape) if i not in dec]
+    if v.size == 1:  # one value: every element of the slice (a 0-D one too)
+        v = v.reshape(())
+    x[index] = np.broadcast_to(v, kept).reshape(target.shape)
+    return x.reshape(-1)[int(kernel.rsplit(".", 1)[1])]
+
+
+# The kernels ``reference`` evaluates: a name, or ``prefix.*`` for a family
+# (an optimizer's or an opaque kernel's outputs).  ``reference`` refuses any
+# other name (NoReference); ``verify/selfcheck/row_kernels.py`` lists every
+# kernel a row applies, and tests/test_value_kernel_references.py fails on
+# one missing here.
+REFERENCED = ("inv", "max", "min", "relu", "relu.mask", "cast", "lookup_select", "gelu",
+              "gelu.d", "silu", "silu.d", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_grad",
+              "where", "not_equal", "bitwise_and", "arange", "softmax", "tril.*",
+              "adamw.*", "adam.*", "layer_norm.rstd", "layer_norm.*", "layer_norm_grad.*",
+              "cross_entropy_with_softmax.*", "cross_entropy_with_softmax_grad.*",
+              "set_value_.*")
+
+
+def has_reference(kernel: str) -> bool:
+    """Whether ``reference`` has the real kernel behind name ``kernel``."""
+    return any(kernel == r or r.endswith(".*") and kernel.startswith(r[:-1])
+               for r in REFERENCED)
+
+
 def reference(kernel: str, attrs, args):
     """The real value of uninterpreted ``kernel`` at ``args`` (Fractions)."""
+    if not has_reference(kernel):
+        raise NoReference(kernel)
     at = _attrs(attrs)
     try:
+        if kernel == "rsqrt":  # 1 / sqrt(x)
+            if args[0] <= 0:
+                raise NotAnInput(f"rsqrt of {args[0]}")
+            return 1.0 / math.sqrt(_f(args[0]))
+        if kernel == "sin":
+            return math.sin(_f(args[0]))
+        if kernel == "cos":
+            return math.cos(_f(args[0]))
+        if kernel == "pow":  # x ** y, y the float attr
+            return _pow(args[0], float(at["y"]))
+        if kernel == "pow_grad":  # dout * y * x ** (y - 1)
+            y = float(at["y"])
+            d = _pow(args[0], y - 1)
+            return (d * Fraction(y) * args[1]) if isinstance(d, Fraction) \
+                else d * y * _f(args[1])
+        if kernel == "where":  # x where condition, else y
+            return args[1] if args[0] != 0 else args[2]
+        if kernel == "not_equal":
+            a, b = (_signed(v, d) for v, d in zip(args, _dtypes(at, 2)))
+            return Fraction(int(a != b))
+        if kernel == "bitwise_and":
+            a, b = (_signed(v, d) for v, d in zip(args, _dtypes(at, 2)))
+            if a != int(a) or b != int(b):
+                raise NotAnInput(f"bitwise_and of {a} and {b}")
+            return Fraction(int(a) & int(b))
+        if kernel == "arange":
+            return _arange(at)
+        if kernel.startswith("cross_entropy_with_softmax") and "@rows" in at:
+            return _cross_entropy(kernel, args, at)
+        if kernel.startswith("set_value_.out.") and "@inputs" in at:
+            return _set_value(kernel, args, at)
+        if kernel.startswith("tril.out.") and "@inputs" in at:  # its one output
+            return _tril(kernel, args, at)
         if kernel == "inv":
             return 1 / args[0]
         if kernel == "max":

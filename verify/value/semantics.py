@@ -1946,9 +1946,11 @@ def _pir_tile(op, ins, k):
                                   "tile of a dim larger than 1")]}
 
 
-def _uf_broadcast(kernel, in_slots, out_slot, dtype_slot=None):
+def _uf_broadcast(kernel, in_slots, out_slot, dtype_slot=None, out_dtype=None):
     """``out[i] = kernel(in_1[i], ...)`` with Paddle broadcasting: an
-    uninterpreted elementwise kernel keyed by the op's attrs."""
+    uninterpreted elementwise kernel keyed by the op's attrs; the output's
+    dtype ``out_dtype`` (a comparison's bool), else ``dtype_slot``'s, else
+    the last input's."""
     def row(op, ins, k):
         ts = [_t(ins, s) for s in in_slots]
         arrs = np.broadcast_arrays(*[t.arr for t in ts])
@@ -1957,7 +1959,7 @@ def _uf_broadcast(kernel, in_slots, out_slot, dtype_slot=None):
         out = np.empty(arrs[0].shape, dtype=object)
         for idx in np.ndindex(out.shape):
             out[idx] = k.uf(kernel, [a[idx] for a in arrs], attrs)
-        dtype = _t(ins, dtype_slot).dtype if dtype_slot else ts[-1].dtype
+        dtype = out_dtype or (_t(ins, dtype_slot).dtype if dtype_slot else ts[-1].dtype)
         return {out_slot: [Tensor(out, _out_dims(out.shape, *ts), dtype)]}
     return row
 
@@ -2198,7 +2200,7 @@ ROWS.update({
     # gelu's kernel depends on ``approximate`` (an attr: part of the function's key)
     "pd_op.gelu": uf_elementwise("gelu", ["x"], "out"),
     "pd_op.gelu_grad": uf_linear_grad("gelu.d", "x", "out_grad", "x_grad"),
-    "pd_op.not_equal": _uf_broadcast("not_equal", ["x", "y"], "out"),
+    "pd_op.not_equal": _uf_broadcast("not_equal", ["x", "y"], "out", out_dtype="bool"),
     "pd_op.bitwise_and": _uf_broadcast("bitwise_and", ["x", "y"], "out"),
     "pd_op.where": _uf_broadcast("where", ["condition", "x", "y"], "out", dtype_slot="x"),
     "pd_op.softmax": _via(softmax, {"x": "X"}, {"Out": "out"}),
