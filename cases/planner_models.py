@@ -379,13 +379,7 @@ _GEN_CASES = [
     _gen("cross_p_to_r", "a partial activation on the stage mesh [0] crossing to the stage "
          "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
          "its gradient crosses back through r_to_p",
-         [[0], [1]], Expect(True, "INCONCLUSIVE",
-                            "every stage holds (shapes, def-use, parameter shapes, placement "
-                            "coverage); the values are not decided: the lock-step relation "
-                            "(verify/numeric/planner_runs.py) cuts each rank's program at its "
-                            "collectives by their first operand, and a pd_op.recv_v2 has none "
-                            "('The op operand index [0] must less than operands size[0]'): "
-                            "send/recv outside a pipeline's job lists is not simulated")),
+         [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files
