@@ -196,6 +196,13 @@ EDITS = {
         "        if sets:\n"
         "            sets[-1].erase()\n"
         "        # 3. dead code elimination\n"),
+    # r_to_p keeps the value on every rank but global rank 0, which it zeroes:
+    # the Partial(sum) of the pieces is another value (a wrong piece, well typed)
+    "r_to_p_zeroes_rank0": (
+        f"{_STATIC}/reshard_funcs/r_to_p_reshard_func.py",
+        "            and local_rank != 0\n",
+        "            # MUTANT: rank 0 zeroed, the others keep the value\n"
+        "            and local_rank == 0\n"),
     # a cross-mesh reshard's send is addressed to the sending rank itself:
     # the receiving rank waits for a tensor nobody sends it (a deadlock)
     "p2p_send_to_itself": (

@@ -41,9 +41,11 @@ def _collective_program(op_type, reduce_type=0):
         with paddle.static.program_guard(main, startup):
             x = paddle.static.data("x", [4, 6], "float32")
             f = getattr(paddle._C_ops, op_type.split(".", 1)[1])
-            # all_reduce: reduce_type; broadcast: the root (rank 1); others: nranks
+            # all_reduce: reduce_type; broadcast: the root (rank 1); all_to_all:
+            # the ring only; others: nranks
             y = (f(x, 0, reduce_type) if "all_reduce" in op_type
-                 else f(x, 0, BROADCAST_ROOT) if op_type == "pd_op.broadcast" else f(x, 0, 2))
+                 else f(x, 0, BROADCAST_ROOT) if op_type == "pd_op.broadcast"
+                 else f(x, 0) if op_type == "pd_op.all_to_all" else f(x, 0, 2))
         names = value_names(main)
         return main, startup, names, names.name(y)
 
@@ -57,6 +59,8 @@ def _expected(op_type, reduce_type, xs, rank):
         return np.concatenate(xs, axis=0)
     if op_type == "pd_op.broadcast":
         return xs[BROADCAST_ROOT]
+    if op_type == "pd_op.all_to_all":  # chunk j: rank j's chunk ``rank``
+        return np.concatenate([np.split(x, len(xs), axis=0)[rank] for x in xs], axis=0)
     raise AssertionError(op_type)
 
 
@@ -128,6 +132,54 @@ def test_shape_rule_catches_a_reduce_scatter_declared_unscattered():
     bad = shape_check.check_snapshot(snap, 0, "test", {}, set(range(len(snap.ops))))
     assert any(c.verdict != Verdict.EQUIVALENT and c.counterexample
                and c.counterexample.get("var") == y for c in bad), [c.message for c in bad]
+
+
+def test_shape_rule_catches_an_all_to_all_declared_resized():
+    """pd_op.all_to_all's rule (phi AllToAllInferMeta): out is x's shape; a
+    result declared with dim 0 cut by the ring's size (as a reduce_scatter's)
+    is caught naming the value, the correct declaration holds."""
+    import paddle
+
+    from verify.checks import shape_check
+    from verify.ir.pir_snapshot import from_pir_programs
+    from verify.ir.snapshot import Var
+
+    main, startup, names, y = _collective_program("pd_op.all_to_all")
+    with paddle.pir_utils.IrGuard():
+        snap = from_pir_programs(main, startup, names)
+    every = set(range(len(snap.ops)))
+    assert snap.var(y).shape == [4, 6]
+    good = shape_check.check_snapshot(snap, 0, "test", {}, every)
+    assert all(c.verdict == Verdict.EQUIVALENT for c in good), [c.message for c in good]
+    snap.vars[y] = Var(y, [2, 6], "float32")
+    bad = shape_check.check_snapshot(snap, 0, "test", {}, every)
+    assert any(c.verdict == Verdict.CONTRACT_BROKEN and c.counterexample
+               and c.counterexample.get("var") == y for c in bad), [c.message for c in bad]
+
+
+def test_all_to_all_of_an_indivisible_dim_is_refused():
+    """dim 0 not divisible by the ring's size: the GPU kernel raises; the
+    simulator and the value row refuse it (never a proof)."""
+    from verify.numeric.simulated_ranks import BackendError, _perform
+    from verify.value.semantics import Tensor, Unsupported, collective, leaf_dims
+
+    xs = [np.arange(6.0).reshape(3, 2) + 10 * r for r in range(2)]
+    ts = [Tensor(x.astype(object), leaf_dims(x.shape, 10 ** 6)) for x in xs]
+    with pytest.raises(Unsupported, match="not divisible"):
+        collective("all_to_all", ts, 0, 0, None)
+
+    class State(dict):
+        set = dict.__setitem__
+
+    class Coll:
+        kind, type, ring, root = "all_to_all", "pd_op.all_to_all", 0, 0
+
+        def __init__(self, index):
+            self.index, self.x, self.out = index, "x", "y"
+
+    states = {r: State(x=xs[r]) for r in (0, 1)}
+    with pytest.raises(BackendError, match="not divisible"):
+        _perform([0, 1], [Coll(3), Coll(3)], states, "test")
 
 
 # -- the pass -------------------------------------------------------------------

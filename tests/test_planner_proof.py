@@ -116,3 +116,23 @@ def test_a_plan_the_proof_cannot_decide_is_witnessed_not_proved():
     undecided = [c for c in proofs if c.verdict.value != "EQUIVALENT"]
     assert all(c.advisory for c in undecided)
     assert app.proof == ("witnessed" if undecided else "proved")
+
+
+def test_s_to_s_all_to_all_is_proved_where_dim_0_is_a_side_and_refuted_between_two():
+    """``pd_op.all_to_all`` (no CPU kernel in 3.3.1; the proof exchanges by the
+    GPU kernel's definition): 3.3.1's s_to_s from Shard(1) to Shard(0) (its
+    gradient back) is PROVED on both ranks with the all_to_all in each rank's
+    program; from Shard(1) to Shard(2) both of the function's branches run
+    and each rank's loss is refuted with a replayed counterexample naming the
+    rank, the value and the reshard stage."""
+    app = _apply("planner_gen_s_to_s_dim0")
+    proofs = _proofs(app)
+    assert app.proof == "proved" and len(proofs) == 2 and all(
+        c.verdict.value == "EQUIVALENT" for c in proofs), [c.message for c in proofs]
+    text = " ".join(c.message for c in app.checks)
+    assert "no shape rule" not in text and "no semantics row" not in text
+    bad = _apply("planner_gen_s_to_s")
+    assert bad.verdict.value == "NOT_EQUIVALENT"
+    cex = _refuted(bad)
+    assert cex["value"] == "loss" and cex["stage"] == "reshard"
+    assert {c.rank for c in _proofs(bad) if c.verdict.value == "NOT_EQUIVALENT"} == {0, 1}

@@ -596,13 +596,31 @@ def test_layer_norm_rows_tell_scale_from_bias_and_rows_from_rows():
     ("prod", lambda xs, i: np.multiply.reduce(xs)),
     ("all_gather", lambda xs, i: np.concatenate(xs, 0)),
     ("reduce_scatter", lambda xs, i: np.split(sum(xs), len(xs), 0)[i]),
-    ("broadcast", lambda xs, i: xs[1]), ("identity", lambda xs, i: xs[i])])
+    ("broadcast", lambda xs, i: xs[1]), ("identity", lambda xs, i: xs[i]),
+    # Paddle's GPU kernel: chunk j of rank i's out is rank j's chunk i (dim 0)
+    ("all_to_all", lambda xs, i: np.concatenate([np.split(x, len(xs), 0)[i] for x in xs]))])
 @pytest.mark.parametrize("n", [2, 4])
 def test_collectives(kind, ref, n):
     xs = [r(4, 3) for _ in range(n)]
     for i in range(n):
         out = S.collective(kind, [T(x) for x in xs], i, 1, K)
         close(np.asarray(out.arr, dtype=float), ref(xs, i))
+
+
+def test_all_to_all_is_not_a_transpose_of_another_order():
+    """all_to_all on distinct values: rank 1 of 2 gets rank 0's second chunk
+    then its own second chunk; the first chunks, or the chunks in the other
+    rank order, are another value (a wrong chunk order is not the row's);
+    on a reduced dim 0 cut across its folded factor, no value at all."""
+    xs = [np.arange(8.0).reshape(4, 2) + 100 * q for q in range(2)]
+    got = np.asarray(S.collective("all_to_all", [T(x) for x in xs], 1, 0, K).arr, dtype=float)
+    close(got, np.concatenate([xs[0][2:], xs[1][2:]]))
+    assert not np.allclose(got, np.concatenate([xs[0][:2], xs[1][:2]]))
+    assert not np.allclose(got, np.concatenate([xs[1][2:], xs[0][2:]]))
+    folded = [S.Tensor(np.array(r(2, 3), dtype=object), (((3, 1), (2, 2)), ((3, 3),)))
+              for _ in range(2)]
+    with pytest.raises(S.Unsupported, match="reduced dim 0"):
+        S.collective("all_to_all", folded, 0, 0, K)
 
 
 def test_reduce_type_codes_are_paddles():

@@ -547,6 +547,10 @@ RULES.update({
     "pd_op.reduce_scatter": _reduce_scatter,
     "pd_op.all_gather": _all_gather,
     "pd_op.broadcast": same_as("x", "out"),
+    # phi AllToAllInferMeta: out is x's shape (chunks exchanged, none resized);
+    # dim 0 divisible by the ring's size is the kernel's to enforce (the
+    # simulator and the value row check it: a rule sees no ring)
+    "pd_op.all_to_all": same_as("x", "out"),
     # a pipeline's point-to-point pair: a send makes nothing; a recv's out is
     # the shape its out_shape attr declares (what its peer sends is the
     # simulator's to compare, simulated_ranks._point_to_point)

@@ -39,6 +39,11 @@ COLLECTIVES = {
     # the planner's sub_to_global reshard: the sub-mesh's value from its root
     # (``root``: an index in the ring's group) to every rank of the mesh
     "pd_op.broadcast": ("x", "out", "broadcast"),
+    # the planner's s_to_s reshard: x cut into n equal chunks along dim 0 (n the
+    # ring's group size); rank i's out chunk j is rank j's x chunk i, out's shape
+    # x's (phi AllToAllInferMeta; the GPU kernel sends chunk j to group rank j
+    # and enforces dim 0 % n == 0; 3.3.1 has no CPU kernel)
+    "pd_op.all_to_all": ("x", "out", "all_to_all"),
 }
 # point-to-point (PIR): a pipeline's stages joined by send/recv over a ring per
 # direction; ``peer`` is the other rank's index in the ring's group (in the
@@ -68,7 +73,7 @@ def exchanges(op_type: str) -> bool:
 
 def kind(op_type: str, attrs: dict) -> str:
     """What the collective computes: sum/max/min/prod/avg, reduce_scatter,
-    all_gather, broadcast or identity."""
+    all_gather, all_to_all, broadcast or identity."""
     if op_type in POINT_TO_POINT:
         return POINT_TO_POINT[op_type][2]
     k = COLLECTIVES[op_type][2]

@@ -387,6 +387,7 @@ DECLARED = {
     "pd_op.all_reduce": _COLLECTIVE,
     "pd_op.all_reduce_": _COLLECTIVE,
     "pd_op.broadcast": _COLLECTIVE,
+    "pd_op.all_to_all": _COLLECTIVE,
     "pd_op.reduce_scatter": _COLLECTIVE,
     "pd_op.send_v2": _d("x ring_id peer use_calc_stream dynamic_shape"),
     "pd_op.recv_v2": _d("ring_id peer out_shape dtype use_calc_stream dynamic_shape"),

@@ -186,13 +186,15 @@ def _wave_stage(main, cut_ops, waves, deps, w):
     with paddle.static.program_guard(prog):
         paddle.pir.reset_insertion_point_to_start()
         for n, i in enumerate(cut_ops):
-            if waves[n] < w:
+            if waves[n] < w and ops[i].num_results():  # a send makes nothing
                 res = ops[i].result(0)
                 new = paddle.static.data(f"__pir_coll_{n}", list(res.shape),
                                          str(res.dtype).replace("paddle.", ""))
                 res.replace_all_uses_with(new)
         paddle.pir.reset_insertion_point_to_end()
-    fetch = [ops[i].operand_source(0) for n, i in enumerate(cut_ops) if waves[n] == w]
+    # a recv reads nothing (what its peer sends is the lock step's mailbox)
+    fetch = [ops[i].operand_source(0) for n, i in enumerate(cut_ops)
+             if waves[n] == w and ops[i].num_operands()]
     for i in range(len(ops) - 1, -1, -1):
         if deps[i] & later:
             ops[i].erase()
@@ -248,7 +250,8 @@ def _wave_rank_class():
                 w = self.waves[self.pos]
                 if self.ran != w:
                     got = self._run(*self.wave_stages[w])
-                    members = [n for n, wn in enumerate(self.waves) if wn == w]
+                    members = [n for n, wn in enumerate(self.waves)
+                               if wn == w and self.colls[n].x is not None]
                     for n, a in zip(members, got):
                         self.values[self.colls[n].x] = np.array(a)
                     self.ran = w

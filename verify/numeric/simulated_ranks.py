@@ -314,7 +314,7 @@ def _perform(group, colls, states, where):
         if len(set(roots.values())) > 1:
             raise BackendError(f"{where}: the ranks of group {group} name different roots "
                                f"for {colls[0].type}: {roots}", group[0])
-    if kind in ("sum", "max", "min", "prod", "avg", "reduce_scatter") and \
+    if kind in ("sum", "max", "min", "prod", "avg", "reduce_scatter", "all_to_all") and \
             len({(x.shape, x.dtype) for x in xs}) > 1:
         desc = ", ".join(f"rank {m}: {list(x.shape)} {x.dtype}" for m, x in zip(group, xs))
         raise BackendError(f"{where}: {colls[0].type} over ranks {group} gets tensors that "
@@ -330,6 +330,12 @@ def _perform(group, colls, states, where):
                 raise BackendError(f"{where}: rank {m} op {c.index} reduce_scatter of dim "
                                    f"{total.shape[0]} over {n} ranks")
             out = np.split(total, n, axis=0)[i]
+        elif kind == "all_to_all":  # chunk j of rank i's out: rank j's chunk i
+            if xs[i].ndim == 0 or xs[i].shape[0] % n:
+                raise BackendError(f"{where}: rank {m} op {c.index} all_to_all of shape "
+                                   f"{list(xs[i].shape)} over {n} ranks: dim 0 is not "
+                                   "divisible", m)
+            out = np.concatenate([np.split(x, n, axis=0)[i] for x in xs], axis=0)
         elif kind == "broadcast":
             # the root is an index in the ring's group (Paddle's comm rank:
             # verify/checks/collective_validity.py); gloo/NCCL reject another

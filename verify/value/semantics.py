@@ -1038,10 +1038,35 @@ def collective(kind, xs, i, root, k):
         return Tensor(out, [((n, n),) + tuple(x.dims[0])] + list(x.dims[1:]), x.dtype)
     if kind == "broadcast":
         return Tensor(xs[root].arr, xs[root].dims, xs[root].dtype)
+    if kind == "all_to_all":
+        return _all_to_all(xs, i)
     if kind in ("reduce_sum", "reduce_avg"):
         # reduce to the root only: the other ranks keep their own x
         return collective(kind[len("reduce_"):], xs, i, root, k) if i == root else x
     raise Unsupported(f"collective kind {kind}")
+
+
+def _all_to_all(xs, i):
+    """Rank ``i``'s all_to_all: every rank's x cut into ``n`` chunks along dim
+    0, chunk ``j`` of the result is rank ``j``'s chunk ``i`` (Paddle's GPU
+    kernel: chunk j sent to and received from the group's rank j).  On a
+    reduced dim 0 the cut is exact only along a leading factor kept at its
+    real size and divisible by n (or a dim not reduced at all)."""
+    x, n = xs[i], len(xs)
+    if len({(t.arr.shape, t.dims) for t in xs}) > 1:
+        raise Unsupported("all_to_all over tensors of different shapes")
+    if not x.dims:
+        raise Unsupported("all_to_all of a 0-d tensor")
+    d0 = x.dims[0]
+    orig = _prod(a for a, _ in d0)
+    if orig % n:
+        raise Unsupported(f"all_to_all of dim 0 ({orig}) over {n} ranks: not divisible "
+                          "(the kernel refuses it)")
+    unreduced = all(a == b for a, b in d0)
+    if not (unreduced or d0[0][0] == d0[0][1] and d0[0][0] % n == 0):
+        raise Unsupported(f"all_to_all of a reduced dim 0 {d0} over {n} ranks")
+    out = np.concatenate([np.split(t.arr, n, axis=0)[i] for t in xs], axis=0)
+    return Tensor(out, x.dims, x.dtype)
 
 
 def _elementwise_sub_grad(op, ins, k):

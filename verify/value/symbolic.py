@@ -1177,7 +1177,8 @@ class Executor:
             try:
                 out = collective(kind, xs, i, root, self.k)
                 if wrap_modulus(out.dtype) is not None and kind not in (
-                        "identity", "all_gather", "broadcast", "max", "min"):
+                        "identity", "all_gather", "all_to_all", "broadcast", "max",
+                        "min"):
                     if kind in ("avg", "reduce_avg"):
                         raise Unsupported(f"an average over {out.dtype} (an integer "
                                           "division) is not modelled")
