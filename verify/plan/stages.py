@@ -185,6 +185,8 @@ class Capture:
         self.serial = None  # the live dist program before partition (a clone)
         self.serial_startup = None
         self.final_placements = {}  # op id in the dense program -> [placement per result]
+        # keyword block argument (a gradient merge's accumulator) -> its placement
+        self.final_kwarg_placements = {}
         self.serial_pos = {}
         self.recomputed = {}  # op id of a recompute clone -> serial position of its original
 
@@ -306,6 +308,13 @@ def install(capture: Capture) -> None:
             capture.dense_of_dist = {op.id(): d for op, d in zip(ops, last)}
         for op in ops:
             capture.final_placements[op.id()] = [placement_of(v) for v in op.results()]
+        # a keyword argument has no defining op: by its keyword, which dist2dense keeps
+        try:
+            kwargs = prog.global_block().kwargs().items()
+        except Exception:
+            kwargs = ()
+        for key, v in kwargs:
+            capture.final_kwarg_placements[key] = placement_of(v)
 
     first_comm = {"done": False}
 
@@ -457,9 +466,10 @@ def _keyword_of(program, value):
     return None
 
 
-def relation_table(program, names, placements_by_op=None) -> dict:
+def relation_table(program, names, placements_by_op=None, kwarg_placements=None) -> dict:
     """What the planner relation compares in ``program`` (the serial global
-    program, or a rank's final program with ``placements_by_op``): by
+    program, or a rank's final program with ``placements_by_op`` and, for its
+    keyword block arguments, ``kwarg_placements`` by keyword): by
     parameter name, the updated parameter (the optimizer op's first result)
     and the gradient it reads, each with its value name and placement; the
     feeds by data name; the loss."""
@@ -467,7 +477,10 @@ def relation_table(program, names, placements_by_op=None) -> dict:
         if placements_by_op is None or not v.initialized():
             return None
         d = v.get_defining_op()
-        recs = placements_by_op.get(d.id()) if d is not None else None
+        if d is None:  # a keyword block argument (a merged gradient's accumulator)
+            key = _keyword_of(program, v)
+            return (kwarg_placements or {}).get(key) if key is not None else None
+        recs = placements_by_op.get(d.id())
         return recs[v.index()] if recs else None
 
     params = {}
@@ -588,7 +601,8 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
                 record["serial_error"] = traceback.format_exc()
         if final_main is not None:
             record["relation"] = relation_table(final_main, final_names,
-                                                capture.final_placements)
+                                                capture.final_placements,
+                                                capture.final_kwarg_placements)
             record["final_ops"] = final_ops(capture, final_main, final_names,
                                             locals().get("serial_names", {}))
     (out / "planner.json").write_text(json.dumps(record, indent=1, sort_keys=True))
