@@ -36,6 +36,13 @@ class Known:
     needle: str  # in a failing check's message or traceback
     reason: str
     evidence: str
+    # a regular expression the text must match too (when one needle cannot say it:
+    # e.g. the src and dst dist attrs of the reshard Paddle has no function for)
+    pattern: str = ""
+
+    def matches(self, verdict: str, text: str) -> bool:
+        return (self.verdict == verdict and self.needle in text
+                and (not self.pattern or re.search(self.pattern, text) is not None))
 
 
 KNOWN = [
@@ -57,6 +64,38 @@ KNOWN = [
           "planner_gen_p_to_s_padding)",
           "the reshard stage's traceback: AssertionError: The dist_attr of reshard op's "
           "input and operand should be equal (pir_pass.py, reshard_op_pass)"),
+    Known("no_s_to_p_reshard", "PASS_CRASHED", "There is no reshard function that matches",
+          "3.3.1's PIR reshard functions (static/reshard_funcs/) have no Shard-to-Partial "
+          "one (the dynamic graph's phi registry has SToPReshardFunction): a value asked "
+          "Partial where it is Shard on the same mesh (after decompose_reshard_pass moved a "
+          "stage-crossing reshard to the destination mesh, or as the gradient of a reshard "
+          "to Partial) makes reshard_op_pass assert (built-in case planner_gen_s_to_p)",
+          "the reshard stage's traceback: AssertionError: There is no reshard function that "
+          "matches src_dist_attr: ... placements:[Shard(dim=2)] and dst_dist_attr: <the same "
+          "mesh> ... partial(0,SUM), placements:[Partial(reduce_type=SUM)] (pir_pass.py, "
+          "reshard_op_pass)",
+          pattern=(r"src_dist_attr: mesh_shape:\[([\d,]+)\],process_ids:\[([\d,]+)\],"
+                   r"dims_mappings:\[[-\d,]*\], placements:\[[^\]]*Shard[^\]]*\] and "
+                   r"dst_dist_attr: mesh_shape:\[\1\],process_ids:\[\2\],"
+                   r"dims_mappings:\[[-\d,]*\], partial\(")),
+    Known("decomposed_global_to_sub", "PASS_CRASHED", "There is no reshard function that matches",
+          "3.3.1's decompose_reshard_pass (pir_pass.py) splits every reshard between two "
+          "meshes of the same ndim whose placements differ into a same-status move and a "
+          "reshard on the destination mesh; its guard meant to 'avoid global to sub mesh "
+          "case' compares ndims only, so a non-replicated value (e.g. the Partial input "
+          "gradient of a column-parallel linear) going from a 1-D mesh to its 1-D sub-mesh "
+          "becomes a same-status reshard between meshes of different shapes, which "
+          "SameStatusReshardFunction (equal mesh shapes only) and GlobalToSubMeshFunction "
+          "(Replicate destinations only) both refuse; undecomposed, GlobalToSubMeshFunction "
+          "makes the value Replicate first (built-in case planner_gen_sub_partial)",
+          "the reshard stage's traceback: AssertionError: There is no reshard function that "
+          "matches src_dist_attr: mesh_shape:[2],process_ids:[0,1],... partial(0,SUM), "
+          "placements:[Partial(reduce_type=SUM)] and dst_dist_attr: mesh_shape:[1],"
+          "process_ids:[0],<the same status> (pir_pass.py, reshard_op_pass)",
+          pattern=(r"src_dist_attr: mesh_shape:\[([\d,]+)\],process_ids:\[[\d,]+\],"
+                   r"(dims_mappings:\[[-\d,]*\],[^\]]*?placements:\[[^\]]*\]) and "
+                   r"dst_dist_attr: mesh_shape:\[(?!\1\])[\d,]+\],process_ids:\[[\d,]+\],"
+                   r"\2")),
 ]
 
 
@@ -129,7 +168,7 @@ def classify(app, name: str, spec: dict, seconds: float) -> Outcome:
                        seconds=seconds)
     if verdict in FINDING_VERDICTS:
         for k in KNOWN:
-            if k.verdict == verdict and k.needle in text:
+            if k.matches(verdict, text):
                 return Outcome(name, spec, "known", verdict, why=k.reason, known=k.name,
                                failing=failing, seconds=seconds)
         return Outcome(name, spec, "finding", verdict, why=failing[0][2] if failing else "",
