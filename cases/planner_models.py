@@ -422,6 +422,42 @@ _GEN_CASES = [
          "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
          "its gradient crosses back through r_to_p",
          [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("s_to_p", "verify generate seed 0 plan 134: a linear on stage 0 of a pp x mp mesh "
+         "[[0], [1]], its output resharded to Partial, crossing to stage 1 as Shard(0) for a "
+         "layer norm, FThenB", [[0], [1]], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: 3.3.1's PIR reshard functions (static/reshard_funcs/) have no "
+             "Shard-to-Partial one (the dynamic graph's phi registry has "
+             "SToPReshardFunction); the gradient's crossing back (Shard(0) on [1] to the "
+             "forward's Partial on [0]) is split by decompose_reshard_pass into a same-status "
+             "send/recv and a Shard(0)-to-Partial reshard on the mesh [0]: "
+             "reshard_op_pass asserts, no rank is planned (generate's Known no_s_to_p_reshard)",
+             evidence="the reshard stage's traceback on rank 0: pir_pass.py reshard_op_pass: "
+             "AssertionError: There is no reshard function that matches src_dist_attr: "
+             "mesh_shape:[1],process_ids:[0],dims_mappings:[0,-1,-1], "
+             "placements:[Shard(dim=0)] and dst_dist_attr: mesh_shape:[1],process_ids:[0],"
+             "dims_mappings:[-1,-1,-1], partial(0,SUM), placements:[Partial(reduce_type=SUM)]; "
+             "reproduce: python -m verify run --pass planner --case planner_gen_s_to_p")),
+    _gen("sub_partial", "verify generate seed 0 plan 153: a linear on the sub-mesh [0] of "
+         "[0, 1] (its input moved onto it and its output back, both Replicate), then a "
+         "column-parallel linear", [0, 1], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: the column-parallel linear's input gradient is Partial on "
+             "[0, 1]; its move onto the sub-mesh [0] (the gradient of the sub-to-global "
+             "reshard) is split by 3.3.1's decompose_reshard_pass, whose guard meant to 'avoid "
+             "global to sub mesh case' compares the meshes' ndims only (both 1), into a "
+             "same-status Partial reshard from [0, 1] to [0] (SameStatusReshardFunction takes "
+             "equal mesh shapes only, GlobalToSubMeshFunction Replicate destinations only) "
+             "and a Partial-to-Replicate one: reshard_op_pass asserts, no rank is planned; "
+             "undecomposed, GlobalToSubMeshFunction would reshard the value to Replicate "
+             "first (generate's Known decomposed_global_to_sub)",
+             evidence="the reshard stage's traceback on rank 0: pir_pass.py reshard_op_pass: "
+             "AssertionError: There is no reshard function that matches src_dist_attr: "
+             "mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,-1,-1], partial(0,SUM), "
+             "placements:[Partial(reduce_type=SUM)] and dst_dist_attr: mesh_shape:[1],"
+             "process_ids:[0],dims_mappings:[-1,-1,-1], partial(0,SUM), "
+             "placements:[Partial(reduce_type=SUM)]; reproduce: python -m verify run --pass "
+             "planner --case planner_gen_sub_partial")),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files
