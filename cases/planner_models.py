@@ -458,6 +458,24 @@ _GEN_CASES = [
              "process_ids:[0],dims_mappings:[-1,-1,-1], partial(0,SUM), "
              "placements:[Partial(reduce_type=SUM)]; reproduce: python -m verify run --pass "
              "planner --case planner_gen_sub_partial")),
+    _gen("ln_grad_partial", "a row-parallel linear on [0, 1] (its output Partial) and a "
+         "replicated layer norm after it (verify generate seed 0 plan 193's defect, its "
+         "attention and gradient merge dropped)", [0, 1], Expect(
+             True, "NOT_EQUIVALENT",
+             "Paddle's defect: 3.3.1's completion types pd_op.layer_norm_grad's x operand "
+             "Partial(SUM) (the row-parallel matmul's output as it is) where the forward "
+             "pd_op.layer_norm reads it resharded to Replicate: the partition reshards the "
+             "forward's operand only, and each rank's layer_norm_grad runs on its own addend; "
+             "layer_norm is not linear in x, so the layer norm's weight and bias gradients "
+             "(declared Replicate) differ between the ranks and from the serial ones, and the "
+             "input gradient with them (generate's Known layer_norm_grad_partial_x)",
+             evidence="the dist program before partition (stage 'serial' snapshot): "
+             "pd_op.layer_norm's operand x Replicate, pd_op.layer_norm_grad's x the same "
+             "value's Partial(SUM); the value proof (REFUTED, exact evaluation with the real "
+             "kernels) and the numeric relation on ranks 0 and 1: layer_norm_0.w_0.dist@GRAD "
+             "differs (serial -0.186192, rank 0 0.0612521 at step 0), first divergence at op "
+             "22 (pd_op.layer_norm_grad), stage partition; reproduce: python -m verify run "
+             "--pass planner --case planner_gen_ln_grad_partial")),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files

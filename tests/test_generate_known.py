@@ -55,3 +55,16 @@ def test_near_misses_stay_findings():
     # Replicate to Partial, Partial to Shard: other functions' business
     assert _known(_msg(_attr("2", "0,1", "-1,-1,-1", "Replicate()"),
                        _attr("2", "0,1", "-1,-1,-1", P, True))) == []
+
+
+def test_a_layer_norm_grad_divergence_at_the_partition_is_the_partial_x():
+    # verify generate seed 0 plan 193 (the proof's and the relation's words)
+    rel = ("planner on p: rank 2's layer_norm_0.w_0.dist@GRAD at step 0 is not the serial "
+           "program's through its placement [Replicate()] (index [6]: serial -0.00987141, "
+           "rank 0.0484232); first divergence: rank 2 op 37 (pd_op.layer_norm_grad) value "
+           "%29, stage partition (pd_op.layer_norm_grad %29)")
+    assert [k.name for k in KNOWN if k.matches("NOT_EQUIVALENT", rel)] == \
+        ["layer_norm_grad_partial_x"]
+    # the same op blamed on another stage (a reshard function's) is another defect
+    other = rel.replace("stage partition", "stage reshard")
+    assert [k.name for k in KNOWN if k.matches("NOT_EQUIVALENT", other)] == []

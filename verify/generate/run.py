@@ -96,6 +96,17 @@ KNOWN = [
                    r"(dims_mappings:\[[-\d,]*\],[^\]]*?placements:\[[^\]]*\]) and "
                    r"dst_dist_attr: mesh_shape:\[(?!\1\])[\d,]+\],process_ids:\[[\d,]+\],"
                    r"\2")),
+    Known("layer_norm_grad_partial_x", "NOT_EQUIVALENT", "stage partition (pd_op.layer_norm_grad",
+          "3.3.1's completion types layer_norm_grad's x operand Partial where the forward "
+          "layer_norm's x is a Partial value resharded to Replicate (a row-parallel matmul's "
+          "output): the partition reshards the forward's operand but not the gradient's, so "
+          "each rank's layer_norm_grad runs on its own addend; layer_norm is not linear in "
+          "x, so the weight, bias and input gradients are wrong (built-in case "
+          "planner_gen_ln_grad_partial)",
+          "the dist program before partition: pd_op.layer_norm reads x as Replicate, "
+          "pd_op.layer_norm_grad reads the same value as Partial(SUM) (its op dist attr); "
+          "the value proof and the numeric relation: first divergence at "
+          "pd_op.layer_norm_grad, stage partition"),
 ]
 
 
