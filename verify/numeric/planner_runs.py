@@ -265,13 +265,15 @@ def _wave_rank_class():
 
 def run_ranks_in_waves(ranks: dict, rings: dict, steps: int, where: str, seed: int = 0):
     """``{rank: [{name: ndarray}] per step}`` as ``pir_ranks.run_exported_ranks``,
-    each rank's program run once per wave of collectives (``WaveRank``)."""
+    each rank's program run once per wave of collectives (``WaveRank``), its ops in
+    program order (``pir_ranks.program_order``: a stage feeds what a collective
+    made, which frees an in-place update from the reads before it)."""
     import paddle
 
-    from .pir_ranks import run_steps
+    from .pir_ranks import program_order, run_steps
 
     WaveRank = _wave_rank_class()
-    with paddle.pir_utils.IrGuard():
+    with paddle.pir_utils.IrGuard(), program_order():
         states = {int(r): WaveRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where, seed) for r, d in sorted(ranks.items())}
         return run_steps(states, rings, steps, where)
