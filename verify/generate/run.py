@@ -110,9 +110,12 @@ def _first_line(text: str) -> str:
 
 
 def _error_line(check) -> str:
+    """What went wrong, as the traceback says it (``verdicts.error_line``:
+    not a warning a killed process printed last), else the message's line."""
+    from verify.verdicts import error_line
+
     tb = (check.details or {}).get("traceback") or ""
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:300] if lines else _first_line(check.message)
+    return error_line(tb)[:300] if tb.strip() else _first_line(check.message)
 
 
 def classify(app, name: str, spec: dict, seconds: float) -> Outcome:
