@@ -422,6 +422,19 @@ _GEN_CASES = [
          "mesh [1] as Replicate, no pipeline schedule: a same-status send/recv and p_to_r; "
          "its gradient crosses back through r_to_p",
          [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS)),
+    _gen("embedding_adamw_stage2", "a replicated embedding table, AdamW wrapped in "
+         "ShardingStage2 over dp of a 2 x 1 mesh", [[0], [1]], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: 3.3.1's planner kills the process with SIGSEGV in the reshard "
+             "stage (after partition) on an embedding trained by AdamW under a sharded "
+             "optimizer (ShardingStage1 or 2 over dp), on every rank; the same model with "
+             "SGD, or AdamW unsharded, or a linear in the embedding's place plans and "
+             "relates (found by python -m verify generate as a 2 x 2 dp x mp plan; measured "
+             "on a fresh cache; no C++ stack: the process prints none)",
+             evidence="the reshard stage's record on ranks 0 and 1: the planning process was "
+             "killed by SIGSEGV inside planner stage reshard (after serial, partition); "
+             "reproduce: python -m verify run --pass planner --case "
+             "planner_gen_embedding_adamw_stage2")),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files

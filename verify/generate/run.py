@@ -57,6 +57,15 @@ KNOWN = [
           "planner_gen_p_to_s_padding)",
           "the reshard stage's traceback: AssertionError: The dist_attr of reshard op's "
           "input and operand should be equal (pir_pass.py, reshard_op_pass)"),
+    Known("embedding_sharded_adamw_segv", "PASS_CRASHED",
+          "killed by SIGSEGV inside planner stage reshard",
+          "3.3.1's planner kills the process with SIGSEGV in the reshard stage on an "
+          "embedding trained by AdamW under ShardingStage1/2 over dp (built-in case "
+          "planner_gen_embedding_adamw_stage2; SGD, unsharded AdamW or a linear instead plan). "
+          "No C++ stack is printed, so this needle matches any SIGSEGV in that stage: a "
+          "plan it matches without an embedding and a sharded AdamW is another defect",
+          "the reshard stage's crash record: the planning process was killed by SIGSEGV "
+          "inside planner stage reshard (after serial, partition), on every rank"),
 ]
 
 
