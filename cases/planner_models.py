@@ -476,6 +476,19 @@ _GEN_CASES = [
              "differs (serial -0.186192, rank 0 0.0612521 at step 0), first divergence at op "
              "22 (pd_op.layer_norm_grad), stage partition; reproduce: python -m verify run "
              "--pass planner --case planner_gen_ln_grad_partial")),
+    _gen("embedding_adamw_stage2", "a replicated embedding table, AdamW wrapped in "
+         "ShardingStage2 over dp of a 2 x 1 mesh", [[0], [1]], Expect(
+             True, "PASS_CRASHED",
+             "Paddle's defect: 3.3.1's planner kills the process with SIGSEGV in the reshard "
+             "stage (after partition) on an embedding trained by AdamW under a sharded "
+             "optimizer (ShardingStage1 or 2 over dp), on every rank; the same model with "
+             "SGD, or AdamW unsharded, or a linear in the embedding's place plans and "
+             "relates (found by python -m verify generate as a 2 x 2 dp x mp plan; measured "
+             "on a fresh cache; no C++ stack: the process prints none)",
+             evidence="the reshard stage's record on ranks 0 and 1: the planning process was "
+             "killed by SIGSEGV inside planner stage reshard (after serial, partition); "
+             "reproduce: python -m verify run --pass planner --case "
+             "planner_gen_embedding_adamw_stage2")),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files

@@ -1,6 +1,7 @@
 """Verdicts and check results, and how an application's verdict is formed."""
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -60,12 +61,22 @@ def combine(results) -> Verdict:
     return min(verdicts, key=_SEVERITY.index)
 
 
+# lines a process prints beside its error that never say what went wrong: a
+# Python warning (``file.py:12: UserWarning: ...``), a logging or glog line
+_NOISE = re.compile(r"^\S+:\d+: \w*Warning: |^(INFO|WARNING|DEBUG|[IWD]\d{4}) |"
+                    r"^\[\d{4}-\d\d-\d\d [\d:,.]+\] \[\s*(INFO|WARNING|DEBUG)\]")
+
+
 def error_line(tb: str) -> str:
     """The line of a traceback that says what went wrong: the exception line
-    (the last line of a Python traceback that starts without indentation)."""
+    (the last line of a Python traceback that starts without indentation,
+    warnings and log lines skipped: a killed planning process's record ends
+    with its last stderr lines, often a warning)."""
     lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
     for k in range(len(lines) - 1, -1, -1):
         ln = lines[k]
+        if _NOISE.match(ln):
+            continue
         if not ln.startswith((" ", "\t")) and not ln.startswith("Traceback"):
             # Paddle's C++ errors put the summary on the exception line's
             # continuation; keep the first line that names the error kind

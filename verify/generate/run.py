@@ -107,6 +107,15 @@ KNOWN = [
           "pd_op.layer_norm_grad reads the same value as Partial(SUM) (its op dist attr); "
           "the value proof and the numeric relation: first divergence at "
           "pd_op.layer_norm_grad, stage partition"),
+    Known("embedding_sharded_adamw_segv", "PASS_CRASHED",
+          "killed by SIGSEGV inside planner stage reshard",
+          "3.3.1's planner kills the process with SIGSEGV in the reshard stage on an "
+          "embedding trained by AdamW under ShardingStage1/2 over dp (built-in case "
+          "planner_gen_embedding_adamw_stage2; SGD, unsharded AdamW or a linear instead plan). "
+          "No C++ stack is printed, so this needle matches any SIGSEGV in that stage: a "
+          "plan it matches without an embedding and a sharded AdamW is another defect",
+          "the reshard stage's crash record: the planning process was killed by SIGSEGV "
+          "inside planner stage reshard (after serial, partition), on every rank"),
 ]
 
 
@@ -160,9 +169,12 @@ def _first_line(text: str) -> str:
 
 
 def _error_line(check) -> str:
+    """What went wrong, as the traceback says it (``verdicts.error_line``:
+    not a warning a killed process printed last), else the message's line."""
+    from verify.verdicts import error_line
+
     tb = (check.details or {}).get("traceback") or ""
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:300] if lines else _first_line(check.message)
+    return error_line(tb)[:300] if tb.strip() else _first_line(check.message)
 
 
 def classify(app, name: str, spec: dict, seconds: float) -> Outcome:

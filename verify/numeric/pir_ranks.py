@@ -299,6 +299,31 @@ def serial_interpreter():
         paddle.set_flags({flag: saved})
 
 
+@contextlib.contextmanager
+def program_order():
+    """Paddle's interpreter with ``FLAGS_new_executor_sequential_run``: the
+    ops of a run in program order.  A stage program here feeds what a
+    collective made (``__pir_coll_<n>``), which cuts the dependence of
+    everything after the collective on everything before it: an optimizer's
+    in-place update of a parameter then reads only a fed gradient and the
+    scope, and the default scheduler may run it before a forward op that
+    reads the parameter through an alias the executor does not see
+    (``pd_op.share_data_``, which a reshard inserts), so the forward read
+    the updated parameter, at random.  The rank's own program orders that
+    read before the write through the collective; program order is one
+    schedule of it.  (Whether the rank's own program orders every in-place
+    write is the dataflow check's to decide, never a run's timing.)"""
+    import paddle
+
+    flag = "FLAGS_new_executor_sequential_run"
+    saved = paddle.get_flags([flag])[flag]
+    paddle.set_flags({flag: True})
+    try:
+        yield
+    finally:
+        paddle.set_flags({flag: saved})
+
+
 def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR simulator",
                        restore_state: bool = False, seed: int = 0, segments: bool = True):
     """``{rank: [{name: ndarray}] per step}``; ``ranks`` = ``{rank: {"exported",

@@ -38,6 +38,26 @@ def coords(placement: dict, rank: int):
     return tuple(int(i) for i in np.unravel_index(ids.index(rank), placement["mesh_shape"]))
 
 
+def holds(placement: dict | None, rank: int) -> bool:
+    """Whether ``rank`` holds a piece of a value placed so: a value placed on
+    a mesh without the rank has no piece there (Paddle's dist tensor
+    outside its mesh), whatever op the rank's program kept for it."""
+    return placement is None or rank in [int(i) for i in placement["process_ids"]]
+
+
+def feed_piece(global_value, placement: dict | None, rank: int, local_shape, dtype):
+    """A feed's piece for ``rank``: :func:`local_piece`; a rank outside the
+    feed's mesh holds none, and is fed a poison of its recorded local shape
+    (NaN, or the dtype's least integer: an index no table holds) so any
+    read of it shows in what the rank computes."""
+    if holds(placement, rank):
+        return local_piece(global_value, placement, rank)
+    dt = np.dtype(dtype)
+    fill = np.iinfo(dt).min if np.issubdtype(dt, np.integer) else (
+        False if dt == np.bool_ else np.nan)
+    return np.full([int(d) for d in local_shape], fill, dtype=dt)
+
+
 def describe(placement: dict | None) -> str:
     """``[Shard(1), Partial(SUM)]``-style text, one entry per mesh axis."""
     if placement is None:

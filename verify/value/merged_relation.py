@@ -45,7 +45,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from verify.ir.inplace import grads_read, resolved
-from verify.numeric.placements import PlacementError
+from verify.numeric.placements import PlacementError, holds
 from verify.verdicts import CheckResult, Verdict
 
 from .proof import ROUNDING, Z3Terms, _Z3Budget, _collector_paused, budget_settings
@@ -244,7 +244,8 @@ class _Schedule:
         """Rank ``r``'s pieces of a micro-step's global feeds, into ``env``."""
         rel = self.r_rels[r]
         for n in self._micro(rel):
-            if n in feeds:
+            # a feed placed on a mesh without the rank: no piece (a fresh input)
+            if n in feeds and holds(rel["feeds"][n].get("placement"), r):
                 env[n] = self._piece(r, n, feeds[n], rel["feeds"][n])
 
     def _ranks_step(self, tag, rec, envs):

@@ -52,7 +52,8 @@ from fractions import Fraction
 import numpy as np
 
 from verify.numeric.divergence import first_divergent_op
-from verify.numeric.placements import PlacementError, coords, describe, local_piece
+from verify.numeric.peer_names import peer_view
+from verify.numeric.placements import PlacementError, coords, describe, holds, local_piece
 from verify.verdicts import CheckResult, Verdict
 
 from verify.ir.inplace import pairs_by_name, resolved
@@ -177,6 +178,9 @@ def _rank_inputs(ex, ranks, snaps, rels, inputs, store):
             for n, v in rels[r][table].items():
                 if n not in inputs:
                     continue  # the rank's own (its startup's, or a fresh input)
+                if table == "feeds" and not v.get("persistable") and \
+                        not holds(v.get("placement"), r):
+                    continue  # no piece here: a fresh input, so a read of it shows
                 piece = input_piece(inputs[n], v.get("placement"), r, store)
                 if list(piece.arr.shape) != [int(d) for d in v["shape"]]:
                     raise PlacementError(f"rank {r}'s {n} is {list(v['shape'])}, the serial "
@@ -365,8 +369,12 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
-    return [_judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel,
-                        rank_snaps[r], rank_rels[r], final_ops.get(r, []), start)
+    # every rank's pieces under rank r's names (programs differ: names do)
+    return [_judge_rank(where, r, store, zt, z3b, senv,
+                        {q: e if q == r else peer_view(e, rank_rels[q], rank_rels[r])
+                         for q, e in envs.items()},
+                        serial_snap, serial_rel, rank_snaps[r], rank_rels[r],
+                        final_ops.get(r, []), start)
             for r in ranks]
 
 
