@@ -376,7 +376,83 @@ def _replay_evaluator(store, sym_value):
     # compared exactly: mathematically equal terms evaluated in another order
     # (a sqrt of sums associated differently) then "differ" by its rounding
     ev.inexact = lambda: seen["inexact"]
+    ev.shaken = functools.lru_cache(maxsize=None)(
+        lambda k: _shaken_evaluator(store, sym, k))
     return ev
+
+
+SHAKE = 2.0 ** -30  # the relative nudge of each float64 kernel result
+SHAKES = 2  # replays with differently signed nudges
+ROUNDING_MARGIN = 2.0 ** 12  # a difference this far past the estimated rounding is real
+
+
+def _shaken_evaluator(store, sym, k):
+    """The replay with every float64 result nudged by a relative ``SHAKE``
+    of a sign drawn per nudge (seed ``k``): each kernel result, and each
+    term of a sum the replay adds in float64 (a float64 sum rounds each
+    partial sum, an error of the terms' size however much they cancel).
+    How far a value moves measures how far the replay's roundings (2^-53
+    relative each) can move it, cancellation included.  Terms both sides
+    share are one atom or polynomial, nudged alike."""
+    rng = random.Random(7919 + k)
+
+    def nudge():
+        return 1.0 + rng.choice((-1.0, 1.0)) * SHAKE
+
+    def uf(kernel, attrs, args):
+        args = tuple(to_q(a) if isinstance(a, float) else a for a in args)
+        out = reference(kernel, attrs, args)
+        return out * nudge() if isinstance(out, float) else to_q(out)
+    return _ShakenEvaluator(store, sym, uf, nudge)
+
+
+class _ShakenEvaluator(Evaluator):
+    """``Evaluator`` whose float64 sums nudge each term (``_shaken_evaluator``)."""
+
+    def __init__(self, store, sym_value, uf_value, nudge):
+        super().__init__(store, sym_value, uf_value)
+        self.nudge = nudge
+
+    def poly(self, pid):
+        v = self.pm.get(pid)
+        if v is None:
+            if self.charge is not None:
+                self.charge(1 + len(self.s.polys[pid]), "evaluating probes")
+            terms = []
+            for mono, c in self.s.polys[pid]:
+                t = c
+                for a in mono:
+                    x = self.am.get(a)
+                    if x is None:
+                        x = self.atom(a)
+                    t = float(t) * x if x.__class__ is float else \
+                        t * float(x) if t.__class__ is float else t * x
+                terms.append(t)
+            if any(t.__class__ is float for t in terms):
+                v = math.fsum(float(t) * self.nudge() for t in terms)
+            else:
+                v = sum(terms, Q(0))
+            self.pm[pid] = v
+        return v
+
+
+def rounding_reach(ev, a, b, va, vb) -> float:
+    """How far the float64 replay's roundings can move ``va - vb`` (terms
+    ``a``, ``b`` replayed by ``ev``): the values' move under ``SHAKES`` nudged
+    replays, scaled from ``SHAKE`` down to float64's unit roundoff.  Zero
+    for an evaluator that cannot be nudged."""
+    shaken = getattr(ev, "shaken", None)
+    if shaken is None:
+        return 0.0
+    move = 0.0
+    try:
+        for k in range(SHAKES):
+            sh = shaken(k)
+            move = max(move, abs(float(sh.poly(a)) - float(va))
+                       + abs(float(sh.poly(b)) - float(vb)))
+    except (NoReference, NotAnInput, ValueError, ArithmeticError):
+        return 0.0  # a nudged value no kernel takes: REL_TOL alone decides, as before
+    return move * (2.0 ** -53 / SHAKE)
 
 
 def feedable_value(v, dtype, name=""):
@@ -432,11 +508,15 @@ def differ(va, vb, inexact: bool = False) -> bool:
 
 def _replay(store, ev, pairs):
     """The first (index, va, vb) among ``pairs`` [(i, pid_a, pid_b)] whose
-    replayed values differ; None if none; raises NoReference/NotAnInput."""
+    replayed values differ (through a float64 kernel: beyond ``REL_TOL`` and
+    beyond ``ROUNDING_MARGIN`` times the replay's ``rounding_reach``); None
+    if none; raises NoReference/NotAnInput."""
     inexact = getattr(ev, "inexact", lambda: False)
     for i, a, b in pairs:
         va, vb = ev.poly(a), ev.poly(b)
-        if differ(va, vb, inexact()):
+        if differ(va, vb, inexact()) and not (
+                inexact() and abs(float(va) - float(vb))
+                <= ROUNDING_MARGIN * rounding_reach(ev, a, b, va, vb)):
             return i, va, vb
     return None
 
