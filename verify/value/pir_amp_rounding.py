@@ -421,15 +421,22 @@ def rounding_depths(fp32, dtype, level="O1", lists=None) -> dict:
     white, black = lists if lists is not None else pir_lists(dtype, level)
     terms = Terms()
     exp, _ = expected_run(fp32, dtype, white, black, terms)
+    return _watched_depths(fp32, exp, terms)
+
+
+def _watched_depths(snap, run, terms) -> dict:
+    """The rounding counts of ``run``'s terms (a run of ``snap``) at the
+    watched values: each optimizer's grad and updated param, and the loss
+    the backward's seed (``pd_op.full_like``) is shaped after."""
     out = {}
-    for op in fp32.ops:
+    for op in snap.ops:
         if _role(op) == _OPTIMIZE and op.inputs.get("param") and op.inputs.get("grad"):
             p = op.inputs["param"][0]
-            out[("grad", p)] = terms.rounding_count(exp.reads[op.idx][("grad", 0)].t)
-            res = exp.writes[op.idx].get(("param_out", 0))
+            out[("grad", p)] = terms.rounding_count(run.reads[op.idx][("grad", 0)].t)
+            res = run.writes[op.idx].get(("param_out", 0))
             out[("param", p)] = terms.rounding_count(res.t) if res else 0
         if op.type == "pd_op.full_like" and _role(op) == _BACKWARD:
-            x = exp.reads[op.idx].get(("x", 0))
+            x = run.reads[op.idx].get(("x", 0))
             if x is not None:
                 out[("loss", None)] = terms.rounding_count(x.t)
     return out
@@ -447,16 +454,4 @@ def own_rounding_depths(snap) -> dict:
     low results: :func:`amp_run`): the roundings each watched value passed
     through (the planner relation's tolerance for such a program)."""
     terms = Terms()
-    run = amp_run(snap, terms)
-    out = {}
-    for op in snap.ops:
-        if _role(op) == _OPTIMIZE and op.inputs.get("param") and op.inputs.get("grad"):
-            p = op.inputs["param"][0]
-            out[("grad", p)] = terms.rounding_count(run.reads[op.idx][("grad", 0)].t)
-            res = run.writes[op.idx].get(("param_out", 0))
-            out[("param", p)] = terms.rounding_count(res.t) if res else 0
-        if op.type == "pd_op.full_like" and _role(op) == _BACKWARD:
-            x = run.reads[op.idx].get(("x", 0))
-            if x is not None:
-                out[("loss", None)] = terms.rounding_count(x.t)
-    return out
+    return _watched_depths(snap, amp_run(snap, terms), terms)
