@@ -1,12 +1,14 @@
 """A plan made with gradient merge averaged (``avg``) and Momentum
 (``planner_gm_momentum``): each optimizer reads its accumulator by its
 keyword (the planner records the gradient as ``<param>@GRAD@MERGE``, a
-keyword block argument with no placement), and the 1/k scale is an in-place
+keyword block argument, with the placement recorded by its name before
+dist2dense), and the 1/k scale is an in-place
 ``scale_`` of that accumulator, so what the optimizer reads is decided by
 where the scale runs, not by the operand's name.
 
 3.3.1's pass puts the scale after the optimizer: refuted by the value proof
-(every update) and by the numeric relation (the gradient, twice the serial
+(the gradients the optimizer reads, twice the serial mean, and every update
+after them) and by the numeric relation (the gradient, twice the serial
 mean).  With the scale loop mended (``tests/planner_mutant_edits.py``
 ``gm_scale_mended``, a test-time edit through ``--paddle-file``'s overlay)
 the scale runs before the optimizer: the value proof proves the plan,
@@ -32,8 +34,14 @@ def test_the_scale_after_the_optimizer_is_refuted():
     assert app.verdict == Verdict.NOT_EQUIVALENT
     (proof,) = _checks(app, "planner relation proof")
     assert proof.verdict == Verdict.NOT_EQUIVALENT, proof.message
-    assert all(lb.endswith("(after the step)") for lb in proof.details["refuted"])
-    assert proof.counterexample["replayed"]
+    refuted = proof.details["refuted"]
+    assert any("@GRAD" in lb for lb in refuted), refuted
+    assert all("@GRAD" in lb or lb.endswith("(after the step)") for lb in refuted), refuted
+    cx = proof.counterexample
+    assert cx["replayed"] and cx["var"].endswith("@GRAD"), cx
+    # the rank's gradient is the sum of the 2 micro-steps' where the serial is their mean
+    from fractions import Fraction
+    assert Fraction(cx["rewritten_value"]) == 2 * Fraction(cx["original_value"]), cx
     (num,) = _checks(app, "planner relation")
     assert num.verdict == Verdict.NOT_EQUIVALENT, num.message
     cex = num.counterexample
@@ -51,7 +59,7 @@ def test_the_scale_before_the_optimizer_is_proved(monkeypatch):
     case = cases.all_cases()[CASE]
     rec = json.loads((planner_dir(case) / "rank0" / "planner.json").read_text())
     # the planner's record names each gradient by the accumulator's keyword
-    assert all(p["grad"].endswith("@GRAD@MERGE") and p["grad_placement"] is None
+    assert all(p["grad"].endswith("@GRAD@MERGE") and p["grad_placement"] is not None
                for p in rec["relation"]["params"].values()), rec["relation"]["params"]
     (proof,) = _checks(app, "planner relation proof")
     assert proof.verdict == Verdict.EQUIVALENT, proof.message
