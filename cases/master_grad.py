@@ -18,7 +18,12 @@ takes it to build the optimizer again.  One rank (mesh ``[0]``)::
     backward; clip (ClipGradByValue, or none with params["clip"] = None); adamw
 
 ``params["amp_dtype"] = "float32"``: nothing in low precision, the pattern is
-absent.
+absent.  ``params["embedding"]``: the input is token ids looked up in a
+parameter table (``lookup_table_v2``), so the matmul's input has a gradient;
+``params["optimizer"] = "sgd"``: SGD (``multi_precision``) in place of AdamW.
+Together they make a program whose every op has a bfloat16 CPU kernel
+(AdamW has none; oneDNN's bfloat16 ``matmul_v2_grad`` crashes when the
+input's gradient is not asked for, as for a fed input).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from .program_builder import BACKWARD, LOSS, ProgramBuilder
 
 MASTER_GRAD = "auto_parallel_master_grad_pass"
 B, H = 4, 8
+VOCAB = 16
 # the clip bound: 2^-4 is exact in float16 and bfloat16 (phi's clip casts
 # its bound to the input's dtype: 0.05 would clip the low-precision gradient
 # at 0.0500488 and the float32 master gradient at 0.05)
@@ -66,7 +72,15 @@ def _build(case: Case, rank: int):
     p = case.params
     dtype = p.get("amp_dtype", "bfloat16")
     b = ProgramBuilder(case, rank)
-    x = b.data("x", [B, H], [B, H], dtype=dtype)
+    emb = p.get("embedding")
+    if emb:  # token ids through a lookup table: the matmul's input has a gradient
+        ids = b.data("ids", [B], [B], dtype="int64")
+        table = b.param("embedding_0.w_0", [VOCAB, H], dtype=dtype)
+        x = b.var("embedding_0.tmp_0", [B, H], dtype=dtype)
+        look = b.op("lookup_table_v2", {"Ids": [ids], "W": [table]}, {"Out": [x]},
+                    {"padding_idx": -1})
+    else:
+        x = b.data("x", [B, H], [B, H], dtype=dtype)
     w = b.param("linear_0.w_0", [H, H], dtype=dtype)
     bias = b.param("linear_0.b_0", [H], dtype=dtype)
     h = b.var("linear_0.tmp_0", [B, H], dtype=dtype)
@@ -89,13 +103,22 @@ def _build(case: Case, rank: int):
     bias_g = b.grad_of(bias)
     _grad(b, add, inputs={"Out@GRAD": [out_g]})
     w_g = b.grad_of(w)
-    _grad(b, mm, inputs={"Out@GRAD": [h_g]}, outputs={"X@GRAD": []})
+    if emb:
+        x_g = b.grad_of(x)
+        _grad(b, mm, inputs={"Out@GRAD": [h_g]})
+        table_g = b.grad_of(table)
+        _grad(b, look, inputs={"Out@GRAD": [x_g]})
+        b.params_grads += [(table, table_g)]
+        b.fetches += [table_g.name]
+    else:
+        _grad(b, mm, inputs={"Out@GRAD": [h_g]}, outputs={"X@GRAD": []})
     b.params_grads += [(w, w_g), (bias, bias_g)]
     b.fetches += [w_g.name, bias_g.name, w.name, bias.name]
     clip = p.get("clip", "value")
-    serial = paddle.optimizer.AdamW(
-        0.1, multi_precision=True,
-        grad_clip=paddle.nn.ClipGradByValue(CLIP) if clip == "value" else None)
+    make = {"adamw": paddle.optimizer.AdamW, "sgd": paddle.optimizer.SGD}[
+        p.get("optimizer", "adamw")]
+    serial = make(0.1, multi_precision=True,
+                  grad_clip=paddle.nn.ClipGradByValue(CLIP) if clip == "value" else None)
     applied = copy.deepcopy(serial)  # as the planner does: the serial one stays unapplied
     applied._learning_rate = serial._learning_rate
     with paddle.static.program_guard(b.main, b.startup), \
@@ -116,18 +139,22 @@ def _case(name, summary, expect, **params):
 
 _VALUES = ("the value proof proves every watched value (the widening cast is the identity "
            "on values, the clip bound 2^-4 exact in both dtypes, the rebuilt optimizer's state "
-           "compared under its new names); no run witnesses it: the numeric runs take the "
-           "float32 twin (this build has no float16 matmul kernels), where the pass has "
-           "nothing to cast: not the same rewrite")
+           "compared under its new names); no run witnesses it: the case's own programs do not "
+           "run on this CPU build (Paddle registers no {dtype} CPU kernel for {missing}), and "
+           "the float32 twin the numeric runs take instead gives the pass nothing to cast: "
+           "not the same rewrite")
 CASES = [
     _case("master_grad_bf16", "bfloat16 linear + mean, AdamW (multi_precision) with a "
           "value clip", Expect(True, "INCONCLUSIVE", "fires: each bfloat16 gradient is cast "
                                "to a float32 master gradient that the clip and AdamW read, "
                                "and AdamW updates the float32 master copy: the contract "
-                               "holds; " + _VALUES), amp_dtype="bfloat16"),
+                               "holds; " + _VALUES.format(dtype="bfloat16", missing="adamw")),
+          amp_dtype="bfloat16"),
     _case("master_grad_fp16", "float16 linear + mean, AdamW (multi_precision) with a "
           "value clip", Expect(True, "INCONCLUSIVE", "as master_grad_bf16 in float16: the "
-                               "contract holds; " + _VALUES), amp_dtype="float16"),
+                               "contract holds; " + _VALUES.format(
+                                   dtype="float16", missing="matmul_v2 nor adamw")),
+          amp_dtype="float16"),
     _case("master_grad_fp32", "the same program in float32", Expect(
         False, "EQUIVALENT", "no low-precision gradient: nothing to cast; the pass still "
         "deletes and rebuilds the optimizer with its state renamed, the same update for each "
@@ -144,4 +171,18 @@ CASES = [
                  "planner applies the pass whenever AMP is O2 with use_master_grad, "
                  "whether or not the optimizer clips"),
           amp_dtype="bfloat16", clip=None),
+    _case("master_grad_bf16_sgd", "bfloat16 embedding + linear + mean, SGD "
+          "(multi_precision) with a value clip: every op has a bfloat16 CPU kernel",
+          Expect(True, "PASS_CRASHED",
+                 "the pass lists sgd among the optimizers it rebuilds, yet reads every "
+                 "one's SkipUpdate input, which only adam and adamw declare: with SGD it "
+                 "raises while deleting the optimizer, after casting the gradients; this "
+                 "CPU build runs the original bfloat16 program (SGD is the only optimizer "
+                 "with a bfloat16 CPU kernel)",
+                 evidence="RuntimeError: (NotFound) Input SkipUpdate cannot be found in "
+                 "operator sgd (auto_parallel_master_grad.py, _regenerate_optimizer: "
+                 "op.input(\"SkipUpdate\") for each op in _supported_optimizer_type, which "
+                 "holds sgd, momentum, lars_momentum, ...); the legacy planner applies the "
+                 "pass whenever AMP is O2 with use_master_grad, whatever the optimizer"),
+          amp_dtype="bfloat16", embedding=True, optimizer="sgd"),
 ]

@@ -285,7 +285,19 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
     twin = case.numeric_twin()
     twin_note = ""
     if twin is not case and adapter is not None:
-        # Same ops in float32: this platform has no half-precision kernels.
+        # Same ops in float32: the case's own programs miss CPU kernels in
+        # their dtype (named from Paddle's registries, op by op)
+        from .low_precision_kernels import describe, missing_kernels
+
+        missing = [m for o in outcomes for which, rp in (("original", o.run.original),
+                                                         ("rewritten", o.run.rewritten))
+                   if rp is not None
+                   for m in missing_kernels(rp.main, f"{which} rank {o.rank}")]
+        why_twin = (f"the case's own {case.params.get('amp_dtype')} programs do not run on "
+                    f"this build: {describe(missing)}" if missing else
+                    f"every op of the case's own {case.params.get('amp_dtype')} programs has "
+                    "a CPU kernel in its dtype, yet numeric runs take the float32 twin on a "
+                    "CPU build")
         runs = {r: offload.run_pass(adapter, twin, r) for r in twin.ranks}
         crashed = [r for r, run in runs.items() if run.error]
         if crashed:
@@ -307,11 +319,11 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                 return [CheckResult(KIND, "numeric twin", o.rank, Verdict.INCONCLUSIVE,
                                     f"the pass rewrote the float32 twin of {case.name} "
                                     f"differently on rank {o.rank} ({why}), so its runs "
-                                    "cannot stand in for the case")]
+                                    f"cannot stand in for the case; {why_twin}",
+                                    details={"missing_kernels": missing})]
         originals = {r: run.original for r, run in runs.items()}
         rewrittens = {r: run.rewritten for r, run in runs.items()}
-        twin_note = (f" [float32 twin: same ops, float32 compute; this build has no "
-                     f"{case.params.get('amp_dtype')} matmul kernels]")
+        twin_note = f" [float32 twin: same ops, float32 compute; {why_twin}]"
     renames = {o.rank: adapter.renames(case, o.rank, o.before, o.after)
                for o in outcomes} if adapter is not None else {}
     from verify.ir.dead_values import unobserved
@@ -353,6 +365,8 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
         if witness == "simulator only" and "ranks" in backends and r.verdict != Verdict.INCONCLUSIVE:
             r.message += " [simulator only: real ranks did not run this case]"
         r.details["twin"] = bool(twin_note)
+        if twin_note:
+            r.details.setdefault("missing_kernels", missing)
         r.details["witness"] = witness
     return results
 
