@@ -175,14 +175,15 @@ CASES = [
           "(multi_precision) with a value clip: every op has a bfloat16 CPU kernel",
           Expect(True, "PASS_CRASHED",
                  "the pass lists sgd among the optimizers it rebuilds, yet reads every "
-                 "one's SkipUpdate input, which only adam and adamw declare: with SGD it "
-                 "raises while deleting the optimizer, after casting the gradients; this "
-                 "CPU build runs the original bfloat16 program (SGD is the only optimizer "
-                 "with a bfloat16 CPU kernel)",
+                 "one's SkipUpdate input, which only adam, adamw and lamb declare: with "
+                 "SGD (or momentum, adamax, ...) it raises while deleting the optimizer, "
+                 "after casting the gradients; Paddle's CPU executor runs the original "
+                 "bfloat16 program (SGD is the only optimizer with a bfloat16 CPU kernel)",
                  evidence="RuntimeError: (NotFound) Input SkipUpdate cannot be found in "
                  "operator sgd (auto_parallel_master_grad.py, _regenerate_optimizer: "
                  "op.input(\"SkipUpdate\") for each op in _supported_optimizer_type, which "
-                 "holds sgd, momentum, lars_momentum, ...); the legacy planner applies the "
-                 "pass whenever AMP is O2 with use_master_grad, whatever the optimizer"),
+                 "holds sgd, momentum, adamax, lars_momentum, ... without that input); the "
+                 "legacy planner applies the pass whenever AMP is O2 with use_master_grad, "
+                 "whatever the optimizer"),
           amp_dtype="bfloat16", embedding=True, optimizer="sgd"),
 ]
