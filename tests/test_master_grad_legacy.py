@@ -157,3 +157,121 @@ def test_whole_applications_prove_the_values():
     assert low.verdict == Verdict.INCONCLUSIVE
     assert fp32.verdict == Verdict.EQUIVALENT, [(c.name, c.message) for c in fp32.checks
                                                if not c.ok]
+
+
+# -- can the case's own low-precision programs run on this CPU build? ------
+
+def _to_bf16(a):
+    """float32 -> bfloat16 bits (round to nearest even), as Paddle stores them."""
+    import numpy as np
+
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _run_bf16(rp, feeds, skip_before_optimizer=False):
+    """Run ``rp`` (a RankProgram) one step in Paddle's CPU executor, every
+    bfloat16 parameter and feed set as bfloat16 (``feeds``: name -> float32
+    or int64 array); with ``skip_before_optimizer`` only its optimize-role
+    ops, the clip's float32 inputs fed.  Returns each parameter before and
+    after the step."""
+    import numpy as np
+
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    main = rp.main.clone()
+    block = main.global_block()
+    if skip_before_optimizer:
+        first = next(i for i, op in enumerate(block.ops) if op.attr("op_role") & 2)
+        for i in range(first - 1, -1, -1):
+            block._remove_op(i)
+    scope, place = paddle.static.Scope(), paddle.CPUPlace()
+    exe = paddle.static.Executor(place)
+    exe.run(rp.startup, scope=scope)
+    params = [p.name for p in block.all_parameters()]
+    before = {n: np.array(scope.find_var(n).get_tensor()) for n in params}
+    low = {n for n in feeds if block.var(n).dtype == paddle.bfloat16}
+    exe.run(main, scope=scope, feed={n: _to_bf16(v) if n in low else v
+                                     for n, v in feeds.items()})
+    return before, {n: np.array(scope.find_var(n).get_tensor()) for n in params}
+
+
+def test_the_missing_kernels_are_named_from_paddles_registries():
+    """bfloat16: every op but AdamW has a CPU kernel (oneDNN's matmul, add,
+    mean, clip); float16: matmul_v2 has none either; float32 and the SGD
+    model: nothing missing."""
+    from verify.numeric.low_precision_kernels import describe, missing_kernels
+
+    def missing(name):
+        _, _, run, _ = _apply(name)
+        return [(w, m["op_type"], m["dtype"]) for w, rp in
+                (("original", run.original), ("rewritten", run.rewritten))
+                for m in missing_kernels(rp.main, w)]
+
+    bf16 = missing("master_grad_bf16")
+    assert sorted(set(bf16)) == [("original", "adamw", "bfloat16"),
+                                 ("rewritten", "adamw", "bfloat16")]
+    assert len(bf16) == 4  # one adamw per parameter, before and after
+    fp16 = {t for _, t, d in missing("master_grad_fp16") if d == "float16"}
+    assert {"matmul_v2", "matmul_v2_grad", "adamw"} <= fp16
+    assert "cast" not in fp16  # the pass's widening casts have float16 kernels
+    assert missing("master_grad_fp32") == []
+    # the original SGD model runs (the pass crashes on it before rebuilding)
+    _, _, run, _ = _apply("master_grad_bf16_sgd")
+    assert missing_kernels(run.original.main) == []
+    text = describe([{"op_index": 9, "op_type": "adamw", "dtype": "bfloat16",
+                      "program": "original rank 0"}] * 2)
+    assert text == "no bfloat16 CPU kernel for adamw (original rank 0 op 9, 1 more)"
+
+
+def test_the_executor_refuses_the_bfloat16_adamw_and_runs_the_float32_one():
+    """What the registry says, seen in Paddle's executor: the rewritten
+    program's optimizer (clip, then AdamW reading the float32 master gradient
+    and updating the float32 master copy of a bfloat16 parameter) raises for
+    want of a bfloat16 AdamW kernel; the float32 twin's optimizer runs."""
+    import numpy as np
+    import pytest
+
+    feeds = {"linear_0.w_0@GRAD": np.full([8, 8], 0.01, np.float32),
+             "linear_0.b_0@GRAD": np.full([8], 0.01, np.float32)}
+    _, _, run, _ = _apply("master_grad_bf16")
+    with pytest.raises(Exception) as exc:
+        _run_bf16(run.rewritten, feeds, skip_before_optimizer=True)
+    assert "no kernels" in str(exc.value) and "adamw" in str(exc.value)
+    _, _, run32, _ = _apply("master_grad_fp32")
+    before, after = _run_bf16(run32.rewritten, feeds, skip_before_optimizer=True)
+    assert set(after) == {"linear_0.w_0", "linear_0.b_0"}
+    assert all((before[n] != after[n]).all() for n in after)  # each element stepped
+
+
+def test_with_sgd_the_original_bfloat16_program_runs_and_the_pass_raises():
+    """SGD, the one optimizer with a bfloat16 CPU kernel, on a model whose
+    matmul input has a gradient (oneDNN's bfloat16 matmul_v2_grad needs it):
+    the original program runs in bfloat16 here, but the pass reads every
+    optimizer's SkipUpdate input, which sgd has not, and raises after
+    casting the gradients."""
+    import numpy as np
+
+    _, after, run, _ = _apply("master_grad_bf16_sgd")
+    assert run.error_type == "RuntimeError"
+    assert "SkipUpdate" in run.error and "operator sgd" in run.error
+    assert "_regenerate_optimizer" in run.error
+    assert [o.type for o in after.ops].count("cast") == 3  # one per parameter
+    ids = np.array([0, 3, 1, 3], np.int64)
+    before, after = _run_bf16(run.original, {"ids": ids})
+    # bfloat16 parameters (uint16 bits), each updated by the bfloat16 SGD
+    assert {n: v.dtype for n, v in after.items()} == {
+        "embedding_0.w_0": np.uint16, "linear_0.w_0": np.uint16, "linear_0.b_0": np.uint16}
+    assert all((before[n] != after[n]).any() for n in after)
+
+
+def test_the_twin_note_names_the_missing_kernel():
+    """The numeric twin's INCONCLUSIVE says which kernel keeps the case's
+    own programs from running, op by op (details too)."""
+    apps, _ = run_matrix([passes.get("master_grad")], [cases.all_cases()["master_grad_bf16"]],
+                         backend="simulated", out=None)
+    (twin,) = [c for c in apps[0].checks if c.name == "numeric twin"]
+    assert twin.verdict == Verdict.INCONCLUSIVE
+    assert "no bfloat16 CPU kernel for adamw" in twin.message
+    assert {m["op_type"] for m in twin.details["missing_kernels"]} == {"adamw"}
