@@ -238,6 +238,20 @@ class MasterGradAdapter(PassAdapter):
         with fresh_name_scopes():
             return super().apply_local(case, rank)
 
+    def intended_changes(self, case, rank, before, after) -> dict:
+        """Each low-precision gradient the optimizer read, now written by a
+        ``cast`` the pass added (the float32 master gradient under the old
+        name): a clip op kept as it was reads it from the cast, not from the
+        backward op.  The ``master grad`` check judges that the cast widens
+        what the producer wrote; the value proof and runs judge the values."""
+        out = {}
+        for g in set(low_grads(before).values()):
+            w = _last_writer(after, g, len(after.ops))
+            if w is not None and w.type == "cast" and _dtype(after, g) == "float32":
+                out[g] = ("the master gradient: a float32 cast of the low-precision "
+                          "gradient its producer now writes under another name")
+        return out
+
     def renames(self, case, rank, before, after) -> dict:
         """The rebuilt optimizer's state under its new names: per parameter,
         each state slot of its optimizer (moments, beta pows, master copy,

@@ -295,9 +295,10 @@ def numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0,
                    for m in missing_kernels(rp.main, f"{which} rank {o.rank}")]
         why_twin = (f"the case's own {case.params.get('amp_dtype')} programs do not run on "
                     f"this build: {describe(missing)}" if missing else
-                    f"every op of the case's own {case.params.get('amp_dtype')} programs has "
-                    "a CPU kernel in its dtype, yet numeric runs take the float32 twin on a "
-                    "CPU build")
+                    f"Paddle registers a CPU kernel for every op of the case's own "
+                    f"{case.params.get('amp_dtype')} programs in its dtype (no promise that "
+                    "they run: a kernel may read a mixed-precision input in the wrong "
+                    "dtype); numeric runs take the float32 twin on a CPU build")
         runs = {r: offload.run_pass(adapter, twin, r) for r in twin.ranks}
         crashed = [r for r, run in runs.items() if run.error]
         if crashed:
