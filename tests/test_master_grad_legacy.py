@@ -275,3 +275,62 @@ def test_the_twin_note_names_the_missing_kernel():
     assert twin.verdict == Verdict.INCONCLUSIVE
     assert "no bfloat16 CPU kernel for adamw" in twin.message
     assert {m["op_type"] for m in twin.details["missing_kernels"]} == {"adamw"}
+
+
+MENDED = os.path.join(ROOT, "tests", "fixed_passes", "master_grad_skip_update_mended.py")
+
+
+def test_the_mended_pass_rebuilds_sgd_whose_bfloat16_rewrite_cpu_cannot_run():
+    """With SkipUpdate asked for only where the op declares it, the pass
+    rebuilds the SGD optimizer and its contract holds; the rewritten
+    program still cannot run here: the bfloat16 SGD kernel reads the
+    float32 master gradient as bfloat16 (3.3.1's CPU SGD has no mixed
+    path), so no run decides a firing application on this build."""
+    import numpy as np
+    import pytest
+
+    _, after, run, results = _apply("master_grad_bf16_sgd", MENDED)
+    assert run.error is None, run.error
+    assert [c.name for c in results] == ["fired", *CONTRACT]
+    assert all(c.verdict == Verdict.EQUIVALENT for c in results), \
+        [(c.name, c.message) for c in results if not c.ok]
+    assert [o.type for o in after.ops if o.role & 2].count("sgd") == 3
+    with pytest.raises(Exception) as exc:
+        _run_bf16(run.rewritten, {"ids": np.array([0, 3, 1, 3], np.int64)})
+    assert "operator < sgd > error" in str(exc.value)
+    assert "(bfloat16) does not match the type of data (float32)" in str(exc.value)
+
+
+def test_the_master_gradients_are_the_only_intended_new_writers():
+    """A kept clip reading a gradient from the pass's cast is intended (the
+    master grad check judges the cast); the same gradient written by any
+    other new op is not, so reaching definitions still flags it."""
+    adapter = passes.get("master_grad")
+    case = cases.all_cases()["master_grad_bf16_sgd"]
+    before, after, _, _ = _apply(case.name, MENDED)
+    grads = {"embedding_0.w_0@GRAD", "linear_0.w_0@GRAD", "linear_0.b_0@GRAD"}
+    assert set(adapter.intended_changes(case, 0, before, after)) == grads
+    # the embedding's clip keeps its name (opt_clip_0) across the rebuild,
+    # so reaching definitions matches it as a kept op
+    EMB_G = "embedding_0.w_0@GRAD"
+    ops = list(after.ops)
+    (cast,) = [o for o in ops if o.type == "cast" and o.writes() == [EMB_G]]
+    ops[cast.idx] = dataclasses.replace(cast, type="scale")
+    edited = after.with_ops(ops)
+    assert set(adapter.intended_changes(case, 0, before, edited)) == \
+        grads - {EMB_G}
+    from verify.checks import reaching_defs
+
+    class Ctx:  # what the check reads of an application's context
+        rank, renames = 0, {}
+        intended = adapter.intended_changes(case, 0, before, edited)
+
+        def where(self):
+            return "master_grad_bf16_sgd rank 0"
+
+    ctx = Ctx()
+    ctx.before, ctx.after = before, edited
+    bad = [r for r in reaching_defs.run(ctx) if not r.ok]
+    assert bad and {r.counterexample["var"] for r in bad} == {EMB_G}
+    ctx.after, ctx.intended = after, adapter.intended_changes(case, 0, before, after)
+    assert all(r.ok for r in reaching_defs.run(ctx))
