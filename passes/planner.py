@@ -415,6 +415,20 @@ def _unpickle(data):
     return unpickle(data)
 
 
+def final_program(folder, rank, record):
+    """Rank ``rank``'s last recorded stage snapshot (plain), or None: where
+    the first-divergence locator reads the in-place writes and keyword block
+    arguments from (``verify/numeric/divergence.aligned`` checks it is the
+    final program ``final_ops`` records, op for op)."""
+    done = [st for st in record.get("stages", []) if st.get("snapshot")]
+    if not done:
+        return None
+    try:
+        return _snap(folder, rank, done[-1]["snapshot"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _snap(folder, rank, rel):
     from verify.ir.snapshot import ProgramSnapshot
 
@@ -898,7 +912,10 @@ def _relation_run(case, folder, records, notes, seed, steps, where, serial_rel,
     roundings = amp_roundings(folder, r0, records[r0], serial_rel, notes)
     out = planner_runs.compare_runs(where, serial_rel, rank_rels, final_ops, serial_out,
                                     rank_outs, steps, micro_steps=k if merge else 0,
-                                    roundings=roundings)
+                                    roundings=roundings,
+                                    programs={r: functools.partial(final_program, folder, r,
+                                                                   records[r])
+                                              for r in case.ranks})
     for c in out:  # every startup (serial and ranks) ran seeded by it
         c.details["seed"] = seed
     return out

@@ -6,8 +6,31 @@ runs) and the value proof of the relation (``verify/value/relation.py``:
 terms): both walk a rank's final program in order (``final_ops``, recorded
 by ``verify/plan/stages.final_ops``) and ask, for each result with a serial
 counterpart, whether it still relates through its placement.
+
+Each value is related to the serial value *at the same point* of the
+computation.  An in-place op (``momentum_``, a gradient merge's ``add_`` or
+``scale_``, a reshard's ``share_data_``) writes its operand's buffer: a read
+after it reads the write, a read before it the buffer as it was.  With the
+rank's final program as a plain snapshot (:func:`aligned`: its in-place
+pairs, ``meta["inplace"]``, and its keyword block arguments named), every
+read is resolved to the write it reads (:func:`program_reads`), and a value
+that stands for a parameter or persistable input read before any write of
+it is related to that input as it was at the step's start
+(``<name>@start``, :data:`START`), never to the serial run's value after the
+optimizer updated it.
 """
 from __future__ import annotations
+
+# a source of the step: its value at the step's start is its serial
+# counterpart's at the step's start (``<name>@start``)
+SOURCE_OPS = ("builtin.parameter", "pd_op.data")
+START = "@start"
+# what a ``differs`` callback answers when it cannot tell (no value to compare):
+# the value is neither a divergence nor seen to relate (never cleared of blame)
+UNKNOWN = "unknown"
+# in-place ops that only name their operand's buffer anew (a reshard's
+# share_data_): a read of either name reads the same, unchanged contents
+ALIAS_ONLY = ("pd_op.share_data_",)
 
 
 def serial_counterparts(final_ops) -> dict:
@@ -16,7 +39,8 @@ def serial_counterparts(final_ops) -> dict:
     later stage made (a reshard function's collective, slice, concat) stands
     for the serial value its chain of first operands starts from (a reshard
     changes placement, not value), related through its own placement.
-    Results without a tensor placement (vectors) are left out."""
+    Results without a tensor placement (vectors) are left out.  (What the
+    runs watch; :func:`counterparts_at` says at which point each compares.)"""
     out, by_name = {}, {}
     for op in final_ops:
         for res in op["results"]:
@@ -49,6 +73,97 @@ def serial_counterparts(final_ops) -> dict:
     return out
 
 
+def aligned(final_ops, snapshot) -> bool:
+    """Whether ``snapshot`` (a plain ``ProgramSnapshot``) is the program
+    ``final_ops`` records, op for op (type; every result the record names
+    among the op's writes)."""
+    if snapshot is None or len(snapshot.ops) != len(final_ops):
+        return False
+    return all(op.type == rec["type"] and
+               {n for n in rec["results"] if n} <= set(op.writes())
+               for op, rec in zip(snapshot.ops, final_ops))
+
+
+def program_reads(final_ops, snapshot=None) -> tuple:
+    """``{"reads", "first", "written_after", "written"}`` of a rank's final
+    program: per op, the values its operands read at that point (an operand
+    whose buffer an earlier in-place op wrote: that write, the last one), the
+    value its first operand reads, and whether an in-place op after it writes
+    one of its results' buffers (a fetch at the end of the program sees that
+    write); ``written``: the buffers (first values) some in-place op writes.
+    Without an :func:`aligned` snapshot: the recorded operands as they are,
+    no in-place writes known (a keyword block argument unnamed)."""
+    from verify.ir.inplace import aliases
+
+    snap = snapshot if aligned(final_ops, snapshot) else None
+    alias = aliases(snap) if snap is not None else {}
+    root_of, latest, writes = {}, {}, {}  # value -> buffer; buffer -> last write, writers
+
+    def root(n):
+        return root_of.get(n, n)
+
+    reads, first = [], []
+    for i, rec in enumerate(final_ops):
+        names = snap.ops[i].reads() if snap is not None else rec["operands"]
+        reads.append([latest.get(root(n), n) if n else n for n in names])
+        op0 = rec["operands"][0] if rec["operands"] else None
+        first.append(latest.get(root(op0), op0) if op0 else op0)
+        for res in rec["results"]:
+            if res in alias:
+                root_of[res] = root(alias[res])
+                if rec["type"] in ALIAS_ONLY:
+                    continue  # another name for the buffer, its contents unchanged
+                latest[root_of[res]] = res
+                writes.setdefault(root_of[res], []).append(i)
+    written_after = [any(j > i for res in rec["results"] if res
+                         for j in writes.get(root(res), ()))
+                     for i, rec in enumerate(final_ops)]
+    return {"reads": reads, "first": first, "written_after": written_after,
+            "written": set(writes)}
+
+
+def counterparts_at(final_ops, snapshot=None) -> dict:
+    """``{result name: serial reference}`` as :func:`serial_counterparts`,
+    each at the point the result is made: a carried-over op's results are
+    its serial op's results (as made); a later stage's op stands for what
+    its first operand reads at that point, resolved through the in-place
+    writes before it (:func:`program_reads`): a parameter or persistable
+    input that an in-place op writes (the optimizer's update), read before
+    that write, is the input at the step's start, ``<serial name>@start``
+    (:data:`START`), which the caller resolves or answers :data:`UNKNOWN`."""
+    base = serial_counterparts(final_ops)
+    prog = program_reads(final_ops, snapshot)
+    first = prog["first"]
+    sources = {res: ser for rec in final_ops if rec["type"] in SOURCE_OPS and rec.get("serial")
+               for res, ser in zip(rec["results"], rec["serial"]) if res and ser}
+    made_by = {}
+    for i, rec in enumerate(final_ops):
+        for res in rec["results"]:
+            if res:
+                made_by[res] = i
+    out = {}
+    for i, rec in enumerate(final_ops):
+        carried = bool(rec.get("serial")) or rec["origin"] in (None, "serial")
+        for res in rec["results"]:
+            if not res or res not in base:
+                continue
+            if carried:
+                out[res] = base[res]
+                continue
+            name, depth = first[i], 0
+            while name and name not in sources and depth < 32:
+                j = made_by.get(name)
+                prod = final_ops[j] if j is not None else None
+                if prod is None or prod.get("serial") or prod["origin"] in (None, "serial"):
+                    break
+                name, depth = first[j], depth + 1
+            if name in sources:  # as it is before any write (none: as fetched)
+                out[res] = sources[name] + (START if name in prog["written"] else "")
+            elif name in out or name in base:
+                out[res] = out.get(name, base.get(name))
+    return out
+
+
 # ops whose results are shape or axes operands (a reshape's target, a sum's
 # axes), not model values: partition rewrites them to the rank's local sizes
 # by design (the zoo LLaMA's head count 2 is 1 on a TP2 rank), so they do not
@@ -56,34 +171,53 @@ def serial_counterparts(final_ops) -> dict:
 SHAPE_OPERANDS = ("pd_op.full_int_array",)
 
 
-def first_divergent_op(final_ops, differs):
+def first_divergent_op(final_ops, differs, snapshot=None, fetched_as_made=True):
     """The first op of a rank's final program (program order) whose result no
-    longer relates to its serial value, with the stage blamed; None if none.
+    longer relates to its serial value at the same point, with the stage
+    blamed; None if none.
 
-    ``differs(res, serial name, placement)`` returns None (relates, or cannot
-    tell) or ``(kind, info)``: ``kind`` "shape" (the piece has another shape
-    than the serial value's slice) or "value"; ``info`` is merged into the
-    answer (index, serial and rank values...).  The stage blamed: the stage
-    that made the op when a later stage did (it made a wrong piece); else the
-    stage that made one of its inputs; else ``partition`` (its inputs relate,
-    its output does not: the local computation partition gave it)."""
+    ``differs(res, serial ref, placement)`` returns None (relates),
+    :data:`UNKNOWN` (cannot tell: e.g. a ``<name>@start`` it has no value
+    for) or ``(kind, info)``:
+    ``kind`` "shape" (the piece has another shape than the serial value's
+    slice) or "value"; ``info`` is merged into the answer (index, serial and
+    rank values...).  ``snapshot``: the rank's final program as a plain
+    snapshot (:func:`program_reads`); ``fetched_as_made``: the runs read each
+    value right after the op that made it (a copy), else at the end of the
+    program, where a result a later in-place op overwrote is not the value
+    made (left unrelated).
+
+    The stage blamed: the stage that made the op when a later stage did (it
+    made a wrong piece); else the stage that made a value it reads (resolved
+    through the in-place writes before it: a gradient merge's accumulator as
+    the optimizer reads it) and that was not seen to relate; else
+    ``partition`` (its inputs relate, its output does not: the local
+    computation partition gave it)."""
     by_name = {}
     for i, op in enumerate(final_ops):
         for res in op["results"]:
             if res:
                 by_name[res] = (i, op)
-    counterpart = serial_counterparts(final_ops)
+    counterpart = counterparts_at(final_ops, snapshot)
+    prog = program_reads(final_ops, snapshot)
+    reads, written_after = prog["reads"], prog["written_after"]
+    related = set()
     for i, op in enumerate(final_ops):
-        if op["type"] in ("builtin.parameter", "pd_op.data"):
+        if op["type"] in SOURCE_OPS:
             continue  # inputs (equal by construction); fetched after the step's updates
         if op["type"] in SHAPE_OPERANDS:
             continue  # a shape/axes operand: partition gives it the rank's local sizes
+        if written_after[i] and not fetched_as_made:
+            continue  # fetched after a later in-place write: not the value made here
         for res, plc in zip(op["results"], op["placements"]):
             ser = counterpart.get(res)
             if not res or not ser:
                 continue
             got = differs(res, ser, plc)
             if got is None:
+                related.add(res)
+                continue
+            if got == UNKNOWN:
                 continue
             kind, info = got
             later = op["origin"] not in ("serial", None)
@@ -95,8 +229,9 @@ def first_divergent_op(final_ops, differs):
             else:
                 made = [{"stage": by_name[o][1]["origin"], "op_index": by_name[o][0],
                          "op_type": by_name[o][1]["type"], "value": o}
-                        for o in op["operands"]
-                        if o in by_name and by_name[o][1]["origin"] not in ("serial", None)]
+                        for o in reads[i]
+                        if o in by_name and o not in related
+                        and by_name[o][1]["origin"] not in ("serial", None)]
                 blame = made[0] if made else {"stage": "partition", "op_index": i,
                                               "op_type": op["type"], "value": res}
             return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,

@@ -352,34 +352,52 @@ def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, st
     return compare(name, step, expected, got, depth)
 
 
-def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth):
+def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth,
+                     snapshot=None, micro_steps: int = 0):
     """The first carried-over op of ``rank`` (program order) whose result no
-    longer relates to its serial value at ``step``, with the stage blamed
-    (``divergence.first_divergent_op``)."""
+    longer relates to its serial value at ``step``, at the same point of the
+    step, with the stage blamed (``divergence.first_divergent_op``;
+    ``snapshot``: the rank's final program as a plain snapshot, its in-place
+    writes).  A merged run (``micro_steps``) copies each value as made; a
+    plain run fetches at the program's end."""
+    from .divergence import START, UNKNOWN
+
+    def serial_value(ser):
+        if not ser.endswith(START):
+            return serial_out[step].get(ser)
+        name = ser[:-len(START)]  # an input as at the step's start (before its update)
+        if micro_steps:  # unchanged through the micro-steps, updated after them
+            return serial_out[step].get(f"{name}@micro0")
+        return serial_out[step - 1].get(name) if step else None
+
     def differs(res, ser, plc):
-        if ser not in serial_out[step]:
-            return None
+        expected = serial_value(ser)
+        if expected is None:
+            return UNKNOWN
         pieces = {r: outs[step][res] for r, outs in rank_outs.items() if res in outs[step]}
         try:
-            d = relate_value(serial_out[step][ser], pieces, plc, rank, res, step, depth)
+            d = relate_value(expected, pieces, plc, rank, res, step, depth)
         except Exception:
-            return None
+            return UNKNOWN
         if d.ok:
             return None
         return ("shape" if d.note.startswith("shape") else "value",
                 {"index": d.worst_index, "serial": d.reference, "rank_value": d.candidate})
 
-    return first_divergent_op(final_ops, differs)
+    return first_divergent_op(final_ops, differs, snapshot, fetched_as_made=bool(micro_steps))
 
 
 def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
-                 steps, micro_steps: int = 0, roundings=None) -> list:
+                 steps, micro_steps: int = 0, roundings=None, programs=None) -> list:
     """One CheckResult per rank: the loss, every gradient and every updated
     parameter related to the serial run, step by step.  ``micro_steps``: the
     runs are of a gradient merge's job schedule (``merged_relation.py``), a
     step an optimizer step; the loss of each micro-step is compared
     (``<loss>@micro<i>``) and the gradients are the merged ones.  ``roundings``:
-    ``{serial value name: (low dtype, R)}`` of an AMP plan (:func:`relate_value`)."""
+    ``{serial value name: (low dtype, R)}`` of an AMP plan (:func:`relate_value`).
+    ``programs``: ``{rank: a callable giving its final program as a plain
+    snapshot, or None}``, read only to locate a divergence
+    (:func:`first_divergence`)."""
     from .placements import PlacementError, describe
 
     roundings = roundings or {}
@@ -437,8 +455,9 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                 break
         if failure and failure[0] == "differs":
             _, label, k, d, plc, rname = failure
+            program = (programs or {}).get(r)
             loc = first_divergence(r, k, final_ops.get(r, []), serial_out, rank_outs, None,
-                                   depth)
+                                   depth, program() if program else None, micro_steps)
             stage = loc["stage"] if loc else "unknown"
             cex = {"rank": r, "step": k, "value": label, "rank_value_name": rname,
                    "placement": describe(plc), "index": d.worst_index,

@@ -410,7 +410,8 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
         _, envs = sched.run(steps)
         out = [_judge_rank(where, r, store, zt, z3b, sched.serial, sched.rank_vals, None,
                            None, None, None, final_ops.get(r, []), start,
-                           pairs=sched.pairs[r], located=(sched.located, envs)) for r in ranks]
+                           pairs=sched.pairs[r], located=(sched.located, envs),
+                           locate_snap=rank_snaps[r]) for r in ranks]
         for c in out:  # a job list's refutation names the job that stored the value
             src = getattr(sched, "sources", {}).get(c.rank, {})
             cex = c.counterexample or {}

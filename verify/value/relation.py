@@ -51,7 +51,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.numeric.divergence import first_divergent_op
+from verify.numeric.divergence import START, UNKNOWN, first_divergent_op
 from verify.numeric.peer_names import peer_view
 from verify.numeric.placements import PlacementError, coords, describe, holds, local_piece
 from verify.verdicts import CheckResult, Verdict
@@ -410,7 +410,8 @@ def _relate(store, zt, z3b, stats, serial_t, envs, rname, plc, r):
 
 
 def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, rank_snap,
-                rel, final_ops, start, pairs=None, located=None, expand_cuts=True):
+                rel, final_ops, start, pairs=None, located=None, expand_cuts=True,
+                locate_snap=None):
     """Rank ``r``'s CheckResult.  ``pairs`` (default: ``watched_pairs``)
     name values of ``senv`` / ``envs``; ``located``: ``(serial env, rank
     envs)`` the first divergence is searched in (default: those);
@@ -492,7 +493,8 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
                "terms": len(store.polys)}
     if refuted:
         c = cexs[0]
-        loc = _locate(store, zt, *(located or (senv, envs)), r, final_ops)
+        loc = _locate(store, zt, *(located or (senv, envs)), r, final_ops,
+                      locate_snap if locate_snap is not None else rank_snap)
         c["stage"] = loc["stage"] if loc else "unknown"
         c["first_divergence"] = loc
         where_txt = (f"; first divergence: rank {r} op {loc['op_index']} ({loc['op_type']}) "
@@ -574,33 +576,40 @@ def _cex(store, r, label, rname, plc, expected, info):
     return c
 
 
-def _locate(store, zt, senv, envs, r, final_ops):
+def _locate(store, zt, senv, envs, r, final_ops, rank_snap=None):
     """The first op of rank ``r`` whose result no longer relates (probes only:
-    a replayed difference), with the stage blamed."""
+    a replayed difference), with the stage blamed; ``rank_snap``: the rank's
+    final program (its in-place writes, ``divergence.program_reads``).  One
+    SSA execution keeps every value as made: an input's name is its value at
+    the step's start (``<name>@start``), an in-place write's result its own."""
     def differs(res, ser, plc):
+        if ser.endswith(START):
+            ser = ser[:-len(START)]
         if ser not in senv or res not in envs[r]:
-            return None
+            return UNKNOWN
         try:
             expected = _tensor(local_piece(senv[ser].arr, plc, r), senv[ser].dtype)
             got = assembled({q: env[res] for q, env in envs.items() if res in env}, plc, r,
                             store)
         except (PlacementError, KeyError):
-            return None
+            return UNKNOWN
         if expected.arr.shape != got.arr.shape:
             return "shape", {}
         stats = {"normal_form": 0, "probe_refuted": 0}
         try:
             out = _compare(store, zt, expected, got, None, stats, ask_z3=False)
         except Budget:  # the location is a help, not the verdict
+            return UNKNOWN
+        if out is None:
             return None
-        if out is None or out[0] != "refuted":
-            return None
+        if out[0] != "refuted":
+            return UNKNOWN
         info = out[1]
         idx = [int(x) for x in np.unravel_index(info["index"], expected.arr.shape)] \
             if expected.arr.shape else []
         return "value", {"index": idx, "serial": str(info["va"]), "rank_value": str(info["vb"])}
 
-    return first_divergent_op(final_ops, differs)
+    return first_divergent_op(final_ops, differs, rank_snap)
 
 
 # -- the compositional proof -------------------------------------------------------
