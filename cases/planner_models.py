@@ -251,7 +251,9 @@ _GM_MOMENTUM_AVG = Expect(
     "its keyword) the plan is proved and relates (tests/test_planner_gm_momentum.py)",
     evidence="the value proof refutes every parameter and velocity after the step (rank 0: "
     "linear_0.b_0 twice the serial mean's update), the numeric relation rank 0's "
-    "linear_0.b_0@GRAD at step 0 (rank 2 x serial); reproduce: python -m verify run --pass "
+    "linear_0.b_0@GRAD at step 0 (rank 2 x serial); both: first divergence at op 35 "
+    "(pd_op.momentum_), stage gradient_merge (the accumulator as the optimizer reads it: "
+    "the merge's add_, op 27, unscaled); reproduce: python -m verify run --pass "
     "planner --case planner_gm_momentum")
 
 _UNEVEN = Expect(
