@@ -154,17 +154,32 @@ def test_a_reshard_piece_that_is_wrong_is_still_blamed_on_the_reshard():
     assert (loc["op_index"], loc["op_type"], loc["stage"]) == (2, "pd_op.share_data_", "reshard")
 
 
-def test_unknown_is_neither_a_divergence_nor_cleared_of_blame():
-    """A read made by a later stage that could not be compared stays a
-    suspect; one seen to relate does not."""
+def test_a_read_not_seen_to_relate_is_blamed_before_one_that_relates():
+    """The optimizer reads a reshard's alias of the parameter (related) and a
+    gradient merge's accumulator (no serial value): the accumulator is blamed,
+    whichever it reads first; a read seen to relate is still blamed when it is
+    the only later stage's read (it may stand where another value belongs)."""
     ops, program = alias_program()
+    ops = ops[:5] + [rec("pd_op.add_", "gradient_merge", ["%m"], [None, "%0"]),
+                     rec("pd_op.sgd_", "serial", ["%2"], ["%a", None], ["%w1"])]
+    inputs = [op.inputs for op in program.ops[:5]] + [{"x": [ACC], "y": ["%0"]}]
+    for grad_first in (True, False):
+        sgd = {"grad": [ACC], "param": ["%a"]} if grad_first else {"param": ["%a"], "grad": [ACC]}
+        prog = snap(ops, inputs + [sgd], {"%a": "w", "%m": ACC, "%2": "%a"})
 
-    def differs(answer_for_alias):
+        def differs(res, ser, plc):
+            return ("value", {}) if res == "%2" else None
+        loc = first_divergent_op(ops, differs, prog)
+        assert (loc["op_index"], loc["stage"], loc["stage_op"]["op_index"]) == \
+            (6, "gradient_merge", 5)
+
+    def relu_differs(answer_for_alias):
         def f(res, ser, plc):
             if res == "%a":
                 return answer_for_alias
             return ("value", {}) if res == "%0" else None
         return f
 
-    assert first_divergent_op(ops, differs("unknown"), program)["stage"] == "reshard"
-    assert first_divergent_op(ops, differs(None), program)["stage"] == "partition"
+    ops, program = alias_program()
+    for answer in ("unknown", None):  # the multiply reads the alias: the reshard's
+        assert first_divergent_op(ops, relu_differs(answer), program)["stage"] == "reshard"

@@ -26,7 +26,7 @@ from __future__ import annotations
 SOURCE_OPS = ("builtin.parameter", "pd_op.data")
 START = "@start"
 # what a ``differs`` callback answers when it cannot tell (no value to compare):
-# the value is neither a divergence nor seen to relate (never cleared of blame)
+# the value is neither a divergence nor seen to relate (blamed before those that do)
 UNKNOWN = "unknown"
 # in-place ops that only name their operand's buffer anew (a reshard's
 # share_data_): a read of either name reads the same, unchanged contents
@@ -190,9 +190,10 @@ def first_divergent_op(final_ops, differs, snapshot=None, fetched_as_made=True):
     The stage blamed: the stage that made the op when a later stage did (it
     made a wrong piece); else the stage that made a value it reads (resolved
     through the in-place writes before it: a gradient merge's accumulator as
-    the optimizer reads it) and that was not seen to relate; else
-    ``partition`` (its inputs relate, its output does not: the local
-    computation partition gave it)."""
+    the optimizer reads it), first one not seen to relate to its own serial
+    value (one that relates may still be read where another value belongs);
+    else ``partition`` (its inputs are the serial op's, its output is not:
+    the local computation partition gave it)."""
     by_name = {}
     for i, op in enumerate(final_ops):
         for res in op["results"]:
@@ -230,8 +231,10 @@ def first_divergent_op(final_ops, differs, snapshot=None, fetched_as_made=True):
                 made = [{"stage": by_name[o][1]["origin"], "op_index": by_name[o][0],
                          "op_type": by_name[o][1]["type"], "value": o}
                         for o in reads[i]
-                        if o in by_name and o not in related
-                        and by_name[o][1]["origin"] not in ("serial", None)]
+                        if o in by_name and by_name[o][1]["origin"] not in ("serial", None)]
+                # one seen to relate may still stand where another value belongs (a
+                # recompute clone of the wrong forward op): a suspect after the others
+                made.sort(key=lambda m: m["value"] in related)
                 blame = made[0] if made else {"stage": "partition", "op_index": i,
                                               "op_type": op["type"], "value": res}
             return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
