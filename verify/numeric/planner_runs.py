@@ -13,7 +13,9 @@ Compared after every step, each through its placement in the rank's final
 program (``verify/numeric/placements.py``): the loss, every parameter after the
 update, every gradient the optimizer reads (pieces along ``Shard(d)``,
 equal along ``Replicate``, reduced along ``Partial``), with the dtype- and
-depth-derived tolerances of ``compare.py``.  Where a rank differs, the
+depth-derived tolerances of ``compare.py``, floored by the serial run's own
+float32 rounding error of each value, measured by running the serial
+program again in float64 (``float64_reference.py``).  Where a rank differs, the
 first divergence in that rank's program order is located: the first op
 carried over from the serial program whose result no longer relates to its
 serial value; the stage blamed is the stage that made the op feeding it
