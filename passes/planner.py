@@ -1107,7 +1107,9 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/simulated_ranks.py", "verify/numeric/inputs.py",
            "verify/numeric/job_plan_runs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
-           "verify/numeric/run_spec.py")
+           "verify/numeric/run_spec.py",
+           # the serial program's float64 run (the tolerance's measured floor)
+           "verify/numeric/float64_reference.py")
 # what decides the relation's value proof: the proof's modules, the op table
 PROOF_SOURCES = ("verify/value/relation.py", "verify/value/segments.py",
                  "verify/value/merged_relation.py",

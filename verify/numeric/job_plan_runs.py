@@ -404,7 +404,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     ``planner_runs.compare_runs`` (``micro_steps=k``).  ``ranks[r]`` as
     :func:`run_job_plans` takes it, less ``map``, plus ``loss`` and
     ``params`` (the whole program's names the relation compares)."""
-    from .merged_relation import _run_serial
+    from .merged_relation import run_serial_measured
     from .pir_ranks import serial_interpreter
     from .planner_runs import serial_then_ranks
 
@@ -417,8 +417,8 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
 
     def run_serial(sstates):
         with paddle.pir_utils.IrGuard(), serial_interpreter():
-            return _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
-                               grads, loss, seed, list(params))
+            return run_serial_measured(serial, {**sstates, **serial["params"]}, k, avg,
+                                       cycles, grads, loss, seed, list(params))
 
     def run_ranks():
         try:

@@ -230,10 +230,23 @@ def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, 
     with paddle.pir_utils.IrGuard(), serial_interpreter():
         return serial_then_ranks(
             ranks, state_placements, state_shapes, seed,
-            lambda sstates: _run_serial(serial, {**sstates, **serial["params"]}, k, avg,
-                                        cycles, grads, loss, seed, list(params)),
+            lambda sstates: run_serial_measured(serial, {**sstates, **serial["params"]}, k,
+                                                avg, cycles, grads, loss, seed, list(params)),
             lambda: _run_ranks(ranks, rings, k, cycles, where, rank_losses or {}, seed,
                                rank_params or {}))
+
+
+def run_serial_measured(serial, params, k, avg, cycles, grads, loss, seed,
+                        watched_params=()):
+    """:func:`_run_serial`, each float32 value's float64 run beside it as
+    ``<name>@float64`` (``float64_reference.py``; the merged gradients too):
+    the tolerance's measured floor (``compare.py``)."""
+    from .float64_reference import with_float64
+
+    out = _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_params)
+    return with_float64(lambda data, p, f: _run_serial({**data, "feeds": f}, p, k, avg, cycles,
+                                                       grads, loss, seed, watched_params),
+                        serial, params, serial["feeds"], out)
 
 
 def _run_serial(serial, params, k, avg, cycles, grads, loss, seed, watched_params=()):

@@ -13,7 +13,9 @@ Compared after every step, each through its placement in the rank's final
 program (``verify/numeric/placements.py``): the loss, every parameter after the
 update, every gradient the optimizer reads (pieces along ``Shard(d)``,
 equal along ``Replicate``, reduced along ``Partial``), with the dtype- and
-depth-derived tolerances of ``compare.py``.  Where a rank differs, the
+depth-derived tolerances of ``compare.py``, floored by the serial run's own
+float32 rounding error of each value, measured by running the serial
+program again in float64 (``float64_reference.py``).  Where a rank differs, the
 first divergence in that rank's program order is located: the first op
 carried over from the serial program whose result no longer relates to its
 serial value; the stage blamed is the stage that made the op feeding it
@@ -26,7 +28,7 @@ import numpy as np
 
 from verify.verdicts import CheckResult, Verdict
 
-from .compare import compare
+from .compare import MEASURED_SAFETY, compare
 from .divergence import first_divergent_op, serial_counterparts  # noqa: F401 (re-exported)
 from .inputs import feed_value, param_value
 from .peer_names import peer_view
@@ -80,9 +82,20 @@ def run_relation(serial, ranks, rings, state_placements, steps, where,
     ``Engine._initialize``) gives its slice, on both sides."""
     return serial_then_ranks(
         ranks, state_placements, state_shapes, seed,
-        lambda sstates: run_serial_exported(serial, {**sstates, **serial["params"]},
+        lambda sstates: run_serial_measured(serial, {**sstates, **serial["params"]},
                                             serial["feeds"], serial["watch"], steps, seed),
         lambda: run_ranks_in_waves(ranks, rings, steps, where, seed))
+
+
+def run_serial_measured(exported, params, feeds, watch, steps, seed: int = 0) -> list:
+    """:func:`run_serial_exported`, each float32 value's float64 run beside it
+    as ``<name>@float64`` (``float64_reference.py``): the measured rounding
+    error of the float32 run that ``compare.tolerance`` takes as its floor."""
+    from .float64_reference import with_float64
+
+    out = run_serial_exported(exported, params, feeds, watch, steps, seed)
+    return with_float64(lambda data, p, f: run_serial_exported(data, p, f, watch, steps, seed),
+                        exported, params, feeds, out)
 
 
 def serial_then_ranks(ranks, state_placements, state_shapes, seed, run_serial, run_ranks):
@@ -327,7 +340,7 @@ def _depth(serial_rel, world: int, steps: int) -> int:
 
 
 def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, step: int,
-                 depth: int, rounding=None):
+                 depth: int, rounding=None, measured=None):
     """``TensorDiff`` of rank ``rank``'s piece of a value (assembled through
     ``placement`` with the other ranks' pieces) against the serial value's slice.
     ``rounding``: ``(low dtype, R)`` when the programs compute the value through
@@ -336,7 +349,9 @@ def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, st
     partial sum), so the tolerance is ``amp_runs``' for ``2 R`` roundings (the
     serial side's and the rank's), not float32's.  (The parameters' drift over
     the steps is ``lr`` times a gradient's rounding error: far inside a
-    bound relative to the parameter.)"""
+    bound relative to the parameter.)  ``measured``: the serial value's float64
+    run (``float64_reference.py``), its float32 error the tolerance's floor
+    (``compare.py``)."""
     from .placements import assembled_per_rank, local_piece
 
     expected = np.asarray(local_piece(serial_value, placement, rank))
@@ -349,7 +364,17 @@ def relate_value(serial_value, pieces: dict, placement, rank: int, name: str, st
         d = within(name, expected, got, rounding[0], 2 * max(rounding[1], 1))
         d.step = step
         return d
-    return compare(name, step, expected, got, depth)
+    if measured is not None:
+        measured = np.asarray(local_piece(np.asarray(measured), placement, rank))
+    return compare(name, step, expected, got, depth, measured=measured)
+
+
+def measured_of(serial_step: dict, name: str):
+    """The float64 run of serial value ``name`` (``float64_reference.SUFFIX``),
+    or None."""
+    from .float64_reference import SUFFIX
+
+    return serial_step.get(name + SUFFIX)
 
 
 def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of, depth,
@@ -376,7 +401,8 @@ def first_divergence(rank, step, final_ops, serial_out, rank_outs, placements_of
             return UNKNOWN
         pieces = {r: outs[step][res] for r, outs in rank_outs.items() if res in outs[step]}
         try:
-            d = relate_value(expected, pieces, plc, rank, res, step, depth)
+            d = relate_value(expected, pieces, plc, rank, res, step, depth,
+                             measured=measured_of(serial_out[step], ser))
         except Exception:
             return UNKNOWN
         if d.ok:
@@ -427,7 +453,7 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
             items += [(f"{pname} (after micro-step {i + 1})", f"{sp['param']}@micro{i}",
                        f"{p['param']}@micro{i}", p["placement"]) for i in range(micro_steps)]
         missing = sorted(set(serial_rel["params"]) - set(rel["params"]))
-        failure, compared, worst = None, 0, 0.0
+        failure, compared, worst, measured_n = None, 0, 0.0, 0
         live_grad = False  # a gradient compared that is not zero everywhere
         for k in range(steps):
             # every rank's piece under rank r's names (programs differ: names do)
@@ -441,7 +467,7 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                     continue
                 try:
                     d = relate_value(serial_out[k][sname], pieces, plc, r, label, k, depth,
-                                     roundings.get(sname))
+                                     roundings.get(sname), measured_of(serial_out[k], sname))
                 except PlacementError as exc:
                     failure = failure or ("inconclusive", label, k, str(exc), plc, None)
                     continue
@@ -451,6 +477,16 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                 worst = max(worst, d.max_abs if np.isfinite(d.max_abs) else float("inf"))
                 if not d.ok and (failure is None or failure[0] == "inconclusive"):
                     failure = ("differs", label, k, d, plc, rname)
+                elif d.ok and not d.resolved and failure is None:
+                    sv = np.asarray(serial_out[k][sname], dtype=np.float64)
+                    err = np.nanmax(np.abs(sv - measured_of(serial_out[k], sname)))
+                    failure = ("inconclusive", label, k, (
+                        f"its serial float32 value at step {k} is rounding noise (its "
+                        f"float64 run differs by up to {err:.3g}, {MEASURED_SAFETY:g} times "
+                        f"that reaches half its largest magnitude {np.nanmax(np.abs(sv)):.3g}"
+                        "): no halving or zeroing of it could be seen"), plc, None)
+                if d.ok and measured_of(serial_out[k], sname) is not None:
+                    measured_n += 1
             if failure and failure[0] == "differs":
                 break
         if failure and failure[0] == "differs":
@@ -516,7 +552,10 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.EQUIVALENT,
                 f"{where}: rank {r}: {what} ({compared} comparisons, "
-                f"largest difference {worst:.3g}; executor and simulated collectives)",
+                f"largest difference {worst:.3g}; executor and simulated collectives; "
+                f"{measured_n} with the serial run's float32 error measured by its float64 "
+                "run as tolerance floor)",
                 details={"compared": compared, "max_abs": worst, "values":
-                         [lb for lb, *_ in items], "params_elsewhere": missing}))
+                         [lb for lb, *_ in items], "params_elsewhere": missing,
+                         "measured": measured_n}))
     return checks
