@@ -5,8 +5,13 @@ it off, and the pass's contract.
 
 * the case where it fires holds: each rank's ``pd_op.c_embedding`` at its
   rows (start_index 0 and 2 of a vocabulary of 4), summed over mp, and the
-  ranks relate to the flag-off serial program; the case without a lookup is
+  ranks relate to the flag-off serial program, the value proof proving every
+  watched value (the table's gradient too); the case without a lookup is
   left alone, op for op the flag-off plan;
+* the plan edited so that rank 1 writes its table's gradient at rank 0's rows
+  (its c_embedding_grad's start_index 0) is NOT_EQUIVALENT: the value proof
+  refutes rank 1's gradient (first divergence the c_embedding_grad), rank 0
+  still proved;
 * the plan with the flag off fed as the pass's output: NOT_APPLIED (the
   sharded table is looked up by no c_embedding);
 * a pass that gives rank 1 a start_index one row off (``--paddle-file``, a

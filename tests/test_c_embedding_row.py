@@ -4,7 +4,10 @@ kernels (phi/kernels/cpu/c_embedding_kernel.cc) on generated examples
 (``verify/selfcheck/kernel_programs.py``: a local table at global ids
 ``start .. start + rows - 1``, ids drawn from the whole vocabulary), and a
 wrong twin of the row (``start_index`` off by one) caught by the same
-examples."""
+examples; then the grad row's terms: the pieces' gradients are the serial
+embedding gradient's rows by canonical form (the same selection terms), a
+piece written at another rank's rows is refuted, and a table's height
+bounds the ids the replay feeds without being part of the terms."""
 from __future__ import annotations
 
 import pytest
