@@ -174,3 +174,22 @@ def test_an_id_outside_the_serial_table_is_no_input_of_the_replay():
             ev.poly(arr.reshape(-1)[0].i)
     ev = _replay_evaluator(store, lambda name: Fraction(6 if name == "ids0" else 1))
     assert ev.poly(far.reshape(-1)[0].i) == ev.poly(g.arr.reshape(-1)[0].i)  # row 6: ids0
+
+
+def test_a_lookup_reinterned_on_expanded_ids_keeps_its_bound():
+    """The normal forms that expand cuts (``expand.Expander``,
+    ``linear_form.LinearForm``) re-intern a lookup atom on its expanded id:
+    the new atom keeps the bound of the one it stands for, the key has no
+    ``rows``."""
+    from verify.value.expand import Expander
+    from verify.value.linear_form import LinearForm
+    from verify.value.symbolic import Store
+
+    store = Store()
+    ids = store.cut(store.add(store.sym("a", "int64"), store.sym("b", "int64")))
+    sel = store.uf("lookup_select", [ids], (("padding_idx", "-1"), ("row", "1"), ("rows", "4")))
+    (mono, _), = store.polys[sel]
+    assert store.atoms[mono[0]][2] == (("padding_idx", "-1"), ("row", "1"))
+    for form in (Expander(store), LinearForm(store)):
+        (mono2, _), = store.polys[form.poly(sel)]
+        assert mono2 != mono and store.domains[mono2[0]] == (("rows", "4"),), form

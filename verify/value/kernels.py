@@ -376,9 +376,10 @@ REFERENCED = ("inv", "max", "min", "relu", "relu.mask", "cast", "lookup_select",
 # an id, and [id == row] is the same function wherever both run).  The
 # store keys an atom without them (``symbolic.Store.uf``: every lookup of id
 # ``i`` at row ``r`` is one atom, whichever kernel and table size made it)
-# and keeps the strictest bound any op put on the atom (``merge``); only the
-# replay with the real kernels reads it (``proof._replay_evaluator``), so a
-# counterexample never feeds an id one of the programs would raise on.
+# and keeps the strictest bound any op put on the atom (the function given
+# here merges two); only the replay with the real kernels reads it
+# (``proof._replay_evaluator``), so a counterexample never feeds an id one of
+# the programs would raise on.
 DOMAIN_ATTRS = {"lookup_select": {"rows": min}}
 
 # Kernels no reference can replay, each with why: a refutation whose
