@@ -5,8 +5,13 @@ it off, and the pass's contract.
 
 * the case where it fires holds: each rank's ``pd_op.c_embedding`` at its
   rows (start_index 0 and 2 of a vocabulary of 4), summed over mp, and the
-  ranks relate to the flag-off serial program; the case without a lookup is
+  ranks relate to the flag-off serial program, the value proof proving every
+  watched value (the table's gradient too); the case without a lookup is
   left alone, op for op the flag-off plan;
+* the plan edited so that rank 1 writes its table's gradient at rank 0's rows
+  (its c_embedding_grad's start_index 0) is NOT_EQUIVALENT: the value proof
+  refutes rank 1's gradient (first divergence the c_embedding_grad), rank 0
+  still proved;
 * the plan with the flag off fed as the pass's output: NOT_APPLIED (the
   sharded table is looked up by no c_embedding);
 * a pass that gives rank 1 a start_index one row off (``--paddle-file``, a
@@ -74,6 +79,67 @@ def test_fires_and_relates_to_the_plan_with_the_flag_off():
     assert starts == {0: [0], 1: [2]}
     # the reference is the other plan: a lookup of the gathered table
     assert all(any(op.type == "pd_op.embedding" for op in o.before.ops) for o in app.outcomes)
+
+
+def _proofs(app):
+    return {c.rank: c for c in app.checks if c.kind == "value"}
+
+
+def test_every_watched_value_is_proved_the_tables_gradient_too():
+    """The value proof proves every watched value on both ranks, the table's
+    gradient and its update included: c_embedding_grad's selection terms are
+    the serial lookup's (``semantics._c_select``), not its own."""
+    app = _apply(_case(CASE))
+    assert app.verdict.value == "EQUIVALENT" and app.proof == "proved", \
+        [c.message for c in app.checks if c.kind == "value"]
+    for rank, c in _proofs(app).items():
+        assert c.verdict.value == "EQUIVALENT" and not c.details["unknown"], (rank, c.message)
+        assert {f"{TABLE}@GRAD", f"{TABLE} (after the step)"} <= set(c.details["proved"])
+
+
+def _grad_start_index(src: Path, dest: Path, rank: int, start: int) -> Path:
+    """A copy of the plan ``src`` whose rank ``rank`` writes its table's
+    gradient at ``start_index`` ``start`` (its main program's
+    pd_op.c_embedding_grad edited in the serialised program; the forward
+    lookup and every other rank as planned)."""
+    shutil.copytree(src, dest)
+    main = dest / f"rank{rank}" / "main.json"
+    prog = json.loads(main.read_text())
+    edited = 0
+    for region in prog["program"]["regions"]:
+        for block in region["blocks"]:
+            for op in block["ops"]:
+                if op.get("#", "").endswith(".c_embedding_grad"):
+                    for attr in op["A"]:
+                        if attr["N"] == "start_index":
+                            attr["AT"]["D"], edited = start, edited + 1
+    assert edited == 1, edited
+    main.write_text(json.dumps(prog))
+    return dest
+
+
+def test_a_gradient_written_to_another_ranks_rows_is_refuted(tmp_path):
+    """Rank 1's c_embedding_grad at start_index 0 (rank 0's rows) while its
+    lookup reads rows 2 and 3: the loss and everything before the table's
+    gradient still hold; the value proof refutes the gradient on rank 1
+    with replayed values, its first value off the c_embedding_grad, and
+    still proves rank 0 (the planned twin: the test above)."""
+    from passes.planner import planner_dir
+
+    case = _case(CASE)
+    broken = _grad_start_index(planner_dir(case), tmp_path / "plan", 1, 0)
+    params = {k: v for k, v in case.params.items() if k != "planner"}
+    app = _apply(dataclasses.replace(case, params={**params, "dir": str(broken)}))
+    assert app.verdict.value == "NOT_EQUIVALENT", [c.message for c in app.checks][:4]
+    proofs = _proofs(app)
+    assert proofs[0].verdict.value == "EQUIVALENT", proofs[0].message
+    bad = proofs[1]
+    assert bad.verdict.value == "NOT_EQUIVALENT", bad.message
+    assert "loss" in bad.details["proved"] and f"{TABLE}@GRAD" in bad.details["refuted"]
+    cex = bad.counterexample
+    assert cex["rank"] == 1 and cex["var"] == f"{TABLE}@GRAD", cex
+    assert cex["first_divergence"]["op_type"] == "pd_op.c_embedding_grad", cex
+    assert cex["inputs"], cex  # values a user can feed, replayed
 
 
 def test_left_alone_where_there_is_no_lookup():

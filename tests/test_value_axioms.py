@@ -836,6 +836,37 @@ def test_c_embedding_and_its_grad_against_paddle(start):
     close(pieces, full[ids])
 
 
+def test_c_embedding_grads_pieces_are_the_embedding_grad_of_the_whole_table():
+    """The grad row reads no vocabulary (the op has no ``vocab_size``): the
+    pieces' gradients (start_index 0, 2, 4, two rows each) stacked are
+    Paddle's embedding gradient of the whole table, the identity the value
+    proof relies on; and ids outside the vocabulary, which Paddle's CPU
+    c_embedding_grad skips, add nothing (the row against the kernel)."""
+    full, g = r(6, 3), r(2, 3, 3)
+    ids = np.array([[0, 5, 2], [3, 2, 1]])
+    stacked = np.concatenate([
+        run("pd_op.c_embedding_grad", {"weight": [full[s:s + 2]], "x": [ids], "out_grad": [g]},
+            {"start_index": s})["weight_grad"] for s in (0, 2, 4)])
+
+    def whole(paddle):
+        wt = paddle.to_tensor(full.astype("float32"), stop_gradient=False)
+        out = paddle.nn.functional.embedding(paddle.to_tensor(ids), wt)
+        (dwt,) = paddle.grad([out], [wt], [paddle.to_tensor(g.astype("float32"))])
+        return dwt.numpy()
+    close(stacked, _pd(whole), 1e-5)
+    far = np.array([[-1, 6, 2], [7, 3, -4]])  # the kernel skips every id but 2 and 3
+
+    def piece(paddle):
+        wt = paddle.to_tensor(full[2:4].astype("float32"), stop_gradient=False)
+        out = paddle._C_ops.c_embedding(wt, paddle.to_tensor(far), 2, 6)
+        (dwt,) = paddle.grad([out], [wt], [paddle.to_tensor(g.astype("float32"))])
+        return dwt.numpy()
+    got = run("pd_op.c_embedding_grad", {"weight": [full[2:4]], "x": [far], "out_grad": [g]},
+              {"start_index": 2})["weight_grad"]
+    close(got, _pd(piece), 1e-5)
+    close(got, [g[0, 2], g[1, 1]])
+
+
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_softmax_and_its_grad_against_paddle(axis):
     x, g = r(2, 3, 4), r(2, 3, 4)

@@ -231,7 +231,9 @@ class Expander:
             elif key[0] == "sym":
                 got = self.s.intern((((aid,), 1),))
             else:
-                got = self.s.uf(key[1], [self.poly(p) for p in key[3]], key[2])
+                # the bounds on its inputs carried over (Store.domains)
+                got = self.s.uf(key[1], [self.poly(p) for p in key[3]],
+                                key[2] + self.s.domains.get(aid, ()))
             self.amemo[aid] = got
         return got
 

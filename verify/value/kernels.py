@@ -368,7 +368,19 @@ REFERENCED = ("inv", "max", "min", "relu", "relu.mask", "cast", "lookup_select",
               "where", "not_equal", "bitwise_and", "arange", "softmax", "tril.*",
               "adamw.*", "adam.*", "layer_norm.rstd", "layer_norm.*", "layer_norm_grad.*",
               "cross_entropy_with_softmax.*", "cross_entropy_with_softmax_grad.*",
-              "set_value_.*", "tanh", "c_lookup_select")
+              "set_value_.*", "tanh")
+
+# Attrs that bound the inputs a kernel accepts without changing its value:
+# ``lookup_select``'s ``rows`` (the embedding kernel raises on an id outside
+# [0, rows); c_embedding_grad's kernel, which knows no vocabulary, skips such
+# an id, and [id == row] is the same function wherever both run).  The
+# store keys an atom without them (``symbolic.Store.uf``: every lookup of id
+# ``i`` at row ``r`` is one atom, whichever kernel and table size made it)
+# and keeps the strictest bound any op put on the atom (the function given
+# here merges two); only the replay with the real kernels reads it
+# (``proof._replay_evaluator``), so a counterexample never feeds an id one of
+# the programs would raise on.
+DOMAIN_ATTRS = {"lookup_select": {"rows": min}}
 
 # Kernels no reference can replay, each with why: a refutation whose
 # difference passes through one stays unknown (never a counterexample).
@@ -436,17 +448,13 @@ def reference(kernel: str, attrs, args):
             return Fraction(int(args[0] > 0))
         if kernel == "cast":
             return _cast(args[0], at)
-        if kernel == "lookup_select":
+        if kernel == "lookup_select":  # the id names this row (and is not the padding id)
             idv, row, pad = args[0], int(at["row"]), int(at["padding_idx"])
-            rows = int(at.get("rows", row + 1))
-            if idv != int(idv) or not 0 <= idv < rows:
-                raise NotAnInput(f"id {idv} outside a table of {rows} rows")
-            return Fraction(int(idv == row and idv != pad))
-        if kernel == "c_lookup_select":  # c_embedding_grad: the id names this global row
-            idv = args[0]
             if idv != int(idv):
                 raise NotAnInput(f"id {idv} is not an integer")
-            return Fraction(int(idv == int(at["row"])))
+            if "rows" in at and not 0 <= idv < int(at["rows"]):  # its domain (DOMAIN_ATTRS)
+                raise NotAnInput(f"id {idv} outside a table of {at['rows']} rows")
+            return Fraction(int(idv == row and idv != pad))
         if kernel == "gelu":
             return _gelu(_f(args[0]), bool(at.get("approximate", False)))
         if kernel == "gelu.d":  # gelu_grad is dout * gelu'(x)

@@ -107,7 +107,8 @@ class LinearForm:
             elif key[0] == "sym":
                 got = ([aid], 1)
             else:
-                (m, k), = s.polys[s.uf(key[1], [self.poly(p) for p in key[3]], key[2])]
+                (m, k), = s.polys[s.uf(key[1], [self.poly(p) for p in key[3]],
+                                       key[2] + s.domains.get(aid, ()))]  # its bounds too
                 got = (list(m), k)
             self.amemo[aid] = got
         return got

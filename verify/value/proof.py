@@ -289,10 +289,14 @@ def _frac(v):
 
 
 class Evaluator:
-    """Exact evaluation of terms: symbols from ``env``, kernels from ``fn``."""
+    """Exact evaluation of terms: symbols from ``env``, kernels from ``fn``.
+    ``domains``: the kernels are the real ones, so each atom's attrs are given
+    with the bounds the store keeps on its inputs (``Store.domains``: an id
+    outside any table it indexes is no input)."""
 
-    def __init__(self, store, sym_value, uf_value):
+    def __init__(self, store, sym_value, uf_value, domains=False):
         self.s, self.sym_value, self.uf_value = store, sym_value, uf_value
+        self.domains = store.domains if domains else {}
         self.pm, self.am = {}, {}
         # where the store asks for it (``store.probe_work``: the planner
         # relation), each polynomial evaluated spends 1 + its monomials of the
@@ -333,7 +337,9 @@ class Evaluator:
             else:
                 if self.charge is not None:
                     self.charge(1, "evaluating probes")
-                v = self.uf_value(key[1], key[2], tuple(self.poly(p) for p in key[3]))
+                dom = self.domains.get(aid)
+                v = self.uf_value(key[1], key[2] + dom if dom else key[2],
+                                  tuple(self.poly(p) for p in key[3]))
             if v is None:
                 raise ValueError("irrational model value")
             self.am[aid] = v
@@ -371,7 +377,7 @@ def _replay_evaluator(store, sym_value):
             seen["inexact"] = True
             return out
         return to_q(out)
-    ev = Evaluator(store, sym, uf)
+    ev = Evaluator(store, sym, uf, domains=True)
     # a float64 kernel's result, once turned back into a Fraction, would be
     # compared exactly: mathematically equal terms evaluated in another order
     # (a sqrt of sums associated differently) then "differ" by its rounding
@@ -410,7 +416,7 @@ class _ShakenEvaluator(Evaluator):
     """``Evaluator`` whose float64 sums nudge each term (``_shaken_evaluator``)."""
 
     def __init__(self, store, sym_value, uf_value, nudge):
-        super().__init__(store, sym_value, uf_value)
+        super().__init__(store, sym_value, uf_value, domains=True)
         self.nudge = nudge
 
     def poly(self, pid):

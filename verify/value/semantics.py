@@ -1346,7 +1346,10 @@ def _onehot(op, ids: Tensor, rows: int, k):
     exact in the table, so a rewrite that moves the lookup's grad across
     ranks or re-associates it with the tied matmul's stays provable.  The
     same ``sel_v(id)`` atoms serve the grad (``dW[v] = sum_i sel_v(id_i)
-    dOut[i]``), so forward and backward agree on which rows were read."""
+    dOut[i]``), so forward and backward agree on which rows were read.
+    ``rows`` (the kernel raises on an id outside [0, rows)) bounds the id,
+    not the value: it is no part of the atom (``kernels.DOMAIN_ATTRS``), so
+    a piece of a vocab-split table (``_c_select``) selects with the same atoms."""
     pad = int(op.attrs.get("padding_idx", -1))
     oh = np.empty(ids.arr.shape + (rows,), dtype=object)
     for idx in np.ndindex(ids.arr.shape):
@@ -1378,27 +1381,27 @@ def lookup_table_v2_grad(op, ins, k):
 
 
 def _c_select(op, ids: Tensor, rows: int, k):
-    """``sel[..., v]`` of ``pd_op.c_embedding``: whether id ``ids[...]``
-    names global table row ``start_index + v`` (the kernel subtracts
-    ``start_index`` and reads local row ``v`` where ``0 <= id - start < rows``,
-    else writes 0).  The forward's atoms are the lookup's own
-    (``lookup_select`` keyed by the global row, no padding, ``rows`` the
-    attr ``vocab_size``: the table the ids index), so a vocabulary split
-    over ranks sums back to the serial embedding's terms; the grad carries
-    no ``vocab_size``, so its atoms (``c_lookup_select``, the same meaning)
-    are its own."""
+    """``sel[..., v]`` of ``pd_op.c_embedding`` and its grad: whether id
+    ``ids[...]`` names global table row ``start_index + v`` (both CPU kernels
+    subtract ``start_index`` and touch local row ``v`` where
+    ``0 <= id - start < rows``, the local table's height; the forward writes
+    0, the grad adds nothing, for any other id).  The atoms are the lookup's
+    own (``lookup_select`` keyed by the global row, no padding): [id == row]
+    is one function whichever kernel applies it, so a vocabulary split over
+    ranks sums back to the serial embedding's terms, forward and grad.  The
+    forward's ``vocab_size`` (the ids the vocabulary holds: the GPU kernel
+    raises outside [0, vocab_size) where it is >= 0) bounds the ids
+    (``kernels.DOMAIN_ATTRS``), never the value; the grad reads no
+    vocabulary and bounds nothing."""
     start = int(op.attrs.get("start_index", 0))
     vocab = op.attrs.get("vocab_size")
+    bound = (("rows", repr(int(vocab))),) if vocab is not None and int(vocab) >= 0 else ()
     sel = np.empty(ids.arr.shape + (rows,), dtype=object)
     for idx in np.ndindex(ids.arr.shape):
         for v in range(rows):
-            if vocab is None:
-                sel[idx + (v,)] = k.uf("c_lookup_select", [ids.arr[idx]],
-                                       (("row", repr(start + v)),))
-            else:
-                sel[idx + (v,)] = k.uf("lookup_select", [ids.arr[idx]],
-                                       (("padding_idx", repr(-1)), ("row", repr(start + v)),
-                                        ("rows", repr(int(vocab)))))
+            sel[idx + (v,)] = k.uf("lookup_select", [ids.arr[idx]],
+                                   (("padding_idx", repr(-1)), ("row", repr(start + v)))
+                                   + bound)
     return sel
 
 
@@ -1408,8 +1411,6 @@ def c_embedding(op, ins, k):
     ids, w = _t(ins, "x"), _t(ins, "weight")
     if w.arr.ndim != 2:
         raise Unsupported(f"c_embedding table of rank {w.arr.ndim}")
-    if op.attrs.get("vocab_size") is None:
-        raise Unsupported("c_embedding without vocab_size")
     rows = w.arr.shape[0]
     sel = _c_select(op, ids, rows, k)
     out = _matmul(sel.reshape(-1, rows), w.arr).reshape(ids.arr.shape + (w.arr.shape[1],))
@@ -1417,10 +1418,14 @@ def c_embedding(op, ins, k):
 
 
 def c_embedding_grad(op, ins, k):
-    """``dW[v] = sum_i [ids[i] == start_index + v] dOut[i]``."""
+    """``dW[v] = sum_i [ids[i] == start_index + v] dOut[i]``: the kernel
+    reads the table's shape (the gradient's), the ids, dOut and
+    ``start_index``; no vocabulary (the op has no ``vocab_size``)."""
     ids, w, g = _t(ins, "x"), _t(ins, "weight"), _t(ins, "out_grad")
+    if w.arr.ndim != 2:
+        raise Unsupported(f"c_embedding_grad table of rank {w.arr.ndim}")
     rows, width = w.arr.shape
-    sel = _c_select(_OpView(op, {**op.attrs, "vocab_size": None}), ids, rows, k)
+    sel = _c_select(op, ids, rows, k)
     dw = _matmul(_tr(sel.reshape(-1, rows)), g.arr.reshape(-1, width))
     return {"weight_grad": [Tensor(np.asarray(dw), w.dims, w.dtype)]}
 

@@ -69,6 +69,7 @@ import numpy as np
 from verify.ir.collectives import COLLECTIVES, POINT_TO_POINT, exchanges, root_of
 
 from .executor_disagreements import refusal as executor_refusal
+from .kernels import DOMAIN_ATTRS
 from .rational import FAST, Q, denom as _denom, numer as _numer, to_q
 from verify.ir import op_definitions, read_sets
 from .semantics import (RAGGED_READERS, RANDOM_INIT, ROWS, WRAPPED, Ragged, Tensor,
@@ -218,6 +219,7 @@ class Store:
         self.op_memo = {}
         self.cut_of = {}  # pid -> cut atom's pid
         self.sym_dtype = {}  # symbol name -> dtype of the leaf it is an element of
+        self.domains = {}  # aid -> (name, repr) bounds on its inputs (uf, DOMAIN_ATTRS)
         self.leaves = {}  # leaf name -> (real shape, dtype): a counterexample's feeds
         self.probes = {}  # probe seed -> (values, evaluator) of these terms (proof.py)
         self.reads = {}  # pid -> (leaf mask, kernel mask) its terms read (proof._reads)
@@ -375,7 +377,21 @@ class Store:
         return self.atom_poly(("sym", name))
 
     def uf(self, kernel, args, attrs=()) -> int:
-        return self.atom_poly(("uf", kernel, attrs, tuple(args)))
+        bounds = DOMAIN_ATTRS.get(kernel)
+        if bounds is None or not any(name in bounds for name, _ in attrs):
+            return self.atom_poly(("uf", kernel, attrs, tuple(args)))
+        # attrs that bound the inputs, not the value (kernels.DOMAIN_ATTRS):
+        # not part of the atom; the strictest bound on it is kept beside it
+        key = ("uf", kernel, tuple(a for a in attrs if a[0] not in bounds), tuple(args))
+        pid = self.atom_poly(key)
+        aid = self.atom_ix[key]
+        have = dict(self.domains.get(aid, ()))
+        for name, text in attrs:
+            if name in bounds:
+                v = int(text)
+                have[name] = repr(v if name not in have else bounds[name](int(have[name]), v))
+        self.domains[aid] = tuple(sorted(have.items()))
+        return pid
 
     def cut(self, pid) -> int:
         """A one-monomial polynomial equal to ``pid``: ``lead * atom``, the
