@@ -374,10 +374,12 @@ def run_job_plans(ranks: dict, rings: dict, k: int, cycles: int, where: str,
     "states"}``."""
     import paddle
 
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
     from .simulated_ranks import _lockstep
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    # program order: a job piece fed a collective's or a recv's result frees an
+    # in-place update from the reads before it (``pir_ranks.program_order``)
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
         states = {int(r): _JobListRank(int(r), d, k, where, seed)
                   for r, d in sorted(ranks.items())}
         out = {r: [] for r in states}
@@ -405,7 +407,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     :func:`run_job_plans` takes it, less ``map``, plus ``loss`` and
     ``params`` (the whole program's names the relation compares)."""
     from .merged_relation import _run_serial
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
     from .planner_runs import serial_then_ranks
 
     import paddle
@@ -416,7 +418,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
         specs[r] = {**d, "map": m}
 
     def run_serial(sstates):
-        with paddle.pir_utils.IrGuard(), serial_interpreter():
+        with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
             return _run_serial(serial, {**sstates, **serial["params"]}, k, avg, cycles,
                                grads, loss, seed, list(params))
 
