@@ -28,6 +28,8 @@ are found by their parameter names and optimizer ops by their ``param`` /
 """
 from __future__ import annotations
 
+import contextlib
+
 from .inputs import scope_values
 from .run_spec import ScheduleError
 
@@ -366,6 +368,29 @@ class _JobListRank:
                     self.got[wname] = params[stored]
 
 
+@contextlib.contextmanager
+def values_kept():
+    """Paddle's interpreter with its garbage collection off
+    (``FLAGS_eager_delete_tensor_gb`` -1).  A job here runs as pieces cut at
+    its collectives, each a program of its own, and the interpreter frees a
+    value handed to the job (a keyword argument in the micro-batch scope)
+    after its last read *in the piece*: a later piece reading it again read a
+    tensor that holds no memory ("Call Tensor::mutable_data firstly").  In
+    Paddle the job is one program, the value freed after its last read in the
+    job (and kept for a later job by the scheduler's ``skip_gc_vars``); here
+    each job's handed values are set again from what the earlier jobs stored
+    when it starts, so keeping every value is the job's own reads, no more."""
+    import paddle
+
+    flag = "FLAGS_eager_delete_tensor_gb"
+    saved = paddle.get_flags([flag])[flag]
+    paddle.set_flags({flag: -1.0})
+    try:
+        yield
+    finally:
+        paddle.set_flags({flag: saved})
+
+
 def run_job_plans(ranks: dict, rings: dict, k: int, cycles: int, where: str,
                   seed: int = 0) -> dict:
     """``{rank: [{name: ndarray}] per optimizer step}`` (module docstring);
@@ -374,10 +399,12 @@ def run_job_plans(ranks: dict, rings: dict, k: int, cycles: int, where: str,
     "states"}``."""
     import paddle
 
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
     from .simulated_ranks import _lockstep
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    # program order: a job piece fed a collective's or a recv's result frees an
+    # in-place update from the reads before it (``pir_ranks.program_order``)
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order(), values_kept():
         states = {int(r): _JobListRank(int(r), d, k, where, seed)
                   for r, d in sorted(ranks.items())}
         out = {r: [] for r in states}
@@ -405,7 +432,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
     :func:`run_job_plans` takes it, less ``map``, plus ``loss`` and
     ``params`` (the whole program's names the relation compares)."""
     from .merged_relation import run_serial_measured
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
     from .planner_runs import serial_then_ranks
 
     import paddle
@@ -416,7 +443,7 @@ def run_job_plan_relation(serial, ranks, rings, state_placements, k, avg, cycles
         specs[r] = {**d, "map": m}
 
     def run_serial(sstates):
-        with paddle.pir_utils.IrGuard(), serial_interpreter():
+        with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
             return run_serial_measured(serial, {**sstates, **serial["params"]}, k, avg,
                                        cycles, grads, loss, seed, list(params))
 

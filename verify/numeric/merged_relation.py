@@ -32,8 +32,11 @@ first carried-over op that no longer relates (values of the last micro-step
 and of the optimize job).  Watched values are copied (``pd_op.assign``) right
 after the op that makes them: the optimize job zeroes an accumulator in
 place after its optimizer read it, and a fetch at the end of the job would
-read the zeroed buffer.  Ops run in program order within a job
-(``pir_ranks.serial_interpreter``).
+read the zeroed buffer.  Each job's ops run in program order
+(``pir_ranks.program_order``; ``serial_interpreter`` alone runs them in
+the executor's dependency order, which misses an in-place write to a
+value read through a ``share_data_`` alias: a segment fed a collective's
+result may update a parameter before the forward's aliased read).
 """
 from __future__ import annotations
 
@@ -222,12 +225,12 @@ def run_merged_relation(serial, ranks, rings, state_placements, k, avg, cycles, 
     still the value at the start of the optimizer step).  ``serial`` / ``ranks[r]`` as
     ``planner_runs.run_relation``'s, their feeds one dict per micro-step
     (``cycles * k``)."""
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
     from .planner_runs import serial_then_ranks
 
     import paddle
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
         return serial_then_ranks(
             ranks, state_placements, state_shapes, seed,
             lambda sstates: run_serial_measured(serial, {**sstates, **serial["params"]}, k,
@@ -317,9 +320,9 @@ def run_schedule(ranks, rings, steps, k, where="PIR simulator", seed: int = 0) -
     micro-step's accumulate job and of the optimize job."""
     import paddle
 
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
         got = _run_ranks(ranks, rings, k, steps, where, {}, seed, {})
     out = {}
     for r, outs in got.items():

@@ -245,8 +245,14 @@ class _PirRank:
                     self.saved[n] = np.array(var.get_tensor())
 
     def _restore(self):
+        """The step's saved state written back where it lives: a job run in a
+        micro-batch scope (``job_plan_runs.py``) finds the rank's parameters,
+        optimizer states and accumulators in the parent scope, and
+        ``scope.var`` would make a micro-batch-local shadow of each instead,
+        which the job's updates then went to (every later job of that
+        micro-batch read the shadows; the rank's own state never changed)."""
         for n, value in self.saved.items():
-            self.scope.var(n).get_tensor().set(value.copy(), self.place)
+            self.scope.find_var(n).get_tensor().set(value.copy(), self.place)
 
     def get(self, name):
         return self.values.get(name)
