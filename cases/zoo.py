@@ -81,6 +81,8 @@ def full_key(params: dict) -> str:
                                   sort_keys=True).encode())
     for name in (params["model"],) + HELPERS:
         h.update(name.encode() + (MODELS / name).read_bytes())
+    for name in params.get("uses") or ():  # a case's own helpers (e.g. ../amp_of.py)
+        h.update(b"uses:" + name.encode() + (MODELS / name).read_bytes())
     from verify.ir.paddle_overlay import fingerprint
     from verify.plan import source_digest_parts
 
@@ -114,8 +116,8 @@ def _legacy_ok(folder: Path) -> bool:
 
 
 def planned_dir(params: dict, timeout: float = 900.0) -> Path:
-    """The program dir of ``params`` (model file, ranks, mesh), planning it
-    once: sealed with its full key and every file's sha256
+    """The program dir of ``params`` (model file, ranks, mesh, ``uses``: more
+    files of ``examples/`` the model file loads), planning it once: sealed with its full key and every file's sha256
     (``verify/cache_files.py``); a damaged or edited dir is planned again."""
     from verify.cache_files import cached_dir
     from verify.plan.planner import plan
@@ -169,10 +171,12 @@ REPRO_BLOCKER = ("a planned paddleformers program: a standalone script cannot re
 
 
 def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect, only_pass=None,
-          strategy_passes=None):
+          strategy_passes=None, **extra):
     """``strategy_passes``: ``{pass name: Expect}`` of the engine passes the
     model file's strategy turns on that have an adapter of their own (as in
-    ``cases/planner_models.py``: e.g. ``passes/auto_parallel_recompute_pir.py``)."""
+    ``cases/planner_models.py``: e.g. ``passes/auto_parallel_recompute_pir.py``);
+    ``extra``: more params (``uses``; a c_embedding case's ``reference``, an
+    AMP case's ``amp_reference``, ``amp_dtype``, ``amp_level``, ``amp_black``)."""
     strategy_passes = dict(strategy_passes or {})
     return PirCase(name=name, family="zoo", summary=summary, mesh=mesh, builder=build,
                    expect={**expect, **strategy_passes}, rings=rings, ir="pir",
@@ -180,6 +184,7 @@ def _case(name, summary, model, ranks, mesh_text, mesh, rings, expect, only_pass
                    params={"model": model, "ranks": ranks, "mesh": mesh_text,
                            "repro_blocker": REPRO_BLOCKER,
                            "planner": "cases.zoo:planner_dir",
+                           **extra,
                            **({"only_pass": only_pass} if only_pass else {}),
                            **({"strategy_passes": sorted(strategy_passes)}
                               if strategy_passes else {})})
@@ -422,6 +427,46 @@ DECLARED += [
           "llama_recompute.py", 4, "2x2", MESH_2X2, DP2_TP2,
           {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_RECOMPUTE},
           strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT}),
+]
+C_EMBEDDING = "auto_parallel_c_embedding_pass"
+PIR_AMP = "pir_amp"
+# The most realistic LLaMA configuration that plans on a CPU 3.3.1 build:
+# DP2 x TP2, the decoder recomputed, the embedding vocab-parallel and looked up
+# by pd_op.c_embedding, bfloat16 AMP O1 with silu on the user's black list.
+# What of issue 36's list is not in it, and why (measured on this build):
+# - parallel cross entropy (replace_with_parallel_cross_entropy): no CPU kernel
+#   ("UnavailableError: Do not support c_softmax_with_cross_entropy for cpu
+#   kernel now.", phi/kernels/cpu/c_softmax_with_cross_entropy_kernel.cc:29);
+# - shared embeddings over pipeline stages (auto_parallel_sync_shared_params):
+#   both planning processes die with SIGSEGV in the pass's eager reshard of the
+#   tied weight (docs/planner.md);
+# - the LM head's ColWiseParallel: with replace_with_c_embedding on,
+#   append_backward raises in the head's matmul grad (examples/zoo/
+#   llama_vocab_parallel.py), so the head is replicated here;
+# - silu in bfloat16: no CPU kernel ("Check data type error for op: silu, input:
+#   x, x.dtype: bfloat16"), so silu is on custom_black_list (a user knob).
+_REALISTIC_FILES = ["../amp_of.py", "../c_embedding_of.py", "llama_realistic_fp32.py",
+                    "llama_vocab_parallel.py"]
+DECLARED += [
+    _case("zoo_llama_dp2_tp2_realistic",
+          "LLaMA, DP2 x TP2, the decoder recomputed (llama_recompute.py's switches), the "
+          "embedding vocab-parallel (RowWiseParallel: rows sharded over mp) and looked up "
+          "by pd_op.c_embedding (strategy.mp_optimization.replace_with_c_embedding, "
+          "fleet's hybrid group over gloo), bfloat16 AMP O1 with silu on "
+          "strategy.amp.custom_black_list (examples/zoo/llama_realistic.py); the LM head "
+          "replicated; not in it: parallel cross entropy (no CPU kernel) and shared "
+          "embeddings over pipeline stages (SIGSEGV), cases/zoo.py says why",
+          "llama_realistic.py", 4, "2x2", MESH_2X2, DP2_TP2,
+          {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS},
+          strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT,
+                           C_EMBEDDING: Expect(True, "EQUIVALENT", "TBD"),
+                           PIR_AMP: Expect(True, "EQUIVALENT", "TBD")},
+          uses=_REALISTIC_FILES,
+          reference={"model": "llama_realistic_no_cemb.py",
+                     "uses": ["../amp_of.py", "llama_vocab_parallel.py"]},
+          amp_reference="llama_realistic_fp32.py",
+          amp_reference_uses=["../c_embedding_of.py", "llama_vocab_parallel.py"],
+          amp_dtype="bfloat16", amp_level="O1", amp_black=["silu"]),
 ]
 CASES = [] if UNAVAILABLE else DECLARED
 

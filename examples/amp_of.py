@@ -89,14 +89,15 @@ def cpu_decorate(model, opt, dtype: str, master_weight: bool = True):
 
 
 def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: str = "O1",
-             cpu_guard: bool = True, decorate: bool = False) -> None:
+             cpu_guard: bool = True, decorate: bool = False, black=()) -> None:
     """Fill ``namespace`` (a model file's ``globals()``) with ``base_file``'s
     model (``NAMES``, ``BATCH``) and a ``configure`` turning the Engine's AMP
     on (``dtype``, ``level``); ``cpu_guard``: plan as on a GPU (module
     docstring); ``decorate``: the O2 user's ``paddle.amp.decorate`` of the
     model and optimizer, as on a GPU (:func:`cpu_decorate`), with the loss
     taken on the output cast to float32 (3.3.1's ``MSELoss`` refuses a
-    bfloat16 input)."""
+    bfloat16 input); ``black``: the user's ``strategy.amp.custom_black_list``
+    (ops kept in float32)."""
     spec = importlib.util.spec_from_file_location(
         "_amp_" + os.path.basename(base_file).replace(".py", ""),
         os.path.join(os.path.dirname(os.path.abspath(__file__)), base_file))
@@ -114,6 +115,8 @@ def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: st
         strategy.amp.enable = True
         strategy.amp.dtype = dtype
         strategy.amp.level = level
+        if black:
+            strategy.amp.custom_black_list = list(black)
 
     configure.__doc__ = f"The Engine's AMP on: {dtype}, level {level}."
     namespace["configure"] = configure

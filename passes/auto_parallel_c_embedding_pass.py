@@ -171,14 +171,15 @@ def crash_in_pass(pass_name, case, exc):
 
 def reference_dir(case) -> Path:
     """The plan of ``params["reference"]`` (``{"model", "uses"}``) on the
-    case's mesh, planned and cached as any planner case."""
+    case's mesh, planned and cached by the case's own planner
+    (``params["planner"]``: a planner case's or a zoo case's; the other
+    params, e.g. the zoo's ``ranks``, carried over)."""
     from types import SimpleNamespace
 
-    from cases.planner_models import planned_dir
-
     ref = case.params["reference"]
-    return planned_dir(SimpleNamespace(name=f"{case.name} (reference)", params={
-        "model": ref["model"], "mesh": case.params["mesh"], "uses": list(ref.get("uses", []))}))
+    params = {**case.params, "model": ref["model"], "uses": list(ref.get("uses", []))}
+    params.setdefault("planner", "cases.planner_models:planned_dir")
+    return planner_dir(SimpleNamespace(name=f"{case.name} (reference)", params=params))
 
 
 def _records(folder: Path, ranks) -> dict:
