@@ -445,6 +445,8 @@ PIR_AMP = "pir_amp"
 #   llama_vocab_parallel.py), so the head is replicated here;
 # - silu in bfloat16: no CPU kernel ("Check data type error for op: silu, input:
 #   x, x.dtype: bfloat16"), so silu is on custom_black_list (a user knob).
+# fleet.init's groups take ring ids 10..25 first (examples/c_embedding_of.py)
+DP2_TP2_FLEET = {26: [[0, 2]], 27: [[1, 3]], 28: [[0, 1], [2, 3]]}
 _REALISTIC_FILES = ["../amp_of.py", "../c_embedding_of.py", "llama_realistic_fp32.py",
                     "llama_vocab_parallel.py"]
 DECLARED += [
@@ -456,14 +458,15 @@ DECLARED += [
           "strategy.amp.custom_black_list (examples/zoo/llama_realistic.py); the LM head "
           "replicated; not in it: parallel cross entropy (no CPU kernel) and shared "
           "embeddings over pipeline stages (SIGSEGV), cases/zoo.py says why",
-          "llama_realistic.py", 4, "2x2", MESH_2X2, DP2_TP2,
+          "llama_realistic.py", 4, "2x2", MESH_2X2, DP2_TP2_FLEET,
           {RS: _RS_DP, SPLIT: _VPP_OWN, PLANNER: _PLANNER_HOLDS},
           strategy_passes={RECOMPUTE: _RECOMPUTE_CONTRACT,
                            C_EMBEDDING: Expect(True, "EQUIVALENT", "TBD"),
                            PIR_AMP: Expect(True, "EQUIVALENT", "TBD")},
           uses=_REALISTIC_FILES,
           reference={"model": "llama_realistic_no_cemb.py",
-                     "uses": ["../amp_of.py", "llama_vocab_parallel.py"]},
+                     "uses": ["../amp_of.py", "../c_embedding_of.py",
+                              "llama_vocab_parallel.py"]},
           amp_reference="llama_realistic_fp32.py",
           amp_reference_uses=["../c_embedding_of.py", "llama_vocab_parallel.py"],
           amp_dtype="bfloat16", amp_level="O1", amp_black=["silu"]),

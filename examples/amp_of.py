@@ -43,8 +43,31 @@ def cpu_auto_cast(*args, **kwargs):
     import paddle
 
     if not paddle.in_dynamic_mode():
-        return _ORIGINAL[0](*args, **kwargs)
+        enable = kwargs.get("enable", args[0] if args else True)
+        made = _ORIGINAL[0](*args, **kwargs)
+        return made if enable else _marked_off(made)
     return _gpu_state(*args, **kwargs)
+
+
+AMP_OFF = "amp_off_region"  # the bool attr (verify/value/pir_amp_rounding.py reads it)
+
+
+@contextlib.contextmanager
+def _marked_off(region):
+    """The model's own ``auto_cast(enable=False)`` region in the static
+    build (e.g. paddleformers' LLaMA rotary embedding, "force float32"):
+    every op built inside it is marked with the bool attr ``AMP_OFF``, so the
+    rounding relation knows AMP's lists do not apply to it (a mark in the
+    program, not a list of names)."""
+    import paddle
+
+    block = paddle.static.default_main_program().global_block()
+    before = {op.id() for op in block.ops}
+    with region:
+        yield
+    for op in block.ops:
+        if op.id() not in before:
+            op.set_bool_attr(AMP_OFF, True)
 
 
 @contextlib.contextmanager

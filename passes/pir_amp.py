@@ -81,8 +81,8 @@ class PirAmpAdapter(PlannerAdapter):
         p = case.params
         dtype, level = p.get("amp_dtype", "bfloat16"), p.get("amp_level", "O1")
         black = tuple(p.get("amp_black", ()))
-        from verify.value.pir_amp_rounding import (amp_rewrites, check_serial, pir_lists,
-                                                   rounding_depths)
+        from verify.value.pir_amp_rounding import (amp_off_ops, amp_rewrites, check_serial,
+                                                   pir_lists, rounding_depths)
 
         lists = pir_lists(dtype, level, black=black)
         if black:
@@ -111,10 +111,11 @@ class PirAmpAdapter(PlannerAdapter):
         if numeric and outcomes:
             from verify.numeric.pir_amp_runs import check as run_check
 
-            r, fp32, _, _ = outcomes[0]
+            r, fp32, amp0, _ = outcomes[0]
             checks.append(run_check(f"{where} rank {r}", r, ref_dir / f"rank{r}",
                                     amp_dir / f"rank{r}", dtype,
-                                    rounding_depths(fp32, dtype, level, lists=lists),
+                                    rounding_depths(fp32, dtype, level, lists=lists,
+                                                    off=amp_off_ops(fp32, amp0)),
                                     {op.type for op in fp32.ops}))
             notes.append(f"pir amp rounding run: rank {r}'s serial programs (every rank "
                          "plans from one serial program)")

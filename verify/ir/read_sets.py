@@ -306,6 +306,10 @@ DECLARED = {
     "pd_op.adam_": _PIR_ADAM,
     "pd_op.adamw_": _PIR_ADAM,
     "pd_op.assign": _d("x"),
+    # the model-parallel identity paddleformers' parallel_matmul inserts when
+    # fleet's hybrid group is initialised (the shape rule: same as x)
+    "pd_op.c_identity": _d("x", ignore={"ring_id": _IDENTITY, "use_calc_stream": _IDENTITY,
+                                        "use_model_parallel": _IDENTITY}),
     "pd_op.assign_out_": _d("x output"),
     "pd_op.share_data_": _d("x"),
     "pd_op.cast": _d("x dtype"),

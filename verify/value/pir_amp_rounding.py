@@ -21,7 +21,10 @@ planner records holds the ``pd_op.cast`` s).  Its terms, its idempotent
   its legacy name where it has one (:func:`amp_name`): a forward op on the
   white list computes in the low dtype; on the black list in float32; any
   other op in float32 if one of its float inputs is float32, else in the
-  low dtype.  A low op rounds each float32 input and its results; a float32
+  low dtype; a forward op the model built inside its own
+  ``auto_cast(enable=False)`` (marked ``amp_off_region``, :func:`amp_off_ops`)
+  computes in float32 whatever the lists say.  A low op rounds each float32
+  input and its results; a float32
   op widens a low input (the identity).  The backward is Paddle's autodiff of
   that forward: a ``*_grad`` op computes in its forward op's precision, and
   the gradient it writes for an input has that input's dtype (a low grad
@@ -52,8 +55,11 @@ from .amp_rounding import LOW, Terms, Val, rounding_witness
 
 KIND, NAME = "value", "pir amp rounding"
 FLOAT = ("float32",) + LOW
+# the bool attr marking an op the model built inside its own
+# ``auto_cast(enable=False)`` (examples/amp_of.py marks them at plan time)
+AMP_OFF = "amp_off_region"
 _BOOKKEEPING = {"op_role", "chunk_id", "struct_name", "stop_gradient", "persistable",
-                "op_callstack", "dist_attr", "op_namescope"}
+                "op_callstack", "dist_attr", "op_namescope", AMP_OFF}
 _FORWARD, _BACKWARD, _OPTIMIZE = 0, 1, 2
 # ops whose result is an input of the program, read by name (a feed, a
 # parameter, a state the startup writes): one symbol per name on both sides
@@ -209,9 +215,20 @@ def forward_of(snap) -> dict:
     return out
 
 
-def expected_run(snap, dtype, white, black, terms) -> tuple:
+def amp_off_ops(fp32, amp) -> frozenset:
+    """The float32 program's op indices the model built with AMP off: marked
+    ``AMP_OFF`` there or at their AMP counterpart (:func:`pair_ops`; the
+    float32 plan is built without AMP, so only the AMP build marks them)."""
+    pairs = pair_ops(fp32, amp)
+    return frozenset({o.idx for o in fp32.ops if o.attrs.get(AMP_OFF)} |
+                     {pairs[o.idx].idx for o in amp.ops
+                      if o.attrs.get(AMP_OFF) and o.idx in pairs})
+
+
+def expected_run(snap, dtype, white, black, terms, off=()) -> tuple:
     """The float32 program with ``round_<dtype>`` where the lists imply
-    (module docstring): ``(run, precision by op idx: True low / False)``."""
+    (module docstring; ``off``: the op indices built with AMP off):
+    ``(run, precision by op idx: True low / False)``."""
     run = Run(snap, terms)
     low_held = set()  # values the AMP program holds in the low dtype
     fwd_of = forward_of(snap)
@@ -220,7 +237,8 @@ def expected_run(snap, dtype, white, black, terms) -> tuple:
         ins_n = [(s, j, n) for s, j, n in _slots(op, op.inputs)]
         floats = [n for _, _, n in ins_n if _dtype(snap, n) == "float32"]
         role = _role(op)
-        if op.type.startswith("builtin.") or role == _OPTIMIZE or not floats:
+        if op.type.startswith("builtin.") or role == _OPTIMIZE or not floats or \
+                (role == _FORWARD and op.idx in off):
             low = False
         elif role == _FORWARD:
             t = amp_name(op.type)
@@ -303,7 +321,7 @@ def check_serial(where, rank, fp32, amp, dtype, level="O1", lists=None) -> Check
     one ``fp32`` (module docstring)."""
     white, black = lists if lists is not None else pir_lists(dtype, level)
     terms = Terms()
-    exp, prec = expected_run(fp32, dtype, white, black, terms)
+    exp, prec = expected_run(fp32, dtype, white, black, terms, amp_off_ops(fp32, amp))
     got = amp_run(amp, terms)
     pairs = pair_ops(fp32, amp)
     paired = {o.idx for o in pairs.values()}
@@ -414,13 +432,13 @@ def input_changes(fp32, amp) -> list:
     return out
 
 
-def rounding_depths(fp32, dtype, level="O1", lists=None) -> dict:
+def rounding_depths(fp32, dtype, level="O1", lists=None, off=()) -> dict:
     """``{("loss", None) | ("grad", param) | ("param", param): R}``: the
     distinct roundings in each watched value's expected term (the tolerance
-    of ``verify/numeric/amp_runs.py``)."""
+    of ``verify/numeric/amp_runs.py``; ``off``: :func:`amp_off_ops`)."""
     white, black = lists if lists is not None else pir_lists(dtype, level)
     terms = Terms()
-    exp, _ = expected_run(fp32, dtype, white, black, terms)
+    exp, _ = expected_run(fp32, dtype, white, black, terms, off)
     return _watched_depths(fp32, exp, terms)
 
 
