@@ -50,6 +50,41 @@ def cpu_auto_cast(*args, **kwargs):
 
 
 AMP_OFF = "amp_off_region"  # the bool attr (verify/value/pir_amp_rounding.py reads it)
+MODEL_CAST = "model_cast"  # likewise: a cast the model's code built
+
+
+def _marking_casts(fn):
+    """``fn`` (``paddle.cast``, ``Value.astype``, ...) marking the
+    ``pd_op.cast`` it builds in the static build with the bool attr
+    ``MODEL_CAST``: a cast of the model's own (``q_embed.astype(q.dtype)``),
+    told apart from those AMP's op builders insert (built in C++, unmarked)."""
+    import functools
+
+    @functools.wraps(fn)
+    def marked(*args, **kwargs):
+        import paddle
+
+        out = fn(*args, **kwargs)
+        if not paddle.in_dynamic_mode() and isinstance(out, paddle.pir.Value):
+            op = out.get_defining_op()
+            if op is not None and op.name() == "pd_op.cast":
+                op.set_bool_attr(MODEL_CAST, True)
+        return out
+
+    marked._marks_casts = True
+    return marked
+
+
+def _mark_model_casts() -> None:
+    """Mark the model's casts in the planning process (once)."""
+    import paddle
+
+    if getattr(paddle.cast, "_marks_casts", False):
+        return
+    paddle.cast = _marking_casts(paddle.cast)
+    for name in ("astype", "cast"):
+        if hasattr(paddle.pir.Value, name):
+            setattr(paddle.pir.Value, name, _marking_casts(getattr(paddle.pir.Value, name)))
 
 
 @contextlib.contextmanager
@@ -160,6 +195,7 @@ def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: st
             return base_loss(paddle.cast(out, "float32"), label)
 
         namespace.update(build_model=build_model, wrap_optimizer=wrap_optimizer, loss=loss)
+    _mark_model_casts()
     if cpu_guard:
         import paddle
 

@@ -82,6 +82,7 @@ class PirAmpAdapter(PlannerAdapter):
         dtype, level = p.get("amp_dtype", "bfloat16"), p.get("amp_level", "O1")
         black = tuple(p.get("amp_black", ()))
         from verify.value.pir_amp_rounding import (amp_off_ops, amp_rewrites, check_serial,
+                                                   following_casts, model_casts,
                                                    pir_lists, rounding_depths)
 
         lists = pir_lists(dtype, level, black=black)
@@ -115,7 +116,9 @@ class PirAmpAdapter(PlannerAdapter):
             checks.append(run_check(f"{where} rank {r}", r, ref_dir / f"rank{r}",
                                     amp_dir / f"rank{r}", dtype,
                                     rounding_depths(fp32, dtype, level, lists=lists,
-                                                    off=amp_off_ops(fp32, amp0)),
+                                                    off=amp_off_ops(fp32, amp0),
+                                                    follow=following_casts(fp32, amp0),
+                                                    cast_down=model_casts(fp32, amp0)),
                                     {op.type for op in fp32.ops}))
             notes.append(f"pir amp rounding run: rank {r}'s serial programs (every rank "
                          "plans from one serial program)")
