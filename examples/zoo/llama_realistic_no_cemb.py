@@ -17,7 +17,7 @@ from c_embedding_of import hybrid_group  # noqa: E402
 
 with_amp("zoo/llama_vocab_parallel.py", globals(), dtype="bfloat16", level="O1",
          black=("silu",))
-_amp_configure = configure  # noqa: F821 (with_amp's, just defined)
+_amp_configure = globals()["configure"]  # with_amp's, just defined
 
 
 def configure(strategy):
