@@ -43,8 +43,66 @@ def cpu_auto_cast(*args, **kwargs):
     import paddle
 
     if not paddle.in_dynamic_mode():
-        return _ORIGINAL[0](*args, **kwargs)
+        enable = kwargs.get("enable", args[0] if args else True)
+        made = _ORIGINAL[0](*args, **kwargs)
+        return made if enable else _marked_off(made)
     return _gpu_state(*args, **kwargs)
+
+
+AMP_OFF = "amp_off_region"  # the bool attr (verify/value/pir_amp_rounding.py reads it)
+MODEL_CAST = "model_cast"  # likewise: a cast the model's code built
+
+
+def _marking_casts(fn):
+    """``fn`` (``paddle.cast``, ``Value.astype``, ...) marking the
+    ``pd_op.cast`` it builds in the static build with the bool attr
+    ``MODEL_CAST``: a cast of the model's own (``q_embed.astype(q.dtype)``),
+    told apart from those AMP's op builders insert (built in C++, unmarked)."""
+    import functools
+
+    @functools.wraps(fn)
+    def marked(*args, **kwargs):
+        import paddle
+
+        out = fn(*args, **kwargs)
+        if not paddle.in_dynamic_mode() and isinstance(out, paddle.pir.Value):
+            op = out.get_defining_op()
+            if op is not None and op.name() == "pd_op.cast":
+                op.set_bool_attr(MODEL_CAST, True)
+        return out
+
+    marked._marks_casts = True
+    return marked
+
+
+def _mark_model_casts() -> None:
+    """Mark the model's casts in the planning process (once)."""
+    import paddle
+
+    if getattr(paddle.cast, "_marks_casts", False):
+        return
+    paddle.cast = _marking_casts(paddle.cast)
+    for name in ("astype", "cast"):
+        if hasattr(paddle.pir.Value, name):
+            setattr(paddle.pir.Value, name, _marking_casts(getattr(paddle.pir.Value, name)))
+
+
+@contextlib.contextmanager
+def _marked_off(region):
+    """The model's own ``auto_cast(enable=False)`` region in the static
+    build (e.g. paddleformers' LLaMA rotary embedding, "force float32"):
+    every op built inside it is marked with the bool attr ``AMP_OFF``, so the
+    rounding relation knows AMP's lists do not apply to it (a mark in the
+    program, not a list of names)."""
+    import paddle
+
+    block = paddle.static.default_main_program().global_block()
+    before = {op.id() for op in block.ops}
+    with region:
+        yield
+    for op in block.ops:
+        if op.id() not in before:
+            op.set_bool_attr(AMP_OFF, True)
 
 
 @contextlib.contextmanager
@@ -89,14 +147,15 @@ def cpu_decorate(model, opt, dtype: str, master_weight: bool = True):
 
 
 def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: str = "O1",
-             cpu_guard: bool = True, decorate: bool = False) -> None:
+             cpu_guard: bool = True, decorate: bool = False, black=()) -> None:
     """Fill ``namespace`` (a model file's ``globals()``) with ``base_file``'s
     model (``NAMES``, ``BATCH``) and a ``configure`` turning the Engine's AMP
     on (``dtype``, ``level``); ``cpu_guard``: plan as on a GPU (module
     docstring); ``decorate``: the O2 user's ``paddle.amp.decorate`` of the
     model and optimizer, as on a GPU (:func:`cpu_decorate`), with the loss
     taken on the output cast to float32 (3.3.1's ``MSELoss`` refuses a
-    bfloat16 input)."""
+    bfloat16 input); ``black``: the user's ``strategy.amp.custom_black_list``
+    (ops kept in float32)."""
     spec = importlib.util.spec_from_file_location(
         "_amp_" + os.path.basename(base_file).replace(".py", ""),
         os.path.join(os.path.dirname(os.path.abspath(__file__)), base_file))
@@ -114,6 +173,8 @@ def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: st
         strategy.amp.enable = True
         strategy.amp.dtype = dtype
         strategy.amp.level = level
+        if black:
+            strategy.amp.custom_black_list = list(black)
 
     configure.__doc__ = f"The Engine's AMP on: {dtype}, level {level}."
     namespace["configure"] = configure
@@ -134,6 +195,7 @@ def with_amp(base_file: str, namespace: dict, dtype: str = "bfloat16", level: st
             return base_loss(paddle.cast(out, "float32"), label)
 
         namespace.update(build_model=build_model, wrap_optimizer=wrap_optimizer, loss=loss)
+    _mark_model_casts()
     if cpu_guard:
         import paddle
 

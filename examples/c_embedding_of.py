@@ -12,7 +12,19 @@ the plan rendezvous on ``PADDLE_TRAINER_ENDPOINTS``; the planner starts them
 together).  The mesh must be 2-D ``["dp", "mp"]`` with mp of size MP: the pass
 takes the weight's mesh axis from a fresh ``fleet.DistributedStrategy()``'s
 ``mp_degree`` (1), right on that mesh only (on a 1-D mesh the planning
-process dies with SIGSEGV, docs/passes.md)."""
+process dies with SIGSEGV, docs/passes.md).
+
+Over four or more processes ``fleet.init`` creates process groups whose members
+hold the same group ranks at the same time (dp2 x mp2: ``[0, 2]`` and
+``[1, 3]``), and 3.3.1's ``ProcessGroupGloo`` rendezvouses on the global
+TCPStore under keys named by the group rank alone (its ``connectFullMesh``
+takes the store unprefixed; only the comm context's store is prefixed by the
+group id), so two such groups read each other's addresses: a rank pairs with
+a process of the other group and the plan dies in ``fleet.init`` (gloo
+``TIMEOUT`` / ``Connection refused`` after up to 170 s).  ``configure``
+therefore lets one group rendezvous at a time (:func:`one_group_at_a_time`),
+a user-level workaround: Paddle is not edited."""
+import contextlib
 import importlib.util
 import os
 
@@ -29,23 +41,17 @@ def with_c_embedding(base_file: str, namespace: dict) -> None:
     base = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base)
     namespace.update({n: getattr(base, n) for n in NAMES})
-    for n in ("BATCH", "VOCAB"):
+    for n in ("BATCH", "VOCAB", "MESH_DIMS"):
         if hasattr(base, n):
             namespace[n] = getattr(base, n)
+    base_configure = getattr(base, "configure", None)
 
     def configure(strategy):
-        """fleet's hybrid group over gloo, then the c_embedding flag on."""
-        import paddle.distributed as dist
-        from paddle.distributed import fleet
-
-        os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
-        world = int(os.environ.get("PADDLE_TRAINERS_NUM", MP))
-        _own_ports(world)
-        dist.init_parallel_env()
-        hybrid = fleet.DistributedStrategy()
-        hybrid.hybrid_configs = {"dp_degree": max(1, world // MP), "mp_degree": MP,
-                                 "pp_degree": 1}
-        fleet.init(is_collective=True, strategy=hybrid)
+        """The base model's own strategy settings, fleet's hybrid group over
+        gloo, then the c_embedding flag on."""
+        if base_configure is not None:
+            base_configure(strategy)
+        hybrid_group()
         strategy._mp_optimization.replace_with_c_embedding = True
 
     namespace["configure"] = configure
@@ -62,3 +68,48 @@ def _own_ports(world: int) -> None:
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     os.environ.update(PADDLE_TRAINER_ENDPOINTS=",".join(eps), PADDLE_CURRENT_ENDPOINT=eps[rank],
                       PADDLE_MASTER=eps[0], MASTER_ADDR="127.0.0.1", MASTER_PORT=str(base))
+
+
+def hybrid_group(serialize: bool = True, trace=None) -> None:
+    """fleet's hybrid communicate group (dp = world / MP, mp = MP) over gloo,
+    its groups created one at a time (``serialize``; module docstring);
+    ``trace(event, ranks)`` is told each group's ``"enter"`` and ``"leave"``."""
+    import paddle.distributed as dist
+    from paddle.distributed import fleet
+
+    os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"
+    world = int(os.environ.get("PADDLE_TRAINERS_NUM", MP))
+    _own_ports(world)
+    dist.init_parallel_env()
+    hybrid = fleet.DistributedStrategy()
+    hybrid.hybrid_configs = {"dp_degree": max(1, world // MP), "mp_degree": MP,
+                             "pp_degree": 1}
+    with one_group_at_a_time(serialize, trace):
+        fleet.init(is_collective=True, strategy=hybrid)
+
+
+@contextlib.contextmanager
+def one_group_at_a_time(serialize: bool = True, trace=None):
+    """``paddle.distributed.new_group`` (which fleet's topology calls for
+    every group, on every rank, in one order) followed by a barrier of the
+    default group, so no two groups rendezvous at once (``serialize=False``:
+    Paddle's own, for the test's broken twin)."""
+    import paddle.distributed as dist
+
+    made = dist.new_group
+
+    def new_group(ranks=None, *args, **kwargs):
+        if trace:
+            trace("enter", ranks)
+        group = made(ranks, *args, **kwargs)
+        if trace:
+            trace("leave", ranks)
+        if serialize:
+            dist.barrier()
+        return group
+
+    dist.new_group = new_group
+    try:
+        yield
+    finally:
+        dist.new_group = made

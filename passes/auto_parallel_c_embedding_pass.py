@@ -171,14 +171,15 @@ def crash_in_pass(pass_name, case, exc):
 
 def reference_dir(case) -> Path:
     """The plan of ``params["reference"]`` (``{"model", "uses"}``) on the
-    case's mesh, planned and cached as any planner case."""
+    case's mesh, planned and cached by the case's own planner
+    (``params["planner"]``: a planner case's or a zoo case's; the other
+    params, e.g. the zoo's ``ranks``, carried over)."""
     from types import SimpleNamespace
 
-    from cases.planner_models import planned_dir
-
     ref = case.params["reference"]
-    return planned_dir(SimpleNamespace(name=f"{case.name} (reference)", params={
-        "model": ref["model"], "mesh": case.params["mesh"], "uses": list(ref.get("uses", []))}))
+    params = {**case.params, "model": ref["model"], "uses": list(ref.get("uses", []))}
+    params.setdefault("planner", "cases.planner_models:planned_dir")
+    return planner_dir(SimpleNamespace(name=f"{case.name} (reference)", params=params))
 
 
 def _records(folder: Path, ranks) -> dict:
@@ -211,12 +212,22 @@ def composite_dir(folder: Path, ref: Path, ranks, out: Path) -> Path:
     r0 = ranks[0]
     ref0 = json.loads((ref / f"rank{r0}" / "planner.json").read_text())
     ref_serial = _serial_snapshot(ref, r0)
+    ref_stage = next((st for st in ref0.get("stages", []) if st.get("stage") == "serial"
+                      and st.get("snapshot")), None)
     for r in ranks:
         p = out / f"rank{r}" / "planner.json"
         rec = json.loads(p.read_text())
         rec["serial_relation"] = ref0.get("serial_relation")
         rec["serial_error"] = ref0.get("serial_error")
-        rec["stages"] = []  # the stage snapshots are the plan's, not read here
+        # the stage snapshots are the plan's, not read here; but the reference's
+        # serial stage is kept: an AMP plan's rounding tolerance is read from it
+        # (planner.amp_roundings), else a bfloat16 run is held to float32's
+        rec["stages"] = []
+        if ref_stage is not None:
+            dst = out / f"rank{r}" / ref_stage["snapshot"]
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ref / f"rank{r0}" / ref_stage["snapshot"], dst)
+            rec["stages"] = [ref_stage]
         link, made = serial_links(_serial_snapshot(folder, r), ref_serial)
         for op in rec.get("final_ops", []):
             ser = op.get("serial")

@@ -25,7 +25,9 @@ file, same mesh):
   tolerance (run once: every rank plans from one serial program, which the
   planner application's ``serial program`` check states).
 
-Case params: ``amp_reference`` (model file), ``amp_dtype``, ``amp_level``.
+Case params: ``amp_reference`` (model file), ``amp_dtype``, ``amp_level``,
+``amp_black`` (the user's ``strategy.amp.custom_black_list``: the lists are
+Paddle's ``_update_list`` of them, as ``auto_cast`` makes them).
 On a CPU build the AMP plan needs ``examples/amp_of.py``'s GPU AMP state
 (``auto_cast`` is a no-op on a CPU place): docs/passes.md.
 """
@@ -58,12 +60,13 @@ class PirAmpAdapter(PlannerAdapter):
         return bool(params.get("amp_reference")) and \
             self.name in (params.get("strategy_passes") or ())
 
-    def pattern_present(self, snap, dtype="bfloat16", level="O1") -> bool:
-        """An op of the white list ``auto_cast`` installs for ``dtype`` and
-        ``level``, looked up by its legacy name as PIR's AMP does."""
+    def pattern_present(self, snap, dtype="bfloat16", level="O1", black=()) -> bool:
+        """An op of the white list ``auto_cast`` installs for ``dtype``,
+        ``level`` and the user's black list, looked up by its legacy name as
+        PIR's AMP does."""
         from verify.value.pir_amp_rounding import amp_name, pir_lists
 
-        white, _ = pir_lists(dtype, level)
+        white, _ = pir_lists(dtype, level, black=black)
         return any(amp_name(op.type) in white for op in snap.ops)
 
     def reference_dir(self, case):
@@ -77,7 +80,15 @@ class PirAmpAdapter(PlannerAdapter):
         checks, outcomes, notes = [], [], []
         p = case.params
         dtype, level = p.get("amp_dtype", "bfloat16"), p.get("amp_level", "O1")
-        from verify.value.pir_amp_rounding import amp_rewrites, check_serial, rounding_depths
+        black = tuple(p.get("amp_black", ()))
+        from verify.value.pir_amp_rounding import (amp_off_ops, amp_rewrites, check_serial,
+                                                   following_casts, model_casts,
+                                                   pir_lists, rounding_depths)
+
+        lists = pir_lists(dtype, level, black=black)
+        if black:
+            notes.append(f"AMP lists: Paddle's {dtype} {level} lists with the user's "
+                         f"custom_black_list {sorted(black)}")
 
         fired = {}
         amp_dir, ref_dir = planner_dir(case), self.reference_dir(case)
@@ -95,15 +106,19 @@ class PirAmpAdapter(PlannerAdapter):
                 continue
             outcomes.append((r, fp32, amp, None))
             fired[r] = bool(amp_rewrites(fp32, amp))
-            checks.append(self.amp_fired_check(case, r, fp32, amp, dtype, level))
-            checks.append(check_serial(f"{where} rank {r}", r, fp32, amp, dtype, level))
+            checks.append(self.amp_fired_check(case, r, fp32, amp, dtype, level, black))
+            checks.append(check_serial(f"{where} rank {r}", r, fp32, amp, dtype, level,
+                                       lists=lists))
         if numeric and outcomes:
             from verify.numeric.pir_amp_runs import check as run_check
 
-            r, fp32, _, _ = outcomes[0]
+            r, fp32, amp0, _ = outcomes[0]
             checks.append(run_check(f"{where} rank {r}", r, ref_dir / f"rank{r}",
                                     amp_dir / f"rank{r}", dtype,
-                                    rounding_depths(fp32, dtype, level),
+                                    rounding_depths(fp32, dtype, level, lists=lists,
+                                                    off=amp_off_ops(fp32, amp0),
+                                                    follow=following_casts(fp32, amp0),
+                                                    cast_down=model_casts(fp32, amp0)),
                                     {op.type for op in fp32.ops}))
             notes.append(f"pir amp rounding run: rank {r}'s serial programs (every rank "
                          "plans from one serial program)")
@@ -112,7 +127,7 @@ class PirAmpAdapter(PlannerAdapter):
         return {"checks": checks, "outcomes": outcomes, "notes": notes, "fired": fired}
 
     def amp_fired_check(self, case, rank, fp32, amp, dtype="bfloat16",
-                        level="O1") -> CheckResult:
+                        level="O1", black=()) -> CheckResult:
         """The contract both ways, on the serial programs: where the float32
         program holds an op of the white list (:meth:`pattern_present`) the
         AMP build must have rewritten it (casts, low values); where it holds
@@ -120,7 +135,8 @@ class PirAmpAdapter(PlannerAdapter):
         low value (else CONTRACT_BROKEN, naming the first op it added)."""
         from verify.value.pir_amp_rounding import amp_rewrites
 
-        present, added = self.pattern_present(fp32, dtype, level), amp_rewrites(fp32, amp)
+        present, added = self.pattern_present(fp32, dtype, level, black), \
+            amp_rewrites(fp32, amp)
         name = "fired" if present else "left alone"
         where = f"{self.name} on case {case.name} rank {rank}"
         details = {"fired": bool(added), "pattern_present": present,

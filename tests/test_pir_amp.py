@@ -508,3 +508,90 @@ def test_the_planner_relation_of_the_amp_plan_is_proved():
     got = relation_proof(case, folder, records, [])
     assert [c.verdict for c in got] == [Verdict.EQUIVALENT], [c.message for c in got]
     assert "PROVED at the real shapes" in got[0].message
+
+
+# -- a model's own auto_cast(enable=False) region ------------------------------
+_REGION_MODEL = '''
+import sys
+sys.path.insert(0, {examples!r})
+import paddle
+import planner_amp_mlp as base
+from planner_amp_mlp import loss, optimizer, inputs, labels, BATCH
+
+
+class RegionMLP(base.SmoothMLP):
+    """The down projection built with AMP off, as paddleformers' rotary
+    embedding ("force float32")."""
+
+    def forward(self, x):
+        h = paddle.tanh(self.up(self.norm(x)))
+        with paddle.amp.auto_cast(enable=False):
+            return self.down(h.astype("float32"))
+
+
+def build_model(mesh):
+    return RegionMLP()
+'''
+
+
+@pytest.fixture(scope="module")
+def region_plans(tmp_path_factory):
+    """The float32 and the AMP serial snapshots of ``RegionMLP``."""
+    from cases.planner_models import plan_model
+
+    tmp = tmp_path_factory.mktemp("amp_region")
+    (tmp / "region_mlp.py").write_text(_REGION_MODEL.format(examples=str(EXAMPLES)))
+    (tmp / "region_amp.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(EXAMPLES)!r})\nfrom amp_of import with_amp\n"
+        f"with_amp({str(tmp / 'region_mlp.py')!r}, globals(), dtype='bfloat16', level='O1')\n")
+    snaps = []
+    for name in ("region_mlp", "region_amp"):
+        out = plan_model(tmp / f"{name}.py", [0], tmp / name, name)
+        snaps.append(_snap(out, 0, _serial_file(out, 0)))
+    return snaps
+
+
+def _matmuls(snap):
+    return [op for op in snap.ops if op.type == "pd_op.matmul"]
+
+
+def _marked(snap, op_idx, on: bool):
+    """``snap`` with the AMP-off mark of op ``op_idx`` set or removed."""
+    from verify.value.pir_amp_rounding import AMP_OFF
+
+    out = copy.deepcopy(snap)
+    op = next(o for o in out.ops if o.idx == op_idx)
+    if on:
+        op.attrs[AMP_OFF] = True
+    else:
+        op.attrs.pop(AMP_OFF, None)
+    return out
+
+
+def test_an_amp_off_region_of_the_model_computes_in_float32(region_plans):
+    """The region's matmul is marked at plan time (``examples/amp_of.py``) and
+    kept in float32: the relation holds; with the mark taken away the same
+    program is refuted at that matmul (the mark, not a name, is what the
+    check reads)."""
+    from verify.value.pir_amp_rounding import AMP_OFF
+
+    fp32, amp = region_plans
+    up, down = _matmuls(amp)[:2]
+    assert not up.attrs.get(AMP_OFF) and down.attrs.get(AMP_OFF)
+    res = _check(fp32, amp)
+    assert res.verdict == Verdict.EQUIVALENT, res.message
+    res = _check(fp32, _marked(amp, down.idx, on=False))
+    assert res.verdict == Verdict.NOT_EQUIVALENT, res.message
+    assert res.counterexample["op_index"] == down.idx
+    assert res.counterexample["expected_precision"] == "bfloat16"
+
+
+def test_a_low_op_marked_amp_off_is_refuted_twin(region_plans):
+    """Broken twin: the up projection (computed in bfloat16) marked as built
+    with AMP off: the relation expects float32 there and is refuted at it."""
+    fp32, amp = region_plans
+    up = _matmuls(amp)[0]
+    res = _check(fp32, _marked(amp, up.idx, on=True))
+    assert res.verdict == Verdict.NOT_EQUIVALENT, res.message
+    assert res.counterexample["op_index"] == up.idx
+    assert res.counterexample["expected_precision"] == "float32"

@@ -557,6 +557,7 @@ RULES.update({
     "pd_op.send_v2": lambda s: {},
     "pd_op.recv_v2": lambda s: {"out": [list(s.attr("out_shape", []))]},
     "pd_op.assign": same_as("x", "out"),
+    "pd_op.c_identity": same_as("x", "out"),
     "pd_op.split_with_num": _pir_split_with_num,
     "builtin.slice": _pir_vector_piece,
     "builtin.split": _pir_vector_pieces,

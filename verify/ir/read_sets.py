@@ -47,6 +47,10 @@ COMMON = {
     "op_role_var": "names the (param, grad) pair for the optimizer passes; no kernel reads it",
     "op_namescope": "the name scope the op was built in (debug info)",
     "op_callstack": "the Python stack that built the op (debug info)",
+    "model_cast": "the suite's plan-time mark of a cast the model's own code built "
+                  "(examples/amp_of.py); no kernel reads it",
+    "amp_off_region": "the suite's plan-time mark of an op the model built inside its own "
+                      "auto_cast(enable=False) (examples/amp_of.py); no kernel reads it",
     "op_device": "a pipeline placement hint: which device runs the op, not what it computes",
     "with_quant_attr": "marks quantization attrs for the quantization passes",
     "use_mkldnn": "selects the oneDNN kernel of the same function",
@@ -306,6 +310,10 @@ DECLARED = {
     "pd_op.adam_": _PIR_ADAM,
     "pd_op.adamw_": _PIR_ADAM,
     "pd_op.assign": _d("x"),
+    # the model-parallel identity paddleformers' parallel_matmul inserts when
+    # fleet's hybrid group is initialised (the shape rule: same as x)
+    "pd_op.c_identity": _d("x", ignore={"ring_id": _IDENTITY, "use_calc_stream": _IDENTITY,
+                                        "use_model_parallel": _IDENTITY}),
     "pd_op.assign_out_": _d("x output"),
     "pd_op.share_data_": _d("x"),
     "pd_op.cast": _d("x dtype"),

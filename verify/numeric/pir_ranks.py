@@ -162,7 +162,10 @@ class _PirRank:
 
         self.rank = rank
         self.where = where
+        from .pir_execution import translate_for_execution
+
         main, startup, names = import_programs(exported)
+        translate_for_execution(main, names)
         _argument_reads_copied(main)
         ops = list(main.global_block().ops)
         self.cut_ops = [i for i, op in enumerate(ops) if exchanges(op.name())]

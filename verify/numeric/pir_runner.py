@@ -240,7 +240,10 @@ def load_for_fetch(exported, watch, what: str = "the program"):
     program (under ``IrGuard``); KeyError naming a watched value it lacks."""
     from verify.ir.pir_snapshot import import_programs
 
+    from .pir_execution import translate_for_execution
+
     main, startup, names = import_programs(exported)
+    translate_for_execution(main, names)
     values = _values_by_name(main, names)
     missing = [n for n in watch if n not in values]
     if missing:

@@ -236,8 +236,11 @@ def _wave_rank_class():
 
             from verify.ir.pir_snapshot import import_programs
 
+            from .pir_execution import translate_for_execution
+
             with paddle.pir_utils.IrGuard():
                 main, _, _ = import_programs(exported)
+                translate_for_execution(main)
             self.waves, deps = collective_waves(main, self.cut_ops)
             self.wave_stages = {w: _wave_stage(main, self.cut_ops, self.waves, deps, w)
                                 for w in sorted(set(self.waves))}

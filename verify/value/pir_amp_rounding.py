@@ -21,7 +21,14 @@ planner records holds the ``pd_op.cast`` s).  Its terms, its idempotent
   its legacy name where it has one (:func:`amp_name`): a forward op on the
   white list computes in the low dtype; on the black list in float32; any
   other op in float32 if one of its float inputs is float32, else in the
-  low dtype.  A low op rounds each float32 input and its results; a float32
+  low dtype (its tensor inputs, not its mutable attributes:
+  :func:`mutable_attributes`); a forward op the model built inside its own
+  ``auto_cast(enable=False)`` (marked ``amp_off_region``, :func:`amp_off_ops`)
+  computes in float32 whatever the lists say; the model's own cast to
+  another value's dtype (``x.to(dtype=y.dtype)``: to float32 in the float32
+  program, to the low dtype in the AMP one) rounds (:func:`following_casts`;
+  where the float32 program builds no cast for it, :func:`model_casts`).  A low op rounds each float32
+  input and its results; a float32
   op widens a low input (the identity).  The backward is Paddle's autodiff of
   that forward: a ``*_grad`` op computes in its forward op's precision, and
   the gradient it writes for an input has that input's dtype (a low grad
@@ -52,8 +59,14 @@ from .amp_rounding import LOW, Terms, Val, rounding_witness
 
 KIND, NAME = "value", "pir amp rounding"
 FLOAT = ("float32",) + LOW
+# the bool attr marking an op the model built inside its own
+# ``auto_cast(enable=False)`` (examples/amp_of.py marks them at plan time)
+AMP_OFF = "amp_off_region"
+# the bool attr marking a pd_op.cast the model's own code built (paddle.cast,
+# Tensor.astype; examples/amp_of.py marks them at plan time)
+MODEL_CAST = "model_cast"
 _BOOKKEEPING = {"op_role", "chunk_id", "struct_name", "stop_gradient", "persistable",
-                "op_callstack", "dist_attr", "op_namescope"}
+                "op_callstack", "dist_attr", "op_namescope", AMP_OFF, MODEL_CAST}
 _FORWARD, _BACKWARD, _OPTIMIZE = 0, 1, 2
 # ops whose result is an input of the program, read by name (a feed, a
 # parameter, a state the startup writes): one symbol per name on both sides
@@ -97,6 +110,19 @@ def amp_name(op_type: str) -> str:
     ``matmul_v2`` does), else its own."""
     t = short(op_type)
     return _fluid_names().get(t, t)
+
+
+@functools.lru_cache(maxsize=None)
+def mutable_attributes(op_type: str) -> frozenset:
+    """The operands of ``op_type`` that are attributes made tensors (PIR's
+    mutable attributes: ``pd_op.scale``'s ``scale``, a reshape's ``shape``):
+    the attrs of its legacy op proto (Paddle's own table).  PIR's AMP promote
+    reads the op's tensor inputs only, never these."""
+    from paddle.base import framework
+
+    protos = framework.OpProtoHolder.instance().op_proto_map
+    proto = protos.get(amp_name(op_type))
+    return frozenset(a.name for a in proto.attrs) if proto is not None else frozenset()
 
 
 def _attrs_key(op) -> tuple:
@@ -209,19 +235,39 @@ def forward_of(snap) -> dict:
     return out
 
 
-def expected_run(snap, dtype, white, black, terms) -> tuple:
+def amp_off_ops(fp32, amp) -> frozenset:
+    """The float32 program's op indices the model built with AMP off: marked
+    ``AMP_OFF`` there or at their AMP counterpart (:func:`pair_ops`; the
+    float32 plan is built without AMP, so only the AMP build marks them)."""
+    pairs = pair_ops(fp32, amp)
+    return frozenset({o.idx for o in fp32.ops if o.attrs.get(AMP_OFF)} |
+                     {pairs[o.idx].idx for o in amp.ops
+                      if o.attrs.get(AMP_OFF) and o.idx in pairs})
+
+
+def expected_run(snap, dtype, white, black, terms, off=(), follow=(), cast_down=()) -> tuple:
     """The float32 program with ``round_<dtype>`` where the lists imply
-    (module docstring): ``(run, precision by op idx: True low / False)``."""
+    (module docstring; ``off``: the op indices built with AMP off; ``follow``:
+    the model's casts that follow a low value's dtype, :func:`following_casts`;
+    ``cast_down``: the values the model casts down, :func:`model_casts`):
+    ``(run, precision by op idx: True low / False)``."""
     run = Run(snap, terms)
     low_held = set()  # values the AMP program holds in the low dtype
     fwd_of = forward_of(snap)
     prec, fwd_in_low = {}, {}
+    # builtin.combine's vectors of float values (a concat's input): float
+    # inputs of their readers, held low when every element is
+    float_vecs = set()
     for op in snap.ops:
         ins_n = [(s, j, n) for s, j, n in _slots(op, op.inputs)]
-        floats = [n for _, _, n in ins_n if _dtype(snap, n) == "float32"]
+        attr_slots = mutable_attributes(op.type)
+        floats = [n for s, _, n in ins_n if (_dtype(snap, n) == "float32" or n in float_vecs)
+                  and s not in attr_slots]
         role = _role(op)
-        if op.type.startswith("builtin.") or role == _OPTIMIZE or not floats:
-            low = False
+        if op.type.startswith("builtin.") or role == _OPTIMIZE or not floats or \
+                (role == _FORWARD and op.idx in off) or \
+                (op.type == "pd_op.cast" and op.attrs.get("dtype") == "float32"):
+            low = False  # (a cast's own dtype attr decides its result)
         elif role == _FORWARD:
             t = amp_name(op.type)
             low = (t in white) or (t not in black and all(n in low_held for n in floats))
@@ -233,7 +279,8 @@ def expected_run(snap, dtype, white, black, terms) -> tuple:
         ins = {}
         for s, j, n in ins_n:
             v = run.read(n)
-            if low and _dtype(snap, n) == "float32" and n not in low_held:
+            if low and _dtype(snap, n) == "float32" and n not in low_held and \
+                    s not in attr_slots:
                 v = run.round(dtype, v)
             ins.setdefault(s, []).append(v)
         if role == _FORWARD:
@@ -243,6 +290,16 @@ def expected_run(snap, dtype, white, black, terms) -> tuple:
         for slot, j, n in _slots(op, op.outputs):
             v = run.term(op, ins, slot, j)
             float_out = _dtype(snap, n) == "float32"
+            if op.type == "pd_op.cast" and float_out and \
+                    all(_dtype(snap, x) in FLOAT for _, _, x in ins_n):
+                # a cast to float32 of a float value is the identity (as amp_run's
+                # widening); the AMP build may have built none there
+                v = next(iter(ins.values()))[0]
+            if op.idx in follow and float_out:  # x.to(dtype=<a low value's dtype>)
+                v = run.round(dtype, next(iter(ins.values()))[0])
+                outs[(slot, j)] = v
+                low_held.add(n)
+                continue
             if low and float_out:
                 v = run.round(dtype, v)
             held = low and float_out
@@ -254,8 +311,14 @@ def expected_run(snap, dtype, white, black, terms) -> tuple:
                                       [False] * (j + 1))[j:j + 1] == [True]
                 if held and not low:
                     v = run.round(dtype, v)
-            elif op.type.startswith("builtin.") and float_out:
+            elif op.type.startswith("builtin.") and (float_out or (
+                    op.type == "builtin.combine" and any(
+                        _dtype(snap, x) == "float32" or x in float_vecs for _, _, x in ins_n))):
                 held = all(x in low_held for _, _, x in ins_n) and bool(ins_n)
+                if not float_out:
+                    float_vecs.add(n)
+            if n in cast_down and float_out:  # the model's own cast to a low value's dtype
+                v, held = run.round(dtype, v), True
             outs[(slot, j)] = v
             if held:
                 low_held.add(n)
@@ -276,17 +339,27 @@ def pair_ops(fp32, amp) -> dict:
         p = op.inputs.get("param") if _role(op) == _OPTIMIZE else None
         return (op.type, p[0]) if p else None
 
+    def named(op):  # a program input: by the name of the value it declares
+        return (op.type, tuple(n for _, _, n in _slots(op, op.outputs))) \
+            if op.type in INPUT_OPS else None
+
     by_param = {param(o): o for o in fp32.ops if param(o)}
+    by_name = {named(o): o for o in fp32.ops if named(o)}
     out, i = {}, 0
-    ops = [o for o in fp32.ops if not param(o)]
+    ops = [o for o in fp32.ops if not param(o) and not named(o)]
     for op in amp.ops:
         if param(op):  # the AMP optimizer orders its updates otherwise
             if param(op) in by_param:
                 out[op.idx] = by_param[param(op)]
             continue
+        if named(op):  # and declares its states otherwise (only those it reads)
+            if named(op) in by_name:
+                out[op.idx] = by_name[named(op)]
+            continue
         if op.type == "pd_op.cast":
-            if i < len(ops) and ops[i].type == op.type and \
-                    ops[i].attrs.get("dtype") == op.attrs.get("dtype"):
+            if i < len(ops) and ops[i].type == op.type and (
+                    ops[i].attrs.get("dtype") == op.attrs.get("dtype") or
+                    _follows(ops[i], op)):
                 out[op.idx] = ops[i]
                 i += 1
             continue
@@ -298,12 +371,53 @@ def pair_ops(fp32, amp) -> dict:
     return out
 
 
+def _follows(fp32_cast, amp_cast) -> bool:
+    """The model's own cast to another value's dtype (``x.to(dtype=y.dtype)``):
+    to float32 in the float32 program, to a low dtype at the same place in the
+    AMP program, where ``y`` is low."""
+    return fp32_cast.attrs.get("dtype") == "float32" and amp_cast.attrs.get("dtype") in LOW
+
+
+def following_casts(fp32, amp) -> frozenset:
+    """The float32 program's casts the AMP program makes to a low dtype
+    (:func:`_follows`): they round there."""
+    by_idx = {o.idx: o for o in amp.ops}
+    return frozenset(f.idx for a, f in pair_ops(fp32, amp).items()
+                     if f.type == "pd_op.cast" and _follows(f, by_idx[a]))
+
+
+def model_casts(fp32, amp) -> frozenset:
+    """The float32 program's values the model itself casts down in the AMP
+    program (``q_embed.astype(q.dtype)`` with ``q`` low; in the float32
+    program a cast to the same dtype, which builds no op): an AMP cast to a
+    low dtype that pairs with nothing and that the model's own code built
+    (marked ``MODEL_CAST`` at plan time, ``examples/amp_of.py``; the casts
+    AMP inserts are built by Paddle's op builders and carry no mark), its
+    input the result of a paired op."""
+    pairs = pair_ops(fp32, amp)
+    made = {n: (op, s, j) for op in amp.ops for s, j, n in _slots(op, op.outputs)}
+    out = set()
+    for c in amp.ops:
+        if c.type != "pd_op.cast" or c.idx in pairs or c.attrs.get("dtype") not in LOW \
+                or not c.attrs.get(MODEL_CAST):
+            continue
+        src = made.get(c.inputs["x"][0])
+        if src is None or src[0].idx not in pairs:
+            continue
+        op, s, j = src
+        names = pairs[op.idx].outputs.get(s) or []
+        if j < len(names) and names[j]:
+            out.add(names[j])
+    return frozenset(out)
+
+
 def check_serial(where, rank, fp32, amp, dtype, level="O1", lists=None) -> CheckResult:
     """One CheckResult: the AMP serial snapshot ``amp`` against the float32
     one ``fp32`` (module docstring)."""
     white, black = lists if lists is not None else pir_lists(dtype, level)
     terms = Terms()
-    exp, prec = expected_run(fp32, dtype, white, black, terms)
+    exp, prec = expected_run(fp32, dtype, white, black, terms, amp_off_ops(fp32, amp),
+                             following_casts(fp32, amp), model_casts(fp32, amp))
     got = amp_run(amp, terms)
     pairs = pair_ops(fp32, amp)
     paired = {o.idx for o in pairs.values()}
@@ -347,7 +461,11 @@ def check_serial(where, rank, fp32, amp, dtype, level="O1", lists=None) -> Check
             f"{where}: the program input {name!r} is declared {now} in the AMP program, "
             f"{was} in the float32 one: the programs start from other values",
             counterexample={"rank": rank, "var": name, "fp32": was, "amp": now})
-    missing = [o for o in fp32.ops if o.idx not in paired]
+    fp32_read = {n for op in fp32.ops for _, _, n in _slots(op, op.inputs)}
+    missing = [o for o in fp32.ops if o.idx not in paired and not (
+        o.type in INPUT_OPS and not any(n in fp32_read for _, _, n in _slots(o, o.outputs)))]
+    # (an input no op reads declares nothing the programs compute: the AMP
+    # optimizer declares states only for the parameters it updates)
     if missing:
         o = missing[0]
         return CheckResult(
@@ -393,14 +511,18 @@ def _numel_shape(shape):
 
 def input_changes(fp32, amp) -> list:
     """``[(name, (shape, dtype) in float32, (shape, dtype) in AMP)]``: the
-    program inputs (``INPUT_OPS`` results, by name) declared otherwise, up to
+    program inputs (``INPUT_OPS`` results, by name, that an op reads) declared
+    otherwise, up to
     size-1 dims (3.3.1's AMP optimizer declares the learning rate ``[1]``
     where the float32 one is ``[]``: one element either way)."""
     def inputs(snap):
+        read = {n for op in snap.ops for _, _, n in _slots(op, op.inputs)}
         out = {}
         for op in snap.ops:
             if op.type in INPUT_OPS:
                 for _, _, n in _slots(op, op.outputs):
+                    if n not in read:  # declared, read by no op: no value starts from it
+                        continue
                     v = snap.var(n)
                     out[n] = (list(v.shape), v.dtype) if v is not None else None
         return out
@@ -414,13 +536,14 @@ def input_changes(fp32, amp) -> list:
     return out
 
 
-def rounding_depths(fp32, dtype, level="O1", lists=None) -> dict:
+def rounding_depths(fp32, dtype, level="O1", lists=None, off=(), follow=(),
+                    cast_down=()) -> dict:
     """``{("loss", None) | ("grad", param) | ("param", param): R}``: the
     distinct roundings in each watched value's expected term (the tolerance
-    of ``verify/numeric/amp_runs.py``)."""
+    of ``verify/numeric/amp_runs.py``; ``off``: :func:`amp_off_ops`)."""
     white, black = lists if lists is not None else pir_lists(dtype, level)
     terms = Terms()
-    exp, _ = expected_run(fp32, dtype, white, black, terms)
+    exp, _ = expected_run(fp32, dtype, white, black, terms, off, follow, cast_down)
     return _watched_depths(fp32, exp, terms)
 
 
