@@ -1108,6 +1108,8 @@ SOURCES = ("verify/numeric/planner_runs.py", "verify/numeric/pir_ranks.py",
            "verify/numeric/job_plan_runs.py",
            "verify/numeric/placements.py", "verify/ir/pir_snapshot.py",
            "verify/numeric/run_spec.py",
+           # what an op without a CPU kernel runs as (c_identity as assign)
+           "verify/numeric/pir_execution.py",
            # the serial program's float64 run (the tolerance's measured floor)
            "verify/numeric/float64_reference.py")
 # what decides the relation's value proof: the proof's modules, the op table
