@@ -24,83 +24,37 @@ from __future__ import annotations
 
 import numpy as np
 
-
-class FusionLayoutError(ValueError):
-    """The fused value is not a column permutation of its parts."""
-
-    def __init__(self, message: str, counterexample: dict):
-        super().__init__(message)
-        self.counterexample = counterexample
+from verify.numeric.fused_params import FusionLayoutError, derive_blocks, fuse_by_record  # noqa: F401
 
 
-def derive_blocks(name: str, parts: dict, fused: np.ndarray) -> list:
-    """``[[part name, part start, part stop, fused start], ...]`` along the
-    last axis: the runs of ``fused``'s columns, each equal to a run of one
-    part's columns.  ``parts``: ``{name: array}`` in the fusion's order.
-    Raises :class:`FusionLayoutError` (naming the fused parameter and
-    column) when a column matches no part, more than one, or a part's column
-    is used twice or never."""
-    fused = np.asarray(fused)
-    lead = fused.shape[:-1]
-    for p, a in parts.items():
-        if np.asarray(a).shape[:-1] != lead:
-            raise FusionLayoutError(
-                f"{name}: part {p} has shape {list(np.shape(a))}, the fused parameter "
-                f"{list(fused.shape)} (only the last axis may differ)",
-                {"fused": name, "part": p, "shape": list(np.shape(a))})
-    cols = {}  # column bytes -> [(part, column)]
-    for p, a in parts.items():
-        a = np.ascontiguousarray(np.asarray(a, dtype=fused.dtype))
-        for c in range(a.shape[-1]):
-            cols.setdefault(a[..., c].tobytes(), []).append((p, c))
-    used, runs = set(), []
-    for j in range(fused.shape[-1]):
-        found = cols.get(np.ascontiguousarray(fused[..., j]).tobytes(), [])
-        if len(found) != 1:
-            raise FusionLayoutError(
-                f"{name}: fused column {j} equals {len(found)} part columns "
-                f"({found[:4]}), not exactly one",
-                {"fused": name, "column": j, "matches": [list(f) for f in found[:4]]})
-        p, c = found[0]
-        if (p, c) in used:
-            raise FusionLayoutError(f"{name}: column {c} of {p} is used twice (again at "
-                                    f"fused column {j})",
-                                    {"fused": name, "column": j, "part": p, "part_column": c})
-        used.add((p, c))
-        if runs and runs[-1][0] == p and runs[-1][2] == c and \
-                runs[-1][3] + (runs[-1][2] - runs[-1][1]) == j:
-            runs[-1][2] += 1
-        else:
-            runs.append([p, c, c + 1, j])
-    for p, a in parts.items():
-        missing = [c for c in range(np.shape(a)[-1]) if (p, c) not in used]
-        if missing:
-            raise FusionLayoutError(f"{name}: column {missing[0]} of {p} is in no fused "
-                                    "column", {"fused": name, "part": p,
-                                               "part_column": missing[0]})
-    return runs
-
-
-def fuse_by_record(record: dict, values: dict) -> np.ndarray:
-    """The fused value the recorded layout makes of ``values`` (``{part
-    name: array}``, e.g. the flag-off program's parameters)."""
-    pieces = [np.asarray(values[p])[..., a:b] for p, a, b, _ in record["blocks"]]
-    return np.concatenate(pieces, axis=-1)
-
-
-def install_recorder(sink: list) -> None:
+def install_recorder(sink: list, probe_seed=None) -> None:
     """Wrap the fusion where the Engine calls it
     (``engine.fuse_attention_ffn_qkv_pass``; call after any replacement of
     it) so that each call appends to ``sink`` one record per fused
     parameter: ``{"kind", "name", "parts", "part_shapes", "shape",
-    "blocks"}`` (blocks: :func:`derive_blocks`)."""
+    "blocks"}`` (blocks: :func:`derive_blocks`), or, where the fused value is
+    no permutation of its parts, ``{"kind", "name", "parts", "error",
+    "counterexample"}``.  ``probe_seed``: first give every dygraph parameter
+    distinct seeded values (a planning process, whose zero biases would
+    leave columns ambiguous; its values are never run)."""
     from paddle.distributed.auto_parallel.static import engine
 
     fuse = engine.fuse_attention_ffn_qkv_pass
 
     def recorded(startup, main, concrete_program, *args, **kwargs):
+        import paddle
+
         dy, pir = concrete_program.parameters
-        before = {q.name: np.array(d._local_value().numpy()) for d, q in zip(dy, pir)}
+        # a dense (not dist) parameter is its own local value
+        locals_ = [d._local_value() if d.is_dist() else d for d in dy]
+        if probe_seed is not None:
+            rs = np.random.RandomState(probe_seed)
+            with paddle.base.dygraph.guard():
+                for local in locals_:
+                    paddle.assign(paddle.to_tensor(
+                        rs.randn(*local.shape).astype(str(np.array(local.numpy()).dtype))),
+                        local)
+        before = {q.name: np.array(v.numpy()) for v, q in zip(locals_, pir)}
         fusion_map = fuse(startup, main, concrete_program, *args, **kwargs)
         after = {q.name: d for d, q in zip(*concrete_program.parameters)}
         for kind in sorted(fusion_map):
@@ -108,11 +62,72 @@ def install_recorder(sink: list) -> None:
                 for fused_name, metas in fusion.items():
                     parts = {m.name: before[m.name] for m in metas}
                     fused = np.array(after[fused_name]._local_value().numpy())
-                    sink.append({
-                        "kind": kind, "name": fused_name, "parts": list(parts),
-                        "part_shapes": {p: list(a.shape) for p, a in parts.items()},
-                        "shape": list(fused.shape),
-                        "blocks": derive_blocks(fused_name, parts, fused)})
+                    rec = {"kind": kind, "name": fused_name, "parts": list(parts),
+                           "part_shapes": {p: list(a.shape) for p, a in parts.items()},
+                           "shape": list(fused.shape)}
+                    try:
+                        rec["blocks"] = derive_blocks(fused_name, parts, fused)
+                    except FusionLayoutError as exc:
+                        rec.update(error=str(exc), counterexample=exc.counterexample)
+                    sink.append(rec)
         return fusion_map
 
     engine.fuse_attention_ffn_qkv_pass = recorded
+
+
+RECORD = "fusion.json"  # beside the rank's planner records
+
+
+def record_in_planning_process(probe_seed: int = 0) -> None:
+    """In a planning process (``verify/plan/pir_rank.py``, whose
+    ``--rank-dir`` names the rank's output folder): record the fusion into
+    ``<rank dir>/fusion.json`` as the pass runs."""
+    import json
+    import sys
+    from pathlib import Path
+
+    argv = sys.argv
+    if "--rank-dir" not in argv:
+        raise RuntimeError("not a planning process: no --rank-dir among "
+                           f"{argv[:6]!r} (verify.plan.pir_rank.command)")
+    out = Path(argv[argv.index("--rank-dir") + 1])
+    sink = []
+    install_recorder(sink, probe_seed)
+    from paddle.distributed.auto_parallel.static import engine
+
+    recorded = engine.fuse_attention_ffn_qkv_pass
+
+    def then_written(*args, **kwargs):
+        fusion_map = recorded(*args, **kwargs)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RECORD).write_text(json.dumps(sink, indent=1, sort_keys=True))
+        return fusion_map
+
+    engine.fuse_attention_ffn_qkv_pass = then_written
+
+
+NAMES = ("build_model", "loss", "optimizer", "inputs", "labels")
+
+
+def with_fusion(base_file: str, namespace: dict) -> None:
+    """Fill ``namespace`` (a model file's ``globals()``) with ``base_file``'s
+    model (``NAMES``, ``BATCH``) and a ``configure`` (the planning process's
+    strategy hook) that turns the fusion on and records it."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(
+        "_fused_ffn_qkv_" + base_file.replace(".py", ""),
+        os.path.join(os.path.dirname(__file__), base_file))
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    namespace.update({n: getattr(base, n) for n in NAMES})
+    if hasattr(base, "BATCH"):
+        namespace["BATCH"] = base.BATCH
+
+    def configure(strategy):
+        """read by Engine._parallel_pir in this (the planning) process only"""
+        os.environ["FLAGS_enable_fused_ffn_qkv_pass"] = "1"
+        record_in_planning_process()
+
+    namespace["configure"] = configure

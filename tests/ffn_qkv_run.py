@@ -50,11 +50,11 @@ def _marked(*args, **kwargs):
 
 _engine.fuse_attention_ffn_qkv_pass = _marked
 sys.path.insert(0, os.path.join(ROOT, "examples"))
-from fused_ffn_qkv_of import FusionLayoutError, fuse_by_record, install_recorder  # noqa: E402
+from fused_ffn_qkv_of import fuse_by_record, install_recorder  # noqa: E402
 
 fusion = []
 install_recorder(fusion)
-import planner_fused_ffn_qkv as m  # noqa: E402
+import fused_ffn_qkv_net as m  # noqa: E402
 
 mesh = dist.ProcessMesh([[0]], dim_names=["dp", "mp"]) if sys.argv[2] == "2d" else \
     dist.ProcessMesh([0], dim_names=["mp"])
@@ -80,10 +80,11 @@ for p in model.parameters():  # the record can tell every fused column's source
     p.set_value((0.3 * prng.randn(*p.shape)).astype("float32"))
 initial = {p.name: np.array(p.numpy()) for p in model.parameters()}
 dm = dist.to_static(model, loader, m.loss, m.optimizer(model.parameters()))
-try:
-    dm.train()
-except FusionLayoutError as exc:  # the fused value is no permutation of its parts
-    print(json.dumps({"layout_error": str(exc), "counterexample": exc.counterexample}))
+dm.train()
+broken = [rec for rec in fusion if "error" in rec]
+if broken:  # a fused value that is no permutation of its parts
+    print(json.dumps({"layout_error": broken[0]["error"],
+                      "counterexample": broken[0]["counterexample"]}))
     sys.exit(0)
 ops = [op.name() for op in dm._engine._pir_dense_main_progs["train"].global_block().ops]
 losses = [float(np.array(dm(x, y))) for x, y in loader]

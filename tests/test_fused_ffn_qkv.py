@@ -37,8 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from planner_mutant_edits import write as write_mutant  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "examples"))
-from fused_ffn_qkv_of import FusionLayoutError, derive_blocks, fuse_by_record  # noqa: E402
+from verify.numeric.fused_params import FusionLayoutError, derive_blocks, fuse_by_record  # noqa: E402
 
 
 def _train(flag, mesh, mutant=None):
