@@ -346,8 +346,10 @@ _FUSED_FIRES = Expect(
     "parameters the pass fused per head group (q|k|v columns of each of the 2 heads) and "
     "gate|up, as recorded from their values in the planning process; each rank relates "
     "to the serial program of the model planned with the flag off, the fused parameters "
-    "made of its parameters by that record (loss, every gradient and update, 3 steps, "
-    "and the value proof); contract: the parts read by no op, the fused ones read")
+    "made of its parameters by that record (loss, every gradient and update, 3 steps; "
+    "the value proof proves 12 of 14 values per rank, the fused q|k|v bias gradient over "
+    "Z3's rlimit: witnessed, not proved); contract: the parts read by no op, the fused "
+    "ones read")
 _FUSED_ABSENT = Expect(
     False, "EQUIVALENT",
     "no input multiplied by two parameters: nothing fused, and every rank's program is "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.numeric.fused_params import FusionLayoutError, derive_blocks, fuse_by_record  # noqa: F401
+from verify.numeric.fused_params import FusionLayoutError, derive_blocks
 
 
 def install_recorder(sink: list, probe_seed=None) -> None:

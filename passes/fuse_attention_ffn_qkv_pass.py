@@ -88,7 +88,6 @@ class FusedFfnQkvAdapter(PlannerAdapter):
         checks, outcomes, notes = [], [], []
         try:
             ref = reference_dir(case)
-            ref_records = _records(ref, case.ranks)
             try:
                 folder = planner_dir(case)
             except RuntimeError as exc:

@@ -50,7 +50,9 @@ def _marked(*args, **kwargs):
 
 _engine.fuse_attention_ffn_qkv_pass = _marked
 sys.path.insert(0, os.path.join(ROOT, "examples"))
-from fused_ffn_qkv_of import fuse_by_record, install_recorder  # noqa: E402
+from fused_ffn_qkv_of import install_recorder  # noqa: E402
+
+from verify.numeric.fused_params import fuse_by_record  # noqa: E402
 
 fusion = []
 install_recorder(fusion)
