@@ -159,7 +159,7 @@ def composite_dir(folder: Path, ref: Path, ranks, out: Path, fusion: list) -> Pa
     ``ref``'s (the plan with it off), its relation table carrying the
     fusion records (``"fused"``); the ranks' links to serial values mapped
     through the alignment of the two serial programs (:func:`serial_links`
-    of the c_embedding adapter: the fused ops pair with none)."""
+    of the c_embedding adapter), between values of one shape only."""
     shutil.copytree(folder, out, ignore=shutil.ignore_patterns("stages", "coverage.json"))
     r0 = ranks[0]
     ref0 = json.loads((ref / f"rank{r0}" / "planner.json").read_text())
@@ -173,7 +173,13 @@ def composite_dir(folder: Path, ref: Path, ranks, out: Path, fusion: list) -> Pa
         rec["serial_relation"] = serial_rel if ref0.get("serial_relation") else None
         rec["serial_error"] = ref0.get("serial_error")
         rec["stages"] = []
-        link, _ = serial_links(_serial_snapshot(folder, r), ref_serial)
+        on = _serial_snapshot(folder, r)
+        link, _ = serial_links(on, ref_serial)
+        # the fused ops align with the first of the ops they replace (same types):
+        # a link is kept only between values of one shape, so the fused matmul's
+        # result (q|k|v columns) is no stand-in for q's
+        link = {n: m for n, m in link.items()
+                if on.shape(n) is not None and on.shape(n) == ref_serial.shape(m)}
         for op in rec.get("final_ops", []):
             ser = op.get("serial")
             if ser:

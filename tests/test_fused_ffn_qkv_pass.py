@@ -13,7 +13,7 @@ process.
   of the installed ``pir_pass.py``, ``tests/planner_mutant_edits.py``, in the
   planning processes as ``--paddle-file`` does): the record says so (v's
   columns where the split hands out k) and the relation refutes the ranks,
-  with the step and value named;
+  with the step and value named and the first divergence at q * k;
 * without its relation records (the fusion not recorded) the application is
   INCONCLUSIVE, never EQUIVALENT.
 
@@ -101,6 +101,8 @@ def test_fused_k_and_v_parts_swapped_are_refuted(monkeypatch):
     assert {c.rank for c in wrong} == {0, 1}, [c.message for c in app.checks if not c.ok]
     cex = wrong[0].counterexample
     assert cex["step"] == 0 and cex["value"] == "loss", cex
+    # localised to the first op reading the split's misfilled part: q * k (k holds v)
+    assert cex["first_divergence"]["op_type"] == "pd_op.multiply", cex["first_divergence"]
     # the contract holds: the fusion is a permutation, read in place of the parts --
     # it is the layout the program reads that differs, which only the relation sees
     assert all(c.verdict.value == "EQUIVALENT" for c in _by(app, "fused_ffn_qkv"))
