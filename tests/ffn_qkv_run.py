@@ -1,4 +1,4 @@
-"""Train examples/planner_fused_ffn_qkv.py's model for 3 steps on one process
+"""Train examples/fused_ffn_qkv_net.py's model for 3 steps on one process
 with ``dist.to_static`` and print the losses as JSON (a helper of
 tests/test_fused_ffn_qkv.py, run in a subprocess of its own).
 

@@ -2,7 +2,7 @@
 ``auto_parallel/static/pir_pass.py``, called by ``Engine._parallel_pir`` on
 the forward program before anything else) on CPU.
 
-It runs on a 2-D (dp x mp) mesh: examples/planner_fused_ffn_qkv.py's q/k/v
+It runs on a 2-D (dp x mp) mesh: examples/fused_ffn_qkv_net.py's q/k/v
 projections and gate/up pair become one matmul each (6 -> 3), and 3 training
 steps give the same losses as with the flag off (the fused parameters are made
 from the dygraph ones by ``fuse_param_func``, outside the programs, which is
