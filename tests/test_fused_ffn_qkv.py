@@ -132,3 +132,28 @@ def test_derive_blocks_reads_the_layout_and_names_a_foreign_column():
     with pytest.raises(FusionLayoutError) as err:
         derive_blocks("f", {"a": a, "b": b}, fused)
     assert err.value.counterexample == {"fused": "f", "column": 3, "matches": []}
+
+
+def test_the_relations_serial_counterparts_of_a_fused_parameter():
+    """``with_fused_values``: the fused parameter's serial gradient and update
+    are its parts' in the recorded layout (float64 runs too); an optimizer
+    that is not elementwise is refused, never fused."""
+    from verify.numeric.fused_params import with_fused_values
+
+    rs = np.random.RandomState(1)
+    a, b, ga, gb = (rs.randn(2, 3) for _ in range(4))
+    rec = {"name": "f", "parts": ["a", "b"], "shape": [2, 6],
+           "blocks": [["b", 0, 3, 0], ["a", 0, 3, 3]]}
+    rel = {"params": {p: {"param": f"{p}_out", "grad": f"{p}_g", "optimizer": "pd_op.sgd_",
+                          "placement": None, "shape": [2, 3]} for p in "ab"},
+           "fused": [rec]}
+    step = {"a_out": a, "b_out": b, "a_g": ga, "b_g": gb, "a_g@float64": ga}
+    params, out = with_fused_values(rel, [step])
+    assert params["f"]["grad"] == "f@GRAD@fused" and params["f"]["param"] == "f@fused"
+    assert np.array_equal(out[0]["f@GRAD@fused"], np.concatenate([gb, ga], axis=-1))
+    assert np.array_equal(out[0]["f@fused"], np.concatenate([b, a], axis=-1))
+    assert "f@GRAD@fused@float64" not in out[0]  # b's float64 run is missing
+    assert "f@fused" not in step  # the run's outputs are not changed
+    rel["params"]["a"]["optimizer"] = "pd_op.lamb_"
+    with pytest.raises(ValueError, match="not an elementwise optimizer"):
+        with_fused_values(rel, [step])
