@@ -338,6 +338,23 @@ _C_EMBEDDING_ABSENT = Expect(
     "no lookup: the pass has nothing to rewrite, and every rank's program is the plan "
     "with the flag off, op for op")
 
+FUSED_FFN_QKV = "fuse_attention_ffn_qkv_pass"
+_FUSED_FILES = ["fused_ffn_qkv_of.py"]
+_FUSED_FIRES = Expect(
+    True, "EQUIVALENT",
+    "the q/k/v projections and the gate/up pair become one matmul each (6 -> 3) of "
+    "parameters the pass fused per head group (q|k|v columns of each of the 2 heads) and "
+    "gate|up, as recorded from their values in the planning process; each rank relates "
+    "to the serial program of the model planned with the flag off, the fused parameters "
+    "made of its parameters by that record (loss, every gradient and update, 3 steps; "
+    "the value proof proves 12 of 14 values per rank, the fused q|k|v bias gradient over "
+    "Z3's rlimit: witnessed, not proved); contract: the parts read by no op, the fused "
+    "ones read")
+_FUSED_ABSENT = Expect(
+    False, "EQUIVALENT",
+    "no input multiplied by two parameters: nothing fused, and every rank's program is "
+    "the plan with the flag off, op for op")
+
 _PIPELINE_FILES = ["pipeline_of.py", "pipeline_strategy.py"]
 # the gradient-merge zeroing defect of planner_tp2_gm, met again inside a pipeline
 _PIPELINE_TP = Expect(
@@ -551,8 +568,18 @@ CASES = _GEN_CASES + _PADDLE_CASES + [
           "planner_fused_ffn_qkv.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS + (
               "; the fusion runs first in Engine._parallel_pir, so the serial program "
               "this relation starts from is already fused (3 matmuls, 6 parameters): the "
-              "fusion itself is judged by tests/test_fused_ffn_qkv.py (the training "
-              "losses with the flag off and on)"))),
+              "fusion itself is judged against the plan with the flag off by "
+              "fuse_attention_ffn_qkv_pass's adapter")),
+          uses=["fused_ffn_qkv_net.py"] + _FUSED_FILES,
+          strategy_passes={FUSED_FFN_QKV: _FUSED_FIRES},
+          reference={"model": "fused_ffn_qkv_net.py", "uses": []}),
+    _case("planner_dp2_fused_ffn_qkv_absent", "examples/planner_fused_ffn_qkv_absent.py: "
+          "planner_dp_mlp.py (no q/k/v projections, no gate/up pair) planned for DP2 "
+          "(mesh [[0], [1]]) with FLAGS_enable_fused_ffn_qkv_pass",
+          "planner_fused_ffn_qkv_absent.py", [[0], [1]], Expect(True, "EQUIVALENT", _HOLDS),
+          uses=["planner_dp_mlp.py"] + _FUSED_FILES,
+          strategy_passes={FUSED_FFN_QKV: _FUSED_ABSENT},
+          reference={"model": "planner_dp_mlp.py", "uses": []}),
     _case("planner_tp2_clip", "examples/planner_tp2_clip.py: a column- then row-parallel "
           "MLP planned for TP2, AdamW with grad_clip=ClipGradByGlobalNorm(1.0) (the global "
           "norm: squared_l2_norm per gradient, stack, sum, the sharded part all-reduced "

@@ -12,13 +12,6 @@ NOT_CHECKED = {
         "ParallelEnv sets no _device_id (AttributeError: 'ParallelEnv' object has no "
         "attribute '_device_id'), and CUDAPlace(0) itself raises ValueError (InvalidArgument) "
         "use wrong place"),
-    "fuse_attention_ffn_qkv_pass": (
-        "paddle/distributed/auto_parallel/static/pir_pass.py (FLAGS_enable_fused_ffn_qkv_pass)",
-        "no adapter: it rewrites the Engine's forward program and makes the fused "
-        "parameters from the dygraph ones outside the programs (fuse_param_func), so a "
-        "program pair alone does not relate them; judged by tests/test_fused_ffn_qkv.py "
-        "(training losses with the flag off and on; on a 1-D mesh it kills the process) and "
-        "planned inside planner_dp2_fused_ffn_qkv (whose serial reference is already fused)"),
     "replace_with_parallel_cross_entropy": (
         "paddle/distributed/passes/auto_parallel_replace_with_parallel_cross_entropy.py",
         "no CPU kernel: the c_softmax_with_cross_entropy it writes raises RuntimeError "

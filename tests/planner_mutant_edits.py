@@ -255,6 +255,25 @@ EDITS = {
         "        # MUTANT: k's readers get v's part and v's readers k's\n"
         "        reshape_k.result(0).replace_all_uses_with(out_v)\n"
         "        reshape_v.result(0).replace_all_uses_with(out_k)\n"),
+    # fuse_attention_ffn_qkv_pass hands fuse_param_func the q/k/v parameters
+    # as q, v, k: the fused weight's k and v parts swapped, the program not
+    "ffn_qkv_fused_k_v_parts_swapped": (
+        f"{_STATIC}/pir_pass.py",
+        "                                obj._local_value()\n"
+        "                                for obj in concated_dy_param_list\n",
+        "                                # MUTANT: q, v, k\n"
+        "                                obj._local_value()\n"
+        "                                for obj in ([concated_dy_param_list[i] for i in "
+        "(0, 2, 1)] if is_qkv else concated_dy_param_list)\n"),
+    # ... hands it q, q, v: k's columns in no fused column, q's twice
+    "ffn_qkv_fused_q_twice": (
+        f"{_STATIC}/pir_pass.py",
+        "                                obj._local_value()\n"
+        "                                for obj in concated_dy_param_list\n",
+        "                                # MUTANT: q, q, v\n"
+        "                                obj._local_value()\n"
+        "                                for obj in ([concated_dy_param_list[i] for i in "
+        "(0, 0, 2)] if is_qkv else concated_dy_param_list)\n"),
 }
 
 

@@ -30,6 +30,7 @@ from verify.verdicts import CheckResult, Verdict
 
 from .compare import MEASURED_SAFETY, compare
 from .divergence import first_divergent_op, serial_counterparts  # noqa: F401 (re-exported)
+from .fused_params import fuse_by_record, fused_records, with_fused_values
 from .inputs import feed_value, param_value
 from .peer_names import peer_view
 from .run_spec import BackendError, caught_ranks_failure
@@ -302,14 +303,18 @@ def relation_inputs(serial_rel: dict, rank_rels: dict, seed: int, steps: int):
 
     sparams = {n: param_value(seed, n, p["shape"], p["dtype"])
                for n, p in serial_rel["parameters"].items()}
+    # a parameter the rank holds fused of several serial ones: their fusion
+    # by its recorded layout (verify/numeric/fused_params.py)
+    fused = {n: fuse_by_record(rec, sparams) for n, rec in fused_records(serial_rel).items()}
     sfeeds = []
     for k in range(steps):
         sfeeds.append({n: feed_value(seed, n, f["shape"], f["dtype"], 0, k)
                        for n, f in serial_rel["feeds"].items() if not f["persistable"]})
     ranks = {}
     for r, rel in rank_rels.items():
-        params = {n: np.ascontiguousarray(input_piece(sparams[n], p["placement"], r))
-                  for n, p in rel["parameters"].items() if n in sparams}
+        params = {n: np.ascontiguousarray(input_piece({**fused, **sparams}[n],
+                                                      p["placement"], r))
+                  for n, p in rel["parameters"].items() if n in sparams or n in fused}
         feeds = [{n: np.ascontiguousarray(feed_piece(sf[n], f["placement"], r, f["shape"],
                                                      f["dtype"]))
                   for n, f in rel["feeds"].items() if n in sf}
@@ -430,6 +435,8 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
     from .placements import PlacementError, describe
 
     roundings = roundings or {}
+    # the serial counterparts of fused parameters: their parts' values fused
+    serial_params, serial_out = with_fused_values(serial_rel, serial_out)
 
     depth = _depth(serial_rel, len(rank_rels), steps * max(micro_steps, 1))
     checks = []
@@ -443,7 +450,7 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
         elif rel.get("loss") and serial_rel.get("loss"):
             items.append(("loss", serial_rel["loss"], rel["loss"], rel.get("loss_placement")))
         for pname, p in rel["params"].items():
-            sp = serial_rel["params"].get(pname)
+            sp = serial_params.get(pname)
             if sp is None:
                 continue
             # merged: the serial gradient of the last micro-step stays under its

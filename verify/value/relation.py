@@ -166,10 +166,27 @@ def _run_serial(ex, snap, serial_rel):
     return st.env, inputs
 
 
+def fused_inputs(serial_rel, inputs) -> dict:
+    """``{fused parameter: global tensor}``: each parameter a rank holds
+    fused of several serial ones (``verify/numeric/fused_params.py``), the
+    serial leaves' columns in its recorded layout."""
+    from verify.numeric.fused_params import fused_records
+
+    return {n: fused_tensor(rec, inputs) for n, rec in fused_records(serial_rel).items()}
+
+
+def fused_tensor(rec, tensors):
+    """The tensor ``rec``'s layout makes of ``tensors`` (``{part: Tensor}``)."""
+    parts = [tensors[p] for p in rec["parts"]]
+    arr = np.concatenate([tensors[p].arr[..., a:b] for p, a, b, _ in rec["blocks"]], axis=-1)
+    return _tensor(arr, parts[0].dtype)
+
+
 def _rank_inputs(ex, ranks, snaps, rels, inputs, store):
     """Every rank's env before its main program: its startup's values (all
     ranks' startups together: they may broadcast), then every parameter /
-    state / feed the serial program has, as the rank's piece of it."""
+    state / feed the serial program has (or a fusion of its parameters,
+    ``inputs`` holding it), as the rank's piece of it."""
     states = {r: Rank(r, snaps[r], list(snaps[r].startup_ops), {}) for r in ranks}
     ex.run(states, startup=True)
     for r in ranks:
@@ -198,9 +215,15 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
     out = []
     if rel.get("loss") and serial_rel.get("loss"):
         out.append(("loss", serial_rel["loss"], rel["loss"], rel.get("loss_placement")))
+    from verify.numeric.fused_params import FUSED, fused_records
+
+    fused = fused_records(serial_rel)  # their serial values: _with_fused's
     for pname, p in sorted(rel["params"].items()):
         sp = serial_rel["params"].get(pname)
-        out.append((f"{pname}@GRAD", sp and sp["grad"], p["grad"], p["grad_placement"]))
+        sgrad = sp and sp["grad"]
+        if sp is None and pname in fused:
+            sgrad = f"{pname}@GRAD{FUSED}"
+        out.append((f"{pname}@GRAD", sgrad, p["grad"], p["grad_placement"]))
     states = {n: v.get("placement") for n, v in rel["parameters"].items()}
     states.update({n: v.get("placement") for n, v in rel["feeds"].items()
                    if v.get("persistable")})
@@ -210,8 +233,31 @@ def watched_pairs(serial_snap, serial_rel, rank_snap, rel) -> list:
     rfinal = final_states(rank_snap, set(states))
     for n in sorted(states):
         label = f"{n} (after the step)"
-        out.append((label, sfinal.get(n), rfinal[n], states[n]))
+        sname = f"{n}{FUSED}" if n in fused and n not in sroots else sfinal.get(n)
+        out.append((label, sname, rfinal[n], states[n]))
     return out
+
+
+def _with_fused(senv, serial_snap, serial_rel):
+    """``senv`` with each fused parameter's serial counterparts
+    (``<name>@GRAD@fused``, ``<name>@fused``: its parts' gradients and
+    updated values in its recorded layout)."""
+    from verify.numeric.fused_params import FUSED, fused_records
+
+    recs = fused_records(serial_rel)
+    if not recs:
+        return senv
+    senv = dict(senv)
+    params = serial_rel["params"]
+    sfinal = final_states(serial_snap, {p for rec in recs.values() for p in rec["parts"]})
+    for n, rec in recs.items():
+        grads = {p: senv.get(params[p]["grad"]) for p in rec["parts"]}
+        if all(v is not None for v in grads.values()):
+            senv[f"{n}@GRAD{FUSED}"] = fused_tensor(rec, grads)
+        final = {p: senv.get(sfinal.get(p)) for p in rec["parts"]}
+        if all(v is not None for v in final.values()):
+            senv[f"{n}{FUSED}"] = fused_tensor(rec, final)
+    return senv
 
 
 @_collector_paused
@@ -249,6 +295,9 @@ def prove_relation(where, serial_snap, rank_snaps: dict, serial_rel: dict,
                      f"proof's {max_inputs} (--value-relation-inputs; the real-model plans "
                      "spend the work budget cold and leave values unproved: "
                      "benchmarks/README.md)", reason="over budget (inputs)")
+    if by_segments and serial_rel.get("fused"):
+        return every(Verdict.INCONCLUSIVE, "not proved: the proof by segments does not "
+                     "relate fused parameters", reason="segments: fused parameters")
     regions = _region_ops({"serial": serial_snap}, rank_snaps)
     if regions:  # one SSA execution has no branches or loops
         return every(Verdict.INCONCLUSIVE, f"not proved: {regions[0]} has nested blocks "
@@ -345,7 +394,8 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
         return every(Verdict.INCONCLUSIVE, f"the serial program cannot be executed "
                      f"symbolically: {exc}", reason=str(exc))
     try:
-        envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels, inputs, store)
+        envs = _rank_inputs(ex, ranks, rank_snaps, rank_rels,
+                            {**fused_inputs(serial_rel, inputs), **inputs}, store)
         states = {r: Rank(r, rank_snaps[r], list(rank_snaps[r].ops), envs[r]) for r in ranks}
         ex.run(states, startup=False)
     except Budget as exc:
@@ -366,6 +416,7 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
                 c.counterexample = {"rank": bad, "error": str(exc)}
         return out
     envs = {r: st.env for r, st in states.items()}
+    senv = _with_fused(senv, serial_snap, serial_rel)
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
                     bud["z3_random_seed"], bud["z3_hang_guard_s"])
