@@ -52,6 +52,11 @@ def cache_root() -> Path:
     return root / "planner" / _paddle_tag()
 
 
+# modules outside verify/plan/ that run inside the planning process: the
+# snapshot writer, and the fused-parameter recorder examples/fused_ffn_qkv_of.py calls
+PLANNING_HELPERS = ("verify/ir/pir_snapshot.py", "verify/numeric/fused_params.py")
+
+
 def full_key(params: dict) -> str:
     from verify.ir.paddle_overlay import fingerprint
 
@@ -65,7 +70,8 @@ def full_key(params: dict) -> str:
 
     for part in source_digest_parts():  # every planning module (stages.py included)
         h.update(part)
-    h.update((_REPO / "verify" / "ir" / "pir_snapshot.py").read_bytes())
+    for helper in PLANNING_HELPERS:  # modules a model file's hooks run while planning
+        h.update((_REPO / helper).read_bytes())
     h.update(fingerprint().encode())
     return h.hexdigest()
 
