@@ -255,6 +255,13 @@ EDITS = {
         "        # MUTANT: k's readers get v's part and v's readers k's\n"
         "        reshape_k.result(0).replace_all_uses_with(out_v)\n"
         "        reshape_v.result(0).replace_all_uses_with(out_k)\n"),
+    # NOT a mutant: r_to_p mended, the value kept on the mesh's first process (not
+    # where the global rank is 0): planner_gen_r_to_p_rank0's defect gone
+    "r_to_p_mesh_first": (
+        f"{_STATIC}/reshard_funcs/r_to_p_reshard_func.py",
+        "            and local_rank != 0\n",
+        "            # MENDED: zeros off the mesh's first process, not off global rank 0\n"
+        "            and local_rank != dst_mesh.process_ids[0]\n"),
 }
 
 

@@ -30,7 +30,15 @@ def serial_counterparts(final_ops) -> dict:
                 if res and ser and isinstance(plc, dict):
                     out[res] = ser
 
+    # a parameter is fetched after the step's updates: a copy of it a later
+    # stage made (share_data_, a ShardingStage3 all_gather) holds the value
+    # before them, and does not relate to that
+    params = {res for op in final_ops if op["type"] == "builtin.parameter"
+              for res in op["results"] if res}
+
     def trace(name, depth=0):
+        if name in params:
+            return None
         if name in out or depth > 32:
             return out.get(name)
         prod = by_name.get(name)
@@ -94,7 +102,8 @@ def first_divergent_op(final_ops, differs):
                          "value": res}
             else:
                 made = [{"stage": by_name[o][1]["origin"], "op_index": by_name[o][0],
-                         "op_type": by_name[o][1]["type"], "value": o}
+                         "op_type": by_name[o][1]["type"], "value": o,
+                         **_made_from(o, by_name, counterpart)}
                         for o in op["operands"]
                         if o in by_name and by_name[o][1]["origin"] not in ("serial", None)]
                 blame = made[0] if made else {"stage": "partition", "op_index": i,
@@ -102,3 +111,30 @@ def first_divergent_op(final_ops, differs):
             return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
                     "placement": plc, **info, "stage": blame["stage"], "stage_op": blame}
     return None
+
+
+def _made_from(name, by_name, counterpart) -> dict:
+    """``{"from": op}``: the op a later stage's chain of ops making ``name``
+    starts from, when that chain stands for no serial value (its first op
+    reads nothing: a ``pd_op.full`` a reshard function wrote in place of the
+    value, a ``recv_v2``); else ``{}``.  Without it the blame would name the
+    chain's last op (a ``slice``) and hide where the wrong piece was made."""
+    seen, root = 0, None
+    while name in by_name and not counterpart.get(name) and seen < 64:
+        i, op = by_name[name]
+        if op["origin"] in ("serial", None):
+            return {}
+        root = {"op_index": i, "op_type": op["type"], "value": name}
+        operands = [o for o in op["operands"] if o]
+        if not operands:
+            return {"from": root} if seen else {}
+        name, seen = operands[0], seen + 1
+    return {}
+
+
+def blamed_op_text(stage_op: dict) -> str:
+    """``pd_op.slice %20, from pd_op.full %18``: the blamed op, and the op its
+    chain starts from (``_made_from``) when it names one."""
+    src = stage_op.get("from")
+    return f"{stage_op['op_type']} {stage_op['value']}" + (
+        f", from {src['op_type']} {src['value']}" if src else "")

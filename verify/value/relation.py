@@ -51,7 +51,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.numeric.divergence import first_divergent_op
+from verify.numeric.divergence import blamed_op_text, first_divergent_op
 from verify.numeric.peer_names import peer_view
 from verify.numeric.placements import PlacementError, coords, describe, holds, local_piece
 from verify.verdicts import CheckResult, Verdict
@@ -497,7 +497,7 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
         c["first_divergence"] = loc
         where_txt = (f"; first divergence: rank {r} op {loc['op_index']} ({loc['op_type']}) "
                      f"value {loc['value']}, stage {loc['stage']} "
-                     f"({loc['stage_op']['op_type']} {loc['stage_op']['value']})"
+                     f"({blamed_op_text(loc['stage_op'])})"
                      if loc else "")
         val = (f"serial {c['original_value']} vs rank {c['rewritten_value']} at element "
                f"{c['element']}, {c['found_by']}" if "element" in c else c.get("reason", ""))
