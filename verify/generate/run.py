@@ -126,7 +126,10 @@ KNOWN = [
           "(the gradient of an activation resharded to Partial, a layer_norm_grad reading "
           "a value crossing to its stage as Partial); the same spec on [0, 1] relates "
           "(built-in case planner_gen_r_to_p_rank0; tests/test_planner_r_to_p.py: with "
-          "the value kept on the mesh's first process instead, the case relates)",
+          "the value kept on the mesh's first process instead, the case relates). The "
+          "message names the zero fill, not the function that wrote it: a divergence "
+          "blamed on another reshard function's pd_op.full (sub_to_global's zeros off the "
+          "sub-mesh, a padding) would match too, and is another defect",
           "the reshard stage's program on the rank off process 0: pd_op.full(value 0.0) "
           "where the partition's dist_op.reshard to Partial was; the numeric relation: "
           "first divergence at the first op reading it, stage reshard, blamed on "
