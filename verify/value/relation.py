@@ -368,7 +368,8 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
     envs = {r: st.env for r, st in states.items()}
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
     # every rank's pieces under rank r's names (programs differ: names do)
     return [_judge_rank(where, r, store, zt, z3b, senv,
                         {q: e if q == r else peer_view(e, rank_rels[q], rank_rels[r])
@@ -767,7 +768,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
             obligations[r].append((label, sname and f"serial {sname}", key, plc))
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
     out = [_judge_rank(where, r, store, zt, z3b, syn_s, syn_r, serial_snap, serial_rel,
                        rank_snaps[r], rank_rels[r], [], start, pairs=obligations[r],
                        expand_cuts=False)
