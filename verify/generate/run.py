@@ -133,7 +133,10 @@ KNOWN = [
           "the reshard stage's program on the rank off process 0: pd_op.full(value 0.0) "
           "where the partition's dist_op.reshard to Partial was; the numeric relation: "
           "first divergence at the first op reading it, stage reshard, blamed on "
-          "pd_op.full (directly, or as the op a chain of reshard ops starts from)",
+          "pd_op.full (directly, or as the op a chain of reshard ops starts from); with "
+          "r_to_p mended (tests/planner_mutant_edits.py r_to_p_mesh_first, through the "
+          "--paddle-file overlay) verify generate seed 0 plans 0, 65, 80, 91 and 158 (dp x "
+          "mp and stage meshes, pipelines, gradient merge, ShardingStage3) all pass",
           pattern=r"stage reshard \((pd_op\.full %|[^()]*, from pd_op\.full %)"),
 ]
 
