@@ -514,6 +514,29 @@ _GEN_CASES = [
              "killed by SIGSEGV inside planner stage reshard (after serial, partition); "
              "reproduce: python -m verify run --pass planner --case "
              "planner_gen_embedding_adamw_stage2")),
+    _gen("r_to_p_rank0", "verify generate seed 0 plan 0 (its gradient merge and "
+         "ShardingStage3 dropped): on a dp x mp mesh [[0], [1]], a linear with its weight "
+         "Shard(1) over mp, its output resharded to [Replicate, Partial]",
+         [[0], [1]], Expect(
+             True, "NOT_EQUIVALENT",
+             "Paddle's defect: 3.3.1's RToPReshardFunction keeps the value where the GLOBAL "
+             "rank is 0 (`local_rank != 0`, local_rank = paddle.distributed.get_rank()) and "
+             "writes pd_op.full(0) elsewhere; the output gradient's reshard from [Shard(0), "
+             "Replicate] to [Replicate, Partial] runs it (the nd-mesh function's "
+             "replicate-to-partial step) on each rank's mp sub-mesh: rank 0's [0] keeps the "
+             "value (pd_op.assign), rank 1's [1] holds zeros, so rank 1's half of the batch "
+             "adds nothing to the weight gradient the dp all_reduce sums. On a mesh with "
+             "process 0 the same reshard relates (planner_gen_nd_mesh_r_to_p; with the "
+             "value kept on the mesh's first process this case relates: "
+             "tests/test_planner_r_to_p.py; generate's Known r_to_p_zeros_off_rank0)",
+             evidence="the reshard stage's programs: op 21 is pd_op.assign of the "
+             "all-gathered gradient on rank 0 and pd_op.full(value 0.0, shape [4, 2, 4]) on "
+             "rank 1 (the partition's dist_op.reshard [Shard(0), Replicate] -> [Replicate, "
+             "Partial(SUM)] of the subtract_grad's x_grad); the value proof (REFUTED, exact "
+             "evaluation) and the numeric relation on ranks 0 and 1: linear_1.w_0.dist@GRAD "
+             "differs (serial 0.565933, rank 0.104223 at step 0); rank 1's first divergence: "
+             "op 26 (pd_op.matmul_grad), stage reshard (pd_op.slice, from pd_op.full); "
+             "reproduce: python -m verify run --pass planner --case planner_gen_r_to_p_rank0")),
 ]
 
 # Paddle's own semi-auto-parallel test models, re-expressed as model files

@@ -274,6 +274,13 @@ EDITS = {
         "                                obj._local_value()\n"
         "                                for obj in ([concated_dy_param_list[i] for i in "
         "(0, 0, 2)] if is_qkv else concated_dy_param_list)\n"),
+    # NOT a mutant: r_to_p mended, the value kept on the mesh's first process (not
+    # where the global rank is 0): planner_gen_r_to_p_rank0's defect gone
+    "r_to_p_mesh_first": (
+        f"{_STATIC}/reshard_funcs/r_to_p_reshard_func.py",
+        "            and local_rank != 0\n",
+        "            # MENDED: zeros off the mesh's first process, not off global rank 0\n"
+        "            and local_rank != dst_mesh.process_ids[0]\n"),
 }
 
 

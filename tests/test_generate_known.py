@@ -68,3 +68,19 @@ def test_a_layer_norm_grad_divergence_at_the_partition_is_the_partial_x():
     # the same op blamed on another stage (a reshard function's) is another defect
     other = rel.replace("stage partition", "stage reshard")
     assert [k.name for k in KNOWN if k.matches("NOT_EQUIVALENT", other)] == []
+
+
+def test_a_divergence_at_a_reshard_zero_fill_is_r_to_p_off_rank0():
+    # verify generate seed 0 plans 158 (read directly) and 0 (through a chain)
+    head = ("planner on p: rank 1's layer_norm_0.w_0.dist@GRAD at step 0 is not the serial "
+            "program's through its placement [Replicate()] (index [2]: serial 0.12726, rank "
+            "-0.0177113); first divergence: rank 1 op 18 (pd_op.layer_norm_grad) value %15, ")
+    for blamed in ("stage reshard (pd_op.full %1)",
+                   "stage reshard (pd_op.slice %20, from pd_op.full %18)"):
+        assert [k.name for k in KNOWN if k.matches("NOT_EQUIVALENT", head + blamed)] == \
+            ["r_to_p_zeros_off_rank0"]
+    # another reshard op blamed, or a zero fill another stage made: not this defect
+    for blamed in ("stage reshard (pd_op.slice %20)",
+                   "stage reshard (pd_op.slice %20, from pd_op.recv_v2 %18)",
+                   "stage gradient_merge (pd_op.full %1)"):
+        assert [k.name for k in KNOWN if k.matches("NOT_EQUIVALENT", head + blamed)] == []

@@ -233,3 +233,19 @@ def test_seconds_are_no_longer_a_budget():
     with pytest.raises(ValueError, match="> 0"):
         configure_budget(work_units=0)
     assert proof.DEFAULT_BUDGET["z3_random_seed"] == 0
+
+
+def test_a_z3_query_over_its_memory_cap_is_inconclusive_saying_so(_z3_only):
+    """Z3's memory is capped per query (``z3_max_memory_mb``, Z3's own
+    ``max_memory``): a query within its rlimit that grows past the cap is
+    INCONCLUSIVE naming the cap (verify generate seed 0 plan 18: a query of
+    two attention blocks grew past 14 GB uncapped); the default cap leaves
+    the same query to Z3, which proves it."""
+    before, after = _assoc(False), _assoc(True)
+    res = _prove(before, after, ("z",), budget={"z3_max_memory_mb": 1})
+    assert res.details["queries"] == 1
+    assert res.verdict == Verdict.INCONCLUSIVE, res.message
+    assert "over its memory cap" in res.message and "z3_max_memory_mb 1," in res.message, \
+        res.message
+    free = _prove(before, after, ("z",))
+    assert free.verdict == Verdict.EQUIVALENT and free.details["by_z3"] == 1, free.message

@@ -116,6 +116,28 @@ KNOWN = [
           "plan it matches without an embedding and a sharded AdamW is another defect",
           "the reshard stage's crash record: the planning process was killed by SIGSEGV "
           "inside planner stage reshard (after serial, partition), on every rank"),
+    Known("r_to_p_zeros_off_rank0", "NOT_EQUIVALENT", "stage reshard (",
+          "3.3.1's RToPReshardFunction (reshard_funcs/r_to_p_reshard_func.py) keeps the "
+          "value on the process whose GLOBAL rank is 0 (`local_rank != 0` with "
+          "local_rank = paddle.distributed.get_rank()) and writes pd_op.full(0) on every "
+          "other: on a mesh without process 0 (a stage mesh [1], the mp sub-mesh [1] of a "
+          "dp x mp mesh [[0], [1]] the nd-mesh function hands it) every rank holds zeros, "
+          "and the Partial(SUM) sums to 0. Met when a reshard to Partial is read as it is "
+          "(the gradient of an activation resharded to Partial, a layer_norm_grad reading "
+          "a value crossing to its stage as Partial); the same spec on [0, 1] relates "
+          "(built-in case planner_gen_r_to_p_rank0; tests/test_planner_r_to_p.py: with "
+          "the value kept on the mesh's first process instead, the case relates). The "
+          "message names the zero fill, not the function that wrote it: a divergence "
+          "blamed on another reshard function's pd_op.full (sub_to_global's zeros off the "
+          "sub-mesh, a padding) would match too, and is another defect",
+          "the reshard stage's program on the rank off process 0: pd_op.full(value 0.0) "
+          "where the partition's dist_op.reshard to Partial was; the numeric relation: "
+          "first divergence at the first op reading it, stage reshard, blamed on "
+          "pd_op.full (directly, or as the op a chain of reshard ops starts from); with "
+          "r_to_p mended (tests/planner_mutant_edits.py r_to_p_mesh_first, through the "
+          "--paddle-file overlay) verify generate seed 0 plans 0, 65, 80, 91 and 158 (dp x "
+          "mp and stage meshes, pipelines, gradient merge, ShardingStage3) all pass",
+          pattern=r"stage reshard \((pd_op\.full %|[^()]*, from pd_op\.full %)"),
 ]
 
 

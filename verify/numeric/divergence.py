@@ -136,6 +136,9 @@ def counterparts_at(final_ops, snapshot=None) -> dict:
     first = prog["first"]
     sources = {res: ser for rec in final_ops if rec["type"] in SOURCE_OPS and rec.get("serial")
                for res, ser in zip(rec["results"], rec["serial"]) if res and ser}
+    known = aligned(final_ops, snapshot)  # the in-place writes are known
+    params = {res for rec in final_ops if rec["type"] == "builtin.parameter"
+              for res in rec["results"] if res}
     made_by = {}
     for i, rec in enumerate(final_ops):
         for res in rec["results"]:
@@ -157,6 +160,9 @@ def counterparts_at(final_ops, snapshot=None) -> dict:
                 if prod is None or prod.get("serial") or prod["origin"] in (None, "serial"):
                     break
                 name, depth = first[j], depth + 1
+            if name in sources and name in params and not known:
+                continue  # a parameter's copy, its in-place updates unknown: fetched
+                # after them, the parameter is no longer what the copy read
             if name in sources:  # as it is before any write (none: as fetched)
                 out[res] = sources[name] + (START if name in prog["written"] else "")
             elif name in out or name in base:
@@ -229,7 +235,8 @@ def first_divergent_op(final_ops, differs, snapshot=None, fetched_as_made=True):
                          "value": res}
             else:
                 made = [{"stage": by_name[o][1]["origin"], "op_index": by_name[o][0],
-                         "op_type": by_name[o][1]["type"], "value": o}
+                         "op_type": by_name[o][1]["type"], "value": o,
+                         **_made_from(o, by_name, counterpart)}
                         for o in reads[i]
                         if o in by_name and by_name[o][1]["origin"] not in ("serial", None)]
                 # one seen to relate may still stand where another value belongs (a
@@ -240,3 +247,30 @@ def first_divergent_op(final_ops, differs, snapshot=None, fetched_as_made=True):
             return {"op_index": i, "op_type": op["type"], "value": res, "serial_value": ser,
                     "placement": plc, **info, "stage": blame["stage"], "stage_op": blame}
     return None
+
+
+def _made_from(name, by_name, counterpart) -> dict:
+    """``{"from": op}``: the op a later stage's chain of ops making ``name``
+    starts from, when that chain stands for no serial value (its first op
+    reads nothing: a ``pd_op.full`` a reshard function wrote in place of the
+    value, a ``recv_v2``); else ``{}``.  Without it the blame would name the
+    chain's last op (a ``slice``) and hide where the wrong piece was made."""
+    seen, root = 0, None
+    while name in by_name and not counterpart.get(name) and seen < 64:
+        i, op = by_name[name]
+        if op["origin"] in ("serial", None):
+            return {}
+        root = {"op_index": i, "op_type": op["type"], "value": name}
+        operands = [o for o in op["operands"] if o]
+        if not operands:
+            return {"from": root} if seen else {}
+        name, seen = operands[0], seen + 1
+    return {}
+
+
+def blamed_op_text(stage_op: dict) -> str:
+    """``pd_op.slice %20, from pd_op.full %18``: the blamed op, and the op its
+    chain starts from (``_made_from``) when it names one."""
+    src = stage_op.get("from")
+    return f"{stage_op['op_type']} {stage_op['value']}" + (
+        f", from {src['op_type']} {src['value']}" if src else "")

@@ -29,7 +29,7 @@ import numpy as np
 from verify.verdicts import CheckResult, Verdict
 
 from .compare import MEASURED_SAFETY, compare
-from .divergence import first_divergent_op, serial_counterparts  # noqa: F401 (re-exported)
+from .divergence import blamed_op_text, first_divergent_op, serial_counterparts  # noqa: F401
 from .fused_params import fuse_by_record, fused_records, with_fused_values
 from .inputs import feed_value, param_value
 from .peer_names import peer_view
@@ -511,7 +511,7 @@ def compare_runs(where, serial_rel, rank_rels, final_ops, serial_out, rank_outs,
                    "note": d.note, "stage": stage, "first_divergence": loc}
             where_txt = (f"; first divergence: rank {r} op {loc['op_index']} "
                          f"({loc['op_type']}) value {loc['value']}, stage {stage} "
-                         f"({loc['stage_op']['op_type']} {loc['stage_op']['value']})"
+                         f"({blamed_op_text(loc['stage_op'])})"
                          if loc else "")
             checks.append(CheckResult(
                 KIND, "planner relation", r, Verdict.NOT_EQUIVALENT,

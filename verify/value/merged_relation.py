@@ -403,7 +403,8 @@ def _prove(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_rels, 
     ex = Executor(store, rings, dict(sizes) if sizes else 1, None, symbols)
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
 
     def judged(steps):
         sched = schedule(ex, store, serial_snap, rank_snaps, serial_rel, rank_rels, k, avg)

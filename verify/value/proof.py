@@ -123,6 +123,12 @@ DEFAULT_BUDGET = {
     "z3_random_seed": 0,
     # wall clock, a hang guard only (a Z3 that ignores its rlimit): never the budget
     "z3_hang_guard_s": 600,
+    # Z3's own memory cap per query, in MB (its "max_memory": past it the query
+    # is unknown, "max. memory exceeded"): a query within its rlimit can still
+    # grow past 14 GB (nonlinear terms of two attention blocks, verify generate
+    # seed 0 plan 18) and take the machine with it; the default run's largest
+    # query spends 5.91 M rlimit units, far below
+    "z3_max_memory_mb": 4096,
     # the planner relation proof (relation.py) is attempted only where the serial
     # program's parameters, states and feeds hold at most this many elements: the
     # real-model plans (~1.1-1.6 x 10^4) spend the work budget cold (minutes,
@@ -653,8 +659,9 @@ class _Z3Budget:
     """Z3's rlimit for one application: per query, in all, and what the
     queries spent (read from each solver's ``rlimit count``)."""
 
-    def __init__(self, total, per_query, seed=0, hang_guard_s=600):
+    def __init__(self, total, per_query, seed=0, hang_guard_s=600, max_memory_mb=0):
         self.total, self.per_query, self.seed = int(total), int(per_query), int(seed)
+        self.max_memory_mb = int(max_memory_mb or 0)  # 0: no cap
         self.hang_guard_ms = int(hang_guard_s * 1000)
         self.spent = 0
         self.max_query = 0  # the most one query spent
@@ -805,6 +812,8 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats, model_checked=False):
     limit = max(1, min(z3b.per_query, z3b.left))  # 0 would mean no limit
     solver.set("rlimit", limit)  # deterministic: Z3 counts steps, not time
     solver.set("timeout", z3b.hang_guard_ms)  # a hang guard, not the budget
+    if z3b.max_memory_mb:
+        solver.set("max_memory", z3b.max_memory_mb)
     solver.add(z3.Or([zt.poly(a) != zt.poly(b) for _, a, b in pairs[:256]]))
     before = _rlimit_count(solver)
     res = solver.check()
@@ -832,6 +841,10 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats, model_checked=False):
         return "unknown", (f"Z3 said unknown: over its rlimit ({used} units spent of "
                            f"{limit} for this query; {z3b.spent} of {z3b.total} for the "
                            "application)")
+    if "memory" in reason:
+        return "unknown", (f"Z3 said unknown: over its memory cap ({reason}; "
+                           f"z3_max_memory_mb {z3b.max_memory_mb}, {used} of {limit} rlimit "
+                           "units spent)")
     if reason in ("timeout", "canceled"):
         return "unknown", (f"Z3 said unknown: stopped by the hang guard (wall clock, "
                            f"{z3b.hang_guard_ms // 1000} s; not the budget: {used} of {limit} "
@@ -1224,7 +1237,8 @@ def prove_application(where: str, ranks: list, rings: dict, befores: dict, after
                          details={"reason": "nested regions", "not_proved": True,
                                   "region_ops": regions})
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
     per = {r: {"proved": None, "refuted": [], "cexs": [], "unknown": [], "absent": [],
                "names": [], "stats": {"queries": 0, "normal_form": 0, "z3_proved": 0,
                                       "probe_refuted": 0, "z3_refuted": 0}}

@@ -51,7 +51,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.numeric.divergence import START, UNKNOWN, first_divergent_op
+from verify.numeric.divergence import START, UNKNOWN, blamed_op_text, first_divergent_op
 from verify.numeric.peer_names import peer_view
 from verify.numeric.placements import PlacementError, coords, describe, holds, local_piece
 from verify.verdicts import CheckResult, Verdict
@@ -419,7 +419,8 @@ def _prove_inner(where, ranks, every, serial_snap, rank_snaps, serial_rel, rank_
     senv = _with_fused(senv, serial_snap, serial_rel)
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
     # every rank's pieces under rank r's names (programs differ: names do)
     return [_judge_rank(where, r, store, zt, z3b, senv,
                         {q: e if q == r else peer_view(e, rank_rels[q], rank_rels[r])
@@ -550,7 +551,7 @@ def _judge_rank(where, r, store, zt, z3b, senv, envs, serial_snap, serial_rel, r
         c["first_divergence"] = loc
         where_txt = (f"; first divergence: rank {r} op {loc['op_index']} ({loc['op_type']}) "
                      f"value {loc['value']}, stage {loc['stage']} "
-                     f"({loc['stage_op']['op_type']} {loc['stage_op']['value']})"
+                     f"({blamed_op_text(loc['stage_op'])})"
                      if loc else "")
         val = (f"serial {c['original_value']} vs rank {c['rewritten_value']} at element "
                f"{c['element']}, {c['found_by']}" if "element" in c else c.get("reason", ""))
@@ -827,7 +828,8 @@ def _prove_segmented(where, ranks, every, serial_snap, rank_snaps, serial_rel, r
             obligations[r].append((label, sname and f"serial {sname}", key, plc))
     zt = Z3Terms(store)
     z3b = _Z3Budget(bud["z3_rlimit_per_application"], bud["z3_rlimit_per_query"],
-                    bud["z3_random_seed"], bud["z3_hang_guard_s"])
+                    bud["z3_random_seed"], bud["z3_hang_guard_s"],
+                    bud.get("z3_max_memory_mb", 0))
     out = [_judge_rank(where, r, store, zt, z3b, syn_s, syn_r, serial_snap, serial_rel,
                        rank_snaps[r], rank_rels[r], [], start, pairs=obligations[r],
                        expand_cuts=False)
