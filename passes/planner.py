@@ -330,6 +330,7 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     checks += serial_checks(case, folder, records)
     checks += shape_relation_checks(case, folder, records)
     checks += coverage_check(case, folder, records)
+    checks += lost_gradients(case, records)
     checks += job_stream_checks(case, folder, records)
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
@@ -693,6 +694,17 @@ def shape_relation_checks(case, folder, records) -> list:
                                    f"case {case.name} rank {r}: {len(rel['parameters'])} "
                                    "parameters are the slices their placements name"))
     return out
+
+
+def lost_gradients(case, records) -> list:
+    """Every parameter an eager step gives a gradient is updated by the
+    serial program (``verify/checks/lost_gradients.py``; rank 0's eager step:
+    each rank builds the same model)."""
+    from verify.checks.lost_gradients import lost_gradient_check
+
+    r0 = case.ranks[0]
+    return lost_gradient_check(f"planner on {case.name}", records[r0].get("eager_gradients"),
+                               records[r0].get("serial_relation"))
 
 
 def coverage_check(case, folder, records) -> list:

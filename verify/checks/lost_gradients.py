@@ -1,0 +1,56 @@
+"""Lost gradients: every trainable parameter the model's loss gives a gradient
+in dygraph (eager) mode is updated by the serial program Paddle built from it.
+
+The planner family relates the ranks to the serial program, so a parameter
+whose gradient the static backward never produces (an op whose grad does
+not pass it on) is missing from both alike and no relation sees it: the
+parameter silently never trains.  The reference here is the model itself:
+one eager forward and backward in the planning process
+(``verify/plan/eager_grads.py``, ``planner.json``'s ``eager_gradients``).
+The serial program's updates are its optimizer ops by parameter
+(``serial_relation["params"]``, ``verify/plan/stages.py``).  Plain data in,
+one result out.
+
+Verdict: CONTRACT_BROKEN.  The values the relation compares are kept (the
+ranks agree with the serial program), but the training program does not do
+what it is built for, update every parameter the loss depends on.  No value
+of the missed update is computed here, so NOT_EQUIVALENT (a witnessed
+difference) is not claimed.  A parameter without an eager gradient (unused,
+``stop_gradient``) is not expected to be updated and is not flagged.
+"""
+from __future__ import annotations
+
+from verify.verdicts import CheckResult, Verdict
+
+NAME = "lost gradients"
+
+
+def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None) -> list:
+    """``[CheckResult]`` (empty when no eager step was recorded: the plan
+    predates it; a step that could not run is INCONCLUSIVE)."""
+    if eager is None:
+        return []
+    if eager.get("error"):
+        last = eager["error"].strip().splitlines()[-1]
+        return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
+                            f"{where}: the eager reference step did not run ({last}); which "
+                            "parameters should train is unknown",
+                            counterexample={"error": last})]
+    if not serial_rel:
+        return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
+                            f"{where}: the serial program's updates were not recorded")]
+    wanted = sorted(eager.get("with_grad", []))
+    updated = set(serial_rel.get("params", {}))
+    lost = [p for p in wanted if p not in updated]
+    if lost:
+        return [CheckResult(
+            "contract", NAME, None, Verdict.CONTRACT_BROKEN,
+            f"{where}: {len(lost)} of the {len(wanted)} trainable parameters with an eager "
+            f"gradient get no update in the serial program Paddle built ({len(updated)} "
+            f"optimizer op(s)): {', '.join(lost)}; their gradient stops in the static "
+            "backward, and every rank, related to that program, never trains them",
+            counterexample={"parameters": lost, "eager_with_grad": len(wanted),
+                            "serial_updates": sorted(updated)})]
+    return [CheckResult("contract", NAME, None, Verdict.EQUIVALENT,
+                        f"{where}: each of the {len(wanted)} trainable parameters with an "
+                        "eager gradient is updated by an optimizer op of the serial program")]
