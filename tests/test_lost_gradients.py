@@ -119,5 +119,5 @@ def test_a_parameter_without_eager_gradient_is_not_flagged():
 def test_an_eager_step_that_failed_is_inconclusive():
     [c] = lost_gradient_check("planner on x", {"with_grad": [], "without_grad": [],
                                                "error": "Traceback\nValueError: boom\n"}, {})
-    assert c.verdict == Verdict.INCONCLUSIVE and "boom" in c.message
+    assert c.verdict == Verdict.INCONCLUSIVE and "boom" in c.message and c.advisory
     assert lost_gradient_check("planner on x", None, {}) == []  # an older plan: no record

@@ -27,7 +27,9 @@ NAME = "lost gradients"
 
 def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None) -> list:
     """``[CheckResult]`` (empty when no eager step was recorded: the plan
-    predates it; a step that could not run is INCONCLUSIVE)."""
+    predates it; a step that could not run, e.g. a model whose build needs
+    the plan's whole mesh, is an advisory INCONCLUSIVE: reported, and
+    deciding nothing, since the check did not run)."""
     if eager is None:
         return []
     if eager.get("error"):
@@ -35,7 +37,7 @@ def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None)
         return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
                             f"{where}: the eager reference step did not run ({last}); which "
                             "parameters should train is unknown",
-                            counterexample={"error": last})]
+                            counterexample={"error": last}, advisory=True)]
     if not serial_rel:
         return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
                             f"{where}: the serial program's updates were not recorded")]
