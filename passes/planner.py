@@ -118,6 +118,11 @@ class PlannerAdapter(PirPassAdapter):
             checks.append(stale)
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
         checks += static_checks(case, folder, records, outcomes, notes)
+        if self.name == PlannerAdapter.name:
+            # the serial program's own finding: a strategy pass's application
+            # (recompute, AMP, c_embedding; subclasses) relates its stage to it
+            # and does not inherit it
+            checks += lost_gradients(case, records)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         merge = None if crashed else merged_plan(case, records)
         if merge:  # the proof of the job schedule (a pipeline's: not modelled)
@@ -330,7 +335,6 @@ def static_checks(case, folder, records, outcomes, notes) -> list:
     checks += serial_checks(case, folder, records)
     checks += shape_relation_checks(case, folder, records)
     checks += coverage_check(case, folder, records)
-    checks += lost_gradients(case, records)
     checks += job_stream_checks(case, folder, records)
     outcomes += outs
     # a Z3 "unknown" may be its wall-clock timeout's: never kept
