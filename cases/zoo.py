@@ -476,7 +476,9 @@ _REALISTIC_PLANNER = Expect(
     "eager forward and backward of the model on the plan's first batch, before fleet is "
     "initialised) names 12 parameters with a gradient; the serial relation updates "
     "lm_head_0.w_0.dist only; missing: create_parameter_0..2 (the RMS norms), "
-    "embedding_0, linear_0..6; examples/planner_lost_grad.py reproduces the class in a "
+    "embedding_0, linear_0..6; the backward reads none of the values they feed upstream "
+    "of serial op 198 (pd_op.cast of op 197's pd_op.c_identity, the LM head's input); "
+    "examples/planner_lost_grad.py reproduces the class in a "
     "tiny MLP (_c_identity before the head in to_static mode only); reproduce: python -m "
     "verify run --pass planner --case zoo_llama_dp2_tp2_realistic (models group "
     "installed)")

@@ -58,6 +58,21 @@ def test_head_through_c_identity_loses_the_gradients_before_it(tmp_path_factory)
                                               "linear_0.b_0.dist", "linear_0.w_0.dist"]
     assert "linear_1.w_0.dist" not in c.message  # the head is updated
     assert "layer_norm_0.w_0" in c.message
+    assert c.counterexample["stops_at"] is None  # the serial program not given
+
+
+def test_where_the_gradient_stops_is_named(tmp_path_factory):
+    from passes.planner import _snap
+
+    folder = _plan(tmp_path_factory, "examples/planner_lost_grad.py")
+    rec = _record(folder)
+    st = next(s for s in rec["stages"] if s["stage"] == "serial")
+    ops = list(_snap(folder, 0, st["snapshot"]).ops)
+    [c] = lost_gradient_check("planner on lost", rec["eager_gradients"],
+                              rec["serial_relation"], ops)
+    stop = c.counterexample["stops_at"]
+    assert stop["op_type"] == "pd_op.c_identity", stop
+    assert "pd_op.c_identity" in c.message
 
 
 def test_the_twin_without_c_identity_trains_every_parameter(mlp):
@@ -78,10 +93,18 @@ def test_an_update_removed_from_the_serial_program_is_caught(mlp):
         removed = param_name(p)
         main.global_block().remove_op(op)
         serial = relation_table(main, names)
-    [c] = lost_gradient_check("planner on mlp", _record(mlp)["eager_gradients"], serial)
+    from passes.planner import _snap
+
+    rec = _record(mlp)
+    st = next(s for s in rec["stages"] if s["stage"] == "serial")
+    ops = [o for o in _snap(mlp, 0, st["snapshot"]).ops  # the same edit on the snapshot
+           if not (o.role == 2 and o.inputs.get("param") == [removed])]
+    [c] = lost_gradient_check("planner on mlp", rec["eager_gradients"], serial, ops)
     assert c.verdict == Verdict.CONTRACT_BROKEN
     assert c.counterexample["parameters"] == [removed]
     assert removed in c.message
+    # the backward computes its gradient: the update is what is missing
+    assert c.counterexample["stops_at"] == {"reads_param": [removed]}
 
 
 def test_a_parameter_without_eager_gradient_is_not_flagged():

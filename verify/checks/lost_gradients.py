@@ -25,7 +25,53 @@ from verify.verdicts import CheckResult, Verdict
 NAME = "lost gradients"
 
 
-def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None) -> list:
+BACKWARD = 1  # op role
+
+
+def gradient_frontier(ops, lost) -> dict | None:
+    """Where the backward stops short of the ``lost`` parameters, in the
+    serial program's ``ops`` (snapshot ops: ``type``, ``role``, ``reads()``,
+    ``writes()``): ``{"reads_param": [lost parameters a backward op reads]}``
+    when the backward reaches some (their gradient is computed, the update
+    is what is missing); else the first forward op fed by a lost parameter
+    whose result a backward op reads, ``{"op_index", "op_type", "value"}``:
+    the backward reads none of the values the lost parameters feed upstream
+    of it (the gradient stops at that op, or at an op feeding it whose grad
+    reads none of its forward values, e.g. a cast, an identity: ``feeding``,
+    the ops writing its fed operands); None when the backward reads none."""
+    back = {n for op in ops if op.role == BACKWARD for n in op.reads()}
+    reached = sorted(p for p in lost if p in back)
+    if reached:
+        return {"reads_param": reached}
+    fed, writer = set(lost), {}
+    for i, op in enumerate(ops):
+        if op.role == BACKWARD or not fed.intersection(op.reads()):
+            continue
+        hit = [n for n in op.writes() if n in back]
+        if hit:
+            feeding = sorted({writer[n] for n in op.reads() if n in writer})
+            return {"op_index": i, "op_type": op.type, "value": hit[0],
+                    "feeding": [[k, ops[k].type] for k in feeding]}
+        fed.update(op.writes())
+        writer.update((n, i) for n in op.writes())
+    return None
+
+
+def _frontier_text(front) -> str:
+    if front is None:
+        return "the backward reads none of the values they feed"
+    if "reads_param" in front:
+        return (f"the backward reads {', '.join(front['reads_param'])} (a gradient is "
+                "computed) but no optimizer op updates it")
+    feeding = ", ".join(f"op {k} ({t})" for k, t in front["feeding"])
+    return (f"the backward reads none of the values they feed upstream of serial op "
+            f"{front['op_index']} ({front['op_type']})'s result {front['value']}: their "
+            "gradient stops at that op" + (f" or one feeding it ({feeding})" if feeding
+                                           else ""))
+
+
+def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None,
+                        serial_ops=None) -> list:
     """``[CheckResult]`` (empty when no eager step was recorded: the plan
     predates it; a step that could not run, e.g. a model whose build needs
     the plan's whole mesh, is an advisory INCONCLUSIVE: reported, and
@@ -45,14 +91,16 @@ def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None)
     updated = set(serial_rel.get("params", {}))
     lost = [p for p in wanted if p not in updated]
     if lost:
+        front = gradient_frontier(serial_ops, lost) if serial_ops is not None else None
         return [CheckResult(
             "contract", NAME, None, Verdict.CONTRACT_BROKEN,
             f"{where}: {len(lost)} of the {len(wanted)} trainable parameters with an eager "
             f"gradient get no update in the serial program Paddle built ({len(updated)} "
-            f"optimizer op(s)): {', '.join(lost)}; their gradient stops in the static "
-            "backward, and every rank, related to that program, never trains them",
+            f"optimizer op(s)): {', '.join(lost)}; "
+            + (_frontier_text(front) + "; " if serial_ops is not None else "")
+            + "every rank, related to that program, never trains them",
             counterexample={"parameters": lost, "eager_with_grad": len(wanted),
-                            "serial_updates": sorted(updated)})]
+                            "serial_updates": sorted(updated), "stops_at": front})]
     return [CheckResult("contract", NAME, None, Verdict.EQUIVALENT,
                         f"{where}: each of the {len(wanted)} trainable parameters with an "
                         "eager gradient is updated by an optimizer op of the serial program")]
