@@ -144,3 +144,19 @@ def test_an_eager_step_that_failed_is_inconclusive():
                                                "error": "Traceback\nValueError: boom\n"}, {})
     assert c.verdict == Verdict.INCONCLUSIVE and "boom" in c.message and c.advisory
     assert lost_gradient_check("planner on x", None, {}) == []  # an older plan: no record
+    # an eager parameter the plan's model lacks by name is never passed silently
+    [c] = lost_gradient_check("planner on x", {"with_grad": ["a"], "without_grad": [],
+                                               "unmatched": ["head.w"], "error": None},
+                              {"params": {"a": {}}})
+    assert c.verdict == Verdict.INCONCLUSIVE and "head.w" in c.message
+
+
+def test_a_recomputed_block_gets_its_eager_gradients(tmp_path_factory):
+    """Paddle's eager recompute runs no backward when none of its inputs
+    needs a gradient: the eager step marks the float inputs, so the block's
+    parameters are checked too (else they were listed without gradient)."""
+    rec = _record(_plan(tmp_path_factory, "examples/planner_tp2_recompute.py"))
+    assert rec["eager_gradients"]["without_grad"] == []
+    assert len(rec["eager_gradients"]["with_grad"]) == 8
+    [c] = lost_gradient_check("planner on rc", rec["eager_gradients"], rec["serial_relation"])
+    assert c.verdict == Verdict.EQUIVALENT

@@ -101,6 +101,14 @@ def lost_gradient_check(where: str, eager: dict | None, serial_rel: dict | None,
             + "every rank, related to that program, never trains them",
             counterexample={"parameters": lost, "eager_with_grad": len(wanted),
                             "serial_updates": sorted(updated), "stops_at": front})]
+    unmatched = list(eager.get("unmatched", []))
+    if unmatched:  # an eager parameter the plan's model does not have by that name
+        return [CheckResult("contract", NAME, None, Verdict.INCONCLUSIVE,
+                            f"{where}: the {len(wanted)} matched parameters with an eager "
+                            f"gradient are updated, but {len(unmatched)} eager parameter(s) "
+                            f"have no parameter of the plan's model by name: "
+                            f"{', '.join(unmatched[:5])}", counterexample={
+                                "unmatched": unmatched}, advisory=True)]
     return [CheckResult("contract", NAME, None, Verdict.EQUIVALENT,
                         f"{where}: each of the {len(wanted)} trainable parameters with an "
                         "eager gradient is updated by an optimizer op of the serial program")]

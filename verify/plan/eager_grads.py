@@ -34,11 +34,18 @@ def eager_gradients(model, dim_names: list, rank: int, first_batch: list) -> dic
             mesh = dist.ProcessMesh(np.array([rank]).reshape([1] * len(dim_names)).tolist(),
                                     dim_names=list(dim_names))
             layer = model.build_model(mesh)
-            n_in = len(list(model.inputs))
             # replicated on the one-process mesh: dist ops take no dense operand
             whole = [dist.Replicate()] * len(dim_names)
+            n_in = len(list(model.inputs))
             tensors = [dist.shard_tensor(paddle.to_tensor(a), mesh, whole)
                        for a in first_batch]
+            for t in tensors[:n_in]:
+                # a float input needs a gradient: Paddle's eager recompute
+                # (fleet.utils.recompute) runs no backward, so its block's
+                # parameters get none, when none of its inputs needs one
+                if t.dtype in (paddle.float32, paddle.float64, paddle.float16,
+                               paddle.bfloat16):
+                    t.stop_gradient = False
             outs = layer(*tensors[:n_in])
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             loss = model.loss(*(outs + tensors[n_in:]))
