@@ -118,6 +118,11 @@ class PlannerAdapter(PirPassAdapter):
             checks.append(stale)
             return {"checks": checks, "outcomes": outcomes, "notes": notes}
         checks += static_checks(case, folder, records, outcomes, notes)
+        if self.name == PlannerAdapter.name:
+            # the serial program's own finding: a strategy pass's application
+            # (recompute, AMP, c_embedding; subclasses) relates its stage to it
+            # and does not inherit it
+            checks += lost_gradients(case, folder, records)
         crashed = any(c.verdict == Verdict.PASS_CRASHED for c in checks)
         merge = None if crashed else merged_plan(case, records)
         if merge:  # the proof of the job schedule (a pipeline's: not modelled)
@@ -693,6 +698,25 @@ def shape_relation_checks(case, folder, records) -> list:
                                    f"case {case.name} rank {r}: {len(rel['parameters'])} "
                                    "parameters are the slices their placements name"))
     return out
+
+
+def lost_gradients(case, folder, records) -> list:
+    """Every parameter an eager step gives a gradient is updated by the
+    serial program (``verify/checks/lost_gradients.py``; rank 0's eager step:
+    each rank builds the same model); the serial stage's snapshot, read only
+    when one is lost, says where the backward stops."""
+    from verify.checks.lost_gradients import lost_gradient_check
+
+    r0 = case.ranks[0]
+    where = f"planner on {case.name}"
+    eager, serial = records[r0].get("eager_gradients"), records[r0].get("serial_relation")
+    got = lost_gradient_check(where, eager, serial)
+    st = next((s for s in records[r0]["stages"] if s["stage"] == "serial"
+               and s.get("snapshot")), None)
+    if st is not None and any(c.verdict == Verdict.CONTRACT_BROKEN for c in got):
+        got = lost_gradient_check(where, eager, serial,
+                                  list(_snap(folder, r0, st["snapshot"]).ops))
+    return got
 
 
 def coverage_check(case, folder, records) -> list:

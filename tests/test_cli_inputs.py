@@ -188,6 +188,8 @@ def test_bad_meta_json_is_one_line_naming_the_field(legacy_dir, tmp_path, what):
     ("rank0/planner.json", _set(gradient_merge={"k_steps": 0, "avg": True}),
      "rank0/planner.json: gradient_merge.k_steps: must be >= 1"),
     ("rank0/planner.json", _set(version=99), "rank0/planner.json: version: 99 is newer"),
+    ("rank0/planner.json", _set(eager_gradients={"with_grad": [3], "error": None}),
+     "rank0/planner.json: eager_gradients.with_grad[0]: must be a non-empty string"),
     ("plan.json", _set(mesh=[0, -1]), "plan.json: mesh: mesh[1] is -1"),
 ])
 def test_bad_pir_dir_files_are_one_line(pir_dir, tmp_path, name, edit, needle):

@@ -87,11 +87,11 @@ def mesh_dims(model, mesh) -> list:
     return names
 
 
-def _loader(model, batch: int, mesh):
-    """Seeded samples of the input specs' per-sample shapes, batched."""
+def _samples(model, batch: int) -> list:
+    """Two batches of seeded samples of the input specs' per-sample shapes
+    (inputs then labels), the loader's and the eager step's
+    (``verify/plan/eager_grads.py``)."""
     import numpy as np
-    import paddle
-    import paddle.distributed as dist
 
     specs = list(model.inputs) + list(model.labels)
     rng = np.random.default_rng(SEED)
@@ -103,7 +103,15 @@ def _loader(model, batch: int, mesh):
             return rng.integers(0, vocab, shape).astype(dtype)
         return rng.standard_normal(shape).astype(dtype)
 
-    samples = [tuple(sample(s) for s in specs) for _ in range(batch * 2)]
+    return [tuple(sample(s) for s in specs) for _ in range(batch * 2)]
+
+
+def _loader(model, batch: int, mesh):
+    """The seeded samples (:func:`_samples`), batched."""
+    import paddle
+    import paddle.distributed as dist
+
+    samples = _samples(model, batch)
 
     class Samples(paddle.io.Dataset):
         def __getitem__(self, i):
@@ -172,7 +180,15 @@ def _plan_rank(model_path: str, rank: int, mesh: list, out_dir: Path) -> None:
     names_ = mesh_dims(model, mesh)
     pmesh = dist.ProcessMesh(mesh, dim_names=names_)
     batch = int(getattr(model, "BATCH", 2))
+    # the eager step's gradients (the lost-gradient check's reference), on the
+    # loader's first batch, before the plan's build; then the seed again
+    from verify.plan.eager_grads import by_param_name, eager_gradients
+
+    first = _samples(model, batch)[:batch]
+    eager = eager_gradients(model, names_, rank, [np.stack(col) for col in zip(*first)])
+    paddle.seed(SEED)
     layer = model.build_model(pmesh)
+    capture.eager_gradients = by_param_name(eager, layer)
     opt = model.optimizer(layer.parameters())
     if hasattr(model, "wrap_optimizer"):  # e.g. dist.shard_optimizer(opt, ShardingStage1)
         opt = model.wrap_optimizer(opt, pmesh)

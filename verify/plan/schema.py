@@ -32,7 +32,9 @@ absent where the format says so):
 * PIR ``rank<R>/names.json``: a list of lists of value names (str or null).
 * PIR ``rank<R>/planner.json`` (when present): ``version`` an int not newer
   than the suite's; ``stages``, ``not_run``, ``final_ops`` lists;
-  ``gradient_merge`` null or ``{"k_steps": int >= 1, "avg": bool}``.
+  ``gradient_merge`` null or ``{"k_steps": int >= 1, "avg": bool}``;
+  ``eager_gradients`` null or ``{"with_grad", "without_grad": [str], "error":
+  str or null}``.
 """
 from __future__ import annotations
 
@@ -312,6 +314,14 @@ def _check_planner(rec) -> None:
         _dict(gm, "gradient_merge")
         _int(gm.get("k_steps"), "gradient_merge.k_steps", lo=1)
         _bool(gm.get("avg", False), "gradient_merge.avg")
+    eg = rec.get("eager_gradients")
+    if eg is not None:
+        _dict(eg, "eager_gradients")
+        for key in ("with_grad", "without_grad"):
+            for i, n in enumerate(_list(eg.get(key, []), f"eager_gradients.{key}")):
+                _str(n, f"eager_gradients.{key}[{i}]")
+        if eg.get("error") is not None:
+            _str(eg["error"], "eager_gradients.error")
 
 
 def _read(path: Path, data=None):

@@ -551,7 +551,10 @@ def write(capture: Capture, out_dir, final_main=None, final_names=None) -> dict:
     record = {"stages": [], "not_run": [], "serial_error": None, "version": VERSION,
               # {"k_steps", "avg"} when the planner applied gradient merge: the rank's
               # program then runs as [forward, backward] * k_steps + [optimize]
-              "gradient_merge": getattr(capture, "gradient_merge", None)}
+              "gradient_merge": getattr(capture, "gradient_merge", None),
+              # the trainable parameters an eager step gives a gradient
+              # (verify/plan/eager_grads.py; verify/checks/lost_gradients.py)
+              "eager_gradients": getattr(capture, "eager_gradients", None)}
     with paddle.pir_utils.IrGuard():
         for i, st in enumerate(capture.stages):
             entry = {"stage": st["stage"], "error": st["error"], "snapshot": None,
