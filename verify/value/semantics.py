@@ -43,6 +43,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .kernels import round_to  # the replay's rounding: one definition of round to nearest even
+
 
 # -- tensors with their dims ---------------------------------------------
 class Tensor:
@@ -511,6 +513,26 @@ def constant(value, dtype="") -> Fraction:
     return exact
 
 
+def kernel_constant(value, dtype="") -> Fraction:
+    """``value`` (an attr) as a Paddle CPU kernel that converts it with
+    ``Scalar::to<T>()`` or ``static_cast<T>`` reads it: in bfloat16 and
+    float16, phi's ``bfloat16(float)`` / ``float16(float)`` of the float32
+    value (a double Scalar goes through ``static_cast<float>`` first),
+    rounded to nearest even (``cpu_float_to_bfloat16``); any other dtype as
+    :func:`constant`.  Only for rows whose kernel is tested to read its
+    attrs exactly so, on concrete values against Paddle (``scale``:
+    tests/test_value_axioms.py); rows whose kernels compute in float32
+    (``MPType``) keep :func:`constant`, which refuses an inexact bfloat16."""
+    d = dtype_name(dtype)
+    if d not in ("bfloat16", "float16") or isinstance(value, Fraction):
+        return constant(value, dtype)
+    try:
+        with np.errstate(over="ignore"):
+            return round_to(constant(value, "float32"), d)
+    except OverflowError:  # Fraction(inf)
+        raise Unsupported(f"constant {value!r} overflows {d}") from None
+
+
 # Which dtypes each row models: every tensor it reads or writes (the slots
 # in INDEX_SLOTS aside) must have one of them, else the op is Unsupported
 # (INCONCLUSIVE naming op, slot and dtype), never computed as if real.
@@ -679,13 +701,26 @@ def fill_constant(op, ins, k):
 
 
 # -- arithmetic rows --------------------------------------------------------
+def scale_constants(attrs, dtype) -> tuple:
+    """``(scale, bias)`` as phi's ScaleKernel reads them for an ``x`` of
+    ``dtype``: ``scale.to<T>()``, ``bias.to<T>()`` (an integer scale
+    truncates; a bfloat16 one is the float32 value rounded to bfloat16,
+    :func:`kernel_constant`), then ``EigenScale`` computes in ``T``."""
+    return (kernel_constant(attrs.get("scale", 1.0), dtype),
+            kernel_constant(attrs.get("bias", 0.0), dtype))
+
+
 def scale(op, ins, k):
+    """``x * scale + bias`` (``(x + bias) * scale`` without
+    ``bias_after_scale``), the constants as the kernel reads them
+    (:func:`scale_constants`); over the reals, as every row: in a low
+    dtype the kernel rounds each product and sum to ``T`` (the proof's
+    ``ROUNDING`` disclaimer)."""
     x = _t(ins, "X")
     if _has(ins, "ScaleTensor"):
         raise Unsupported("scale with ScaleTensor")
-    # cast to x's dtype as the kernel does (an integer scale truncates)
-    s = k.const(constant(op.attrs.get("scale", 1.0), x.dtype))
-    b = k.const(constant(op.attrs.get("bias", 0.0), x.dtype))
+    sv, bv = scale_constants(op.attrs, x.dtype)
+    s, b = k.const(sv), k.const(bv)
     after = op.attrs.get("bias_after_scale", True)
     out = x.arr * s + b if after else (x.arr + b) * s
     return {"Out": [Tensor(np.asarray(out), x.dims, x.dtype)]}
