@@ -464,9 +464,12 @@ _REALISTIC_PLANNER = Expect(
     "and shapes (the recompute stage recorded apart), every rank plans from one serial "
     "program, the 13 parameters are their placements' slices and tiled, and the ranks in "
     "lock step agree with the serial run within the bfloat16 rounding tolerance on the "
-    "loss, the gradient and every parameter for 3 steps (witnessed: the value proof "
-    "stops at the attention's pd_op.scale by 0.35355 (1/sqrt(8)), a constant bfloat16 "
-    "cannot hold, whose rounding it does not model). Only one gradient is compared: "
+    "loss, the gradient and every parameter for 3 steps; the value proof proves it by "
+    "segments at the real shapes on every rank (the attention's bfloat16 pd_op.scale by "
+    "1/sqrt(8) multiplies by 181/512, the float32 attr rounded to bfloat16 as phi's "
+    "ScaleKernel reads it; the rotary cos/sin and the norms' rsqrt inside the model's "
+    "auto_cast(enable=False) are the ranks' own, the suite's amp_off_region mark being no "
+    "kernel attr; pd_op.c_identity the identity). Only one gradient is compared: "
     + _FLEET_HEAD)
 _REALISTIC_RECOMPUTE = Expect(
     True, "EQUIVALENT",

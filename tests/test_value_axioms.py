@@ -285,6 +285,45 @@ def test_identities(op_type):
     close(run(op_type, {"X": [x]}, {"in_dtype": 4, "out_dtype": 5})["Out"], x)
 
 
+def test_pir_c_identity_is_the_identity():
+    """``pd_op.c_identity`` (paddleformers' parallel_matmul under fleet's
+    hybrid group): the identity on any ring and stream (its forward; 3.3.1
+    has no CPU kernel for it, numeric runs execute it as assign)."""
+    x = r(2, 3)
+    out = run("pd_op.c_identity", {"x": [x]},
+              {"ring_id": 28, "use_calc_stream": True, "use_model_parallel": True})["out"]
+    close(out, x, tol=0)
+
+
+class _KeyK:
+    """``k`` whose uninterpreted kernels return their key: what a term is."""
+
+    reduce_to = 10 ** 6
+
+    def const(self, v):
+        return v
+
+    def uf(self, kernel, args, attrs=()):
+        return (kernel, tuple(args), attrs)
+
+
+@pytest.mark.parametrize("mark", ["amp_off_region", "model_cast"])
+def test_the_suites_amp_marks_key_no_kernel(mark):
+    """The suite's plan-time AMP marks (examples/amp_of.py; read_sets.COMMON:
+    no kernel reads them) are not part of a kernel's key: the serial
+    program's ``cos`` inside the model's ``auto_cast(enable=False)`` carries
+    the mark, the partitioned rank's copy does not, and they are one
+    function.  Twin: an attr that is no mark still keys the kernel."""
+    x = S.Tensor(np.array([1, 2], dtype=object), S.leaf_dims((2,)), "float32")
+
+    def term(attrs):
+        op = Op(0, "pd_op.cos", {"x": ["x"]}, {"out": ["o"]}, attrs)
+        return list(S.ROWS["pd_op.cos"](op, {"x": [x]}, _KeyK())["out"][0].arr)
+    base = {"stop_gradient": [True], "struct_name": "/Rotary/"}
+    assert term({**base, mark: True}) == term(base)
+    assert term({**base, "approximate": True}) != term(base)
+
+
 @pytest.mark.parametrize("src,dst", [(5, 3), (5, 2), (5, 4), (6, 5), (5, 22), (5, 0)])
 def test_a_cast_that_rounds_is_paddles_cast(src, dst):
     """float -> int truncates, float32 -> float16/bfloat16 rounds: the row is

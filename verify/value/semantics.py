@@ -554,7 +554,7 @@ _ANY_ROWS = (
     "pd_op.assign", "pd_op.cast", "pd_op.share_data_", "pd_op.assign_out_", "pd_op.slice",
     "pd_op.slice_grad", "pd_op.concat", "pd_op.concat_grad", "pd_op.unsqueeze",
     "pd_op.expand", "pd_op.tile", "pd_op.embedding", "pd_op.embedding_grad", "pd_op.arange",
-    "pd_op.c_embedding",
+    "pd_op.c_embedding", "pd_op.c_identity",
     "pd_op.empty", "pd_op.set_value_with_tensor_", "pd_op.stack",
     # uninterpreted, keyed by every input's dtype (kernel_key / _uf_broadcast)
     "pd_op.set_value_", "pd_op.tril", "pd_op.cross_entropy_with_softmax",
@@ -773,8 +773,12 @@ def _vec(fn):
 
 def attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
                         "use_cudnn", "mkldnn_data_type", "use_quantizer",
-                        "fwd_recompute_id", "bwd_recompute_id")):
-    """An op's attrs as a hashable key (bookkeeping attrs aside)."""
+                        "fwd_recompute_id", "bwd_recompute_id",
+                        "amp_off_region", "model_cast")):
+    """An op's attrs as a hashable key (bookkeeping attrs aside; the
+    suite's plan-time AMP marks too, which no kernel reads (read_sets.COMMON):
+    the serial program carries them, the partitioned ranks' copies do not,
+    and a rank's ``cos`` is the serial ``cos`` all the same)."""
     return tuple(sorted((a, repr(v)) for a, v in op.attrs.items() if a not in skip))
 
 
@@ -1354,6 +1358,10 @@ def _pir_vector_pieces(op, ins, k):
 
 ROWS.update({
     "pd_op.assign": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    # the model-parallel identity paddleformers' parallel_matmul inserts under
+    # fleet's hybrid group: its forward is the identity on any ring (no CPU
+    # kernel: numeric runs execute it as assign, read_sets says why)
+    "pd_op.c_identity": _via(identity(), {"x": "X"}, {"Out": "out"}),
     "pd_op.cast": _via(cast, {"x": "X"}, {"Out": "out"},
                        lambda a: {**a, "out_dtype": a.get("dtype", "")}),
     "pd_op.split_with_num": _pir_split_with_num,
