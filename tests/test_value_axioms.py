@@ -285,6 +285,45 @@ def test_identities(op_type):
     close(run(op_type, {"X": [x]}, {"in_dtype": 4, "out_dtype": 5})["Out"], x)
 
 
+def test_pir_c_identity_is_the_identity():
+    """``pd_op.c_identity`` (paddleformers' parallel_matmul under fleet's
+    hybrid group): the identity on any ring and stream (its forward; 3.3.1
+    has no CPU kernel for it, numeric runs execute it as assign)."""
+    x = r(2, 3)
+    out = run("pd_op.c_identity", {"x": [x]},
+              {"ring_id": 28, "use_calc_stream": True, "use_model_parallel": True})["out"]
+    close(out, x, tol=0)
+
+
+class _KeyK:
+    """``k`` whose uninterpreted kernels return their key: what a term is."""
+
+    reduce_to = 10 ** 6
+
+    def const(self, v):
+        return v
+
+    def uf(self, kernel, args, attrs=()):
+        return (kernel, tuple(args), attrs)
+
+
+@pytest.mark.parametrize("mark", ["amp_off_region", "model_cast"])
+def test_the_suites_amp_marks_key_no_kernel(mark):
+    """The suite's plan-time AMP marks (examples/amp_of.py; read_sets.COMMON:
+    no kernel reads them) are not part of a kernel's key: the serial
+    program's ``cos`` inside the model's ``auto_cast(enable=False)`` carries
+    the mark, the partitioned rank's copy does not, and they are one
+    function.  Twin: an attr that is no mark still keys the kernel."""
+    x = S.Tensor(np.array([1, 2], dtype=object), S.leaf_dims((2,)), "float32")
+
+    def term(attrs):
+        op = Op(0, "pd_op.cos", {"x": ["x"]}, {"out": ["o"]}, attrs)
+        return list(S.ROWS["pd_op.cos"](op, {"x": [x]}, _KeyK())["out"][0].arr)
+    base = {"stop_gradient": [True], "struct_name": "/Rotary/"}
+    assert term({**base, mark: True}) == term(base)
+    assert term({**base, "approximate": True}) != term(base)
+
+
 @pytest.mark.parametrize("src,dst", [(5, 3), (5, 2), (5, 4), (6, 5), (5, 22), (5, 0)])
 def test_a_cast_that_rounds_is_paddles_cast(src, dst):
     """float -> int truncates, float32 -> float16/bfloat16 rounds: the row is
@@ -314,6 +353,184 @@ def test_scale(after):
     x = r(2, 3)
     out = run("scale", {"X": [x]}, {"scale": 0.5, "bias": 2.0, "bias_after_scale": after})["Out"]
     close(out, x * 0.5 + 2.0 if after else (x + 2.0) * 0.5)
+
+
+# -- scale in a low dtype against Paddle's CPU kernel, every input ---------------
+# phi's ScaleKernel<T> reads its attrs with ``scale.to<T>()`` / ``bias.to<T>()``
+# and EigenScale computes ``scale * x + bias`` in T: for bfloat16 and float16
+# each operator converts to float32, computes, rounds back to T.  The row is
+# over the reals (the proof's ROUNDING disclaimer); what it must get right is
+# the constant the kernel multiplies by (``S.scale_constants``).  The rule
+# below is that row with each of the kernel's operations rounded: it must
+# equal Paddle's output exactly on every finite input of the dtype.
+LOW_SCALES = [(1 / math.sqrt(8), 0.0, True),  # the attention's 1/sqrt(head_dim)
+              (0.1, 0.7, True), (2.7, 0.3, False), (-1 / 3, -7.0, True),
+              (1000.3, 1.9, False), (1 + 2 ** -8 + 2 ** -30, 0.0, True)]
+
+
+def _low_inputs(dtype):
+    """Every finite value of ``dtype`` (bfloat16: of magnitude below 2^100,
+    so no product overflows), as float32, and the array Paddle is fed."""
+    if dtype == "float16":
+        xs = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+        xs = xs[np.isfinite(xs)]
+        return xs.astype(np.float32), xs
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    xs = (bits << 16).view(np.float32)
+    keep = np.isfinite(xs) & (np.abs(xs) < 2.0 ** 100)
+    return xs[keep], bits[keep].astype(np.uint16)
+
+
+def _round_low(a, dtype):
+    """float32 -> ``dtype`` as phi's CPU conversion: float16 by the
+    hardware conversion (round to nearest even), bfloat16 round to nearest
+    even on the bits (``cpu_float_to_bfloat16``); back as float32."""
+    a = np.asarray(a, dtype=np.float32)
+    if dtype == "float16":
+        with np.errstate(over="ignore"):
+            return a.astype(np.float16).astype(np.float32)
+    b = a.view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    return b.astype(np.uint32).view(np.float32)
+
+
+def _paddle_scale(fed, dtype, s, bias, after):
+    """The snapshot's ``pd_op.scale`` op and Paddle's output (float32) of a
+    PIR program scaling ``fed`` on the CPU executor."""
+    from verify.ir.legacy_ir import paddle_module
+    from verify.ir.pir_snapshot import from_pir_programs, value_names
+
+    paddle = paddle_module()
+    with paddle.pir_utils.IrGuard():
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            y = paddle.scale(paddle.static.data("x", [fed.size], dtype), s, bias, after)
+        op, = [o for o in from_pir_programs(main, startup, value_names(main)).ops
+               if o.type == "pd_op.scale"]
+        (out,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed={"x": fed},
+                                                               fetch_list=[y])
+    out = np.asarray(out)
+    if dtype == "bfloat16":
+        out = (out.astype(np.uint32) << 16).view(np.float32)
+    return op, out.astype(np.float32)
+
+
+def _kernel_rule(x, dtype, sv, bv, after):
+    """The row's ``x * s + b`` (``(x + b) * s``) with each operation done in
+    float32 and rounded to ``dtype``, as EigenScale<T> does."""
+    s, b = np.float32(sv), np.float32(bv)
+    assert Fraction(float(s)) == sv and Fraction(float(b)) == bv, "constants not float32"
+    with np.errstate(over="ignore"):
+        if after:
+            return _round_low(_round_low(x * s, dtype) + b, dtype)
+        return _round_low(_round_low(x + b, dtype) * s, dtype)
+
+
+def _differing(got, want):
+    return int(np.sum(~((got == want) | (np.isnan(got) & np.isnan(want)))))
+
+
+class _ExactK:
+    reduce_to = 10 ** 9
+
+    def const(self, v):
+        return Fraction(v)
+
+    def uf(self, kernel, args, attrs=()):
+        raise AssertionError(f"scale's row calls no kernel ({kernel})")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_scale_low_precision_against_paddles_kernel(dtype):
+    """Every finite input, six (scale, bias, order) settings: Paddle's CPU
+    scale kernel equals the row's arithmetic with its constants
+    (``S.scale_constants`` of the snapshot's op: the float32 attr rounded
+    to ``dtype``) and each operation rounded, exactly; the row itself on
+    the snapshot's op is ``x * s + b`` with those constants, and with no
+    bias Paddle's output is the row's value rounded once."""
+    x, fed = _low_inputs(dtype)
+    every = np.arange(0, x.size, max(1, x.size // 512))
+    sample = x[every]
+    for s, bias, after in LOW_SCALES:
+        op, out = _paddle_scale(fed, dtype, s, bias, after)
+        attrs = {"scale": op.attrs["scale@value"], "bias": op.attrs["bias"],
+                 "bias_after_scale": op.attrs["bias_after_scale"]}
+        sv, bv = S.scale_constants(attrs, dtype)
+        assert _differing(_kernel_rule(x, dtype, sv, bv, after), out) == 0, (s, bias, after)
+        # the row the proof runs, on the snapshot's op, exactly
+        arr = np.array([Fraction(float(v)) for v in sample], dtype=object)
+        row = S.ROWS["pd_op.scale"](op, {"x": [S.Tensor(arr, S.leaf_dims(arr.shape), dtype)]},
+                                    _ExactK())["out"][0].arr
+        want = [v * sv + bv if after else (v + bv) * sv for v in arr]
+        assert list(row) == want, (s, bias, after)
+        if bias == 0.0:
+            once = _round_low(np.array([float(v) for v in row], dtype=np.float32), dtype)
+            assert _differing(once, out[every]) == 0
+    # 1/sqrt(8) in bfloat16 is 181/512: the kernel does not multiply by the
+    # float32 0.35355338 (which the row used to refuse); a constant the dtype
+    # cannot hold at all is refused (Paddle's kernel would multiply by inf)
+    if dtype == "bfloat16":
+        assert S.scale_constants({"scale": 1 / math.sqrt(8)}, dtype)[0] == Fraction(181, 512)
+    with pytest.raises(S.Unsupported, match="overflows"):
+        S.scale_constants({"scale": 65536.0 if dtype == "float16" else 3.4e38}, dtype)
+
+
+def _double_to_bfloat16(v: float) -> float:
+    """``v`` rounded to bfloat16 in one step from the double (nearest even
+    on its 52-bit mantissa), not through float32."""
+    b = int(np.float64(v).view(np.uint64))
+    b = (b + (1 << 44) - 1 + ((b >> 45) & 1)) & ~((1 << 45) - 1)
+    return float(np.uint64(b).view(np.float64))
+
+
+def _dygraph_scale(x, dtype, s, bias, after):
+    """Paddle's output of dygraph ``paddle.scale`` (the Scalar a double)."""
+    from verify.ir.legacy_ir import paddle_module
+
+    paddle = paddle_module()
+    with paddle.base.dygraph.guard(paddle.CPUPlace()):
+        t = paddle.to_tensor(x).astype(dtype)
+        return paddle.scale(t, s, bias, after).astype("float32").numpy()
+
+
+TWINS = ["exact constant, one rounding", "float32 constant, one rounding in float32",
+         "low constants, one rounding of x * s + b", "constant rounded straight from the double"]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_scale_low_precision_wrong_models_are_refuted(twin):
+    """Broken twins of the rule above, each refuted by Paddle's outputs on
+    the same inputs: the constant exact (the attr as a real, one rounding of
+    the exact result); the constants float32, ``x * s + b`` in float32
+    rounded once; the low constants with ``x * s + b`` rounded once (the
+    bias added before the product's rounding); the constants rounded to
+    bfloat16 straight from the double (dygraph hands the kernel the double;
+    the kernel goes through float32)."""
+    dtype = "bfloat16"
+    x, fed = _low_inputs(dtype)
+    x64 = x.astype(np.float64)
+    refuted = []
+    for s, bias, after in LOW_SCALES:
+        if twin == TWINS[3]:
+            out = _dygraph_scale(x, dtype, s, bias, after)
+            sv, bv = (Fraction(_double_to_bfloat16(v)) for v in (s, bias))
+            refuted.append(_differing(_kernel_rule(x, dtype, sv, bv, after), out))
+            continue
+        op, out = _paddle_scale(fed, dtype, s, bias, after)
+        sv, bv = float(op.attrs["scale@value"]), float(op.attrs["bias"])
+        if twin == TWINS[0]:
+            sv, bv = s, bias
+        elif twin == TWINS[2]:
+            sv, bv = (float(c) for c in S.scale_constants({"scale": sv, "bias": bv}, dtype))
+        with np.errstate(over="ignore"):
+            if twin == TWINS[1]:
+                s32, b32 = np.float32(sv), np.float32(bv)
+                got = _round_low(x * s32 + b32 if after else (x + b32) * s32, dtype)
+            else:
+                got = _round_low((x64 * sv + bv if after else (x64 + bv) * sv)
+                                 .astype(np.float32), dtype)
+        refuted.append(_differing(got, out))
+    assert any(refuted), (twin, refuted)
 
 
 def test_sum():

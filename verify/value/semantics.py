@@ -43,6 +43,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .kernels import round_to  # the replay's rounding: one definition of round to nearest even
+
 
 # -- tensors with their dims ---------------------------------------------
 class Tensor:
@@ -511,6 +513,26 @@ def constant(value, dtype="") -> Fraction:
     return exact
 
 
+def kernel_constant(value, dtype="") -> Fraction:
+    """``value`` (an attr) as a Paddle CPU kernel that converts it with
+    ``Scalar::to<T>()`` or ``static_cast<T>`` reads it: in bfloat16 and
+    float16, phi's ``bfloat16(float)`` / ``float16(float)`` of the float32
+    value (a double Scalar goes through ``static_cast<float>`` first),
+    rounded to nearest even (``cpu_float_to_bfloat16``); any other dtype as
+    :func:`constant`.  Only for rows whose kernel is tested to read its
+    attrs exactly so, on concrete values against Paddle (``scale``:
+    tests/test_value_axioms.py); rows whose kernels compute in float32
+    (``MPType``) keep :func:`constant`, which refuses an inexact bfloat16."""
+    d = dtype_name(dtype)
+    if d not in ("bfloat16", "float16") or isinstance(value, Fraction):
+        return constant(value, dtype)
+    try:
+        with np.errstate(over="ignore"):
+            return round_to(constant(value, "float32"), d)
+    except OverflowError:  # Fraction(inf)
+        raise Unsupported(f"constant {value!r} overflows {d}") from None
+
+
 # Which dtypes each row models: every tensor it reads or writes (the slots
 # in INDEX_SLOTS aside) must have one of them, else the op is Unsupported
 # (INCONCLUSIVE naming op, slot and dtype), never computed as if real.
@@ -532,7 +554,7 @@ _ANY_ROWS = (
     "pd_op.assign", "pd_op.cast", "pd_op.share_data_", "pd_op.assign_out_", "pd_op.slice",
     "pd_op.slice_grad", "pd_op.concat", "pd_op.concat_grad", "pd_op.unsqueeze",
     "pd_op.expand", "pd_op.tile", "pd_op.embedding", "pd_op.embedding_grad", "pd_op.arange",
-    "pd_op.c_embedding",
+    "pd_op.c_embedding", "pd_op.c_identity",
     "pd_op.empty", "pd_op.set_value_with_tensor_", "pd_op.stack",
     # uninterpreted, keyed by every input's dtype (kernel_key / _uf_broadcast)
     "pd_op.set_value_", "pd_op.tril", "pd_op.cross_entropy_with_softmax",
@@ -679,13 +701,26 @@ def fill_constant(op, ins, k):
 
 
 # -- arithmetic rows --------------------------------------------------------
+def scale_constants(attrs, dtype) -> tuple:
+    """``(scale, bias)`` as phi's ScaleKernel reads them for an ``x`` of
+    ``dtype``: ``scale.to<T>()``, ``bias.to<T>()`` (an integer scale
+    truncates; a bfloat16 one is the float32 value rounded to bfloat16,
+    :func:`kernel_constant`), then ``EigenScale`` computes in ``T``."""
+    return (kernel_constant(attrs.get("scale", 1.0), dtype),
+            kernel_constant(attrs.get("bias", 0.0), dtype))
+
+
 def scale(op, ins, k):
+    """``x * scale + bias`` (``(x + bias) * scale`` without
+    ``bias_after_scale``), the constants as the kernel reads them
+    (:func:`scale_constants`); over the reals, as every row: in a low
+    dtype the kernel rounds each product and sum to ``T`` (the proof's
+    ``ROUNDING`` disclaimer)."""
     x = _t(ins, "X")
     if _has(ins, "ScaleTensor"):
         raise Unsupported("scale with ScaleTensor")
-    # cast to x's dtype as the kernel does (an integer scale truncates)
-    s = k.const(constant(op.attrs.get("scale", 1.0), x.dtype))
-    b = k.const(constant(op.attrs.get("bias", 0.0), x.dtype))
+    sv, bv = scale_constants(op.attrs, x.dtype)
+    s, b = k.const(sv), k.const(bv)
     after = op.attrs.get("bias_after_scale", True)
     out = x.arr * s + b if after else (x.arr + b) * s
     return {"Out": [Tensor(np.asarray(out), x.dims, x.dtype)]}
@@ -738,8 +773,12 @@ def _vec(fn):
 
 def attrs_key(op, skip=("op_role", "op_role_var", "op_device", "use_mkldnn",
                         "use_cudnn", "mkldnn_data_type", "use_quantizer",
-                        "fwd_recompute_id", "bwd_recompute_id")):
-    """An op's attrs as a hashable key (bookkeeping attrs aside)."""
+                        "fwd_recompute_id", "bwd_recompute_id",
+                        "amp_off_region", "model_cast")):
+    """An op's attrs as a hashable key (bookkeeping attrs aside; the
+    suite's plan-time AMP marks too, which no kernel reads (read_sets.COMMON):
+    the serial program carries them, the partitioned ranks' copies do not,
+    and a rank's ``cos`` is the serial ``cos`` all the same)."""
     return tuple(sorted((a, repr(v)) for a, v in op.attrs.items() if a not in skip))
 
 
@@ -1319,6 +1358,10 @@ def _pir_vector_pieces(op, ins, k):
 
 ROWS.update({
     "pd_op.assign": _via(identity(), {"x": "X"}, {"Out": "out"}),
+    # the model-parallel identity paddleformers' parallel_matmul inserts under
+    # fleet's hybrid group: its forward is the identity on any ring (no CPU
+    # kernel: numeric runs execute it as assign, read_sets says why)
+    "pd_op.c_identity": _via(identity(), {"x": "X"}, {"Out": "out"}),
     "pd_op.cast": _via(cast, {"x": "X"}, {"Out": "out"},
                        lambda a: {**a, "out_dtype": a.get("dtype", "")}),
     "pd_op.split_with_num": _pir_split_with_num,
