@@ -439,7 +439,8 @@ PIR_AMP = "pir_amp"
 #   kernel now.", phi/kernels/cpu/c_softmax_with_cross_entropy_kernel.cc:29);
 # - shared embeddings over pipeline stages (auto_parallel_sync_shared_params):
 #   both planning processes die with SIGSEGV in the pass's eager reshard of the
-#   tied weight (docs/planner.md);
+#   tied weight, in Paddle's GetDefaultPlace (no custom device registered on
+#   CPU; docs/planner.md);
 # - the LM head's ColWiseParallel: with fleet's hybrid group initialised,
 #   append_backward raises in the head's matmul grad (examples/zoo/
 #   llama_vocab_parallel.py), so the head is replicated here;

@@ -25,9 +25,13 @@ NOT_CHECKED = {
         "judges (docs/passes.md)"),
     "auto_parallel_sync_shared_params": (
         "paddle/distributed/passes/auto_parallel_sync_shared_params.py",
-        "does not plan on CPU: on the zoo LLaMA as a two-stage pipeline with tied embeddings "
-        "both planning processes die with SIGSEGV inside sync_shared_parameters, at its "
-        "eager paddle.base.core.reshard of the embedding from stage 0's mesh onto stage 1's "
-        "(also with the gloo backend); the same model with the flag off plans "
-        "(docs/planner.md)"),
+        "does not plan on CPU: sync_shared_parameters copies the tied weight from stage 0's "
+        "mesh onto stage 1's with an eager paddle.base.core.reshard "
+        "(auto_parallel_sync_shared_params.py:151), and on this CPU wheel such an eager reshard "
+        "across disjoint meshes dies with SIGSEGV in phi::distributed::GetDefaultPlace, which "
+        "passes the first registered custom device type to DeviceManager::GetDeviceCount "
+        "when none is registered (a null std::string, fault address 0x8); it dies before any "
+        "communication, so no process group or gloo rendezvous is involved (also with "
+        "init_parallel_env on gloo); examples/planner_pp2_tied.py and the zoo LLaMA plan with "
+        "the flag off (docs/planner.md)"),
 }

@@ -71,3 +71,47 @@ def test_amp_o2_keeps_every_op_of_these_programs_in_float32_on_cpu(dtype):
     unsupported = AutoMixedPrecisionLists(dtype=dtype).unsupported_list
     assert {"matmul_v2", "elementwise_add", "relu", "mean", "softmax"} <= unsupported
     assert len(unsupported) > 1000
+
+
+# -- auto_parallel_sync_shared_params ---------------------------------------------
+def _eager_reshard_as_rank1(src, dst):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLE_", "FLAGS_"))}
+    env.update(PADDLE_TRAINER_ID="1", PADDLE_TRAINERS_NUM="2",
+               PADDLE_TRAINER_ENDPOINTS="127.0.0.1:6170,127.0.0.1:6171",
+               PADDLE_CURRENT_ENDPOINT="127.0.0.1:6171")
+    return subprocess.run([sys.executable, os.path.join(root, "tests", "eager_cross_mesh_reshard.py"),
+                           json.dumps(src), json.dumps(dst)], env=env, capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_eager_reshard_off_the_ranks_mesh_dies_in_get_default_place():
+    """The pass's eager reshard of the tied weight, on the rank outside stage
+    0's mesh: Paddle's ``GetDistTensorDeviceContext`` asks ``GetDefaultPlace``
+    (the input holds no local value), which on this wheel indexes the first
+    registered custom device type, and there is none: SIGSEGV before any
+    communication."""
+    import signal
+
+    import paddle
+
+    assert not paddle.is_compiled_with_cuda() and paddle.device.get_all_custom_device_type() == []
+    p = _eager_reshard_as_rank1([0], [1])
+    assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), (p.returncode, p.stderr[-2000:])
+    out = p.stdout + p.stderr
+    assert "before" in out and "after" not in out
+    assert "phi::distributed::GetDefaultPlace()" in out, out[-3000:]
+    assert "phi::DeviceManager::GetDeviceCount" in out
+
+
+def test_eager_reshard_onto_the_ranks_own_mesh_returns():
+    """The twin: the same call where rank 1 holds the input (mesh [1] onto
+    itself) never needs a default place and returns."""
+    p = _eager_reshard_as_rank1([1], [1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "after True" in p.stdout
