@@ -255,15 +255,18 @@ def run_exported(exported, params, feeds, watch, seed, steps, states=None, rank=
     """The run itself (in whichever process): see :func:`run_program`;
     ``params`` ``{name: ndarray}``, ``feeds`` ``[{name: ndarray}]`` per step;
     ``states``: :func:`startup_states` (``rank``'s pieces taken after the
-    startup ran)."""
+    startup ran).  The ops run in program order (``pir_ranks.program_order``):
+    the dependency order alone does not see a read through
+    ``pd_op.share_data_``, and ran an in-place update whose inputs do not
+    depend on that read before it, collective or not."""
     import numpy as np
     import paddle
 
     from .inputs import run_startup
 
-    from .pir_ranks import serial_interpreter
+    from .pir_ranks import program_order, serial_interpreter
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
         main, startup, fetch = load_for_fetch(exported, watch)
         scope = paddle.static.Scope()
         exe = paddle.static.Executor(paddle.CPUPlace())
