@@ -8,7 +8,11 @@ differently: it gets what that initialisation draws (``inputs.init_like``),
 and a difference the runs show names it (rank, startup op, attrs);
 every watched value (the case's loss and fetches, by value name; a value the
 pass renamed is fetched under its new name) is compared per element with
-the dtype- and depth-derived tolerances of ``compare.py``.
+the dtype- and depth-derived tolerances of ``compare.py``, whose floor is
+also the original programs' own float32 error measured by their float64 run
+(:func:`measured`): the rewritten program is another float32 computation of
+the same sums, so where terms cancel it may differ by the rounding of the
+terms, not of the result.  Ops run in program order (``pir_ranks.program_order``).
 
 A run whose payload (serialized programs, seeded values, rings, steps) was
 run before in this process is not run again (``run_memo.py``): the
