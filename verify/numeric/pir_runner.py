@@ -357,6 +357,21 @@ def _why(exc) -> str:
         f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:300]}"
 
 
+def _over_measured(ref, cand, measured) -> float:
+    """``max |cand - ref|`` over the original's largest measured float32 error
+    ``max |ref - measured|`` (0 where either is 0): what ``MEASURED_SAFETY``
+    bounds, recorded so that a run shows its margin."""
+    import numpy as np
+
+    r = np.asarray(ref, dtype=np.float64)
+    err = np.abs(r - np.asarray(measured, dtype=np.float64))
+    diff = np.abs(r - np.asarray(cand, dtype=np.float64))
+    err, diff = err[np.isfinite(err)], diff[np.isfinite(diff)]
+    if not err.size or not diff.size or not err.max() or not diff.max():
+        return 0.0
+    return float(diff.max() / err.max())
+
+
 def _depth(snap, steps) -> int:
     k = 1
     for op in snap.ops:
@@ -474,18 +489,21 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 details={"backend": backend}))
             continue
         depth = _depth(o.before, steps) * (case.world_size if multi else 1)
-        diffs = []
+        diffs, measured_n, ratio = [], 0, 0.0
         for k in range(steps):
             for n, c in zip(watch, cand_names):
                 if n in vanished:
                     continue
                 note = f"renamed by the pass to {c}" if c != n else ""
-                diffs.append(compare(n, k, ref[k][n], cand[k][c], depth, note=note,
-                                     measured=ref[k].get(n + SUFFIX)))
+                m = ref[k].get(n + SUFFIX)
+                d = compare(n, k, ref[k][n], cand[k][c], depth, note=note, measured=m)
+                diffs.append(d)
+                if m is not None:
+                    measured_n += 1
+                    if d.ok:  # what the safety factor is measured against
+                        ratio = max(ratio, _over_measured(ref[k][n], cand[k][c], m))
         bad = [d for d in diffs if not d.ok]
         noise = [d for d in diffs if d.ok and not d.resolved]
-        measured_n = sum(1 for k in range(steps) for n in watch
-                         if n not in vanished and n + SUFFIX in ref[k])
         if vanished:
             results.append(CheckResult(
                 KIND, f"{backend} run", o.rank, Verdict.NOT_EQUIVALENT,
@@ -525,7 +543,8 @@ def pir_numeric_checks(case, outcomes, backends=("simulated",), seed: int = 0, s
                 f"agree ({sum(d.bitwise for d in diffs)} bitwise); largest abs err "
                 f"{w.max_abs:.3g} on {w.name} (tol {w.tol:.3g}); {measured_n} with the "
                 "original's float32 error measured by its float64 run",
-                details={"backend": backend, "measured": measured_n}))
+                details={"backend": backend, "measured": measured_n,
+                         "error_over_measured": ratio}))
     for r in results:
         got = {k: v for k, v in reused.get(r.rank, {}).items() if v}
         if got:  # said, never hidden: which runs were not run again, from which key
