@@ -6,6 +6,15 @@ and every parameter after each step are compared per rank.  Where the pass
 removed a parameter on some ranks (the promoted bias on non-first TP ranks),
 what it stands for is compared instead: the first TP rank's copy in the
 rewritten program against the original's (replicated) value on this rank.
+
+The tolerance is ``compare.py``'s depth-derived one only.  The floor the PIR
+runs add (the original's own float32 error, measured by its float64 run:
+``pir_runner.measured``) would apply here by the same argument, but a
+ProgramDesc has no float64 twin yet: PIR's is a rewrite of the serialized
+types, while a ProgramDesc spells a dtype in each var and in op attrs of
+several names (``dtype``, ``in_dtype``, ``out_dtype``, ``assign_value``'s
+typed value lists), and a missed one would make the float64 run another
+function, whose difference the floor would then accept as rounding.
 """
 from __future__ import annotations
 

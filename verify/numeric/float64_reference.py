@@ -67,12 +67,18 @@ def with_float64(run, exported, params, feeds, out32) -> list:
         out64 = run(data, widened(params), [widened(f) for f in feeds])
     except Exception:  # an op without a float64 kernel: no measurement
         return out32
-    merged = []
+    return merged(out32, out64)
+
+
+def merged(out32, out64) -> list:
+    """``out32`` (``[{name: array}]`` per step) with each float32 value's
+    float64 run from ``out64`` (the same steps) added as ``<name>@float64``."""
+    out = []
     for s32, s64 in zip(out32, out64):
         step = dict(s32)
         for n, v in s64.items():
             if n in s32 and np.asarray(s32[n]).dtype == np.float32 and \
                     np.shape(v) == np.shape(s32[n]):
                 step[n + SUFFIX] = np.asarray(v, dtype=np.float64)
-        merged.append(step)
-    return merged
+        out.append(step)
+    return out + [dict(s) for s in out32[len(out):]]

@@ -340,10 +340,12 @@ def run_exported_ranks(ranks: dict, rings: dict, steps: int, where: str = "PIR s
     (see :func:`verify.numeric.pir_runner.run_ranks`); each rank's startup
     program runs seeded by ``seed`` before ``params`` are set.  (Programs that
     went through a gradient merge run as the Engine's jobs instead:
-    ``merged_relation.run_schedule``.)"""
+    ``merged_relation.run_schedule``.)  Each stage's ops run in program
+    order (:func:`program_order`: a stage fed a collective's result frees an
+    in-place update from the aliased reads before it)."""
     import paddle
 
-    with paddle.pir_utils.IrGuard(), serial_interpreter():
+    with paddle.pir_utils.IrGuard(), serial_interpreter(), program_order():
         states = {int(r): _PirRank(int(r), d["exported"], d["params"], d["feeds"],
                                    d["watch"], where, restore_state, seed,
                                    segments=segments, states=d.get("states"))
