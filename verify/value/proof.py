@@ -123,8 +123,9 @@ DEFAULT_BUDGET = {
     "z3_random_seed": 0,
     # wall clock, a hang guard only (a Z3 that ignores its rlimit): never the budget
     "z3_hang_guard_s": 600,
-    # Z3's own memory cap per query, in MB (its "max_memory": past it the query
-    # is unknown, "max. memory exceeded"): a query within its rlimit can still
+    # Z3's heap cap per query, in MB (its global "memory_max_size" while the
+    # query is checked: past it the query is unknown, "out of memory";
+    # _z3_memory_cap): a query within its rlimit can still
     # grow past 14 GB (nonlinear terms of two attention blocks, verify generate
     # seed 0 plan 18) and take the machine with it; the default run's largest
     # query spends 5.91 M rlimit units, far below
@@ -794,6 +795,30 @@ def _free_kernel_model(store, ea, eb, pairs, why_not, stats):
                        + ("; " + "; ".join(why_not[:2]) if why_not else ""))
 
 
+class _z3_memory_cap:
+    """Z3's heap capped at ``mb`` MB (0: no cap) while one query is checked.
+    The cap is Z3's global ``memory_max_size``: past it an allocation fails
+    and ``check`` answers unknown ("out of memory").  The solver's own
+    ``max_memory`` is polled in the search only: the preprocessing rewriter
+    (``asserted_formulas::reduce``) grew generated plan 0062's query past
+    9 GB under ``max_memory`` 4096 (measured).  Set only around ``check``
+    (Z3 exits the process on a failed allocation outside one, e.g. building
+    terms) and reset after it; the cap counts all of Z3's heap in the
+    process, the terms of the query included."""
+
+    def __init__(self, mb):
+        self.mb = int(mb or 0)
+
+    def __enter__(self):
+        if self.mb:
+            z3.set_param("memory_max_size", self.mb)
+
+    def __exit__(self, *exc):
+        if self.mb:
+            z3.set_param("memory_max_size", 0)  # 0: Z3's default, no cap
+        return False
+
+
 def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats, model_checked=False):
     """Step 2 of ``_compare``: Z3 for the element ``pairs`` probes could not
     tell apart, within the budget (same returns as ``_compare``); not asked
@@ -812,11 +837,10 @@ def _ask_z3(store, zt, ea, eb, pairs, why_not, z3b, stats, model_checked=False):
     limit = max(1, min(z3b.per_query, z3b.left))  # 0 would mean no limit
     solver.set("rlimit", limit)  # deterministic: Z3 counts steps, not time
     solver.set("timeout", z3b.hang_guard_ms)  # a hang guard, not the budget
-    if z3b.max_memory_mb:
-        solver.set("max_memory", z3b.max_memory_mb)
     solver.add(z3.Or([zt.poly(a) != zt.poly(b) for _, a, b in pairs[:256]]))
     before = _rlimit_count(solver)
-    res = solver.check()
+    with _z3_memory_cap(z3b.max_memory_mb):
+        res = solver.check()
     used = max(0, _rlimit_count(solver) - before)
     z3b.spent += used
     z3b.max_query = max(z3b.max_query, used)
