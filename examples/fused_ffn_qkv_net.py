@@ -18,8 +18,8 @@ import paddle.distributed as dist
 from paddle import nn
 from paddle.static import InputSpec
 
-H, HEADS, FFN, SEQ = 8, 2, 16, 4
-BATCH = 4
+H, HEADS, FFN, SEQ = 8, 2, 16, 2
+BATCH = 2
 
 
 class QkvSwiglu(nn.Layer):

@@ -160,3 +160,28 @@ def test_a_recomputed_block_gets_its_eager_gradients(tmp_path_factory):
     assert len(rec["eager_gradients"]["with_grad"]) == 8
     [c] = lost_gradient_check("planner on rc", rec["eager_gradients"], rec["serial_relation"])
     assert c.verdict == Verdict.EQUIVALENT
+
+
+def _op(type_, reads, writes, role=0):
+    return SimpleNamespace(type=type_, role=role, reads=lambda: list(reads),
+                           writes=lambda: list(writes))
+
+
+def test_parameters_a_rewrite_replaced_are_not_lost_gradients():
+    # fuse_attention_ffn_qkv_pass replaces q, k by one fused parameter before the
+    # serial program: q, k are read by no op, the fused one is updated
+    eager = {"with_grad": ["q", "k", "out"], "error": None}
+    serial = {"params": {"qk_fused": {}, "out": {}}}
+    ops = [_op("pd_op.matmul", ["x", "qk_fused"], ["h"]),
+           _op("pd_op.matmul", ["h", "out"], ["y"]),
+           _op("pd_op.matmul_grad", ["h", "out", "dy"], ["dh", "dout"], role=1),
+           _op("pd_op.matmul_grad", ["x", "qk_fused", "dh"], ["dx", "dqk"], role=1)]
+    [c] = lost_gradient_check("planner on fused", eager, serial, ops)
+    assert c.verdict == Verdict.INCONCLUSIVE and c.advisory
+    assert c.counterexample == {"replaced": ["k", "q"]}
+    # twin: q still read by the forward, its gradient dropped -> caught, q named
+    ops_q = [_op("pd_op.c_identity", ["q"], ["q2"])] + ops[:1] + [
+        _op("pd_op.add", ["h", "q2"], ["h2"])] + ops[1:]
+    [c] = lost_gradient_check("planner on fused", eager, serial, ops_q)
+    assert c.verdict == Verdict.CONTRACT_BROKEN
+    assert c.counterexample["parameters"] == ["q"]
