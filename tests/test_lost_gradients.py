@@ -127,8 +127,13 @@ def test_a_parameter_without_eager_gradient_is_not_flagged():
 
     model = SimpleNamespace(build_model=Net, loss=nn.MSELoss(), inputs=[None], labels=[None])
     x = np.ones([2, 4], "float32")
-    paddle.disable_static()
-    got = eager_gradients(model, ["mp"], 0, [x, x])
+    static = not paddle.in_dynamic_mode()  # the worker's mode, restored: later
+    paddle.disable_static()  # legacy-IR tests in this process need static mode back
+    try:
+        got = eager_gradients(model, ["mp"], 0, [x, x])
+    finally:
+        if static:
+            paddle.enable_static()
     assert got["error"] is None, got["error"]
     assert got["with_grad"] == ["used.weight", "used.bias"]
     assert got["without_grad"] == ["unused.weight", "unused.bias"]  # frozen: not trainable
